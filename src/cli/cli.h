@@ -1,0 +1,140 @@
+/* trajpack: declarations shared by the verbs (one cmd_*.c file each) and
+ * the helpers in cli_util.c. */
+#ifndef TRAJFS_CLI_CLI_H
+#define TRAJFS_CLI_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "store/archive.h"
+
+/* Exit statuses, the same for every verb (see trajpack(1)). */
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_FAIL = 1,  /* the operation failed or found bad data */
+    CLI_EXIT_USAGE = 2, /* bad command line */
+};
+
+/* A verb: `trajpack NAME ARGS...` calls run(argc, argv) with argv[0] the
+ * verb's name. run returns an exit status. */
+typedef struct {
+    const char *name;
+    const char *summary; /* one line for `trajpack --help` */
+    int (*run)(int argc, char **argv);
+} cli_verb;
+
+int cmd_create(int argc, char **argv);
+int cmd_add(int argc, char **argv);
+int cmd_extract(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+
+/* ---- messages ---------------------------------------------------------- */
+
+/* "trajpack: MESSAGE" on stderr (after clearing any progress bar). */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "trajpack: FILE: MESSAGE" for a library error about file; just
+ * "trajpack: MESSAGE" when the message names the file already. */
+void cli_file_error(const char *file, const char *msg);
+/* "trajpack VERB: MESSAGE" and a hint to run --help; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *verb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- option parsing ---------------------------------------------------- */
+
+/* What a verb's command line looks like. */
+typedef struct {
+    const char *verb;
+    const char *usage;            /* the whole --help text */
+    const char *shortopts;        /* getopt spelling, without the leading ':' */
+    const struct option *longopts; /* ends with a zeroed entry */
+} cli_cmd;
+
+#define CLI_OPT_HELP (-2) /* --help was printed: exit 0 */
+#define CLI_OPT_BAD (-3)  /* a usage error was printed: exit 2 */
+
+/* getopt_long for a verb: handles -h/--help and reports unknown options
+ * and missing arguments itself. Returns the option, -1 at the end, or one
+ * of CLI_OPT_HELP / CLI_OPT_BAD. */
+int cli_getopt(int argc, char **argv, const cli_cmd *cmd);
+
+/* Parses a decimal integer in [min, max] given to option opt. Prints a
+ * usage error and returns -1 when it is not one. */
+int cli_parse_uint(const char *verb, const char *opt, const char *s,
+                   unsigned min, unsigned max, unsigned *out);
+
+/* ---- output ------------------------------------------------------------ */
+
+/* Human-readable size with SI units: "512 B", "39.5 kB", "21.7 MB". */
+#define CLI_SIZE_LEN 16
+void cli_format_size(uint64_t bytes, char out[CLI_SIZE_LEN]);
+
+/* Writes s as a JSON string (escaped, between double quotes): for JSON
+ * output, and for names that may hold any character (tensor names). */
+void cli_put_quoted(FILE *f, const char *s);
+
+/* ---- archive helpers --------------------------------------------------- */
+
+/* Opens an archive read-only; prints "trajpack: ARCHIVE: why" on failure. */
+tf_archive *cli_open_archive(const char *path);
+
+/* Normalizes a path given on the command line into an archive path:
+ * drops leading "./" and "/", repeated and trailing slashes. Returns a new
+ * string (NULL when out of memory). "" names the root. */
+char *cli_archive_path(const char *arg);
+
+/* cli_archive_path of each of args[0..n); NULL (after a message) when
+ * out of memory. Freed with cli_free_paths. */
+char **cli_archive_paths(char **args, size_t n);
+void cli_free_paths(char **paths, size_t n);
+
+/* Marks in selected[] (one flag per entry, archive order) each entry named
+ * by paths[] and everything below it; with npaths == 0, all entries. Names
+ * that match nothing are reported; returns how many. */
+size_t cli_select_entries(const tf_archive *ar, char **paths, size_t npaths,
+                          bool *selected);
+
+/* Which entry each blob's stored bytes are charged to: the first live
+ * entry in commit order (ascending ino) whose chunks use it, or whose
+ * chunks use a blob that has it as model. owner[b] is that entry's index
+ * in archive order plus one, or 0 when no live entry uses blob b (e.g. a
+ * reference left behind by a replaced file). Returns a malloc'd array of
+ * tf_archive_nblobs() elements, or NULL when out of memory. */
+uint64_t *cli_blob_owners(const tf_archive *ar);
+
+/* The tensor of a safetensors entry that chunk c belongs to. */
+uint64_t cli_tensor_of_chunk(const tf_entry *ent, uint64_t c);
+
+/* Whether an entry has data chunks (a regular file of either kind). */
+bool cli_entry_is_file(const tf_entry *ent);
+
+/* ---- the walk of the inputs of create/add ------------------------------ */
+
+typedef struct {
+    char *src;    /* path on disk */
+    char *dest;   /* archive path */
+    mode_t mode;   /* st_mode from lstat */
+    uint64_t size; /* bytes of a regular file, 0 otherwise */
+} cli_input;
+
+typedef struct {
+    cli_input *items;
+    size_t count, cap;
+    uint64_t total_bytes;
+} cli_input_list;
+
+/* Appends src as archive path dest, and, for a directory, its contents
+ * recursively: each directory before its contents, names in natural order
+ * (step-900 before step-1000). skip_dev/skip_ino name a file to leave out
+ * (the archive itself). Returns 0, or -1 after printing an error. */
+int cli_walk(const char *src, const char *dest, dev_t skip_dev, ino_t skip_ino,
+             cli_input_list *list);
+void cli_input_list_free(cli_input_list *list);
+
+#endif

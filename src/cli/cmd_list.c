@@ -1,0 +1,309 @@
+/* trajpack list: paths; with -l sizes, stored sizes and codec mix; with
+ * --blobs a debugging listing of where each blob lies and who uses it. */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "codec/codec.h"
+#include "format/catalog.h"
+#include "store/reader.h"
+
+static const char list_usage[] =
+    "Usage: trajpack list [OPTIONS] ARCHIVE [PATH...]\n"
+    "List the entries of ARCHIVE, or only PATH... and everything below them,\n"
+    "one path per line; directories end in '/'.\n"
+    "\nOptions:\n"
+    "  -l, --long   also show mode, size, stored size, compression ratio and\n"
+    "               the codecs of the stored bytes, and a total line. A file's\n"
+    "               stored size counts the blobs that no file committed before\n"
+    "               it uses: a fully deduplicated file stores 0 bytes.\n"
+    "      --blobs  debugging listing, one tab-separated line per use of a\n"
+    "               stored blob: blob index, payload offset, encoded and raw\n"
+    "               length, codec, reference and model blob, file, tensor and\n"
+    "               chunk; then the blobs no file uses directly\n"
+    "  -h, --help   show this help\n";
+
+enum { OPT_BLOBS = 256 };
+
+static const struct option list_longopts[] = {
+    { "long", no_argument, NULL, 'l' },
+    { "blobs", no_argument, NULL, OPT_BLOBS },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
+/* Slots of the codec mix: one per known codec and one for unknown ids. */
+#define MIX_SLOTS (TF_CODEC_COUNT + 1)
+
+static const char *codec_name(unsigned id)
+{
+    const tf_codec *c = tf_codec_get(id);
+    return c ? c->name : "?";
+}
+
+/* ---- plain and long listing -------------------------------------------- */
+
+typedef struct {
+    uint64_t stored;
+    uint64_t by_codec[MIX_SLOTS]; /* stored bytes per codec */
+} file_cost;
+
+/* Stored bytes charged to each entry (see cli_blob_owners). */
+static file_cost *charge_entries(const tf_archive *ar)
+{
+    size_t n = tf_archive_nentries(ar);
+    uint64_t *owners = cli_blob_owners(ar);
+    file_cost *cost = calloc(n ? n : 1, sizeof *cost);
+    if (!owners || !cost) {
+        free(owners);
+        free(cost);
+        cli_error("out of memory");
+        return NULL;
+    }
+    for (uint64_t b = 0; b < tf_archive_nblobs(ar); b++) {
+        if (!owners[b])
+            continue;
+        const tf_blob *blob = tf_archive_blob(ar, b);
+        file_cost *fc = &cost[owners[b] - 1];
+        fc->stored += blob->enc_len;
+        fc->by_codec[blob->codec < TF_CODEC_COUNT ? blob->codec : TF_CODEC_COUNT] +=
+            blob->enc_len;
+    }
+    free(owners);
+    return cost;
+}
+
+static void format_mode(const tf_entry *ent, char out[11])
+{
+    static const char rwx[] = "rwxrwxrwx";
+    uint32_t m = ent->mode;
+    out[0] = ent->kind == TF_ENTRY_DIR ? 'd' : ent->kind == TF_ENTRY_SYMLINK ? 'l' : '-';
+    for (int i = 0; i < 9; i++)
+        out[1 + i] = m & (1u << (8 - i)) ? rwx[i] : '-';
+    if (m & S_ISUID)
+        out[3] = out[3] == 'x' ? 's' : 'S';
+    if (m & S_ISGID)
+        out[6] = out[6] == 'x' ? 's' : 'S';
+    if (m & S_ISVTX)
+        out[9] = out[9] == 'x' ? 't' : 'T';
+    out[10] = '\0';
+}
+
+/* "ulp 92% bytegroup 7% raw 1%", largest first; "dedup" when the file's
+ * blobs were all stored before; "-" for a file without data. */
+static void format_mix(const tf_entry *ent, const file_cost *fc, char *out, size_t outsz)
+{
+    bool done[MIX_SLOTS] = { false };
+    size_t len = 0;
+    out[0] = '\0';
+    if (fc->stored == 0) {
+        snprintf(out, outsz, "%s", ent->nchunks ? "dedup" : "-");
+        return;
+    }
+    for (;;) {
+        unsigned best = MIX_SLOTS;
+        for (unsigned k = 0; k < MIX_SLOTS; k++)
+            if (!done[k] && fc->by_codec[k] &&
+                (best == MIX_SLOTS || fc->by_codec[k] > fc->by_codec[best]))
+                best = k;
+        if (best == MIX_SLOTS || len >= outsz)
+            return;
+        done[best] = true;
+        double pct = 100.0 * (double)fc->by_codec[best] / (double)fc->stored;
+        int w = pct < 0.5 ? snprintf(out + len, outsz - len, "%s%s <1%%", len ? " " : "",
+                                     codec_name(best))
+                          : snprintf(out + len, outsz - len, "%s%s %.0f%%",
+                                     len ? " " : "", codec_name(best), pct);
+        len += w > 0 ? (size_t)w : 0;
+    }
+}
+
+static void format_ratio(uint64_t size, uint64_t stored, char *out, size_t outsz)
+{
+    if (stored == 0)
+        snprintf(out, outsz, "-");
+    else
+        snprintf(out, outsz, "%.2fx", (double)size / (double)stored);
+}
+
+static void print_long(const tf_entry *ent, const file_cost *fc)
+{
+    char mode[11], size[CLI_SIZE_LEN], stored[CLI_SIZE_LEN], ratio[32], mix[128];
+    format_mode(ent, mode);
+    if (cli_entry_is_file(ent)) {
+        cli_format_size(ent->size, size);
+        cli_format_size(fc->stored, stored);
+        format_ratio(ent->size, fc->stored, ratio, sizeof ratio);
+        format_mix(ent, fc, mix, sizeof mix);
+    } else {
+        snprintf(size, sizeof size, "-");
+        snprintf(stored, sizeof stored, "-");
+        snprintf(ratio, sizeof ratio, "-");
+        snprintf(mix, sizeof mix, "-");
+    }
+    printf("%s %9s %9s %7s  %-30s %s%s", mode, size, stored, ratio, mix, ent->path,
+           ent->kind == TF_ENTRY_DIR ? "/" : "");
+    if (ent->kind == TF_ENTRY_SYMLINK)
+        printf(" -> %s", ent->target);
+    putchar('\n');
+}
+
+static void print_total(const tf_archive *ar, const bool *selected, const file_cost *cost)
+{
+    uint64_t files = 0, size = 0, stored = 0;
+    char size_s[CLI_SIZE_LEN], stored_s[CLI_SIZE_LEN], archive_s[CLI_SIZE_LEN], ratio[32];
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        if (!selected[i] || !cli_entry_is_file(ent))
+            continue;
+        files++;
+        size += ent->size;
+        stored += cost[i].stored;
+    }
+    cli_format_size(size, size_s);
+    cli_format_size(stored, stored_s);
+    cli_format_size(tf_archive_file_size(ar), archive_s);
+    format_ratio(size, stored, ratio, sizeof ratio);
+    printf("total: %llu files, %s, stored %s (%s); archive %s in %llu commits\n",
+           (unsigned long long)files, size_s, stored_s, ratio, archive_s,
+           (unsigned long long)tf_archive_commits(ar));
+}
+
+static int print_entries(const tf_archive *ar, const bool *selected, bool long_format)
+{
+    file_cost *cost = NULL;
+    if (long_format && !(cost = charge_entries(ar)))
+        return CLI_EXIT_FAIL;
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        if (!selected[i])
+            continue;
+        if (long_format)
+            print_long(ent, &cost[i]);
+        else
+            printf("%s%s\n", ent->path, ent->kind == TF_ENTRY_DIR ? "/" : "");
+    }
+    if (long_format)
+        print_total(ar, selected, cost);
+    free(cost);
+    return CLI_EXIT_OK;
+}
+
+/* ---- blob listing ------------------------------------------------------ */
+
+static void print_blob_index(uint64_t plus_one)
+{
+    if (plus_one)
+        printf("\t%llu", (unsigned long long)(plus_one - 1));
+    else
+        fputs("\t-", stdout);
+}
+
+static void print_blob(const tf_archive *ar, uint64_t b)
+{
+    const tf_blob *blob = tf_archive_blob(ar, b);
+    printf("%llu\t%llu\t%llu\t%llu\t%s", (unsigned long long)b,
+           (unsigned long long)blob->offset, (unsigned long long)blob->enc_len,
+           (unsigned long long)blob->raw_len, codec_name(blob->codec));
+    print_blob_index(blob->ref);
+    print_blob_index(blob->model);
+}
+
+static void print_chunk_uses(const tf_archive *ar, tf_reader_ctx *reader,
+                             const tf_entry *ent, bool *used)
+{
+    for (uint64_t c = 0; c < ent->nchunks; c++) {
+        uint64_t b = ent->chunks[c];
+        if (b >= tf_archive_nblobs(ar))
+            continue;
+        used[b] = true;
+        print_blob(ar, b);
+        printf("\t%s\t", ent->path);
+        if (ent->kind == TF_ENTRY_SAFETENSORS) {
+            uint64_t t = cli_tensor_of_chunk(ent, c);
+            const char *name = tf_reader_tensor_name(reader, ent, t);
+            cli_put_quoted(stdout, name ? name : "?");
+            printf("\t%llu\n", (unsigned long long)(c - ent->tensors[t].first_chunk));
+        } else {
+            printf("-\t%llu\n", (unsigned long long)c);
+        }
+    }
+}
+
+static int print_blobs(tf_archive *ar, const bool *selected, bool all)
+{
+    uint64_t nblobs = tf_archive_nblobs(ar);
+    bool *used = calloc(nblobs ? nblobs : 1, sizeof *used);
+    tf_reader_ctx *reader = tf_reader_new(ar, 0);
+    if (!used || !reader) {
+        free(used);
+        if (reader)
+            tf_reader_free(reader);
+        cli_error("out of memory");
+        return CLI_EXIT_FAIL;
+    }
+    puts("#blob\toffset\tenc_len\traw_len\tcodec\tref\tmodel\tpath\ttensor\tchunk");
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        if (selected[i] && cli_entry_is_file(ent))
+            print_chunk_uses(ar, reader, ent, used);
+    }
+    /* Models and references left by replaced files, when listing all. */
+    for (uint64_t b = 0; all && b < nblobs; b++) {
+        if (!used[b]) {
+            print_blob(ar, b);
+            puts("\t-\t-\t-");
+        }
+    }
+    tf_reader_free(reader);
+    free(used);
+    return CLI_EXIT_OK;
+}
+
+/* ---- the verb ---------------------------------------------------------- */
+
+int cmd_list(int argc, char **argv)
+{
+    const cli_cmd cmd = { .verb = argv[0], .usage = list_usage,
+                          .shortopts = "lh", .longopts = list_longopts };
+    bool long_format = false, blobs = false;
+    int c;
+    while ((c = cli_getopt(argc, argv, &cmd)) != -1) {
+        switch (c) {
+        case 'l': long_format = true; break;
+        case OPT_BLOBS: blobs = true; break;
+        case CLI_OPT_HELP: return CLI_EXIT_OK;
+        default: return CLI_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error(cmd.verb, "expected an ARCHIVE");
+    if (long_format && blobs)
+        return cli_usage_error(cmd.verb, "--long and --blobs exclude each other");
+
+    size_t npaths = (size_t)(argc - optind - 1);
+    char **paths = cli_archive_paths(argv + optind + 1, npaths);
+    tf_archive *ar = paths ? cli_open_archive(argv[optind]) : NULL;
+    if (!ar) {
+        cli_free_paths(paths, npaths);
+        return CLI_EXIT_FAIL;
+    }
+    size_t n = tf_archive_nentries(ar);
+    bool *selected = malloc((n ? n : 1) * sizeof *selected);
+    int status = CLI_EXIT_FAIL;
+    if (!selected) {
+        cli_error("out of memory");
+    } else {
+        size_t missing = cli_select_entries(ar, paths, npaths, selected);
+        status = blobs ? print_blobs(ar, selected, npaths == 0)
+                       : print_entries(ar, selected, long_format);
+        if (missing)
+            status = CLI_EXIT_FAIL;
+    }
+    free(selected);
+    tf_archive_close(ar);
+    cli_free_paths(paths, npaths);
+    return status;
+}

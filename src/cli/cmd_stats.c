@@ -1,0 +1,371 @@
+/* trajpack stats: how many bits each weight costs, by dtype, by codec and
+ * by checkpoint, as text or JSON.
+ *
+ * Each blob's bytes are charged once, to the first use of it in commit
+ * order (the rule of `list -l`, see cli_blob_owners); later uses of the
+ * same blob (a re-added checkpoint, a tied weight, an unchanged tensor)
+ * count their weights at 0 bits. So the bits per weight of a row are the
+ * stored bits charged to it divided by all the weights it covers. */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/codec.h"
+#include "format/catalog.h"
+#include "format/dtype.h"
+
+static const char stats_usage[] =
+    "Usage: trajpack stats [OPTIONS] ARCHIVE\n"
+    "Show the bits per weight (stored bits / tensor elements) of ARCHIVE by\n"
+    "dtype, by codec and by checkpoint (safetensors file), totals and the\n"
+    "compression ratio. Stored bytes are charged to the first file that uses\n"
+    "them; weights of data stored before cost 0 bits (row \"dedup\").\n"
+    "\nOptions:\n"
+    "      --json   print one JSON object instead of tables\n"
+    "  -h, --help   show this help\n";
+
+enum { OPT_JSON = 256 };
+
+static const struct option stats_longopts[] = {
+    { "json", no_argument, NULL, OPT_JSON },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
+#define CODEC_SLOTS (TF_CODEC_COUNT + 1) /* the last one: unknown codec ids */
+
+typedef struct {
+    uint64_t weights; /* tensor elements covered */
+    uint64_t stored;  /* bytes of blobs charged */
+    uint64_t blobs;   /* blobs charged */
+} stat_row;
+
+/* Codec-specific breakdowns (e.g. the ulp bits split into b, q1, q2, raw
+ * tail and tables) belong beside by_codec: a field per codec here, filled
+ * in account_chunk, printed after the codec's row in print_text and
+ * print_json. */
+typedef struct {
+    stat_row tensors;              /* all tensor data */
+    stat_row by_dtype[TF_DT_COUNT];
+    stat_row by_codec[CODEC_SLOTS];
+    stat_row dedup;                /* chunks whose blob was charged before */
+    stat_row *by_entry;            /* per entry, archive order */
+    stat_row other;                /* non-safetensors files (weights: bytes) */
+    uint64_t n_safetensors, n_other, n_dirs, n_symlinks;
+    uint64_t logical_bytes;        /* all file sizes */
+    uint64_t unused_bytes;         /* blobs no live file uses */
+} stats;
+
+typedef struct {
+    const tf_archive *ar;
+    const uint64_t *owners;
+    bool *counted; /* per blob: charged already */
+    stats *st;
+} stats_ctx;
+
+/* Bytes that blob b (and the model it needs) add when entry owner_plus1
+ * uses it now; 0 when they were charged already. */
+static uint64_t charge(stats_ctx *cx, uint64_t b, uint64_t owner_plus1, uint64_t *blobs)
+{
+    uint64_t nblobs = tf_archive_nblobs(cx->ar), bytes = 0;
+    if (b >= nblobs || cx->owners[b] != owner_plus1 || cx->counted[b])
+        return 0;
+    const tf_blob *blob = tf_archive_blob(cx->ar, b);
+    cx->counted[b] = true;
+    bytes += blob->enc_len;
+    (*blobs)++;
+    uint64_t m = blob->model;
+    if (m && m - 1 < nblobs && cx->owners[m - 1] == owner_plus1 && !cx->counted[m - 1]) {
+        cx->counted[m - 1] = true;
+        bytes += tf_archive_blob(cx->ar, m - 1)->enc_len;
+        (*blobs)++;
+    }
+    return bytes;
+}
+
+static void add_row(stat_row *r, uint64_t weights, uint64_t stored, uint64_t blobs)
+{
+    r->weights += weights;
+    r->stored += stored;
+    r->blobs += blobs;
+}
+
+static void account_chunk(stats_ctx *cx, size_t i, unsigned dtype, uint64_t b,
+                          uint64_t weights)
+{
+    uint64_t blobs = 0, bytes = charge(cx, b, i + 1, &blobs);
+    stats *st = cx->st;
+    add_row(&st->tensors, weights, bytes, blobs);
+    add_row(&st->by_dtype[dtype], weights, bytes, blobs);
+    add_row(&st->by_entry[i], weights, bytes, blobs);
+    if (blobs == 0) {
+        add_row(&st->dedup, weights, 0, 0);
+    } else {
+        unsigned codec = tf_archive_blob(cx->ar, b)->codec;
+        add_row(&st->by_codec[codec < TF_CODEC_COUNT ? codec : TF_CODEC_COUNT], weights,
+                bytes, blobs);
+    }
+}
+
+static void account_safetensors(stats_ctx *cx, size_t i, const tf_entry *ent)
+{
+    unsigned shift = tf_archive_chunk_shift(cx->ar);
+    for (uint64_t t = 0; t < ent->ntensors; t++) {
+        const tf_tensor_span *ts = &ent->tensors[t];
+        const tf_dtype_info *info = tf_dtype_get(ts->dtype);
+        unsigned dtype = info ? ts->dtype : TF_DT_NONE;
+        uint64_t nelem = ts->nbytes / (info ? info->size : 1);
+        uint64_t per_chunk = (uint64_t)1 << shift;
+        for (uint64_t k = 0; k * per_chunk < nelem; k++) {
+            uint64_t c = ts->first_chunk + k;
+            if (c >= ent->nchunks)
+                break;
+            uint64_t left = nelem - k * per_chunk;
+            account_chunk(cx, i, dtype, ent->chunks[c], left < per_chunk ? left : per_chunk);
+        }
+    }
+}
+
+static void account_entry(stats_ctx *cx, size_t i, const tf_entry *ent)
+{
+    stats *st = cx->st;
+    switch (ent->kind) {
+    case TF_ENTRY_SAFETENSORS:
+        st->n_safetensors++;
+        st->logical_bytes += ent->size;
+        account_safetensors(cx, i, ent);
+        break;
+    case TF_ENTRY_FILE:
+        st->n_other++;
+        st->logical_bytes += ent->size;
+        st->other.weights += ent->size;
+        for (uint64_t c = 0; c < ent->nchunks; c++) {
+            uint64_t blobs = 0, bytes = charge(cx, ent->chunks[c], i + 1, &blobs);
+            add_row(&st->other, 0, bytes, blobs);
+        }
+        break;
+    case TF_ENTRY_DIR:
+        st->n_dirs++;
+        break;
+    case TF_ENTRY_SYMLINK:
+        st->n_symlinks++;
+        break;
+    default:
+        break;
+    }
+}
+
+static int gather(const tf_archive *ar, stats *st)
+{
+    size_t n = tf_archive_nentries(ar);
+    uint64_t nblobs = tf_archive_nblobs(ar);
+    stats_ctx cx = { .ar = ar, .st = st };
+    cx.owners = cli_blob_owners(ar);
+    cx.counted = calloc(nblobs ? nblobs : 1, sizeof *cx.counted);
+    st->by_entry = calloc(n ? n : 1, sizeof *st->by_entry);
+    if (!cx.owners || !cx.counted || !st->by_entry) {
+        free((void *)cx.owners);
+        free(cx.counted);
+        cli_error("out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        account_entry(&cx, i, tf_archive_entry(ar, i));
+    for (uint64_t b = 0; b < nblobs; b++)
+        if (!cx.owners[b])
+            st->unused_bytes += tf_archive_blob(ar, b)->enc_len;
+    free((void *)cx.owners);
+    free(cx.counted);
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+static const char *dtype_name(unsigned dt)
+{
+    const tf_dtype_info *info = tf_dtype_get(dt);
+    return dt != TF_DT_NONE && info ? info->name : "?";
+}
+
+static const char *codec_name(unsigned id)
+{
+    const tf_codec *c = tf_codec_get(id);
+    return c ? c->name : "?";
+}
+
+/* Everything in the archive file that is not blob payload: superblock,
+ * catalog segments (paths, safetensors headers, blob tables), trailers. */
+static uint64_t overhead_bytes(const tf_archive *ar, const stats *st)
+{
+    uint64_t payload = st->tensors.stored + st->other.stored + st->unused_bytes;
+    uint64_t size = tf_archive_file_size(ar);
+    return size > payload ? size - payload : 0;
+}
+
+static double bits_per_weight(const stat_row *r)
+{
+    return (double)r->stored * 8 / (double)r->weights;
+}
+
+static void text_row(const stat_row *r, const char *label)
+{
+    char stored[CLI_SIZE_LEN];
+    cli_format_size(r->stored, stored);
+    if (r->weights)
+        printf("  %14llu %10s %9.3f  %s\n", (unsigned long long)r->weights, stored,
+               bits_per_weight(r), label);
+    else
+        printf("  %14llu %10s %9s  %s\n", (unsigned long long)r->weights, stored, "-",
+               label);
+}
+
+static void print_text(const tf_archive *ar, const char *archive, const stats *st)
+{
+    char logical[CLI_SIZE_LEN], size[CLI_SIZE_LEN], other[CLI_SIZE_LEN],
+        other_stored[CLI_SIZE_LEN], overhead[CLI_SIZE_LEN], unused[CLI_SIZE_LEN];
+    uint64_t archive_bytes = tf_archive_file_size(ar);
+    cli_format_size(st->logical_bytes, logical);
+    cli_format_size(archive_bytes, size);
+    printf("archive %s: %s, %llu commits, chunks of 2^%u elements\n", archive, size,
+           (unsigned long long)tf_archive_commits(ar), tf_archive_chunk_shift(ar));
+    printf("files: %llu safetensors, %llu other; %llu directories, %llu symlinks\n",
+           (unsigned long long)st->n_safetensors, (unsigned long long)st->n_other,
+           (unsigned long long)st->n_dirs, (unsigned long long)st->n_symlinks);
+    printf("compression: %s of files in %s: ", logical, size);
+    if (archive_bytes)
+        printf("%.2fx\n", (double)st->logical_bytes / (double)archive_bytes);
+    else
+        puts("-");
+
+    printf("\n  %14s %10s %9s\n", "weights", "stored", "bits/wt");
+    puts("by dtype:");
+    for (unsigned d = 0; d < TF_DT_COUNT; d++)
+        if (st->by_dtype[d].weights || st->by_dtype[d].stored)
+            text_row(&st->by_dtype[d], dtype_name(d));
+    puts("by codec:");
+    for (unsigned k = 0; k < CODEC_SLOTS; k++)
+        if (st->by_codec[k].weights || st->by_codec[k].stored)
+            text_row(&st->by_codec[k], codec_name(k));
+    if (st->dedup.weights)
+        text_row(&st->dedup, "dedup");
+    puts("by checkpoint:");
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        if (ent->kind == TF_ENTRY_SAFETENSORS)
+            text_row(&st->by_entry[i], ent->path);
+    }
+    puts("total:");
+    text_row(&st->tensors, "all tensors");
+
+    cli_format_size(st->other.weights, other);
+    cli_format_size(st->other.stored, other_stored);
+    cli_format_size(overhead_bytes(ar, st), overhead);
+    cli_format_size(st->unused_bytes, unused);
+    printf("\nother files: %s stored in %s\n", other, other_stored);
+    printf("catalog and framing: %s; blobs no file uses: %s\n", overhead, unused);
+}
+
+static void json_bpw(const stat_row *r)
+{
+    if (r->weights)
+        printf("%.6f", bits_per_weight(r));
+    else
+        fputs("null", stdout);
+}
+
+/* One object of a JSON array: {"KEY": "label", ...row...}. */
+static void json_row(bool *first, const char *key, const char *label, const stat_row *r)
+{
+    printf("%s\n    {\"%s\": ", *first ? "" : ",", key);
+    cli_put_quoted(stdout, label);
+    printf(", \"weights\": %llu, \"stored_bytes\": %llu, \"blobs\": %llu, "
+           "\"bits_per_weight\": ",
+           (unsigned long long)r->weights, (unsigned long long)r->stored,
+           (unsigned long long)r->blobs);
+    json_bpw(r);
+    putchar('}');
+    *first = false;
+}
+
+static void print_json(const tf_archive *ar, const char *archive, const stats *st)
+{
+    bool first;
+    uint64_t archive_bytes = tf_archive_file_size(ar);
+    fputs("{\n  \"archive\": ", stdout);
+    cli_put_quoted(stdout, archive);
+    printf(",\n  \"archive_bytes\": %llu,\n  \"commits\": %llu,\n  \"chunk_shift\": %u,\n",
+           (unsigned long long)archive_bytes, (unsigned long long)tf_archive_commits(ar),
+           tf_archive_chunk_shift(ar));
+    printf("  \"files\": {\"safetensors\": %llu, \"other\": %llu, \"directories\": %llu, "
+           "\"symlinks\": %llu},\n",
+           (unsigned long long)st->n_safetensors, (unsigned long long)st->n_other,
+           (unsigned long long)st->n_dirs, (unsigned long long)st->n_symlinks);
+    printf("  \"logical_bytes\": %llu,\n  \"compression_ratio\": ",
+           (unsigned long long)st->logical_bytes);
+    if (archive_bytes)
+        printf("%.6f", (double)st->logical_bytes / (double)archive_bytes);
+    else
+        fputs("null", stdout);
+    printf(",\n  \"tensors\": {\"weights\": %llu, \"stored_bytes\": %llu, "
+           "\"bits_per_weight\": ",
+           (unsigned long long)st->tensors.weights, (unsigned long long)st->tensors.stored);
+    json_bpw(&st->tensors);
+    fputs("},\n  \"by_dtype\": [", stdout);
+    first = true;
+    for (unsigned d = 0; d < TF_DT_COUNT; d++)
+        if (st->by_dtype[d].weights || st->by_dtype[d].stored)
+            json_row(&first, "dtype", dtype_name(d), &st->by_dtype[d]);
+    fputs("\n  ],\n  \"by_codec\": [", stdout);
+    first = true;
+    for (unsigned k = 0; k < CODEC_SLOTS; k++)
+        if (st->by_codec[k].weights || st->by_codec[k].stored)
+            json_row(&first, "codec", codec_name(k), &st->by_codec[k]);
+    printf("\n  ],\n  \"dedup_weights\": %llu,\n  \"checkpoints\": [",
+           (unsigned long long)st->dedup.weights);
+    first = true;
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        if (ent->kind == TF_ENTRY_SAFETENSORS)
+            json_row(&first, "path", ent->path, &st->by_entry[i]);
+    }
+    printf("\n  ],\n  \"other_files\": {\"count\": %llu, \"bytes\": %llu, "
+           "\"stored_bytes\": %llu},\n",
+           (unsigned long long)st->n_other, (unsigned long long)st->other.weights,
+           (unsigned long long)st->other.stored);
+    printf("  \"unused_blob_bytes\": %llu,\n  \"overhead_bytes\": %llu\n}\n",
+           (unsigned long long)st->unused_bytes,
+           (unsigned long long)overhead_bytes(ar, st));
+}
+
+int cmd_stats(int argc, char **argv)
+{
+    const cli_cmd cmd = { .verb = argv[0], .usage = stats_usage,
+                          .shortopts = "h", .longopts = stats_longopts };
+    bool json = false;
+    int c;
+    while ((c = cli_getopt(argc, argv, &cmd)) != -1) {
+        switch (c) {
+        case OPT_JSON: json = true; break;
+        case CLI_OPT_HELP: return CLI_EXIT_OK;
+        default: return CLI_EXIT_USAGE;
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage_error(cmd.verb, "expected exactly one ARCHIVE");
+    tf_archive *ar = cli_open_archive(argv[optind]);
+    if (!ar)
+        return CLI_EXIT_FAIL;
+    stats st = { 0 };
+    int status = CLI_EXIT_FAIL;
+    if (gather(ar, &st) == 0) {
+        if (json)
+            print_json(ar, argv[optind], &st);
+        else
+            print_text(ar, argv[optind], &st);
+        status = CLI_EXIT_OK;
+    }
+    free(st.by_entry);
+    tf_archive_close(ar);
+    return status;
+}

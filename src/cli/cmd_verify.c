@@ -1,0 +1,211 @@
+/* trajpack verify: reconstructs every blob that a live file uses (payload
+ * checksum, decode against the reference chain, content id of the
+ * result), names every tensor or file that uses a bad one, and goes on
+ * past errors. */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/progress.h"
+#include "format/catalog.h"
+#include "format/container.h"
+#include "store/reader.h"
+
+#define CACHE_BYTES (256u << 20) /* keeps references of the next step's deltas */
+/* No chunk reconstructs to more than 2^TF_CHUNK_SHIFT_MAX elements of 8
+ * bytes; a larger raw_len is damage, not an allocation to attempt. */
+#define MAX_RAW_BYTES ((uint64_t)8 << TF_CHUNK_SHIFT_MAX)
+
+static const char verify_usage[] =
+    "Usage: trajpack verify [OPTIONS] ARCHIVE\n"
+    "Reconstruct every blob that a file of ARCHIVE uses: check the checksum of\n"
+    "its stored bytes, decode it (its references first) and check the content\n"
+    "id of the result. Every tensor or file with bad data is named, and\n"
+    "verification goes on past it. Exits 0 when all is good, 1 otherwise.\n"
+    "\nOptions:\n"
+    "  -q, --quiet  no progress bar\n"
+    "  -h, --help   show this help\n";
+
+static const struct option verify_longopts[] = {
+    { "quiet", no_argument, NULL, 'q' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
+typedef enum { BLOB_UNCHECKED = 0, BLOB_GOOD, BLOB_BAD } blob_state;
+
+typedef struct {
+    tf_archive *ar;
+    tf_reader_ctx *reader;
+    uint8_t *buf;       /* the largest raw_len of a used blob */
+    blob_state *state;  /* per blob */
+    char **why;         /* per bad blob: the error */
+    cli_progress *bar;
+    uint64_t blobs_checked, blobs_bad, files, files_bad, bytes;
+} verifier;
+
+/* Reconstructs blob b once; later uses get the remembered verdict. */
+static blob_state check_blob(verifier *v, uint64_t b)
+{
+    if (b >= tf_archive_nblobs(v->ar))
+        return BLOB_BAD; /* the catalog decoder rejects this; stay safe */
+    if (v->state[b] != BLOB_UNCHECKED)
+        return v->state[b];
+    const tf_blob *blob = tf_archive_blob(v->ar, b);
+    tf_error e;
+    v->blobs_checked++;
+    int rc;
+    if (blob->raw_len > MAX_RAW_BYTES)
+        rc = tf_fail(&e, 0, "blob %llu: implausible length %llu",
+                     (unsigned long long)b, (unsigned long long)blob->raw_len);
+    else
+        rc = tf_reader_blob(v->reader, b, v->buf, &e);
+    if (rc < 0) {
+        v->state[b] = BLOB_BAD;
+        v->why[b] = strdup(e.msg);
+        v->blobs_bad++;
+    } else {
+        v->state[b] = BLOB_GOOD;
+    }
+    cli_progress_add(v->bar, blob->raw_len);
+    return v->state[b];
+}
+
+static uint64_t tensor_chunks(const tf_entry *ent, uint64_t t)
+{
+    uint64_t end = t + 1 < ent->ntensors ? ent->tensors[t + 1].first_chunk : ent->nchunks;
+    return end - ent->tensors[t].first_chunk;
+}
+
+/* Names the part of ent that chunk c holds, and why it is bad. */
+static void report_bad_chunk(verifier *v, const tf_entry *ent, uint64_t c)
+{
+    uint64_t b = ent->chunks[c];
+    const char *why = b < tf_archive_nblobs(v->ar) && v->why[b] ? v->why[b] : "bad data";
+    cli_progress_hide();
+    if (ent->kind != TF_ENTRY_SAFETENSORS) {
+        if (ent->nchunks > 1)
+            cli_error("%s: chunk %llu: %s", ent->path, (unsigned long long)c, why);
+        else
+            cli_error("%s: %s", ent->path, why);
+        return;
+    }
+    uint64_t t = cli_tensor_of_chunk(ent, c);
+    const char *name = tf_reader_tensor_name(v->reader, ent, t);
+    fprintf(stderr, "trajpack: %s: tensor ", ent->path);
+    cli_put_quoted(stderr, name ? name : "?");
+    if (tensor_chunks(ent, t) > 1)
+        fprintf(stderr, " chunk %llu",
+                (unsigned long long)(c - ent->tensors[t].first_chunk));
+    fprintf(stderr, ": %s\n", why);
+}
+
+static void verify_file(verifier *v, const tf_entry *ent)
+{
+    bool bad = false;
+    for (uint64_t c = 0; c < ent->nchunks; c++) {
+        if (check_blob(v, ent->chunks[c]) == BLOB_BAD) {
+            report_bad_chunk(v, ent, c);
+            bad = true;
+        }
+    }
+    v->files++;
+    v->files_bad += bad;
+    v->bytes += ent->size;
+}
+
+/* Sizes the work before starting: the raw bytes of the distinct blobs the
+ * files use (for the progress bar) and the largest one (for the buffer). */
+static void measure(const tf_archive *ar, uint64_t *total, uint64_t *largest)
+{
+    uint64_t nblobs = tf_archive_nblobs(ar);
+    bool *seen = calloc(nblobs ? nblobs : 1, sizeof *seen);
+    *total = *largest = 0;
+    for (size_t i = 0; seen && i < tf_archive_nentries(ar); i++) {
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        for (uint64_t c = 0; cli_entry_is_file(ent) && c < ent->nchunks; c++) {
+            uint64_t b = ent->chunks[c];
+            if (b >= nblobs || seen[b])
+                continue;
+            seen[b] = true;
+            uint64_t raw = tf_archive_blob(ar, b)->raw_len;
+            *total += raw;
+            if (raw <= MAX_RAW_BYTES && raw > *largest)
+                *largest = raw;
+        }
+    }
+    free(seen);
+}
+
+static void print_summary(const verifier *v, const char *archive)
+{
+    tf_container *c = tf_archive_container(v->ar);
+    char bytes[CLI_SIZE_LEN];
+    if (c->file_size > c->end)
+        printf("note: %s: %llu bytes after the last commit are ignored "
+               "(an interrupted write)\n", archive,
+               (unsigned long long)(c->file_size - c->end));
+    cli_format_size(v->bytes, bytes);
+    printf("verified %llu files, %llu blobs, %s: ", (unsigned long long)v->files,
+           (unsigned long long)v->blobs_checked, bytes);
+    if (v->blobs_bad == 0)
+        puts("OK");
+    else
+        printf("%llu bad blobs in %llu files\n", (unsigned long long)v->blobs_bad,
+               (unsigned long long)v->files_bad);
+}
+
+static int verify_archive(tf_archive *ar, const char *archive, bool quiet)
+{
+    verifier v = { .ar = ar };
+    uint64_t total, largest, nblobs = tf_archive_nblobs(ar);
+    measure(ar, &total, &largest);
+    v.reader = tf_reader_new(ar, CACHE_BYTES);
+    v.buf = malloc(largest ? largest : 1);
+    v.state = calloc(nblobs ? nblobs : 1, sizeof *v.state);
+    v.why = calloc(nblobs ? nblobs : 1, sizeof *v.why);
+    int status = CLI_EXIT_FAIL;
+    if (!v.reader || !v.buf || !v.state || !v.why) {
+        cli_error("out of memory");
+    } else {
+        v.bar = cli_progress_start("verify", total, quiet);
+        for (size_t i = 0; i < tf_archive_nentries(ar); i++)
+            if (cli_entry_is_file(tf_archive_entry(ar, i)))
+                verify_file(&v, tf_archive_entry(ar, i));
+        cli_progress_end(v.bar);
+        print_summary(&v, archive);
+        status = v.blobs_bad ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+    }
+    for (uint64_t b = 0; v.why && b < nblobs; b++)
+        free(v.why[b]);
+    free(v.why);
+    free(v.state);
+    free(v.buf);
+    if (v.reader)
+        tf_reader_free(v.reader);
+    return status;
+}
+
+int cmd_verify(int argc, char **argv)
+{
+    const cli_cmd cmd = { .verb = argv[0], .usage = verify_usage,
+                          .shortopts = "qh", .longopts = verify_longopts };
+    bool quiet = false;
+    int c;
+    while ((c = cli_getopt(argc, argv, &cmd)) != -1) {
+        switch (c) {
+        case 'q': quiet = true; break;
+        case CLI_OPT_HELP: return CLI_EXIT_OK;
+        default: return CLI_EXIT_USAGE;
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage_error(cmd.verb, "expected exactly one ARCHIVE");
+    tf_archive *ar = cli_open_archive(argv[optind]);
+    if (!ar)
+        return CLI_EXIT_FAIL;
+    int status = verify_archive(ar, argv[optind], quiet);
+    tf_archive_close(ar);
+    return status;
+}

@@ -1,0 +1,28 @@
+#include "codec/codec.h"
+
+#include <string.h>
+
+#include "codec/bytegroup.h"
+#include "codec/raw.h"
+#include "codec/ulp.h"
+#include "codec/zstd_codec.h"
+
+static const tf_codec *const table[TF_CODEC_COUNT] = {
+    [TF_CODEC_RAW] = &tf_codec_raw,
+    [TF_CODEC_ZSTD] = &tf_codec_zstd,
+    [TF_CODEC_BYTEGROUP] = &tf_codec_bytegroup,
+    [TF_CODEC_ULP] = &tf_codec_ulp,
+};
+
+const tf_codec *tf_codec_get(unsigned id)
+{
+    return id < TF_CODEC_COUNT ? table[id] : NULL;
+}
+
+const tf_codec *tf_codec_by_name(const char *name)
+{
+    for (unsigned id = 0; id < TF_CODEC_COUNT; id++)
+        if (table[id] && strcmp(table[id]->name, name) == 0)
+            return table[id];
+    return NULL;
+}

@@ -1,0 +1,59 @@
+/* The codec slot. A codec is a pure function of bytes: it turns one chunk
+ * (and, for a delta codec, the reference chunk of the same length) into
+ * encoded bytes and back. No I/O, no globals. Adding a codec means writing
+ * its three functions and adding one row to the table in codec.c.
+ *
+ * Codec ids are stored in the archive: never renumber. */
+#ifndef TRAJFS_CODEC_CODEC_H
+#define TRAJFS_CODEC_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+
+typedef enum {
+    TF_CODEC_RAW = 0,       /* bytes as they are */
+    TF_CODEC_ZSTD = 1,      /* one zstd frame */
+    TF_CODEC_BYTEGROUP = 2, /* float bytes grouped by significance, then zstd */
+    TF_CODEC_ULP = 3,       /* ULPack delta against a reference chunk */
+    TF_CODEC_COUNT
+} tf_codec_id;
+
+/* What a codec may know besides the chunk itself. */
+typedef struct {
+    unsigned dtype;       /* tf_dtype of the elements; TF_DT_NONE for opaque bytes */
+    const uint8_t *ref;   /* delta codecs: the reference chunk, same length */
+    size_t ref_len;
+    const uint8_t *model; /* codecs with a fit step: the tensor's shared model */
+    size_t model_len;
+} tf_codec_ctx;
+
+typedef struct {
+    uint8_t id;
+    const char *name;
+    bool delta; /* needs ctx->ref */
+    /* Optional. Called once per tensor with the whole tensor (and the whole
+     * reference tensor in ctx->ref), appends a model (e.g. probability
+     * tables) that every chunk of the tensor shares. The model is stored as
+     * its own blob; decode gets it back in ctx->model. */
+    int (*fit)(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,
+               tf_buf *model, tf_error *e);
+    /* Appends the encoding of src[0..len) to out. Returns -1 when the codec
+     * does not apply to this input (wrong dtype, no reference) or fails. */
+    int (*encode)(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,
+                  tf_buf *out, tf_error *e);
+    /* Decodes exactly len bytes into dst. enc comes from an archive and is
+     * untrusted: any inconsistency is an error, never an over-read. */
+    int (*decode)(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx,
+                  uint8_t *dst, size_t len, tf_error *e);
+} tf_codec;
+
+/* NULL for an unknown id. */
+const tf_codec *tf_codec_get(unsigned id);
+/* NULL for an unknown name. */
+const tf_codec *tf_codec_by_name(const char *name);
+
+#endif

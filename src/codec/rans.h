@@ -1,0 +1,164 @@
+/* Static interleaved rANS over (context, symbol) streams.
+ *
+ * A table holds one normalized frequency row per occupied context: the
+ * frequencies of a row are positive for the symbols the row can code, zero
+ * for the others, and sum to 1 << prec. Rows are fit from counts, written
+ * compactly (only occupied contexts, only the span of occupied symbols) and
+ * read back with full validation.
+ *
+ * A stream codes n symbols, symbol i under context ctx[i] (or context 0
+ * when ctx is NULL). Symbol i goes to lane i % TF_RANS_LANES; the lanes
+ * share one word stream, so the decoder must visit symbols in order 0..n-1.
+ * Lane states are 32 bits, kept in [TF_RANS_L, 2^32) by 16-bit words.
+ *
+ * Stream layout (self-delimiting):
+ *   varint len | TF_RANS_LANES x u32 LE terminal encoder states | words
+ * where words are u16 LE in decoding order. A decoder that finishes a
+ * stream checks that every word was consumed and every lane is back to the
+ * encoder's initial state TF_RANS_L.
+ *
+ * Two ways to decode: tf_rans_decode() fills a symbol array; codecs that
+ * want to do per-symbol work in the same loop use tf_rans_stream_open(),
+ * the inline tf_rans_get_*() and tf_rans_stream_close(). */
+#ifndef TRAJFS_CODEC_RANS_H
+#define TRAJFS_CODEC_RANS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+
+/* Part of the stream format: never change. */
+#define TF_RANS_LANES 8
+#define TF_RANS_L (1u << 16)
+#define TF_RANS_MAX_SYMBOLS 256
+/* Frequencies are positive and at most 1 << TF_RANS_MAX_PREC; a decoding
+ * slot packs symbol (8 bits), slot - cumulative frequency and frequency
+ * (12 bits each) in 32 bits. */
+#define TF_RANS_MIN_PREC 8
+#define TF_RANS_MAX_PREC 11
+
+typedef struct {
+    unsigned n_ctx, n_sym, prec, n_rows;
+    int32_t *row_of_ctx; /* n_ctx entries: row index, -1 for unoccupied */
+    uint16_t *freq;      /* n_rows x n_sym */
+} tf_rans_table;
+
+/* counts is n_ctx x n_sym; a context with no counts gets no row. */
+int tf_rans_table_fit(tf_rans_table *t, unsigned n_ctx, unsigned n_sym, unsigned prec,
+                      const uint64_t *counts, tf_error *e);
+int tf_rans_table_write(const tf_rans_table *t, tf_buf *out, tf_error *e);
+/* n_ctx and n_sym come from the caller (they are implied by what the
+ * table is for); everything read is validated. */
+int tf_rans_table_read(tf_rans_table *t, tf_reader *r, unsigned n_ctx, unsigned n_sym,
+                       tf_error *e);
+void tf_rans_table_free(tf_rans_table *t);
+/* Frequency of sym under ctx, 0 when absent or out of range. */
+unsigned tf_rans_table_freq(const tf_rans_table *t, unsigned ctx, unsigned sym);
+
+typedef struct {
+    uint32_t x_lim;  /* renormalize while the state exceeds this */
+    uint32_t rcp;    /* reciprocal of freq, less 2^32 (see rans.c) */
+    uint16_t freq, cum, cmpl; /* cmpl = (1 << prec) - freq */
+    uint8_t shift;
+} tf_rans_enc_sym;
+
+typedef struct {
+    unsigned n_ctx, n_sym;
+    const int32_t *row_of_ctx; /* borrowed from the table */
+    tf_rans_enc_sym *sym;      /* n_rows x n_sym */
+} tf_rans_encoder;
+
+/* The encoder borrows t, which must outlive it. */
+int tf_rans_encoder_init(tf_rans_encoder *enc, const tf_rans_table *t, tf_error *e);
+void tf_rans_encoder_free(tf_rans_encoder *enc);
+/* Appends one stream. Fails (-1, EINVAL) when a symbol has no frequency
+ * under its context: a table fit on other data does not cover it. */
+int tf_rans_encode(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_t *sym,
+                   size_t n, tf_buf *out, tf_error *e);
+
+typedef struct {
+    unsigned n_ctx, prec;
+    const uint32_t **slots_of_ctx; /* n_ctx entries, NULL when not built */
+    uint32_t *slots;
+} tf_rans_decoder;
+
+/* Builds decoding slots for the contexts flagged in used (n_ctx flags), or
+ * for every occupied context when used is NULL. A flagged context without
+ * a row is an error: the data needs a row the table does not have. */
+int tf_rans_decoder_init(tf_rans_decoder *dec, const tf_rans_table *t, const uint8_t *used,
+                         tf_error *e);
+void tf_rans_decoder_free(tf_rans_decoder *dec);
+/* Reads one stream from r into sym[0..n). */
+int tf_rans_decode(const tf_rans_decoder *dec, tf_reader *r, const uint16_t *ctx,
+                   uint8_t *sym, size_t n, tf_error *e);
+
+/* Decoding slots of ctx (NULL when not built) for the inline getters. */
+static inline const uint32_t *tf_rans_slots(const tf_rans_decoder *dec, unsigned ctx)
+{
+    return ctx < dec->n_ctx ? dec->slots_of_ctx[ctx] : NULL;
+}
+
+typedef struct {
+    uint32_t x[TF_RANS_LANES];
+    const uint8_t *p, *end; /* remaining words */
+    bool bad;               /* a lane wanted a word past the end */
+} tf_rans_stream;
+
+int tf_rans_stream_open(tf_rans_stream *s, tf_reader *r, tf_error *e);
+/* Checks that the stream ended exactly where the encoder started. */
+int tf_rans_stream_close(const tf_rans_stream *s, tf_error *e);
+
+/* True when one full round (one symbol per lane) cannot run out of words,
+ * so the round may use tf_rans_get_fast(). */
+static inline bool tf_rans_round_is_safe(const tf_rans_stream *s)
+{
+    return (size_t)(s->end - s->p) >= 2 * TF_RANS_LANES;
+}
+
+/* One decoding step of a lane state: the symbol, and the state before
+ * renormalization. */
+static inline unsigned tf_rans_step(uint32_t *x, const uint32_t *slots, unsigned prec)
+{
+    uint32_t slot = slots[*x & ((1u << prec) - 1)];
+    *x = (slot >> 20) * (*x >> prec) + (slot >> 8 & 0xfff);
+    return slot & 0xff;
+}
+
+/* Decodes a symbol; the caller guarantees a word is available
+ * (tf_rans_round_is_safe). The renormalization is arithmetic, not a
+ * branch (a conditional here compiles to a branch that mispredicts often:
+ * whether a lane needs a word is close to a coin flip). */
+static inline unsigned tf_rans_get_fast(tf_rans_stream *s, unsigned lane, const uint32_t *slots,
+                                        unsigned prec)
+{
+    uint32_t x = s->x[lane];
+    unsigned sym = tf_rans_step(&x, slots, prec);
+    uint32_t need = x < TF_RANS_L;
+    uint32_t word = (uint32_t)s->p[0] | (uint32_t)s->p[1] << 8;
+    s->x[lane] = x << (16 * need) | (word & (0 - need));
+    s->p += 2 * need;
+    return sym;
+}
+
+/* Decodes a symbol near the end of the stream, never reading past it. */
+static inline unsigned tf_rans_get_checked(tf_rans_stream *s, unsigned lane,
+                                           const uint32_t *slots, unsigned prec)
+{
+    uint32_t x = s->x[lane];
+    unsigned sym = tf_rans_step(&x, slots, prec);
+    if (x < TF_RANS_L) {
+        if (s->end - s->p < 2) {
+            s->bad = true;
+        } else {
+            x = x << 16 | (uint32_t)s->p[0] | (uint32_t)s->p[1] << 8;
+            s->p += 2;
+        }
+    }
+    s->x[lane] = x;
+    return sym;
+}
+
+#endif

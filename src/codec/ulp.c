@@ -1,0 +1,514 @@
+#include "codec/ulp.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/rans.h"
+#include "format/dtype.h"
+
+#define ULP_MODEL_VERSION 1
+/* Frequency precision of the tables. The table records it, but the
+ * decoding loop has it built in and models with another one are refused:
+ * changing it means a new model version. See README for the measurement
+ * behind the choice. */
+#define ULP_PREC 11
+
+/* The hot loops are written once and instantiated per float format, so
+ * that element size, field positions and masks are constants. */
+#define ULP_ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* X(dtype, bytes, mantissa bits, exponent bits) for every format ULPack
+ * handles (the same figures as format/dtype.c). */
+#define ULP_FORMATS(X)                  \
+    X(TF_DT_BF16, 2, 7, 8)              \
+    X(TF_DT_F16, 2, 10, 5)              \
+    X(TF_DT_F32, 4, 23, 8)              \
+    X(TF_DT_F64, 8, 52, 11)             \
+    X(TF_DT_F8_E4M3, 1, 3, 4)           \
+    X(TF_DT_F8_E5M2, 1, 2, 5)
+
+typedef struct {
+    unsigned dtype, bytes, n_ctx, n_sym;
+} ulp_format;
+
+/* Fails (EINVAL) unless dtype is a float ULPack handles and len is a
+ * whole number of elements matching a reference of the same length. */
+static int format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_error *e)
+{
+    *f = (ulp_format){ .dtype = ctx->dtype };
+    switch (ctx->dtype) {
+#define X(dt, size, man, exp)                    \
+    case dt:                                     \
+        f->bytes = size;                         \
+        f->n_ctx = 1u << exp;                    \
+        f->n_sym = tf_ulp_symbol_count(8 * size); \
+        break;
+        ULP_FORMATS(X)
+#undef X
+    default:
+        return tf_fail(e, EINVAL, "ulp: needs a float dtype, not %u", ctx->dtype);
+    }
+    if (!ctx->ref || ctx->ref_len != len || len % f->bytes)
+        return tf_fail(e, EINVAL, "ulp: %zu bytes of %s need a reference of the same length",
+                       len, tf_dtype_get(ctx->dtype)->name);
+    return 0;
+}
+
+/* Little-endian element access that compiles to single loads and
+ * stores (a byte loop does not, at -O2). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define ULP_LE16(v) __builtin_bswap16(v)
+#define ULP_LE32(v) __builtin_bswap32(v)
+#define ULP_LE64(v) __builtin_bswap64(v)
+#else
+#define ULP_LE16(v) (v)
+#define ULP_LE32(v) (v)
+#define ULP_LE64(v) (v)
+#endif
+
+ULP_ALWAYS_INLINE uint64_t load_elem(const uint8_t *p, unsigned bytes)
+{
+    uint16_t v16;
+    uint32_t v32;
+    uint64_t v64;
+    switch (bytes) {
+    case 1: return p[0];
+    case 2: memcpy(&v16, p, 2); return ULP_LE16(v16);
+    case 4: memcpy(&v32, p, 4); return ULP_LE32(v32);
+    default: memcpy(&v64, p, 8); return ULP_LE64(v64);
+    }
+}
+
+ULP_ALWAYS_INLINE void store_elem(uint8_t *p, uint64_t v, unsigned bytes)
+{
+    uint16_t v16 = ULP_LE16((uint16_t)v);
+    uint32_t v32 = ULP_LE32((uint32_t)v);
+    uint64_t v64 = ULP_LE64(v);
+    switch (bytes) {
+    case 1: p[0] = (uint8_t)v; break;
+    case 2: memcpy(p, &v16, 2); break;
+    case 4: memcpy(p, &v32, 4); break;
+    default: memcpy(p, &v64, 8); break;
+    }
+}
+
+/* e_r: the exponent field of the reference element. */
+ULP_ALWAYS_INLINE unsigned context_of(uint64_t r, unsigned man, unsigned exp)
+{
+    return (unsigned)(r >> man) & ((1u << exp) - 1);
+}
+
+/* ---- model ---- */
+
+ULP_ALWAYS_INLINE void count_sized(const uint8_t *src, const uint8_t *ref, size_t n,
+                                   uint64_t *counts, unsigned bytes, unsigned man, unsigned exp)
+{
+    const unsigned n_sym = tf_ulp_symbol_count(8 * bytes);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = load_elem(ref + i * bytes, bytes);
+        uint64_t z = tf_ulp_residual(load_elem(src + i * bytes, bytes), r, 8 * bytes);
+        unsigned n_raw;
+        counts[(size_t)context_of(r, man, exp) * n_sym + tf_ulp_symbol(z, &n_raw)]++;
+    }
+}
+
+static void count_symbols(unsigned dtype, const uint8_t *src, const uint8_t *ref, size_t n,
+                          uint64_t *counts)
+{
+    switch (dtype) {
+#define X(dt, bytes, man, exp) \
+    case dt: count_sized(src, ref, n, counts, bytes, man, exp); break;
+        ULP_FORMATS(X)
+#undef X
+    }
+}
+
+static int ulp_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *model,
+                   tf_error *e)
+{
+    ulp_format f;
+    if (format_of(ctx, len, &f, e) < 0)
+        return -1;
+    uint64_t *counts = calloc((size_t)f.n_ctx * f.n_sym, sizeof *counts);
+    if (!counts)
+        return tf_fail(e, ENOMEM, "ulp: out of memory for counts");
+    count_symbols(f.dtype, src, ctx->ref, len / f.bytes, counts);
+    tf_rans_table t;
+    int rc = tf_rans_table_fit(&t, f.n_ctx, f.n_sym, ULP_PREC, counts, e);
+    free(counts);
+    if (rc < 0)
+        return -1;
+    if (tf_buf_u8(model, ULP_MODEL_VERSION) < 0 || tf_buf_u8(model, (uint8_t)f.dtype) < 0)
+        rc = tf_fail(e, ENOMEM, "ulp: out of memory writing the model");
+    else
+        rc = tf_rans_table_write(&t, model, e);
+    tf_rans_table_free(&t);
+    return rc;
+}
+
+static int read_model(const tf_codec_ctx *ctx, const ulp_format *f, tf_rans_table *t,
+                      tf_error *e)
+{
+    if (!ctx->model)
+        return tf_fail(e, EINVAL, "ulp: no model");
+    tf_reader r = tf_reader_make(ctx->model, ctx->model_len);
+    unsigned version = tf_read_u8(&r), dtype = tf_read_u8(&r);
+    if (r.bad || version != ULP_MODEL_VERSION || dtype != f->dtype)
+        return tf_fail(e, EIO, "ulp: model is not a version %d model for dtype %u",
+                       ULP_MODEL_VERSION, f->dtype);
+    if (tf_rans_table_read(t, &r, f->n_ctx, f->n_sym, e) < 0)
+        return -1;
+    if (tf_reader_left(&r) || t->prec != ULP_PREC) {
+        tf_rans_table_free(t);
+        return tf_fail(e, EIO, "ulp: model has trailing bytes or precision other than %d",
+                       ULP_PREC);
+    }
+    return 0;
+}
+
+/* ---- encode ---- */
+
+/* LSB-first bit writer. Every put stores 8 bytes, so the buffer needs 8
+ * bytes of slack; fewer than 8 bits stay pending between puts. */
+typedef struct {
+    uint64_t acc;
+    unsigned count;
+    uint8_t *p;
+} bit_writer;
+
+ULP_ALWAYS_INLINE void bits_put(bit_writer *w, uint64_t v, unsigned n) /* n <= 56 */
+{
+    w->acc |= v << w->count;
+    w->count += n;
+    store_elem(w->p, w->acc, 8);
+    unsigned whole = w->count >> 3;
+    w->p += whole;
+    w->acc >>= 8 * whole;
+    w->count &= 7;
+}
+
+/* Splits each residual into its symbol (with its context) and raw bits;
+ * returns the raw section's length in bytes. */
+ULP_ALWAYS_INLINE size_t split_sized(const uint8_t *src, const uint8_t *ref, size_t n,
+                                     uint8_t *sym, uint16_t *ctx, uint8_t *raw, unsigned bytes,
+                                     unsigned man, unsigned exp)
+{
+    bit_writer w = { .p = raw };
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = load_elem(ref + i * bytes, bytes);
+        uint64_t z = tf_ulp_residual(load_elem(src + i * bytes, bytes), r, 8 * bytes);
+        unsigned n_raw;
+        sym[i] = (uint8_t)tf_ulp_symbol(z, &n_raw);
+        ctx[i] = (uint16_t)context_of(r, man, exp);
+        uint64_t low = z & (((uint64_t)1 << n_raw) - 1); /* n_raw <= 61 */
+        if (bytes < 8) {
+            bits_put(&w, low, n_raw);
+        } else { /* up to 61 bits: in two halves */
+            unsigned half = n_raw < 32 ? n_raw : 32;
+            bits_put(&w, low & 0xffffffffu, half);
+            bits_put(&w, low >> 32, n_raw - half);
+        }
+    }
+    return (size_t)(w.p - raw) + (w.count > 0);
+}
+
+static size_t split_residuals(unsigned dtype, const uint8_t *src, const uint8_t *ref, size_t n,
+                              uint8_t *sym, uint16_t *ctx, uint8_t *raw)
+{
+    switch (dtype) {
+#define X(dt, bytes, man, exp) \
+    case dt: return split_sized(src, ref, n, sym, ctx, raw, bytes, man, exp);
+        ULP_FORMATS(X)
+#undef X
+    }
+    return 0;
+}
+
+static int encode_chunk(const ulp_format *f, const tf_rans_table *t, const uint8_t *src,
+                        const uint8_t *ref, size_t n, tf_buf *out, tf_error *e)
+{
+    /* At most 8 * bytes - 3 raw bits per element, plus the writer's slack. */
+    size_t raw_cap = n * f->bytes + 16;
+    uint8_t *sym = malloc(n + 1), *raw = malloc(raw_cap);
+    uint16_t *ctx = malloc((n + 1) * sizeof *ctx);
+    tf_rans_encoder enc = { 0 };
+    int rc = -1;
+    if (!sym || !raw || !ctx) {
+        tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
+        goto done;
+    }
+    size_t raw_len = split_residuals(f->dtype, src, ref, n, sym, ctx, raw);
+    if (tf_rans_encoder_init(&enc, t, e) < 0 || tf_rans_encode(&enc, ctx, sym, n, out, e) < 0)
+        goto done;
+    if (tf_buf_put(out, raw, raw_len) < 0) {
+        tf_fail(e, ENOMEM, "ulp: out of memory for the raw bits");
+        goto done;
+    }
+    rc = 0;
+done:
+    tf_rans_encoder_free(&enc);
+    free(sym);
+    free(raw);
+    free(ctx);
+    return rc;
+}
+
+static int ulp_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *out,
+                      tf_error *e)
+{
+    ulp_format f;
+    tf_rans_table t;
+    if (format_of(ctx, len, &f, e) < 0 || read_model(ctx, &f, &t, e) < 0)
+        return -1;
+    size_t before = out->len;
+    int rc = encode_chunk(&f, &t, src, ctx->ref, len / f.bytes, out, e);
+    tf_rans_table_free(&t);
+    if (rc < 0)
+        out->len = before; /* nothing half-written is left behind */
+    return rc;
+}
+
+/* ---- decode ---- */
+
+/* LSB-first bit reader over [p, end). It never reads outside; wanting
+ * more bits than there are sets `bad` and yields zeros. */
+typedef struct {
+    uint64_t acc;
+    unsigned count;
+    const uint8_t *p, *end;
+    bool bad;
+} bit_reader;
+
+/* Tops up to 56..63 bits from 8 readable bytes at p. The bits above
+ * `count` are those of the bytes at p, so loading them again is harmless. */
+ULP_ALWAYS_INLINE void bits_refill_fast(bit_reader *r)
+{
+    r->acc |= load_elem(r->p, 8) << r->count;
+    r->p += (63 - r->count) >> 3;
+    r->count |= 56;
+}
+
+ULP_ALWAYS_INLINE uint64_t bits_take(bit_reader *r, unsigned n) /* n <= count, n < 64 */
+{
+    uint64_t v = r->acc & (((uint64_t)1 << n) - 1);
+    r->acc >>= n;
+    r->count -= n;
+    return v;
+}
+
+/* n <= 56 bits anywhere in the section, byte by byte near its end. */
+ULP_ALWAYS_INLINE uint64_t bits_get_checked(bit_reader *r, unsigned n)
+{
+    if (r->count < n) {
+        if (r->end - r->p >= 8) {
+            bits_refill_fast(r);
+        } else {
+            while (r->count <= 56 && r->p < r->end) {
+                r->acc |= (uint64_t)*r->p++ << r->count;
+                r->count += 8;
+            }
+            if (r->count < n) {
+                r->bad = true;
+                r->count = n;
+            }
+        }
+    }
+    return bits_take(r, n);
+}
+
+/* The raw section must end exactly: no whole byte left, zero padding. */
+static int bits_finish(const bit_reader *r, tf_error *e)
+{
+    if (r->bad)
+        return tf_fail(e, EIO, "ulp: raw bits are truncated");
+    if (r->p != r->end || r->count >= 8 || r->acc)
+        return tf_fail(e, EIO, "ulp: raw bits have trailing data");
+    return 0;
+}
+
+/* What a symbol means to the decoder: the residual's bits above the raw
+ * ones, already in place, and the raw bits below them. */
+typedef struct {
+    uint64_t lead;
+    uint32_t raw_mask; /* unused for F64, which takes its raw bits in halves */
+    uint32_t n_raw;
+} symbol_info;
+
+static void fill_symbol_info(symbol_info *info, unsigned n_sym)
+{
+    for (unsigned sym = 0; sym < n_sym; sym++) {
+        unsigned n_raw;
+        uint64_t lead = tf_ulp_symbol_lead(sym, &n_raw);
+        info[sym] = (symbol_info){ lead << n_raw, (uint32_t)((uint64_t)1 << n_raw) - 1, n_raw };
+    }
+}
+
+/* The residual of an element whose symbol is described by `info`. */
+ULP_ALWAYS_INLINE uint64_t residual_of(const symbol_info *info, bit_reader *r, bool checked,
+                                       unsigned bytes)
+{
+    if (bytes < 8 && checked)
+        return info->lead | bits_get_checked(r, info->n_raw);
+    if (bytes < 8) { /* the round refilled enough bits */
+        uint64_t raw = r->acc & info->raw_mask;
+        r->acc >>= info->n_raw;
+        r->count -= info->n_raw;
+        return info->lead | raw;
+    }
+    /* F64: up to 61 raw bits, in two halves of at most 32 */
+    unsigned low_bits = info->n_raw < 32 ? info->n_raw : 32, high_bits = info->n_raw - low_bits;
+    if (checked) {
+        uint64_t low = bits_get_checked(r, low_bits);
+        return info->lead | low | bits_get_checked(r, high_bits) << 32;
+    }
+    bits_refill_fast(r);
+    uint64_t low = bits_take(r, low_bits);
+    bits_refill_fast(r);
+    return info->lead | low | bits_take(r, high_bits) << 32;
+}
+
+/* Elements a refill covers: a refill leaves at least 56 bits and an
+ * element takes at most 8 * bytes - 3. F64 refills by itself. */
+ULP_ALWAYS_INLINE unsigned elems_per_refill(unsigned bytes)
+{
+    return bytes < 8 ? 56 / (8 * bytes - 3) : TF_RANS_LANES;
+}
+
+/* A round may skip bounds checks when every lane has a word and the raw
+ * bits have 8 readable bytes for each refill (a refill advances at most
+ * 7 bytes; F64 refills twice per element). */
+ULP_ALWAYS_INLINE bool round_is_safe(const tf_rans_stream *s, const bit_reader *r)
+{
+    return tf_rans_round_is_safe(s) && (size_t)(r->end - r->p) >= 16 * TF_RANS_LANES + 8;
+}
+
+ULP_ALWAYS_INLINE void decode_one(const uint32_t *const *slots_of_ctx, const symbol_info *info,
+                                  tf_rans_stream *s, bit_reader *br, const uint8_t *ref,
+                                  uint8_t *dst, size_t i, unsigned lane, bool checked,
+                                  unsigned bytes, unsigned man, unsigned exp)
+{
+    uint64_t r = load_elem(ref + i * bytes, bytes);
+    const uint32_t *slots = slots_of_ctx[context_of(r, man, exp)];
+    unsigned sym = checked ? tf_rans_get_checked(s, lane, slots, ULP_PREC)
+                           : tf_rans_get_fast(s, lane, slots, ULP_PREC);
+    uint64_t z = residual_of(&info[sym], br, checked, bytes);
+    store_elem(dst + i * bytes, tf_ulp_unresidual(z, r, 8 * bytes), bytes);
+}
+
+/* Whole rounds while no bounds check is needed; returns the elements
+ * done. The stream and reader live in locals (registers) meanwhile. */
+ULP_ALWAYS_INLINE size_t decode_rounds(const tf_rans_decoder *dec, const symbol_info *info,
+                                       tf_rans_stream *stream, bit_reader *reader,
+                                       const uint8_t *ref, uint8_t *dst, size_t n,
+                                       unsigned bytes, unsigned man, unsigned exp)
+{
+    const uint32_t *const *slots_of_ctx = dec->slots_of_ctx;
+    tf_rans_stream s = *stream;
+    bit_reader br = *reader;
+    size_t i = 0;
+    for (; i + TF_RANS_LANES <= n && round_is_safe(&s, &br); i += TF_RANS_LANES) {
+#pragma GCC unroll 8
+        for (unsigned l = 0; l < TF_RANS_LANES; l++) {
+            if (bytes < 8 && l % elems_per_refill(bytes) == 0)
+                bits_refill_fast(&br);
+            decode_one(slots_of_ctx, info, &s, &br, ref, dst, i + l, l, false, bytes, man, exp);
+        }
+    }
+    *stream = s;
+    *reader = br;
+    return i;
+}
+
+/* Every context of the reference must have slots (mark_contexts). */
+ULP_ALWAYS_INLINE void decode_sized(const tf_rans_decoder *dec, tf_rans_stream *s,
+                                    bit_reader *br, const uint8_t *ref, uint8_t *dst, size_t n,
+                                    unsigned bytes, unsigned man, unsigned exp)
+{
+    symbol_info info[TF_RANS_MAX_SYMBOLS];
+    fill_symbol_info(info, tf_ulp_symbol_count(8 * bytes));
+    size_t i = decode_rounds(dec, info, s, br, ref, dst, n, bytes, man, exp);
+    for (; i < n; i++)
+        decode_one(dec->slots_of_ctx, info, s, br, ref, dst, i, i % TF_RANS_LANES, true, bytes,
+                   man, exp);
+}
+
+static void decode_elems(unsigned dtype, const tf_rans_decoder *dec, tf_rans_stream *s,
+                         bit_reader *br, const uint8_t *ref, uint8_t *dst, size_t n)
+{
+    switch (dtype) {
+#define X(dt, bytes, man, exp) \
+    case dt: decode_sized(dec, s, br, ref, dst, n, bytes, man, exp); break;
+        ULP_FORMATS(X)
+#undef X
+    }
+}
+
+ULP_ALWAYS_INLINE void mark_sized(const uint8_t *ref, size_t n, uint8_t *used, unsigned bytes,
+                                  unsigned man, unsigned exp)
+{
+    for (size_t i = 0; i < n; i++)
+        used[context_of(load_elem(ref + i * bytes, bytes), man, exp)] = 1;
+}
+
+/* Flags the contexts the reference chunk uses, so that only their
+ * decoding slots are built (and each is checked to exist). */
+static void mark_contexts(unsigned dtype, const uint8_t *ref, size_t n, uint8_t *used)
+{
+    switch (dtype) {
+#define X(dt, bytes, man, exp) \
+    case dt: mark_sized(ref, n, used, bytes, man, exp); break;
+        ULP_FORMATS(X)
+#undef X
+    }
+}
+
+static int decode_chunk(const ulp_format *f, const tf_rans_table *t, const uint8_t *enc,
+                        size_t enc_len, const uint8_t *ref, uint8_t *dst, size_t n,
+                        tf_error *e)
+{
+    uint8_t *used = calloc(f->n_ctx, 1);
+    if (!used)
+        return tf_fail(e, ENOMEM, "ulp: out of memory");
+    mark_contexts(f->dtype, ref, n, used);
+    tf_rans_decoder dec;
+    int rc = tf_rans_decoder_init(&dec, t, used, e);
+    free(used);
+    if (rc < 0)
+        return -1;
+    tf_reader r = tf_reader_make(enc, enc_len);
+    tf_rans_stream s;
+    if (tf_rans_stream_open(&s, &r, e) == 0) {
+        bit_reader br = { .p = enc + r.pos, .end = enc + enc_len };
+        decode_elems(f->dtype, &dec, &s, &br, ref, dst, n);
+        rc = tf_rans_stream_close(&s, e) < 0 || bits_finish(&br, e) < 0 ? -1 : 0;
+    } else {
+        rc = -1;
+    }
+    tf_rans_decoder_free(&dec);
+    return rc;
+}
+
+static int ulp_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx,
+                      uint8_t *dst, size_t len, tf_error *e)
+{
+    ulp_format f;
+    tf_rans_table t;
+    if (format_of(ctx, len, &f, e) < 0 || read_model(ctx, &f, &t, e) < 0) {
+        if (e && e->errnum != ENOMEM)
+            e->errnum = EIO; /* the archive says ulp where ulp cannot be */
+        return -1;
+    }
+    int rc = decode_chunk(&f, &t, enc, enc_len, ctx->ref, dst, len / f.bytes, e);
+    tf_rans_table_free(&t);
+    return rc;
+}
+
+const tf_codec tf_codec_ulp = {
+    .id = TF_CODEC_ULP,
+    .name = "ulp",
+    .delta = true,
+    .fit = ulp_fit,
+    .encode = ulp_encode,
+    .decode = ulp_decode,
+};

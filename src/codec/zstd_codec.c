@@ -1,0 +1,56 @@
+#include "codec/zstd_codec.h"
+
+#include <errno.h>
+#include <zstd.h>
+
+/* The level is not part of the format (any level decodes the same way);
+ * 3 is zstd's own default, a good speed/size point for what reaches this
+ * codec (configs, tokenizers, integer buffers). */
+#define TF_ZSTD_LEVEL 3
+
+int tf_zstd_compress(const uint8_t *src, size_t len, int level, tf_buf *out, tf_error *e)
+{
+    size_t bound = ZSTD_compressBound(len);
+    uint8_t *dst = tf_buf_reserve(out, bound);
+    if (!dst)
+        return tf_fail(e, ENOMEM, "zstd: out of memory");
+    size_t n = ZSTD_compress(dst, bound, src, len, level);
+    if (ZSTD_isError(n))
+        return tf_fail(e, EIO, "zstd: %s", ZSTD_getErrorName(n));
+    tf_buf_commit(out, n);
+    return 0;
+}
+
+int tf_zstd_decompress(const uint8_t *enc, size_t enc_len, uint8_t *dst, size_t len, tf_error *e)
+{
+    unsigned long long content = ZSTD_getFrameContentSize(enc, enc_len);
+    if (content != len)
+        return tf_fail(e, EIO, "zstd: frame declares %llu bytes, expected %zu", content, len);
+    size_t n = ZSTD_decompress(dst, len, enc, enc_len);
+    if (ZSTD_isError(n))
+        return tf_fail(e, EIO, "zstd: %s", ZSTD_getErrorName(n));
+    if (n != len)
+        return tf_fail(e, EIO, "zstd: decoded %zu bytes, expected %zu", n, len);
+    return 0;
+}
+
+static int zstd_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,
+                       tf_buf *out, tf_error *e)
+{
+    (void)ctx;
+    return tf_zstd_compress(src, len, TF_ZSTD_LEVEL, out, e);
+}
+
+static int zstd_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx,
+                       uint8_t *dst, size_t len, tf_error *e)
+{
+    (void)ctx;
+    return tf_zstd_decompress(enc, enc_len, dst, len, e);
+}
+
+const tf_codec tf_codec_zstd = {
+    .id = TF_CODEC_ZSTD,
+    .name = "zstd",
+    .encode = zstd_encode,
+    .decode = zstd_decode,
+};

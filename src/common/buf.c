@@ -1,0 +1,123 @@
+#include "common/buf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void tf_buf_free(tf_buf *b)
+{
+    free(b->data);
+    *b = (tf_buf){ 0 };
+}
+
+uint8_t *tf_buf_reserve(tf_buf *b, size_t n)
+{
+    if (n > SIZE_MAX - b->len)
+        return NULL;
+    if (b->len + n > b->cap || !b->data) { /* never NULL + 0 for n == 0 */
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap = cap > SIZE_MAX / 2 ? b->len + n : cap * 2;
+        uint8_t *d = realloc(b->data, cap);
+        if (!d)
+            return NULL;
+        b->data = d;
+        b->cap = cap;
+    }
+    return b->data + b->len;
+}
+
+void tf_buf_commit(tf_buf *b, size_t n)
+{
+    b->len += n;
+}
+
+int tf_buf_put(tf_buf *b, const void *p, size_t n)
+{
+    uint8_t *d = tf_buf_reserve(b, n);
+    if (!d)
+        return -1;
+    if (n)
+        memcpy(d, p, n);
+    b->len += n;
+    return 0;
+}
+
+int tf_buf_u8(tf_buf *b, uint8_t v)
+{
+    return tf_buf_put(b, &v, 1);
+}
+
+int tf_buf_u32(tf_buf *b, uint32_t v)
+{
+    uint8_t t[4];
+    tf_le32_put(t, v);
+    return tf_buf_put(b, t, 4);
+}
+
+int tf_buf_u64(tf_buf *b, uint64_t v)
+{
+    uint8_t t[8];
+    tf_le64_put(t, v);
+    return tf_buf_put(b, t, 8);
+}
+
+int tf_buf_varint(tf_buf *b, uint64_t v)
+{
+    uint8_t t[10];
+    size_t n = 0;
+    do {
+        t[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            t[n] |= 0x80;
+        n++;
+    } while (v);
+    return tf_buf_put(b, t, n);
+}
+
+const uint8_t *tf_read_bytes(tf_reader *r, size_t n)
+{
+    if (r->bad || n > r->len - r->pos) {
+        r->bad = true;
+        return NULL;
+    }
+    const uint8_t *p = r->p + r->pos;
+    r->pos += n;
+    return p;
+}
+
+uint8_t tf_read_u8(tf_reader *r)
+{
+    const uint8_t *p = tf_read_bytes(r, 1);
+    return p ? p[0] : 0;
+}
+
+uint32_t tf_read_u32(tf_reader *r)
+{
+    const uint8_t *p = tf_read_bytes(r, 4);
+    return p ? tf_le32_get(p) : 0;
+}
+
+uint64_t tf_read_u64(tf_reader *r)
+{
+    const uint8_t *p = tf_read_bytes(r, 8);
+    return p ? tf_le64_get(p) : 0;
+}
+
+uint64_t tf_read_varint(tf_reader *r)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        const uint8_t *p = tf_read_bytes(r, 1);
+        if (!p)
+            return 0;
+        uint64_t part = p[0] & 0x7f;
+        if (shift == 63 && part > 1) /* would overflow 64 bits */
+            break;
+        v |= part << shift;
+        if (!(p[0] & 0x80))
+            return v;
+    }
+    r->bad = true;
+    return 0;
+}

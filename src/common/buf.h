@@ -1,0 +1,74 @@
+/* Growable byte buffer for writing, bounded cursor for reading.
+ * Integers are little-endian; varints are LEB128 (7 bits per byte). */
+#ifndef TRAJFS_COMMON_BUF_H
+#define TRAJFS_COMMON_BUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint8_t *data;
+    size_t   len, cap;
+} tf_buf;
+
+void tf_buf_free(tf_buf *b);
+/* Makes room for n more bytes; returns a pointer to them, NULL when out of
+ * memory. The caller writes them and then calls tf_buf_commit(b, n). */
+uint8_t *tf_buf_reserve(tf_buf *b, size_t n);
+void tf_buf_commit(tf_buf *b, size_t n);
+int tf_buf_put(tf_buf *b, const void *p, size_t n);  /* 0 or -1 (ENOMEM) */
+int tf_buf_u8(tf_buf *b, uint8_t v);
+int tf_buf_u32(tf_buf *b, uint32_t v);
+int tf_buf_u64(tf_buf *b, uint64_t v);
+int tf_buf_varint(tf_buf *b, uint64_t v);
+
+static inline void tf_le32_put(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void tf_le64_put(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint32_t tf_le32_get(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t tf_le64_get(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* Reading never goes past len: a short read sets `bad`, returns zeros, and
+ * every later read fails too, so a parser checks `bad` once at the end of a
+ * record instead of after every field. */
+typedef struct {
+    const uint8_t *p;
+    size_t len, pos;
+    bool   bad;
+} tf_reader;
+
+static inline tf_reader tf_reader_make(const void *p, size_t len)
+{
+    return (tf_reader){ .p = p, .len = len, .pos = 0, .bad = false };
+}
+static inline size_t tf_reader_left(const tf_reader *r)
+{
+    return r->bad ? 0 : r->len - r->pos;
+}
+const uint8_t *tf_read_bytes(tf_reader *r, size_t n); /* NULL when short */
+uint8_t  tf_read_u8(tf_reader *r);
+uint32_t tf_read_u32(tf_reader *r);
+uint64_t tf_read_u64(tf_reader *r);
+uint64_t tf_read_varint(tf_reader *r); /* rejects > 10 bytes or overflow */
+
+#endif

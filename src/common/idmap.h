@@ -1,0 +1,22 @@
+/* Map from content id to a 64-bit value (open addressing; ids are
+ * uniformly distributed hashes, so their first bytes index directly). */
+#ifndef TRAJFS_COMMON_IDMAP_H
+#define TRAJFS_COMMON_IDMAP_H
+
+#include <stdint.h>
+
+#include "common/hash.h"
+
+typedef struct {
+    tf_blob_id *ids;
+    uint64_t *values;
+    uint64_t cap, count; /* cap is 0 or a power of two */
+} tf_idmap;
+
+/* 0, or -1 when out of memory. An existing id keeps its first value. */
+int tf_idmap_put(tf_idmap *m, const tf_blob_id *id, uint64_t value);
+/* 1 and *value when found, else 0. */
+int tf_idmap_get(const tf_idmap *m, const tf_blob_id *id, uint64_t *value);
+void tf_idmap_free(tf_idmap *m);
+
+#endif

@@ -1,0 +1,369 @@
+#include "format/catalog.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/dtype.h"
+
+#define SEGMENT_VERSION 1
+/* Smallest serialized sizes, used to bound counts by the bytes present. */
+#define MIN_BLOB_BYTES 31
+#define MIN_ENTRY_BYTES 6
+
+uint64_t tf_chunk_count(uint64_t nbytes, unsigned elem_size, unsigned chunk_shift)
+{
+    uint64_t chunk_bytes = (uint64_t)elem_size << chunk_shift;
+    return nbytes / chunk_bytes + (nbytes % chunk_bytes != 0);
+}
+
+int tf_path_check(const char *path, size_t len, tf_error *e)
+{
+    if (len == 0)
+        return tf_fail(e, EINVAL, "empty path");
+    if (len > TF_PATH_MAX)
+        return tf_fail(e, ENAMETOOLONG, "path of %zu bytes is longer than %d", len, TF_PATH_MAX);
+    if (path[0] == '/')
+        return tf_fail(e, EINVAL, "absolute path \"%.*s\"", (int)len, path);
+    size_t start = 0;
+    unsigned depth = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && path[i] != '/') {
+            unsigned char c = (unsigned char)path[i];
+            if (c < 0x20 || c == 0x7f)
+                return tf_fail(e, EINVAL, "path contains control character 0x%02x", c);
+            continue;
+        }
+        size_t n = i - start;
+        if (n == 0)
+            return tf_fail(e, EINVAL, "path \"%.*s\" has an empty component", (int)len, path);
+        if ((n == 1 && path[start] == '.') || (n == 2 && path[start] == '.' && path[start + 1] == '.'))
+            return tf_fail(e, EINVAL, "path \"%.*s\" has a \".\" or \"..\" component", (int)len, path);
+        if (n > TF_NAME_MAX)
+            return tf_fail(e, ENAMETOOLONG, "path component of %zu bytes is longer than %d", n, TF_NAME_MAX);
+        if (++depth > TF_DEPTH_MAX)
+            return tf_fail(e, EINVAL, "path is nested deeper than %d", TF_DEPTH_MAX);
+        start = i + 1;
+    }
+    return 0;
+}
+
+/* ---- encoding ---- */
+
+static int put_blob(tf_buf *o, const tf_blob *b)
+{
+    return tf_buf_put(o, b->id.b, sizeof b->id.b) | tf_buf_varint(o, b->offset) |
+           tf_buf_varint(o, b->enc_len) | tf_buf_varint(o, b->raw_len) |
+           tf_buf_u64(o, b->enc_hash) | tf_buf_u8(o, b->codec) | tf_buf_u8(o, b->dtype) |
+           tf_buf_varint(o, b->ref) | tf_buf_varint(o, b->model);
+}
+
+static uint64_t zigzag64(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static int64_t unzigzag64(uint64_t v)
+{
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+static int put_chunks(tf_buf *o, const tf_entry *ent)
+{
+    int rc = 0;
+    for (uint64_t i = 0; i < ent->nchunks; i++)
+        rc |= tf_buf_varint(o, ent->chunks[i]);
+    return rc;
+}
+
+static int put_entry(tf_buf *o, const tf_entry *ent)
+{
+    size_t plen = strlen(ent->path);
+    int rc = tf_buf_u8(o, ent->kind) | tf_buf_varint(o, ent->ino) | tf_buf_varint(o, plen) |
+             tf_buf_put(o, ent->path, plen) | tf_buf_varint(o, ent->mode) |
+             tf_buf_varint(o, zigzag64(ent->mtime_sec)) | tf_buf_varint(o, ent->mtime_nsec);
+    switch (ent->kind) {
+    case TF_ENTRY_SYMLINK:
+        rc |= tf_buf_varint(o, ent->size) | tf_buf_put(o, ent->target, ent->size);
+        break;
+    case TF_ENTRY_FILE:
+        rc |= tf_buf_varint(o, ent->size) | tf_buf_varint(o, ent->nchunks) | put_chunks(o, ent);
+        break;
+    case TF_ENTRY_SAFETENSORS:
+        rc |= tf_buf_varint(o, ent->size) | tf_buf_varint(o, ent->header_len) |
+              tf_buf_put(o, ent->header, ent->header_len) | tf_buf_varint(o, ent->ntensors);
+        for (uint64_t t = 0; t < ent->ntensors; t++)
+            rc |= tf_buf_u8(o, ent->tensors[t].dtype) | tf_buf_varint(o, ent->tensors[t].nbytes);
+        rc |= put_chunks(o, ent);
+        break;
+    default:
+        break;
+    }
+    return rc;
+}
+
+int tf_segment_encode(const tf_segment *s, tf_buf *out, tf_error *e)
+{
+    int rc = tf_buf_varint(out, SEGMENT_VERSION) | tf_buf_varint(out, s->nblobs);
+    for (uint64_t i = 0; i < s->nblobs; i++)
+        rc |= put_blob(out, &s->blobs[i]);
+    rc |= tf_buf_varint(out, s->nentries);
+    for (uint64_t i = 0; i < s->nentries; i++)
+        rc |= put_entry(out, &s->entries[i]);
+    return rc ? tf_fail(e, ENOMEM, "catalog: out of memory") : 0;
+}
+
+/* ---- decoding ---- */
+
+typedef struct {
+    tf_reader r;
+    uint64_t first_blob, total_blobs;
+    unsigned chunk_shift;
+    uint64_t file_end;
+    tf_error *e;
+} decoder;
+
+static int short_segment(decoder *d)
+{
+    return tf_fail(d->e, EIO, "catalog: segment truncated at byte %zu", d->r.pos);
+}
+
+/* Reads a count of items taking at least min_bytes each, bounded by the
+ * bytes left, so a hostile count cannot trigger a huge allocation. */
+static int read_count(decoder *d, size_t min_bytes, const char *what, uint64_t *out)
+{
+    uint64_t n = tf_read_varint(&d->r);
+    if (d->r.bad)
+        return short_segment(d);
+    if (n > tf_reader_left(&d->r) / min_bytes)
+        return tf_fail(d->e, EIO, "catalog: %llu %s cannot fit in %zu bytes",
+                       (unsigned long long)n, what, tf_reader_left(&d->r));
+    *out = n;
+    return 0;
+}
+
+static int check_blob_link(decoder *d, uint64_t link, uint64_t self, const char *what)
+{
+    if (link > self) /* link - 1 must be < self */
+        return tf_fail(d->e, EIO, "catalog: blob %llu has %s %llu that is not an earlier blob",
+                       (unsigned long long)self, what, (unsigned long long)(link - 1));
+    return 0;
+}
+
+static int read_blob(decoder *d, uint64_t self, tf_blob *b)
+{
+    const uint8_t *id = tf_read_bytes(&d->r, sizeof b->id.b);
+    if (id)
+        memcpy(b->id.b, id, sizeof b->id.b);
+    b->offset = tf_read_varint(&d->r);
+    b->enc_len = tf_read_varint(&d->r);
+    b->raw_len = tf_read_varint(&d->r);
+    b->enc_hash = tf_read_u64(&d->r);
+    b->codec = tf_read_u8(&d->r);
+    b->dtype = tf_read_u8(&d->r);
+    b->ref = tf_read_varint(&d->r);
+    b->model = tf_read_varint(&d->r);
+    if (d->r.bad)
+        return short_segment(d);
+    if (b->offset < 32 || b->offset > d->file_end || b->enc_len > d->file_end - b->offset)
+        return tf_fail(d->e, EIO, "catalog: blob %llu lies outside the archive",
+                       (unsigned long long)self);
+    uint64_t raw_max = (uint64_t)8 << d->chunk_shift;
+    if (raw_max < (1u << 24))
+        raw_max = 1u << 24;
+    if (b->raw_len > raw_max)
+        return tf_fail(d->e, EIO, "catalog: blob %llu claims %llu bytes, more than a chunk",
+                       (unsigned long long)self, (unsigned long long)b->raw_len);
+    if (!tf_dtype_get(b->dtype))
+        return tf_fail(d->e, EIO, "catalog: blob %llu has unknown dtype %u",
+                       (unsigned long long)self, b->dtype);
+    return check_blob_link(d, b->ref, self, "reference") |
+           check_blob_link(d, b->model, self, "model");
+}
+
+static int read_string(decoder *d, uint64_t len, char **out)
+{
+    const uint8_t *p = tf_read_bytes(&d->r, len);
+    if (!p)
+        return short_segment(d);
+    char *s = malloc(len + 1);
+    if (!s)
+        return tf_fail(d->e, ENOMEM, "catalog: out of memory");
+    memcpy(s, p, len);
+    s[len] = '\0';
+    *out = s;
+    return 0;
+}
+
+static int read_chunks(decoder *d, tf_entry *ent, uint64_t expected)
+{
+    if (expected > tf_reader_left(&d->r))
+        return tf_fail(d->e, EIO, "catalog: \"%s\" needs %llu chunks, segment too short",
+                       ent->path, (unsigned long long)expected);
+    ent->nchunks = expected;
+    ent->chunks = calloc(expected ? expected : 1, sizeof *ent->chunks);
+    if (!ent->chunks)
+        return tf_fail(d->e, ENOMEM, "catalog: out of memory");
+    for (uint64_t i = 0; i < expected; i++) {
+        ent->chunks[i] = tf_read_varint(&d->r);
+        if (!d->r.bad && ent->chunks[i] >= d->total_blobs)
+            return tf_fail(d->e, EIO, "catalog: \"%s\" names blob %llu of %llu", ent->path,
+                           (unsigned long long)ent->chunks[i], (unsigned long long)d->total_blobs);
+    }
+    return d->r.bad ? short_segment(d) : 0;
+}
+
+static int read_file_body(decoder *d, tf_entry *ent)
+{
+    ent->size = tf_read_varint(&d->r);
+    uint64_t n = tf_read_varint(&d->r);
+    if (d->r.bad)
+        return short_segment(d);
+    if (n != tf_chunk_count(ent->size, 1, d->chunk_shift))
+        return tf_fail(d->e, EIO, "catalog: \"%s\" has %llu chunks for %llu bytes", ent->path,
+                       (unsigned long long)n, (unsigned long long)ent->size);
+    return read_chunks(d, ent, n);
+}
+
+static int read_safetensors_body(decoder *d, tf_entry *ent)
+{
+    ent->size = tf_read_varint(&d->r);
+    ent->header_len = tf_read_varint(&d->r);
+    const uint8_t *h = tf_read_bytes(&d->r, ent->header_len);
+    if (!h)
+        return short_segment(d);
+    ent->header = malloc(ent->header_len ? ent->header_len : 1);
+    if (!ent->header)
+        return tf_fail(d->e, ENOMEM, "catalog: out of memory");
+    memcpy(ent->header, h, ent->header_len);
+    if (read_count(d, 2, "tensors", &ent->ntensors) < 0)
+        return -1;
+    ent->tensors = calloc(ent->ntensors ? ent->ntensors : 1, sizeof *ent->tensors);
+    if (!ent->tensors)
+        return tf_fail(d->e, ENOMEM, "catalog: out of memory");
+    uint64_t data = 0, chunks = 0;
+    for (uint64_t t = 0; t < ent->ntensors; t++) {
+        tf_tensor_span *ts = &ent->tensors[t];
+        ts->dtype = tf_read_u8(&d->r);
+        ts->nbytes = tf_read_varint(&d->r);
+        const tf_dtype_info *info = tf_dtype_get(ts->dtype);
+        if (d->r.bad)
+            return short_segment(d);
+        if (!info || ts->dtype == TF_DT_NONE || ts->nbytes % info->size || ts->nbytes > UINT64_MAX - data)
+            return tf_fail(d->e, EIO, "catalog: \"%s\" tensor %llu has a bad dtype or size",
+                           ent->path, (unsigned long long)t);
+        ts->first_chunk = chunks;
+        ts->data_off = data;
+        data += ts->nbytes;
+        chunks += tf_chunk_count(ts->nbytes, info->size, d->chunk_shift);
+    }
+    if (ent->header_len > UINT64_MAX - 8 - data || ent->size != 8 + ent->header_len + data)
+        return tf_fail(d->e, EIO, "catalog: \"%s\" size %llu does not match header and tensors",
+                       ent->path, (unsigned long long)ent->size);
+    return read_chunks(d, ent, chunks);
+}
+
+static int read_entry(decoder *d, tf_entry *ent)
+{
+    ent->kind = tf_read_u8(&d->r);
+    ent->ino = tf_read_varint(&d->r);
+    uint64_t plen = tf_read_varint(&d->r);
+    if (d->r.bad)
+        return short_segment(d);
+    if (plen > TF_PATH_MAX)
+        return tf_fail(d->e, EIO, "catalog: path of %llu bytes", (unsigned long long)plen);
+    if (read_string(d, plen, &ent->path) < 0)
+        return -1;
+    if (strlen(ent->path) != plen || tf_path_check(ent->path, plen, d->e) < 0)
+        return tf_fail(d->e, EIO, "catalog: invalid path \"%s\"", ent->path);
+    uint64_t mode = tf_read_varint(&d->r);
+    ent->mtime_sec = unzigzag64(tf_read_varint(&d->r));
+    uint64_t nsec = tf_read_varint(&d->r);
+    if (d->r.bad)
+        return short_segment(d);
+    if (mode > 07777 || nsec >= 1000000000u || ent->ino == 0)
+        return tf_fail(d->e, EIO, "catalog: \"%s\" has a bad mode, mtime or inode", ent->path);
+    ent->mode = (uint32_t)mode;
+    ent->mtime_nsec = (uint32_t)nsec;
+    switch (ent->kind) {
+    case TF_ENTRY_DIR:
+    case TF_ENTRY_TOMBSTONE:
+        return 0;
+    case TF_ENTRY_SYMLINK:
+        ent->size = tf_read_varint(&d->r);
+        if (d->r.bad || ent->size > TF_PATH_MAX)
+            return tf_fail(d->e, EIO, "catalog: \"%s\" has a bad link target", ent->path);
+        if (read_string(d, ent->size, &ent->target) < 0)
+            return -1;
+        return strlen(ent->target) == ent->size ? 0
+               : tf_fail(d->e, EIO, "catalog: \"%s\" link target holds a NUL", ent->path);
+    case TF_ENTRY_FILE:
+        return read_file_body(d, ent);
+    case TF_ENTRY_SAFETENSORS:
+        return read_safetensors_body(d, ent);
+    default:
+        return tf_fail(d->e, EIO, "catalog: \"%s\" has unknown kind %u", ent->path, ent->kind);
+    }
+}
+
+int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob, unsigned chunk_shift,
+                      uint64_t file_end, tf_segment *s, tf_error *e)
+{
+    decoder d = { .r = tf_reader_make(p, len), .first_blob = first_blob,
+                  .chunk_shift = chunk_shift, .file_end = file_end, .e = e };
+    *s = (tf_segment){ .first_blob = first_blob };
+    uint64_t version = tf_read_varint(&d.r);
+    if (d.r.bad)
+        return short_segment(&d);
+    if (version != SEGMENT_VERSION)
+        return tf_fail(e, EIO, "catalog: segment version %llu is not supported",
+                       (unsigned long long)version);
+    if (read_count(&d, MIN_BLOB_BYTES, "blobs", &s->nblobs) < 0)
+        goto fail;
+    s->blobs = calloc(s->nblobs ? s->nblobs : 1, sizeof *s->blobs);
+    if (!s->blobs) {
+        tf_fail(e, ENOMEM, "catalog: out of memory");
+        goto fail;
+    }
+    for (uint64_t i = 0; i < s->nblobs; i++)
+        if (read_blob(&d, first_blob + i, &s->blobs[i]) < 0)
+            goto fail;
+    d.total_blobs = first_blob + s->nblobs;
+    if (read_count(&d, MIN_ENTRY_BYTES, "entries", &s->nentries) < 0)
+        goto fail;
+    s->entries = calloc(s->nentries ? s->nentries : 1, sizeof *s->entries);
+    if (!s->entries) {
+        tf_fail(e, ENOMEM, "catalog: out of memory");
+        goto fail;
+    }
+    for (uint64_t i = 0; i < s->nentries; i++)
+        if (read_entry(&d, &s->entries[i]) < 0)
+            goto fail;
+    if (tf_reader_left(&d.r) != 0) {
+        tf_fail(e, EIO, "catalog: %zu unexpected bytes after the entries", tf_reader_left(&d.r));
+        goto fail;
+    }
+    return 0;
+fail:
+    tf_segment_free(s);
+    return -1;
+}
+
+void tf_entry_free(tf_entry *ent)
+{
+    free(ent->path);
+    free(ent->header);
+    free(ent->tensors);
+    free(ent->chunks);
+    free(ent->target);
+    *ent = (tf_entry){ 0 };
+}
+
+void tf_segment_free(tf_segment *s)
+{
+    for (uint64_t i = 0; s->entries && i < s->nentries; i++)
+        tf_entry_free(&s->entries[i]);
+    free(s->entries);
+    free(s->blobs);
+    *s = (tf_segment){ 0 };
+}

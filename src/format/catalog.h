@@ -1,0 +1,101 @@
+/* The catalog: what a commit adds to the archive. Each commit appends one
+ * catalog segment (new blobs, new or replaced entries, tombstones); the
+ * archive's catalog is all segments applied in commit order.
+ *
+ * Serialization (before zstd): varints everywhere except fixed-width ids and
+ * hashes; see trajfs(5). Decoding validates every count and length against
+ * the bytes present, so a hostile segment cannot make us allocate more than
+ * it pays for. */
+#ifndef TRAJFS_FORMAT_CATALOG_H
+#define TRAJFS_FORMAT_CATALOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/hash.h"
+
+#define TF_PATH_MAX 4096 /* bytes in a path, like Linux PATH_MAX */
+#define TF_NAME_MAX 255  /* bytes in one path component */
+#define TF_DEPTH_MAX 64  /* components in a path */
+
+/* Entry kinds (stored values: never renumber). */
+typedef enum {
+    TF_ENTRY_DIR = 1,
+    TF_ENTRY_FILE = 2,        /* opaque bytes in zstd chunks */
+    TF_ENTRY_SAFETENSORS = 3, /* verbatim header + tensor chunks */
+    TF_ENTRY_SYMLINK = 4,
+    TF_ENTRY_TOMBSTONE = 5,   /* the path was removed */
+} tf_entry_kind;
+
+/* One stored blob. `ref` and `model` are global blob indices plus one
+ * (0 = none); they always name an earlier blob, so chains cannot cycle. */
+typedef struct {
+    tf_blob_id id;     /* XXH3-128 of the raw_len bytes it reconstructs */
+    uint64_t offset;   /* of the payload in the archive file */
+    uint64_t enc_len;  /* payload bytes */
+    uint64_t raw_len;  /* reconstructed bytes */
+    uint64_t enc_hash; /* XXH3-64 of the payload */
+    uint8_t codec;     /* tf_codec_id */
+    uint8_t dtype;     /* tf_dtype of the elements */
+    uint64_t ref;      /* delta reference blob + 1, or 0 */
+    uint64_t model;    /* shared model blob + 1, or 0 */
+} tf_blob;
+
+typedef struct {
+    uint8_t dtype;        /* tf_dtype */
+    uint64_t nbytes;      /* data bytes; chunks = ceil(nbytes / chunk bytes) */
+    uint64_t data_off;    /* offset in the data section (not serialized) */
+    uint64_t first_chunk; /* index into the entry's chunk list (not serialized) */
+} tf_tensor_span;
+
+typedef struct {
+    uint8_t kind;      /* tf_entry_kind */
+    uint64_t ino;      /* stable inode number, never reused */
+    char *path;        /* relative, '/'-separated, validated */
+    uint32_t mode;     /* permission bits (st_mode & 07777); the type is `kind` */
+    int64_t mtime_sec;
+    uint32_t mtime_nsec;
+    uint64_t size;     /* file size in bytes (symlink: target length) */
+    /* TF_ENTRY_SAFETENSORS: the verbatim JSON header (without the 8-byte
+     * length) and the tensors in data order. */
+    uint8_t *header;
+    uint64_t header_len;
+    uint64_t ntensors;
+    tf_tensor_span *tensors;
+    /* TF_ENTRY_FILE and TF_ENTRY_SAFETENSORS: chunk blobs, global indices. */
+    uint64_t nchunks;
+    uint64_t *chunks;
+    char *target;      /* TF_ENTRY_SYMLINK */
+} tf_entry;
+
+typedef struct {
+    uint64_t first_blob; /* global index of blobs[0] */
+    uint64_t nblobs;
+    tf_blob *blobs;
+    uint64_t nentries;
+    tf_entry *entries;
+} tf_segment;
+
+/* Number of chunks of a tensor of nbytes bytes of elements of elem_size
+ * bytes, with 2^chunk_shift elements per chunk. */
+uint64_t tf_chunk_count(uint64_t nbytes, unsigned elem_size, unsigned chunk_shift);
+
+/* Checks an archive path: relative, no empty, "." or ".." component, no
+ * NUL or control characters, component and total lengths and depth
+ * bounded. Returns 0 or -1 with the reason. */
+int tf_path_check(const char *path, size_t len, tf_error *e);
+
+/* Serializes a segment (uncompressed). */
+int tf_segment_encode(const tf_segment *s, tf_buf *out, tf_error *e);
+/* Parses and validates a segment: entry shapes (chunk counts match tensor
+ * sizes for chunk_shift, tensor bytes sum to the data size), blob ranges
+ * inside [0, file_end), references to earlier blobs only. */
+int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob,
+                      unsigned chunk_shift, uint64_t file_end, tf_segment *s,
+                      tf_error *e);
+void tf_segment_free(tf_segment *s);
+void tf_entry_free(tf_entry *ent);
+
+#endif

@@ -1,0 +1,366 @@
+#include "format/container.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "common/hash.h"
+
+static const uint8_t SUPER_MAGIC[8] = { 0x89, 'T', 'R', 'A', 'J', 'F', 'S', '\n' };
+static const uint8_t TRAILER_MAGIC[8] = { 0x89, 'T', 'R', 'J', 'E', 'N', 'D', '\n' };
+/* A catalog segment may not claim to inflate more than this many times
+ * its stored size (real catalogs compress 3-10x). */
+#define CATALOG_MAX_RATIO 256
+#define CATALOG_LEVEL 3
+/* How far back to look for the last valid trailer, in bytes per read. */
+#define SCAN_BLOCK (1u << 20)
+
+static int sys_fail(tf_error *e, const char *what, const char *path)
+{
+    int err = errno;
+    return tf_fail(e, err, "%s %s: %s", what, path, strerror(err));
+}
+
+static int pwrite_all(int fd, const void *p, size_t len, uint64_t off, tf_error *e)
+{
+    const uint8_t *b = p;
+    while (len) {
+        ssize_t n = pwrite(fd, b, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return tf_fail(e, errno, "write: %s", strerror(errno));
+        b += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+int tf_container_pread(const tf_container *c, uint64_t off, void *buf, size_t len, tf_error *e)
+{
+    uint8_t *b = buf;
+    while (len) {
+        ssize_t n = pread(c->fd, b, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return tf_fail(e, EIO, "read at %llu: %s", (unsigned long long)off, strerror(errno));
+        if (n == 0)
+            return tf_fail(e, EIO, "archive truncated at %llu", (unsigned long long)off);
+        b += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+static void encode_superblock(uint8_t sb[TF_SUPERBLOCK_SIZE], unsigned chunk_shift)
+{
+    memset(sb, 0, TF_SUPERBLOCK_SIZE);
+    memcpy(sb, SUPER_MAGIC, 8);
+    tf_le32_put(sb + 8, TF_FORMAT_VERSION);
+    tf_le32_put(sb + 12, chunk_shift);
+    tf_le64_put(sb + 24, tf_hash64(sb, 24));
+}
+
+/* A new file's directory entry must be durable too, or a crash right
+ * after create could lose the whole archive. */
+static int fsync_parent_dir(const char *path, tf_error *e)
+{
+    char *dir = strdup(path);
+    if (!dir)
+        return tf_fail(e, ENOMEM, "out of memory");
+    char *slash = strrchr(dir, '/');
+    const char *name = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
+    int fd = open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = fd >= 0 && fsync(fd) == 0 ? 0 : sys_fail(e, "cannot sync directory", name);
+    if (fd >= 0)
+        close(fd);
+    free(dir);
+    return rc;
+}
+
+int tf_container_create(const char *path, unsigned chunk_shift, tf_error *e)
+{
+    if (chunk_shift < TF_CHUNK_SHIFT_MIN || chunk_shift > TF_CHUNK_SHIFT_MAX)
+        return tf_fail(e, EINVAL, "chunk shift %u is outside [%d, %d]", chunk_shift,
+                       TF_CHUNK_SHIFT_MIN, TF_CHUNK_SHIFT_MAX);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return sys_fail(e, "cannot create", path);
+    uint8_t sb[TF_SUPERBLOCK_SIZE];
+    encode_superblock(sb, chunk_shift);
+    int rc = pwrite_all(fd, sb, sizeof sb, 0, e);
+    if (rc == 0 && fsync(fd) < 0)
+        rc = tf_fail(e, errno, "fsync: %s", strerror(errno));
+    close(fd);
+    if (rc == 0)
+        rc = fsync_parent_dir(path, e);
+    if (rc < 0) {
+        tf_error_prefix(e, "%s", path);
+        unlink(path);
+    }
+    return rc;
+}
+
+static int read_superblock(tf_container *c, const char *path, tf_error *e)
+{
+    uint8_t sb[TF_SUPERBLOCK_SIZE];
+    if (c->file_size < TF_SUPERBLOCK_SIZE || tf_container_pread(c, 0, sb, sizeof sb, NULL) < 0 ||
+        memcmp(sb, SUPER_MAGIC, 8) != 0)
+        return tf_fail(e, EINVAL, "%s: not a trajfs archive", path);
+    if (tf_le64_get(sb + 24) != tf_hash64(sb, 24))
+        return tf_fail(e, EIO, "%s: superblock checksum mismatch", path);
+    uint32_t version = tf_le32_get(sb + 8);
+    if (version != TF_FORMAT_VERSION)
+        return tf_fail(e, EINVAL, "%s: archive format version %u, this trajfs reads %d", path,
+                       version, TF_FORMAT_VERSION);
+    c->chunk_shift = tf_le32_get(sb + 12);
+    if (c->chunk_shift < TF_CHUNK_SHIFT_MIN || c->chunk_shift > TF_CHUNK_SHIFT_MAX)
+        return tf_fail(e, EIO, "%s: bad chunk shift %u", path, c->chunk_shift);
+    return 0;
+}
+
+static bool decode_trailer(const uint8_t p[TF_TRAILER_SIZE], uint64_t at, tf_trailer *t)
+{
+    if (memcmp(p, TRAILER_MAGIC, 8) != 0 || tf_le64_get(p + 56) != tf_hash64(p, 56))
+        return false;
+    t->seq = tf_le64_get(p + 8);
+    t->catalog_off = tf_le64_get(p + 16);
+    t->catalog_len = tf_le64_get(p + 24);
+    t->catalog_hash = tf_le64_get(p + 32);
+    t->prev = tf_le64_get(p + 40);
+    t->nblobs = tf_le64_get(p + 48);
+    /* The segment sits right before its trailer; the previous trailer
+     * before the segment. */
+    return t->seq >= 1 && t->catalog_off >= TF_SUPERBLOCK_SIZE &&
+           t->catalog_off <= at && t->catalog_len == at - t->catalog_off &&
+           (t->seq == 1 ? t->prev == 0
+                        : t->prev >= TF_SUPERBLOCK_SIZE && t->prev + TF_TRAILER_SIZE <= t->catalog_off);
+}
+
+static void encode_trailer(uint8_t p[TF_TRAILER_SIZE], const tf_trailer *t)
+{
+    memcpy(p, TRAILER_MAGIC, 8);
+    tf_le64_put(p + 8, t->seq);
+    tf_le64_put(p + 16, t->catalog_off);
+    tf_le64_put(p + 24, t->catalog_len);
+    tf_le64_put(p + 32, t->catalog_hash);
+    tf_le64_put(p + 40, t->prev);
+    tf_le64_put(p + 48, t->nblobs);
+    tf_le64_put(p + 56, tf_hash64(p, 56));
+}
+
+int tf_container_read_trailer(const tf_container *c, uint64_t off, tf_trailer *t, tf_error *e)
+{
+    uint8_t p[TF_TRAILER_SIZE];
+    if (off < TF_SUPERBLOCK_SIZE || off > c->file_size || c->file_size - off < TF_TRAILER_SIZE)
+        return tf_fail(e, EIO, "no trailer at %llu", (unsigned long long)off);
+    if (tf_container_pread(c, off, p, sizeof p, e) < 0)
+        return -1;
+    if (!decode_trailer(p, off, t))
+        return tf_fail(e, EIO, "invalid trailer at %llu", (unsigned long long)off);
+    return 0;
+}
+
+/* A trailer is accepted only if its segment checksum matches too, so a
+ * stray copy of the magic inside blob data cannot be mistaken for one. */
+static bool valid_commit_at(const tf_container *c, uint64_t off, tf_trailer *t)
+{
+    if (tf_container_read_trailer(c, off, t, NULL) < 0)
+        return false;
+    tf_buf seg = { 0 };
+    uint8_t *p = tf_buf_reserve(&seg, t->catalog_len);
+    bool ok = p && tf_container_pread(c, t->catalog_off, p, t->catalog_len, NULL) == 0 &&
+              tf_hash64(p, t->catalog_len) == t->catalog_hash;
+    tf_buf_free(&seg);
+    return ok;
+}
+
+/* Finds the last valid commit: normally the trailer at the very end; after
+ * a torn write, scan backwards for the newest trailer whose checksums
+ * hold. */
+static void find_last_commit(tf_container *c)
+{
+    c->has_commit = false;
+    c->end = TF_SUPERBLOCK_SIZE;
+    uint64_t size = c->file_size;
+    if (size >= TF_SUPERBLOCK_SIZE + TF_TRAILER_SIZE &&
+        valid_commit_at(c, size - TF_TRAILER_SIZE, &c->last)) {
+        c->has_commit = true;
+        c->end = size;
+        return;
+    }
+    uint8_t *block = malloc(SCAN_BLOCK + 8);
+    if (!block)
+        return;
+    uint64_t hi = size; /* bytes below hi are still to be searched */
+    while (hi > TF_SUPERBLOCK_SIZE) {
+        uint64_t lo = hi > TF_SUPERBLOCK_SIZE + SCAN_BLOCK ? hi - SCAN_BLOCK : TF_SUPERBLOCK_SIZE;
+        size_t n = (size_t)(hi - lo);
+        size_t extra = size - hi < 7 ? (size_t)(size - hi) : 7; /* magic across blocks */
+        if (tf_container_pread(c, lo, block, n + extra, NULL) < 0)
+            break;
+        for (size_t i = n; i-- > 0;) {
+            if (block[i] == TRAILER_MAGIC[0] && i + 8 <= n + extra &&
+                memcmp(block + i, TRAILER_MAGIC, 8) == 0 &&
+                valid_commit_at(c, lo + i, &c->last)) {
+                c->has_commit = true;
+                c->end = lo + i + TF_TRAILER_SIZE;
+                free(block);
+                return;
+            }
+        }
+        hi = lo;
+    }
+    free(block);
+}
+
+int tf_container_open(tf_container *c, const char *path, bool writable, tf_error *e)
+{
+    *c = (tf_container){ .fd = -1, .writable = writable };
+    c->fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (c->fd < 0)
+        return sys_fail(e, "cannot open", path);
+    if (writable && flock(c->fd, LOCK_EX | LOCK_NB) < 0) {
+        int err = errno;
+        tf_container_close(c);
+        return tf_fail(e, err == EWOULDBLOCK ? EBUSY : err,
+                       "%s: another writer holds the archive (%s)", path, strerror(err));
+    }
+    struct stat st;
+    if (fstat(c->fd, &st) < 0) {
+        sys_fail(e, "cannot stat", path);
+        tf_container_close(c);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        tf_container_close(c);
+        return tf_fail(e, EINVAL, "%s: not a regular file", path);
+    }
+    c->file_size = (uint64_t)st.st_size;
+    if (read_superblock(c, path, e) < 0) {
+        tf_container_close(c);
+        return -1;
+    }
+    find_last_commit(c);
+    if (writable && c->end < c->file_size) {
+        if (ftruncate(c->fd, (off_t)c->end) < 0) {
+            sys_fail(e, "cannot cut the torn tail of", path);
+            tf_container_close(c);
+            return -1;
+        }
+        c->file_size = c->end;
+    }
+    return 0;
+}
+
+void tf_container_close(tf_container *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+}
+
+int tf_container_read_catalog(const tf_container *c, const tf_trailer *t, tf_buf *out, tf_error *e)
+{
+    uint8_t *stored = malloc(t->catalog_len ? t->catalog_len : 1);
+    if (!stored)
+        return tf_fail(e, ENOMEM, "catalog of %llu bytes: out of memory",
+                       (unsigned long long)t->catalog_len);
+    int rc = -1;
+    if (tf_container_pread(c, t->catalog_off, stored, t->catalog_len, e) < 0)
+        goto done;
+    if (tf_hash64(stored, t->catalog_len) != t->catalog_hash) {
+        tf_fail(e, EIO, "catalog of commit %llu: checksum mismatch", (unsigned long long)t->seq);
+        goto done;
+    }
+    unsigned long long n = ZSTD_getFrameContentSize(stored, t->catalog_len);
+    if (n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN ||
+        n > (unsigned long long)t->catalog_len * CATALOG_MAX_RATIO + 4096) {
+        tf_fail(e, EIO, "catalog of commit %llu: bad frame", (unsigned long long)t->seq);
+        goto done;
+    }
+    out->len = 0;
+    uint8_t *dst = tf_buf_reserve(out, n);
+    if (!dst) {
+        tf_fail(e, ENOMEM, "catalog: out of memory");
+        goto done;
+    }
+    size_t got = ZSTD_decompress(dst, n, stored, t->catalog_len);
+    if (ZSTD_isError(got) || got != n) {
+        tf_fail(e, EIO, "catalog of commit %llu: %s", (unsigned long long)t->seq,
+                ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short frame");
+        goto done;
+    }
+    tf_buf_commit(out, n);
+    rc = 0;
+done:
+    free(stored);
+    return rc;
+}
+
+int tf_container_append(tf_container *c, const void *p, size_t len, uint64_t *off, tf_error *e)
+{
+    if (pwrite_all(c->fd, p, len, c->file_size, e) < 0)
+        return -1;
+    *off = c->file_size;
+    c->file_size += len;
+    return 0;
+}
+
+void tf_container_rollback(tf_container *c)
+{
+    if (c->file_size != c->end && ftruncate(c->fd, (off_t)c->end) == 0)
+        c->file_size = c->end;
+}
+
+int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs,
+                        tf_error *e)
+{
+    tf_buf stored = { 0 };
+    uint8_t *dst = tf_buf_reserve(&stored, ZSTD_compressBound(len) + TF_TRAILER_SIZE);
+    if (!dst)
+        return tf_fail(e, ENOMEM, "commit: out of memory");
+    size_t n = ZSTD_compress(dst, ZSTD_compressBound(len), segment, len, CATALOG_LEVEL);
+    if (ZSTD_isError(n)) {
+        tf_buf_free(&stored);
+        return tf_fail(e, EIO, "commit: %s", ZSTD_getErrorName(n));
+    }
+    tf_trailer t = {
+        .seq = c->has_commit ? c->last.seq + 1 : 1,
+        .catalog_off = c->file_size,
+        .catalog_len = n,
+        .catalog_hash = tf_hash64(dst, n),
+        .prev = c->has_commit ? c->end - TF_TRAILER_SIZE : 0,
+        .nblobs = nblobs,
+    };
+    encode_trailer(dst + n, &t);
+    uint64_t off;
+    /* Blobs must be durable before a trailer can point to them, and the
+     * trailer before we report success. */
+    int rc = -1;
+    if (fdatasync(c->fd) < 0)
+        tf_fail(e, errno, "commit: fsync: %s", strerror(errno));
+    else if (tf_container_append(c, dst, n + TF_TRAILER_SIZE, &off, e) < 0)
+        ;
+    else if (fdatasync(c->fd) < 0)
+        tf_fail(e, errno, "commit: fsync: %s", strerror(errno));
+    else
+        rc = 0;
+    tf_buf_free(&stored);
+    if (rc < 0) {
+        tf_container_rollback(c);
+        return -1;
+    }
+    c->last = t;
+    c->has_commit = true;
+    c->end = c->file_size;
+    return 0;
+}

@@ -1,0 +1,66 @@
+/* The archive file: a superblock, then commits. A commit is blobs, a
+ * zstd-compressed catalog segment and a fixed-size checksummed trailer that
+ * points to the segment and to the previous trailer. Nothing a committed
+ * trailer points to is ever rewritten; opening takes the last valid
+ * trailer, so a torn tail (crash, full disk) is ignored. See trajfs(5). */
+#ifndef TRAJFS_FORMAT_CONTAINER_H
+#define TRAJFS_FORMAT_CONTAINER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+
+#define TF_FORMAT_VERSION 1
+#define TF_SUPERBLOCK_SIZE 32
+#define TF_TRAILER_SIZE 64
+#define TF_CHUNK_SHIFT_DEFAULT 20
+#define TF_CHUNK_SHIFT_MIN 8
+#define TF_CHUNK_SHIFT_MAX 24
+
+typedef struct {
+    uint64_t seq;          /* commit number, from 1 */
+    uint64_t catalog_off;  /* stored (compressed) segment */
+    uint64_t catalog_len;
+    uint64_t catalog_hash; /* XXH3-64 of the stored segment */
+    uint64_t prev;         /* offset of the previous trailer, 0 for none */
+    uint64_t nblobs;       /* blobs in the archive after this commit */
+} tf_trailer;
+
+typedef struct {
+    int fd;
+    bool writable;
+    unsigned chunk_shift;
+    uint64_t end;        /* end of the last valid commit (or superblock) */
+    uint64_t file_size;  /* size when opened (a torn tail may follow end) */
+    bool has_commit;
+    tf_trailer last;     /* valid when has_commit */
+} tf_container;
+
+/* Creates a new, empty archive (fails if path exists). */
+int tf_container_create(const char *path, unsigned chunk_shift, tf_error *e);
+/* Opens an archive and finds its last valid commit. writable also takes
+ * the single-writer lock (flock, non-blocking: a second writer gets a
+ * clear error) and cuts a torn tail off so appends follow the last commit. */
+int tf_container_open(tf_container *c, const char *path, bool writable, tf_error *e);
+void tf_container_close(tf_container *c);
+
+/* Reads exactly len bytes at off; a short file is an error. */
+int tf_container_pread(const tf_container *c, uint64_t off, void *buf, size_t len, tf_error *e);
+/* Reads the trailer at off; 0 if it is valid. */
+int tf_container_read_trailer(const tf_container *c, uint64_t off, tf_trailer *t, tf_error *e);
+/* Reads and decompresses the catalog segment a trailer points to. */
+int tf_container_read_catalog(const tf_container *c, const tf_trailer *t, tf_buf *out, tf_error *e);
+
+/* Writer side: appends bytes after `end` (not yet committed); returns the
+ * offset they were written at through *off. */
+int tf_container_append(tf_container *c, const void *p, size_t len, uint64_t *off, tf_error *e);
+/* Commits: fsync, append the compressed segment and trailer, fsync. On
+ * failure the appended tail is cut off again and the archive is unchanged. */
+int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs, tf_error *e);
+/* Drops everything appended since the last commit. */
+void tf_container_rollback(tf_container *c);
+
+#endif

@@ -1,0 +1,28 @@
+/* A mounted archive: what every request handler needs. */
+#ifndef TRAJFS_FS_FS_H
+#define TRAJFS_FS_FS_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "common/error.h"
+#include "fs/readbuf.h"
+#include "fs/tree.h"
+#include "store/archive.h"
+#include "store/reader.h"
+
+typedef struct {
+    tf_archive *ar;
+    fs_tree tree;
+    tf_reader_ctx *reader;  /* one for all threads; its cache is shared */
+    fs_readbuf readbuf;
+    struct stat archive_st; /* owner of every file; times of the root */
+    uint64_t total_bytes;   /* of all files, for statfs */
+} fs_state;
+
+/* Opens an archive read-only for mounting, with cache_size bytes of
+ * reconstructed chunks. */
+int fs_state_open(fs_state *fs, const char *archive, size_t cache_size, tf_error *e);
+void fs_state_close(fs_state *fs);
+
+#endif

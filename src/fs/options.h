@@ -1,0 +1,34 @@
+/* trajfs's own command-line options; libfuse parses the rest. */
+#ifndef TRAJFS_FS_OPTIONS_H
+#define TRAJFS_FS_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <fuse3/fuse_opt.h>
+
+typedef struct {
+    char *archive;        /* the first argument that is not an option */
+    char *cache_size_arg; /* -o cache_size=SIZE as given, or NULL */
+    size_t cache_size;    /* bytes of reconstructed chunks kept */
+    unsigned threads;     /* -o threads=N; 0: libfuse's default */
+    bool rw;              /* -o rw was asked for */
+} fs_options;
+
+/* Takes trajfs's options and the archive out of args, leaving libfuse's
+ * options and the mount point. Returns 0, or -1 after a message. */
+int fs_options_parse(struct fuse_args *args, fs_options *o);
+void fs_options_free(fs_options *o);
+
+/* Prints the options of fs_options_parse for --help. */
+void fs_options_help(void);
+
+/* Parses a byte count with an optional binary suffix K, M, G or T
+ * (case-insensitive; an optional "B" or "iB" may follow). */
+int fs_parse_size(const char *s, size_t *out);
+
+/* Default cache_size: an eighth of physical memory, between 64 MiB and
+ * 4 GiB. */
+size_t fs_default_cache_size(void);
+
+#endif

@@ -1,0 +1,157 @@
+/* trajfs ARCHIVE MOUNTPOINT [-o OPTIONS] [-f] [-d]: mounts a trajfs
+ * archive as a read-only directory with FUSE. Under the name mount.trajfs
+ * it takes mount(8)'s arguments instead. See trajfs(1). */
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fs/fs.h"
+#include "fs/fuse_api.h"
+#include "fs/log.h"
+#include "fs/mount_helper.h"
+#include "fs/ops.h"
+#include "fs/options.h"
+
+/* Blocks at least this large (reconstructed chunks, payloads) are mapped
+ * on their own and given back to the system when freed, so the daemon's
+ * memory follows the cache bound instead of the heap's high-water mark.
+ * Setting it also stops glibc from raising it as large blocks are freed. */
+#define MMAP_THRESHOLD (64 << 10)
+
+static void usage(FILE *to)
+{
+    fprintf(to, "usage: trajfs ARCHIVE MOUNTPOINT [-o OPTIONS] [-f] [-d]\n"
+                "Mount a trajfs archive read-only as a directory of its files.\n\n");
+}
+
+/* Adds the options every trajfs mount has: read-only, and the archive as
+ * the source and "fuse.trajfs" as the type that mount tables show. */
+static int add_mount_options(struct fuse_args *args, const char *archive)
+{
+    char *abs = realpath(archive, NULL);
+    char *escaped = NULL, *opts = NULL;
+    int rc = fuse_opt_add_opt_escaped(&escaped, abs ? abs : archive);
+    free(abs);
+    if (rc == 0 && asprintf(&opts, "ro,subtype=trajfs,fsname=%s", escaped) < 0)
+        opts = NULL;
+    free(escaped);
+    if (!opts)
+        return -1;
+    rc = fuse_opt_add_arg(args, "-o") < 0 || fuse_opt_add_arg(args, opts) < 0 ? -1 : 0;
+    free(opts);
+    return rc;
+}
+
+static void log_counts(const fs_state *fs, const char *archive)
+{
+    tf_reader_counts c = tf_reader_get_counts(fs->reader);
+    fs_log(LOG_INFO, "%s: unmounted; %llu blobs decoded, %llu cache hits", archive,
+           (unsigned long long)c.decoded, (unsigned long long)c.hits);
+}
+
+/* Mounts and serves until unmounted or signalled (the shape of libfuse's
+ * low-level examples). */
+static int serve(fs_state *fs, struct fuse_args *args, const struct fuse_cmdline_opts *cmd,
+                 unsigned threads)
+{
+    struct fuse_session *se = fuse_session_new(args, &fs_ops, sizeof fs_ops, fs);
+    if (!se)
+        return 1;
+    int rc = 1;
+    if (fuse_set_signal_handlers(se) != 0)
+        goto destroy;
+    if (fuse_session_mount(se, cmd->mountpoint) != 0)
+        goto handlers;
+    fuse_daemonize(cmd->foreground);
+    if (!cmd->foreground)
+        fs_log_use_syslog();
+    if (cmd->singlethread) {
+        rc = fuse_session_loop(se);
+    } else {
+        struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+        if (!cfg)
+            goto unmount;
+        fuse_loop_cfg_set_clone_fd(cfg, (unsigned)cmd->clone_fd);
+        fuse_loop_cfg_set_idle_threads(cfg, cmd->max_idle_threads);
+        fuse_loop_cfg_set_max_threads(cfg, threads ? threads : cmd->max_threads);
+        rc = fuse_session_loop_mt(se, cfg);
+        fuse_loop_cfg_destroy(cfg);
+    }
+    rc = rc == 0 ? 0 : 1;
+unmount:
+    fuse_session_unmount(se);
+handlers:
+    fuse_remove_signal_handlers(se);
+destroy:
+    fuse_session_destroy(se);
+    return rc;
+}
+
+static int run(struct fuse_args *args)
+{
+    fs_options o;
+    struct fuse_cmdline_opts cmd = { 0 };
+    fs_state fs;
+    tf_error e = { 0 };
+    int rc = 1;
+    if (fs_options_parse(args, &o) < 0 || fuse_parse_cmdline(args, &cmd) != 0)
+        goto out;
+    if (cmd.show_help) {
+        usage(stdout);
+        fs_options_help();
+        printf("\nlibfuse options:\n");
+        fuse_cmdline_help();
+        fuse_lowlevel_help();
+        rc = 0;
+        goto out;
+    }
+    if (cmd.show_version) {
+        printf("trajfs %s\n", PACKAGE_VERSION);
+        fflush(stdout);
+        fuse_lowlevel_version();
+        rc = 0;
+        goto out;
+    }
+    if (!o.archive || !cmd.mountpoint) {
+        usage(stderr);
+        fprintf(stderr, "Try 'trajfs --help' for the options.\n");
+        goto out;
+    }
+    if (o.rw) {
+        fprintf(stderr, "trajfs: read-write mounts are not supported yet; mount with -o ro\n");
+        goto out;
+    }
+    if (add_mount_options(args, o.archive) < 0) {
+        fprintf(stderr, "trajfs: out of memory\n");
+        goto out;
+    }
+    if (fs_state_open(&fs, o.archive, o.cache_size, &e) < 0) {
+        fprintf(stderr, "trajfs: %s\n", e.msg);
+        goto out;
+    }
+    rc = serve(&fs, args, &cmd, o.threads);
+    if (rc == 0)
+        log_counts(&fs, o.archive);
+    fs_state_close(&fs);
+out:
+    free(cmd.mountpoint);
+    fs_options_free(&o);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    if (fs_is_mount_helper(argv[0])) {
+        args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
+        int rc = fs_mount_helper_args(argc, argv, &args);
+        if (rc != 0) {
+            fuse_opt_free_args(&args);
+            return rc < 0 ? 1 : 0;
+        }
+    }
+    int rc = run(&args);
+    fuse_opt_free_args(&args);
+    return rc;
+}

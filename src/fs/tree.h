@@ -1,0 +1,65 @@
+/* The directory tree of a mounted archive, by inode number: built once
+ * from the catalog (never from tensor data) and read-only afterwards, so
+ * every thread may use it without locks. Inode numbers are the archive's
+ * own (root = 1): stable across remounts, as NFS file handles need.
+ *
+ * A read-write mount would build a new tree after each commit and
+ * publish it in place of the old one. */
+#ifndef TRAJFS_FS_TREE_H
+#define TRAJFS_FS_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "format/catalog.h"
+#include "store/archive.h"
+
+#define FS_ROOT_INO 1
+
+typedef struct {
+    uint64_t ino;
+    const tf_entry *ent;   /* NULL for the root, which has no entry */
+    const char *name;      /* last path component; "" for the root */
+    size_t parent;         /* node index; the root is its own parent */
+    size_t first_child;    /* directories: children[first_child...] */
+    size_t nchildren;      /* in name order */
+    size_t nsubdirs;       /* for the link count */
+} fs_node;
+
+typedef struct {
+    uint64_t ino;
+    size_t node;
+} fs_ino_slot;
+
+typedef struct {
+    fs_node *nodes;        /* nodes[0] is the root */
+    size_t nnodes;
+    size_t *children;      /* node indices, grouped by directory */
+    fs_ino_slot *by_ino;   /* sorted by inode number */
+} fs_tree;
+
+/* Builds the tree of an archive's live entries; the archive must stay
+ * open and unchanged while the tree is used. Rejects inode numbers that
+ * are reserved or not unique. */
+int fs_tree_build(const tf_archive *ar, fs_tree *t, tf_error *e);
+void fs_tree_free(fs_tree *t);
+
+/* The node with inode number ino, or NULL. */
+const fs_node *fs_tree_by_ino(const fs_tree *t, uint64_t ino);
+/* The node at index i (a file handle), or NULL when out of range. */
+const fs_node *fs_tree_by_index(const fs_tree *t, uint64_t i);
+size_t fs_tree_index(const fs_tree *t, const fs_node *n);
+/* Child `name` of directory dir, or NULL. */
+const fs_node *fs_tree_child(const fs_tree *t, const fs_node *dir, const char *name);
+/* The k-th child of dir in name order, or NULL past the last. */
+const fs_node *fs_tree_nth_child(const fs_tree *t, const fs_node *dir, uint64_t k);
+const fs_node *fs_tree_parent(const fs_tree *t, const fs_node *n);
+
+static inline bool fs_node_is_dir(const fs_node *n)
+{
+    return !n->ent || n->ent->kind == TF_ENTRY_DIR;
+}
+
+#endif

@@ -1,0 +1,373 @@
+#include "store/archive.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/codec.h"
+#include "common/idmap.h"
+#include "format/dtype.h"
+
+/* Longest reference chain an archive may contain, whatever the writer's
+ * keyframe setting was: readers walk chains iteratively, but the bound
+ * keeps a hostile archive from making one read decode forever. */
+#define CHAIN_HARD_MAX 4096
+
+struct tf_archive {
+    tf_container c;
+    uint64_t commits;
+    tf_blob *blobs;
+    uint16_t *depth; /* chain depth per blob */
+    uint64_t nblobs, blobs_cap;
+    tf_idmap ids; /* content id -> blob index */
+    tf_entry *entries; /* live entries in path order */
+    size_t nentries, entries_cap;
+    uint64_t next_ino;
+};
+
+/* Path order in which a directory's subtree directly follows it: compare
+ * bytewise, but with '/' below every other byte. */
+static int path_cmp(const char *a, const char *b)
+{
+    for (;; a++, b++) {
+        unsigned ca = (unsigned char)*a, cb = (unsigned char)*b;
+        if (ca == cb) {
+            if (!ca)
+                return 0;
+            continue;
+        }
+        if (!ca || !cb)
+            return ca ? 1 : -1;
+        ca = ca == '/' ? 1 : ca;
+        cb = cb == '/' ? 1 : cb;
+        return ca < cb ? -1 : 1;
+    }
+}
+
+/* ---- blob table and id index ---- */
+
+int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id)
+{
+    uint64_t idx;
+    return tf_idmap_get(&ar->ids, id, &idx) ? (int64_t)idx : -1;
+}
+
+static int check_blob(tf_archive *ar, uint64_t idx, tf_error *e)
+{
+    const tf_blob *b = &ar->blobs[idx];
+    const tf_codec *codec = tf_codec_get(b->codec);
+    if (!codec)
+        return tf_fail(e, EIO, "blob %llu: unknown codec %u", (unsigned long long)idx, b->codec);
+    if (codec->delta != (b->ref != 0))
+        return tf_fail(e, EIO, "blob %llu: codec %s %s a reference", (unsigned long long)idx,
+                       codec->name, codec->delta ? "needs" : "takes no");
+    if (b->model && !codec->fit)
+        return tf_fail(e, EIO, "blob %llu: codec %s takes no model", (unsigned long long)idx,
+                       codec->name);
+    unsigned depth = 0;
+    if (b->ref) {
+        const tf_blob *r = &ar->blobs[b->ref - 1];
+        if (r->raw_len != b->raw_len || r->dtype != b->dtype)
+            return tf_fail(e, EIO, "blob %llu: reference blob %llu differs in size or dtype",
+                           (unsigned long long)idx, (unsigned long long)(b->ref - 1));
+        depth = ar->depth[b->ref - 1] + 1u;
+        if (depth > CHAIN_HARD_MAX)
+            return tf_fail(e, EIO, "blob %llu: reference chain longer than %d",
+                           (unsigned long long)idx, CHAIN_HARD_MAX);
+    }
+    ar->depth[idx] = (uint16_t)depth;
+    return 0;
+}
+
+static int add_blobs(tf_archive *ar, const tf_segment *seg, tf_error *e)
+{
+    if (seg->first_blob != ar->nblobs)
+        return tf_fail(e, EIO, "catalog: segment blobs start at %llu, expected %llu",
+                       (unsigned long long)seg->first_blob, (unsigned long long)ar->nblobs);
+    if (ar->nblobs + seg->nblobs > ar->blobs_cap) {
+        uint64_t cap = ar->blobs_cap ? ar->blobs_cap : 1024;
+        while (cap < ar->nblobs + seg->nblobs)
+            cap *= 2;
+        tf_blob *b = realloc(ar->blobs, cap * sizeof *b);
+        if (b)
+            ar->blobs = b;
+        uint16_t *d = realloc(ar->depth, cap * sizeof *d);
+        if (d)
+            ar->depth = d;
+        if (!b || !d)
+            return tf_fail(e, ENOMEM, "blob table: out of memory");
+        ar->blobs_cap = cap;
+    }
+    for (uint64_t i = 0; i < seg->nblobs; i++) {
+        uint64_t idx = ar->nblobs;
+        ar->blobs[idx] = seg->blobs[i];
+        if (check_blob(ar, idx, e) < 0)
+            return -1;
+        if (tf_idmap_put(&ar->ids, &ar->blobs[idx].id, idx) < 0)
+            return tf_fail(e, ENOMEM, "blob index: out of memory");
+        ar->nblobs++;
+    }
+    return 0;
+}
+
+/* ---- entries ---- */
+
+/* Each chunk blob must hold exactly the bytes its place in the file says,
+ * with the tensor's dtype, so reads can copy without further checks. */
+static int check_chunk(const tf_archive *ar, const tf_entry *ent, uint64_t chunk, uint64_t want,
+                       unsigned dtype, tf_error *e)
+{
+    const tf_blob *b = &ar->blobs[ent->chunks[chunk]];
+    if (b->raw_len != want || b->dtype != dtype)
+        return tf_fail(e, EIO, "catalog: \"%s\" chunk %llu has %llu bytes of dtype %u, expected %llu of %u",
+                       ent->path, (unsigned long long)chunk, (unsigned long long)b->raw_len,
+                       b->dtype, (unsigned long long)want, dtype);
+    return 0;
+}
+
+static int check_span(const tf_archive *ar, const tf_entry *ent, uint64_t first, uint64_t nbytes,
+                      unsigned dtype, tf_error *e)
+{
+    uint64_t chunk_bytes = (uint64_t)tf_dtype_get(dtype)->size << ar->c.chunk_shift;
+    for (uint64_t i = first; nbytes; i++) {
+        uint64_t want = nbytes < chunk_bytes ? nbytes : chunk_bytes;
+        if (check_chunk(ar, ent, i, want, dtype, e) < 0)
+            return -1;
+        nbytes -= want;
+    }
+    return 0;
+}
+
+static int check_entry(const tf_archive *ar, const tf_entry *ent, tf_error *e)
+{
+    if (ent->kind == TF_ENTRY_FILE)
+        return check_span(ar, ent, 0, ent->size, TF_DT_NONE, e);
+    if (ent->kind != TF_ENTRY_SAFETENSORS)
+        return 0;
+    for (uint64_t t = 0; t < ent->ntensors; t++) {
+        const tf_tensor_span *ts = &ent->tensors[t];
+        if (check_span(ar, ent, ts->first_chunk, ts->nbytes, ts->dtype, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Binary search; returns the index of path or, negated minus one, where it
+ * would be inserted. */
+static long search(const tf_archive *ar, const char *path)
+{
+    size_t lo = 0, hi = ar->nentries;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = path_cmp(ar->entries[mid].path, path);
+        if (c == 0)
+            return (long)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -(long)lo - 1;
+}
+
+/* Number of entries at and below position i (a directory's subtree). */
+static size_t subtree_len(const tf_archive *ar, size_t i)
+{
+    size_t plen = strlen(ar->entries[i].path), j = i + 1;
+    while (j < ar->nentries && strncmp(ar->entries[j].path, ar->entries[i].path, plen) == 0 &&
+           ar->entries[j].path[plen] == '/')
+        j++;
+    return j - i;
+}
+
+static void remove_entries(tf_archive *ar, size_t i, size_t n)
+{
+    for (size_t k = i; k < i + n; k++)
+        tf_entry_free(&ar->entries[k]);
+    memmove(&ar->entries[i], &ar->entries[i + n], (ar->nentries - i - n) * sizeof *ar->entries);
+    ar->nentries -= n;
+}
+
+/* Takes ownership of *ent. A new entry replaces one at the same path; a
+ * tombstone removes the path and everything below it. */
+static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
+{
+    if (ent->ino >= ar->next_ino)
+        ar->next_ino = ent->ino + 1;
+    long at = search(ar, ent->path);
+    if (ent->kind == TF_ENTRY_TOMBSTONE) {
+        if (at >= 0)
+            remove_entries(ar, (size_t)at, subtree_len(ar, (size_t)at));
+        tf_entry_free(ent);
+        return 0;
+    }
+    if (check_entry(ar, ent, e) < 0)
+        return -1;
+    if (at >= 0) {
+        size_t i = (size_t)at;
+        /* A directory replaced by a file loses its subtree. */
+        if (ent->kind != TF_ENTRY_DIR && subtree_len(ar, i) > 1)
+            remove_entries(ar, i + 1, subtree_len(ar, i) - 1);
+        tf_entry_free(&ar->entries[i]);
+        ar->entries[i] = *ent;
+        *ent = (tf_entry){ 0 };
+        return 0;
+    }
+    if (ar->nentries == ar->entries_cap) {
+        size_t cap = ar->entries_cap ? ar->entries_cap * 2 : 64;
+        tf_entry *n = realloc(ar->entries, cap * sizeof *n);
+        if (!n)
+            return tf_fail(e, ENOMEM, "catalog: out of memory");
+        ar->entries = n;
+        ar->entries_cap = cap;
+    }
+    size_t i = (size_t)(-at - 1);
+    memmove(&ar->entries[i + 1], &ar->entries[i], (ar->nentries - i) * sizeof *ar->entries);
+    ar->entries[i] = *ent;
+    ar->nentries++;
+    *ent = (tf_entry){ 0 };
+    return 0;
+}
+
+int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
+{
+    int rc = add_blobs(ar, seg, e);
+    for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)
+        rc = apply_entry(ar, &seg->entries[i], e);
+    if (rc == 0)
+        ar->commits++;
+    tf_segment_free(seg); /* entries already moved out are zeroed */
+    return rc;
+}
+
+/* Every entry's parent directory must exist, or the tree is not a tree. */
+static int check_parents(const tf_archive *ar, tf_error *e)
+{
+    for (size_t i = 0; i < ar->nentries; i++) {
+        const char *path = ar->entries[i].path;
+        const char *slash = strrchr(path, '/');
+        if (!slash)
+            continue;
+        char *parent = strndup(path, (size_t)(slash - path));
+        if (!parent)
+            return tf_fail(e, ENOMEM, "out of memory");
+        long at = search(ar, parent);
+        bool ok = at >= 0 && ar->entries[at].kind == TF_ENTRY_DIR;
+        free(parent);
+        if (!ok)
+            return tf_fail(e, EIO, "catalog: \"%s\" has no parent directory", path);
+    }
+    return 0;
+}
+
+/* ---- open ---- */
+
+/* Trailers link backwards; collect their offsets so segments can be
+ * applied oldest first. */
+static int collect_trailers(tf_archive *ar, uint64_t **out, tf_error *e)
+{
+    uint64_t n = ar->c.last.seq;
+    if (n > ar->c.end / TF_TRAILER_SIZE)
+        return tf_fail(e, EIO, "trailer claims %llu commits", (unsigned long long)n);
+    uint64_t *offs = malloc(n * sizeof *offs);
+    if (!offs)
+        return tf_fail(e, ENOMEM, "out of memory");
+    uint64_t off = ar->c.end - TF_TRAILER_SIZE;
+    for (uint64_t k = n; k-- > 0;) {
+        tf_trailer t;
+        if (tf_container_read_trailer(&ar->c, off, &t, e) < 0 || t.seq != k + 1) {
+            free(offs);
+            return tf_fail(e, EIO, "commit %llu: trailer chain broken at %llu",
+                           (unsigned long long)(k + 1), (unsigned long long)off);
+        }
+        offs[k] = off;
+        off = t.prev;
+    }
+    *out = offs;
+    return 0;
+}
+
+static int load_catalog(tf_archive *ar, tf_error *e)
+{
+    if (!ar->c.has_commit)
+        return 0;
+    uint64_t *offs = NULL;
+    if (collect_trailers(ar, &offs, e) < 0)
+        return -1;
+    tf_buf raw = { 0 };
+    int rc = 0;
+    for (uint64_t k = 0; rc == 0 && k < ar->c.last.seq; k++) {
+        tf_trailer t;
+        tf_segment seg;
+        rc = tf_container_read_trailer(&ar->c, offs[k], &t, e);
+        if (rc == 0)
+            rc = tf_container_read_catalog(&ar->c, &t, &raw, e);
+        if (rc == 0)
+            rc = tf_segment_decode(raw.data, raw.len, ar->nblobs, ar->c.chunk_shift, t.catalog_off, &seg, e);
+        if (rc == 0)
+            rc = tf_archive_apply(ar, &seg, e);
+        if (rc == 0 && ar->nblobs != t.nblobs)
+            rc = tf_fail(e, EIO, "commit %llu: %llu blobs, trailer says %llu",
+                         (unsigned long long)t.seq, (unsigned long long)ar->nblobs,
+                         (unsigned long long)t.nblobs);
+    }
+    tf_buf_free(&raw);
+    free(offs);
+    return rc < 0 ? -1 : check_parents(ar, e);
+}
+
+int tf_archive_open(const char *path, bool writable, tf_archive **out, tf_error *e)
+{
+    tf_archive *ar = calloc(1, sizeof *ar);
+    if (!ar)
+        return tf_fail(e, ENOMEM, "out of memory");
+    ar->next_ino = 2; /* 1 is the root directory */
+    if (tf_container_open(&ar->c, path, writable, e) < 0) {
+        free(ar);
+        return -1;
+    }
+    if (load_catalog(ar, e) < 0) {
+        tf_error_prefix(e, "%s", path);
+        tf_archive_close(ar);
+        return -1;
+    }
+    *out = ar;
+    return 0;
+}
+
+void tf_archive_close(tf_archive *ar)
+{
+    if (!ar)
+        return;
+    tf_container_close(&ar->c);
+    for (size_t i = 0; i < ar->nentries; i++)
+        tf_entry_free(&ar->entries[i]);
+    free(ar->entries);
+    free(ar->blobs);
+    free(ar->depth);
+    tf_idmap_free(&ar->ids);
+    free(ar);
+}
+
+unsigned tf_archive_chunk_shift(const tf_archive *ar) { return ar->c.chunk_shift; }
+uint64_t tf_archive_commits(const tf_archive *ar) { return ar->commits; }
+uint64_t tf_archive_file_size(const tf_archive *ar) { return ar->c.end; }
+tf_container *tf_archive_container(tf_archive *ar) { return &ar->c; }
+size_t tf_archive_nentries(const tf_archive *ar) { return ar->nentries; }
+const tf_entry *tf_archive_entry(const tf_archive *ar, size_t i) { return &ar->entries[i]; }
+uint64_t tf_archive_nblobs(const tf_archive *ar) { return ar->nblobs; }
+const tf_blob *tf_archive_blob(const tf_archive *ar, uint64_t idx) { return &ar->blobs[idx]; }
+unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx) { return ar->depth[idx]; }
+uint64_t tf_archive_next_ino(const tf_archive *ar) { return ar->next_ino; }
+
+long tf_archive_find(const tf_archive *ar, const char *path)
+{
+    long at = search(ar, path);
+    return at >= 0 ? at : -1;
+}
+
+const tf_entry *tf_archive_lookup(const tf_archive *ar, const char *path)
+{
+    long at = tf_archive_find(ar, path);
+    return at >= 0 ? &ar->entries[at] : NULL;
+}

@@ -1,0 +1,47 @@
+/* An open archive: the container plus the catalog of all commits applied
+ * in order, as an index of live entries sorted by path and a global blob
+ * table. Opening reads only trailers and catalog segments. */
+#ifndef TRAJFS_STORE_ARCHIVE_H
+#define TRAJFS_STORE_ARCHIVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "format/catalog.h"
+#include "format/container.h"
+
+typedef struct tf_archive tf_archive;
+
+/* Opens an archive read-only, or, with writable, as its single writer. */
+int tf_archive_open(const char *path, bool writable, tf_archive **out, tf_error *e);
+void tf_archive_close(tf_archive *ar);
+
+unsigned tf_archive_chunk_shift(const tf_archive *ar);
+uint64_t tf_archive_commits(const tf_archive *ar); /* commits applied */
+uint64_t tf_archive_file_size(const tf_archive *ar); /* bytes committed */
+tf_container *tf_archive_container(tf_archive *ar);
+
+/* Live entries (tombstoned and replaced ones removed), sorted so that a
+ * directory's whole subtree follows it contiguously ('/' sorts first). */
+size_t tf_archive_nentries(const tf_archive *ar);
+const tf_entry *tf_archive_entry(const tf_archive *ar, size_t i);
+/* The entry at path ("" or "." is the root, which has no entry: NULL). */
+const tf_entry *tf_archive_lookup(const tf_archive *ar, const char *path);
+/* Index of the entry at path in the sorted order, or -1. */
+long tf_archive_find(const tf_archive *ar, const char *path);
+
+uint64_t tf_archive_nblobs(const tf_archive *ar);
+const tf_blob *tf_archive_blob(const tf_archive *ar, uint64_t idx);
+/* Global index of the blob with this id, or -1 when not stored. */
+int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id);
+/* Number of delta steps from blob idx down to a self-contained blob. */
+unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx);
+uint64_t tf_archive_next_ino(const tf_archive *ar);
+
+/* Writer: applies a freshly committed segment to the in-memory view
+ * (takes ownership of its contents). */
+int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e);
+
+#endif

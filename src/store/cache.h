@@ -1,0 +1,51 @@
+/* LRU cache of reconstructed blobs, keyed by global blob index, bounded
+ * in bytes and shared by all threads of a process. Items are reference
+ * counted so a reader can keep using a buffer while another thread evicts
+ * it. A blob being decoded is present as an item claimed by the decoding
+ * thread: other threads asking for it wait for that decode instead of
+ * repeating it. */
+#ifndef TRAJFS_STORE_CACHE_H
+#define TRAJFS_STORE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tf_cache tf_cache;
+
+typedef struct tf_cache_item {
+    uint64_t key;
+    size_t len;
+    uint8_t *data; /* NULL while claimed */
+    /* private */
+    unsigned refs;
+    int state;
+    struct tf_cache_item *prev, *next, *hnext;
+} tf_cache_item;
+
+tf_cache *tf_cache_new(size_t max_bytes);
+void tf_cache_free(tf_cache *c);
+
+/* Returns the item for key with a reference taken. A filled item is
+ * returned at once (*claimed = false); one that another thread is
+ * filling is waited for. An absent key gets a new, empty item claimed by
+ * the caller (*claimed = true), who must then tf_cache_fill or
+ * tf_cache_abandon it. NULL when out of memory.
+ *
+ * A thread that holds claims may wait here only for keys smaller than
+ * every key it has claimed (blobs reference earlier blobs only, so
+ * walking a reference chain downwards does that); waits then cannot
+ * form a cycle. */
+tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed);
+/* Publishes a claimed item's bytes (ownership of data moves to the
+ * cache) and wakes its waiters; the caller keeps its reference. The item
+ * counts against the bound from now on, even when larger than all of it:
+ * it is evicted once released. */
+void tf_cache_fill(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len);
+/* Gives up a claimed item (its decode failed) and drops the caller's
+ * reference; waiters retry, so each gets its own error. */
+void tf_cache_abandon(tf_cache *c, tf_cache_item *it);
+/* Drops a reference to a filled item. */
+void tf_cache_release(tf_cache *c, tf_cache_item *it);
+
+#endif

@@ -1,0 +1,651 @@
+#include "store/writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codec/codec.h"
+#include "common/idmap.h"
+#include "format/dtype.h"
+#include "format/safetensors.h"
+#include "store/encode.h"
+#include "store/natsort.h"
+#include "store/reader.h"
+
+/* Cache for reconstructing the tensors of a parent that is not the file
+ * added just before. */
+#define WRITER_CACHE_BYTES ((size_t)256 << 20)
+
+/* A safetensors file in memory: the one being added, or the last one
+ * added. When checkpoints are added in order the last one is the next
+ * one's parent, and its bytes are exactly what the archive would
+ * reconstruct, so no decoding is needed. */
+typedef struct {
+    char *path; /* archive path */
+    uint8_t *data;
+    uint64_t size;
+    tf_st_header hdr;
+} loaded_file;
+
+struct tf_writer {
+    tf_archive *ar;
+    tf_write_opts opts;
+    tf_reader_ctx *reader;
+    loaded_file last;
+};
+
+void tf_write_opts_default(tf_write_opts *o)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    *o = (tf_write_opts){ .threads = n > 0 ? (unsigned)n : 1, .max_chain = TF_MAX_CHAIN_DEFAULT };
+}
+
+static void loaded_file_clear(loaded_file *f)
+{
+    free(f->path);
+    free(f->data);
+    tf_st_free(&f->hdr);
+    *f = (loaded_file){ 0 };
+}
+
+int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
+                   const tf_write_opts *opts, tf_writer **out, tf_error *e)
+{
+    if (create && tf_container_create(archive, chunk_shift, e) < 0)
+        return -1;
+    tf_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return tf_fail(e, ENOMEM, "out of memory");
+    if (opts)
+        w->opts = *opts;
+    else
+        tf_write_opts_default(&w->opts);
+    if (w->opts.threads < 1)
+        w->opts.threads = 1;
+    if (tf_archive_open(archive, true, &w->ar, e) < 0) {
+        free(w);
+        return -1;
+    }
+    w->reader = tf_reader_new(w->ar, WRITER_CACHE_BYTES);
+    if (!w->reader) {
+        tf_archive_close(w->ar);
+        free(w);
+        return tf_fail(e, ENOMEM, "out of memory");
+    }
+    *out = w;
+    return 0;
+}
+
+void tf_writer_close(tf_writer *w)
+{
+    if (!w)
+        return;
+    loaded_file_clear(&w->last);
+    tf_reader_free(w->reader);
+    tf_archive_close(w->ar);
+    free(w);
+}
+
+tf_archive *tf_writer_archive(tf_writer *w)
+{
+    return w->ar;
+}
+
+/* ---- the pending commit ---- */
+
+typedef struct {
+    tf_writer *w;
+    tf_segment seg;
+    uint64_t blobs_cap, entries_cap;
+    uint64_t next_ino;
+    tf_idmap pending; /* ids of blobs added by this commit */
+} commit;
+
+static void commit_free(commit *c)
+{
+    tf_segment_free(&c->seg);
+    tf_idmap_free(&c->pending);
+}
+
+static tf_entry *new_entry(commit *c, const char *path, uint8_t kind, const struct stat *st,
+                           tf_error *e)
+{
+    if (c->seg.nentries == c->entries_cap) {
+        uint64_t cap = c->entries_cap ? c->entries_cap * 2 : 8;
+        tf_entry *n = realloc(c->seg.entries, cap * sizeof *n);
+        if (!n) {
+            tf_fail(e, ENOMEM, "out of memory");
+            return NULL;
+        }
+        c->seg.entries = n;
+        c->entries_cap = cap;
+    }
+    tf_entry *ent = &c->seg.entries[c->seg.nentries];
+    *ent = (tf_entry){ .kind = kind, .path = strdup(path) };
+    if (!ent->path) {
+        tf_fail(e, ENOMEM, "out of memory");
+        return NULL;
+    }
+    /* A directory added again keeps its inode (NFS handles stay valid);
+     * new content gets a new one, never reused. */
+    const tf_entry *old = tf_archive_lookup(c->w->ar, path);
+    ent->ino = old && old->kind == TF_ENTRY_DIR && kind == TF_ENTRY_DIR ? old->ino : c->next_ino++;
+    c->seg.nentries++;
+    struct timespec mtime;
+    if (st) {
+        ent->mode = st->st_mode & 07777;
+        mtime = st->st_mtim;
+    } else {
+        ent->mode = 0755;
+        clock_gettime(CLOCK_REALTIME, &mtime);
+    }
+    ent->mtime_sec = mtime.tv_sec;
+    ent->mtime_nsec = (uint32_t)mtime.tv_nsec;
+    return ent;
+}
+
+/* Adds directory entries for the ancestors of path the archive lacks. */
+static int add_parents(commit *c, const char *path, tf_error *e)
+{
+    char buf[TF_PATH_MAX + 1];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *s = strchr(buf, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        const tf_entry *have = tf_archive_lookup(c->w->ar, buf);
+        if (have && have->kind != TF_ENTRY_DIR)
+            return tf_fail(e, ENOTDIR, "%s: \"%s\" is not a directory in the archive", path, buf);
+        if (!have && !new_entry(c, buf, TF_ENTRY_DIR, NULL, e))
+            return -1;
+        *s = '/';
+    }
+    return 0;
+}
+
+/* Global index of a stored or pending blob with this content, or -1. */
+static int64_t find_blob(const commit *c, const tf_blob_id *id)
+{
+    uint64_t idx;
+    if (tf_idmap_get(&c->pending, id, &idx))
+        return (int64_t)idx;
+    return tf_archive_find_blob(c->w->ar, id);
+}
+
+/* Appends a blob's payload to the archive and records it. Returns its
+ * global index, or -1. */
+static int64_t store_blob(commit *c, const tf_blob_id *id, const tf_buf *payload, uint64_t raw_len,
+                          uint8_t codec, uint8_t dtype, uint64_t ref, uint64_t model, tf_error *e)
+{
+    if (c->seg.nblobs == c->blobs_cap) {
+        uint64_t cap = c->blobs_cap ? c->blobs_cap * 2 : 64;
+        tf_blob *n = realloc(c->seg.blobs, cap * sizeof *n);
+        if (!n)
+            return tf_fail(e, ENOMEM, "out of memory");
+        c->seg.blobs = n;
+        c->blobs_cap = cap;
+    }
+    tf_blob *b = &c->seg.blobs[c->seg.nblobs];
+    *b = (tf_blob){ .id = *id, .enc_len = payload->len, .raw_len = raw_len,
+                    .enc_hash = tf_hash64(payload->data, payload->len),
+                    .codec = codec, .dtype = dtype, .ref = ref, .model = model };
+    if (tf_container_append(tf_archive_container(c->w->ar), payload->data, payload->len,
+                            &b->offset, e) < 0)
+        return -1;
+    uint64_t idx = c->seg.first_blob + c->seg.nblobs;
+    if (tf_idmap_put(&c->pending, id, idx) < 0)
+        return tf_fail(e, ENOMEM, "out of memory");
+    c->seg.nblobs++;
+    return (int64_t)idx;
+}
+
+/* A model is stored like opaque bytes: compressed when that is smaller. */
+static int64_t store_model(commit *c, const tf_blob_id *id, const tf_buf *model, tf_error *e)
+{
+    tf_chunk_job job = { .src = model->data, .len = model->len, .dtype = TF_DT_NONE };
+    if (tf_encode_chunk(&job, e) < 0)
+        return -1;
+    int64_t idx = store_blob(c, id, &job.out, model->len, job.codec, TF_DT_NONE, 0, 0, e);
+    tf_buf_free(&job.out);
+    return idx;
+}
+
+static int finish_commit(commit *c, tf_error *e)
+{
+    tf_buf raw = { 0 };
+    int rc = tf_segment_encode(&c->seg, &raw, e);
+    tf_archive *ar = c->w->ar;
+    if (rc == 0)
+        rc = tf_container_commit(tf_archive_container(ar), raw.data, raw.len,
+                                 c->seg.first_blob + c->seg.nblobs, e);
+    tf_buf_free(&raw);
+    if (rc == 0)
+        rc = tf_archive_apply(ar, &c->seg, e); /* takes the segment */
+    return rc;
+}
+
+/* ---- chunked content ---- */
+
+/* One tensor (or an opaque file) being encoded. */
+typedef struct {
+    const uint8_t *src;
+    uint64_t nbytes;
+    unsigned dtype;
+    const uint8_t *ref;       /* the parent's tensor bytes, or NULL */
+    const uint64_t *ref_blobs; /* the parent's chunk blobs */
+    tf_buf model;
+    bool fitted;
+    int64_t model_blob; /* -1 until stored */
+} span_job;
+
+typedef struct {
+    commit *c;
+    span_job *spans;
+    size_t nspans;
+    tf_chunk_job *chunks;
+    size_t *chunk_span;  /* span of each chunk job */
+    tf_blob_id *ids;
+    uint64_t *ref_blob;  /* per chunk job: parent's chunk blob + 1, or 0 */
+    uint64_t *job_blob;  /* per chunk job: the blob it was stored as */
+    uint64_t *stored;    /* per chunk of the file: existing blob, when deduplicated */
+    size_t *job_of;      /* per chunk of the file: job index, or SIZE_MAX */
+    size_t njobs, nchunks;
+    unsigned chunk_shift;
+} file_job;
+
+static void report_progress(tf_writer *w, uint64_t bytes)
+{
+    if (w->opts.progress)
+        w->opts.progress(w->opts.progress_arg, bytes);
+}
+
+static int fit_work(void *arg, size_t i, tf_error *e)
+{
+    (void)e;
+    span_job *s = &((file_job *)arg)->spans[i];
+    if (s->ref && tf_dtype_is_float(s->dtype))
+        s->fitted = tf_fit_delta_model(s->src, s->ref, s->nbytes, s->dtype, &s->model) == 0;
+    return 0;
+}
+
+static int chunk_work(void *arg, size_t i, tf_error *e)
+{
+    return tf_encode_chunk(&((file_job *)arg)->chunks[i], e);
+}
+
+static int chunk_sink(void *arg, size_t i, tf_error *e)
+{
+    file_job *f = arg;
+    tf_chunk_job *job = &f->chunks[i];
+    span_job *s = &f->spans[f->chunk_span[i]];
+    uint64_t ref = 0, model = 0;
+    if (job->codec == TF_CODEC_ULP) {
+        if (s->model_blob < 0) {
+            tf_blob_id mid = tf_blob_id_of(s->model.data, s->model.len);
+            s->model_blob = find_blob(f->c, &mid);
+            if (s->model_blob < 0)
+                s->model_blob = store_model(f->c, &mid, &s->model, e);
+            if (s->model_blob < 0)
+                return -1;
+        }
+        ref = f->ref_blob[i];
+        model = (uint64_t)s->model_blob + 1;
+    }
+    int64_t idx = store_blob(f->c, &f->ids[i], &job->out, job->len, job->codec, (uint8_t)job->dtype,
+                             ref, model, e);
+    tf_buf_free(&job->out);
+    if (idx < 0)
+        return -1;
+    f->job_blob[i] = (uint64_t)idx;
+    report_progress(f->c->w, job->len);
+    return 0;
+}
+
+/* Splits spans into chunks, deduplicates them by content id, and lists
+ * the rest as encoding jobs. */
+static int plan_chunks(file_job *f, tf_error *e)
+{
+    unsigned max_chain = f->c->w->opts.max_chain;
+    tf_archive *ar = f->c->w->ar;
+    for (size_t s = 0; s < f->nspans; s++)
+        f->nchunks += tf_chunk_count(f->spans[s].nbytes, tf_dtype_get(f->spans[s].dtype)->size,
+                                     f->chunk_shift);
+    size_t n = f->nchunks ? f->nchunks : 1;
+    f->chunks = calloc(n, sizeof *f->chunks);
+    f->chunk_span = calloc(n, sizeof *f->chunk_span);
+    f->ids = calloc(n, sizeof *f->ids);
+    f->ref_blob = calloc(n, sizeof *f->ref_blob);
+    f->job_blob = calloc(n, sizeof *f->job_blob);
+    f->stored = calloc(n, sizeof *f->stored);
+    f->job_of = calloc(n, sizeof *f->job_of);
+    if (!f->chunks || !f->chunk_span || !f->ids || !f->ref_blob || !f->job_blob || !f->stored ||
+        !f->job_of)
+        return tf_fail(e, ENOMEM, "out of memory");
+    tf_idmap in_file = { 0 }; /* first job of each new content */
+    size_t k = 0;
+    for (size_t s = 0; s < f->nspans; s++) {
+        span_job *sp = &f->spans[s];
+        uint64_t cb = (uint64_t)tf_dtype_get(sp->dtype)->size << f->chunk_shift;
+        for (uint64_t off = 0, c = 0; off < sp->nbytes; off += cb, c++, k++) {
+            size_t len = (size_t)(sp->nbytes - off < cb ? sp->nbytes - off : cb);
+            tf_blob_id id = tf_blob_id_of(sp->src + off, len);
+            int64_t have = find_blob(f->c, &id);
+            uint64_t first;
+            if (have >= 0) {
+                f->stored[k] = (uint64_t)have;
+                f->job_of[k] = SIZE_MAX;
+                report_progress(f->c->w, len);
+                continue;
+            }
+            if (tf_idmap_get(&in_file, &id, &first)) { /* same content earlier in this file */
+                f->job_of[k] = first;
+                continue;
+            }
+            size_t j = f->njobs++;
+            if (tf_idmap_put(&in_file, &id, j) < 0) {
+                tf_idmap_free(&in_file);
+                return tf_fail(e, ENOMEM, "out of memory");
+            }
+            f->job_of[k] = j;
+            f->ids[j] = id;
+            f->chunk_span[j] = s;
+            tf_chunk_job *job = &f->chunks[j];
+            *job = (tf_chunk_job){ .src = sp->src + off, .len = len, .dtype = sp->dtype };
+            if (sp->fitted && tf_archive_chain_depth(ar, sp->ref_blobs[c]) + 1u <= max_chain) {
+                job->ref = sp->ref + off;
+                job->model = sp->model.data;
+                job->model_len = sp->model.len;
+                job->model_share = sp->model.len / (size_t)tf_chunk_count(sp->nbytes, tf_dtype_get(sp->dtype)->size, f->chunk_shift);
+                f->ref_blob[j] = sp->ref_blobs[c] + 1;
+            }
+        }
+    }
+    tf_idmap_free(&in_file);
+    return 0;
+}
+
+static void file_job_free(file_job *f)
+{
+    for (size_t j = 0; j < f->njobs; j++)
+        tf_buf_free(&f->chunks[j].out);
+    for (size_t s = 0; s < f->nspans; s++)
+        tf_buf_free(&f->spans[s].model);
+    free(f->chunks);
+    free(f->chunk_span);
+    free(f->ids);
+    free(f->ref_blob);
+    free(f->job_blob);
+    free(f->stored);
+    free(f->job_of);
+}
+
+/* Encodes all spans of a file and fills ent->chunks. */
+static int encode_spans(commit *c, tf_entry *ent, span_job *spans, size_t nspans, tf_error *e)
+{
+    tf_writer *w = c->w;
+    file_job f = { .c = c, .spans = spans, .nspans = nspans,
+                   .chunk_shift = tf_archive_chunk_shift(w->ar) };
+    unsigned t = w->opts.threads;
+    int rc = tf_run_ordered(nspans, t, nspans, fit_work, NULL, &f, e);
+    if (rc == 0)
+        rc = plan_chunks(&f, e);
+    /* Window: enough jobs in flight to keep every thread busy, few enough
+     * that finished chunks waiting for the writer stay small. */
+    if (rc == 0)
+        rc = tf_run_ordered(f.njobs, t, 4 * (size_t)t, chunk_work, chunk_sink, &f, e);
+    if (rc == 0) {
+        ent->nchunks = f.nchunks;
+        ent->chunks = malloc((f.nchunks ? f.nchunks : 1) * sizeof *ent->chunks);
+        if (!ent->chunks)
+            rc = tf_fail(e, ENOMEM, "out of memory");
+        for (size_t k = 0; rc == 0 && k < f.nchunks; k++)
+            ent->chunks[k] = f.job_of[k] == SIZE_MAX ? f.stored[k] : f.job_blob[f.job_of[k]];
+    }
+    file_job_free(&f);
+    return rc;
+}
+
+/* ---- reading sources ---- */
+
+static int read_all(const char *src, uint64_t size, uint8_t **out, tf_error *e)
+{
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tf_fail(e, errno, "%s: %s", src, strerror(errno));
+    uint8_t *data = malloc(size ? size : 1);
+    if (!data) {
+        close(fd);
+        return tf_fail(e, ENOMEM, "%s: out of memory for %llu bytes", src, (unsigned long long)size);
+    }
+    uint64_t got = 0;
+    while (got < size) {
+        ssize_t n = pread(fd, data + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int err = n < 0 ? errno : EIO;
+            free(data);
+            close(fd);
+            return tf_fail(e, err, "%s: %s", src, n < 0 ? strerror(err) : "file shrank while reading");
+        }
+        got += (uint64_t)n;
+    }
+    close(fd);
+    *out = data;
+    return 0;
+}
+
+static int add_opaque(commit *c, const char *src, const char *dest, const struct stat *st, tf_error *e)
+{
+    tf_entry *ent = new_entry(c, dest, TF_ENTRY_FILE, st, e);
+    if (!ent)
+        return -1;
+    ent->size = (uint64_t)st->st_size;
+    uint8_t *data;
+    if (read_all(src, ent->size, &data, e) < 0)
+        return -1;
+    span_job span = { .src = data, .nbytes = ent->size, .dtype = TF_DT_NONE, .model_blob = -1 };
+    int rc = encode_spans(c, ent, &span, 1, e);
+    free(data);
+    return rc;
+}
+
+/* ---- safetensors ---- */
+
+static bool same_shape(const tf_st_tensor *a, const tf_st_tensor *b)
+{
+    return a->dtype == b->dtype && a->ndim == b->ndim &&
+           (a->ndim == 0 || memcmp(a->shape, b->shape, a->ndim * sizeof *a->shape) == 0);
+}
+
+/* The parent checkpoint: the given path, or the file of the same series
+ * (same path but for its numbers) that comes last before dest in natural
+ * order. */
+static const tf_entry *find_parent(tf_archive *ar, const char *dest, const char *given, tf_error *e)
+{
+    if (given) {
+        const tf_entry *p = tf_archive_lookup(ar, given);
+        if (!p || p->kind != TF_ENTRY_SAFETENSORS) {
+            tf_fail(e, EINVAL, "parent \"%s\" is not a safetensors file in the archive", given);
+            return NULL;
+        }
+        return p;
+    }
+    char key[TF_PATH_MAX + 1], other[TF_PATH_MAX + 1];
+    tf_series_key(dest, key, sizeof key);
+    const tf_entry *best = NULL;
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        if (ent->kind != TF_ENTRY_SAFETENSORS || tf_natcmp(ent->path, dest) >= 0)
+            continue;
+        tf_series_key(ent->path, other, sizeof other);
+        if (strcmp(key, other) == 0 && (!best || tf_natcmp(ent->path, best->path) > 0))
+            best = ent;
+    }
+    return best;
+}
+
+/* Reference bytes of the parent's tensor t: from the last file added when
+ * that is the parent, else reconstructed from the archive into *owned. */
+static const uint8_t *parent_tensor(tf_writer *w, const tf_entry *parent, const tf_st_header *ph,
+                                    size_t t, uint8_t **owned, tf_error *e)
+{
+    const tf_st_tensor *pt = &ph->tensors[t];
+    if (w->last.path && strcmp(w->last.path, parent->path) == 0)
+        return w->last.data + tf_st_data_offset(ph, pt);
+    uint64_t len = pt->end - pt->begin;
+    *owned = malloc(len ? len : 1);
+    if (!*owned) {
+        tf_fail(e, ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (tf_reader_pread(w->reader, parent, tf_st_data_offset(ph, pt), len, *owned, e) != (ssize_t)len)
+        return NULL;
+    return *owned;
+}
+
+static int encode_safetensors(commit *c, tf_entry *ent, loaded_file *file, const tf_entry *parent,
+                              tf_error *e)
+{
+    tf_writer *w = c->w;
+    const tf_st_header *h = &file->hdr;
+    tf_st_header ph = { 0 };
+    const tf_st_header *parent_hdr = NULL;
+    if (parent) {
+        if (w->last.path && strcmp(w->last.path, parent->path) == 0)
+            parent_hdr = &w->last.hdr;
+        else if (tf_st_parse(parent->header, parent->header_len, parent->size, parent->path, &ph, e) == 0)
+            parent_hdr = &ph;
+        else
+            return -1;
+    }
+    size_t n = h->ntensors;
+    span_job *spans = calloc(n ? n : 1, sizeof *spans);
+    uint8_t **owned = calloc(n ? n : 1, sizeof *owned);
+    int rc = spans && owned ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    for (size_t t = 0; rc == 0 && t < n; t++) {
+        const tf_st_tensor *st = &h->tensors[t];
+        span_job *s = &spans[t];
+        *s = (span_job){ .src = file->data + tf_st_data_offset(h, st), .nbytes = st->end - st->begin,
+                         .dtype = st->dtype, .model_blob = -1 };
+        const tf_st_tensor *pt = parent_hdr ? tf_st_find(parent_hdr, st->name) : NULL;
+        if (pt && same_shape(pt, st) && s->nbytes && tf_dtype_is_float(st->dtype)) {
+            size_t pi = (size_t)(pt - parent_hdr->tensors);
+            s->ref = parent_tensor(w, parent, parent_hdr, pi, &owned[t], e);
+            if (!s->ref)
+                rc = -1;
+            s->ref_blobs = parent->chunks + parent->tensors[pi].first_chunk;
+        }
+    }
+    if (rc == 0)
+        rc = encode_spans(c, ent, spans, n, e);
+    for (size_t t = 0; owned && t < n; t++)
+        free(owned[t]);
+    free(owned);
+    free(spans);
+    tf_st_free(&ph);
+    return rc;
+}
+
+static int add_safetensors(commit *c, const char *src, const char *dest, const char *parent_path,
+                           const struct stat *st, loaded_file *file, tf_error *e)
+{
+    file->size = (uint64_t)st->st_size;
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tf_fail(e, errno, "%s: %s", src, strerror(errno));
+    uint8_t *json = NULL;
+    int rc = tf_st_read(fd, file->size, src, &json, &file->hdr, e);
+    close(fd);
+    if (rc < 0)
+        return -1;
+    tf_entry *ent = new_entry(c, dest, TF_ENTRY_SAFETENSORS, st, e);
+    if (!ent) {
+        free(json);
+        return -1;
+    }
+    ent->size = file->size;
+    ent->header = json;
+    ent->header_len = file->hdr.header_len;
+    ent->ntensors = file->hdr.ntensors;
+    ent->tensors = calloc(ent->ntensors ? ent->ntensors : 1, sizeof *ent->tensors);
+    if (!ent->tensors)
+        return tf_fail(e, ENOMEM, "out of memory");
+    uint64_t chunks = 0;
+    for (size_t t = 0; t < ent->ntensors; t++) {
+        const tf_st_tensor *ts = &file->hdr.tensors[t];
+        ent->tensors[t] = (tf_tensor_span){ .dtype = ts->dtype, .nbytes = ts->end - ts->begin,
+                                            .data_off = ts->begin, .first_chunk = chunks };
+        chunks += tf_chunk_count(ts->end - ts->begin, tf_dtype_get(ts->dtype)->size,
+                                 tf_archive_chunk_shift(c->w->ar));
+    }
+    if (read_all(src, file->size, &file->data, e) < 0)
+        return -1;
+    const tf_entry *parent = find_parent(c->w->ar, dest, parent_path, e);
+    if (!parent && parent_path)
+        return -1;
+    return encode_safetensors(c, ent, file, parent, e);
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int add_entry(commit *c, const char *src, const char *dest, const char *parent,
+                     const struct stat *st, loaded_file *file, tf_error *e)
+{
+    if (S_ISDIR(st->st_mode))
+        return new_entry(c, dest, TF_ENTRY_DIR, st, e) ? 0 : -1;
+    if (S_ISLNK(st->st_mode)) {
+        char target[TF_PATH_MAX + 1];
+        ssize_t n = readlink(src, target, sizeof target);
+        if (n < 0 || n > TF_PATH_MAX)
+            return tf_fail(e, n < 0 ? errno : ENAMETOOLONG, "%s: cannot read link", src);
+        tf_entry *ent = new_entry(c, dest, TF_ENTRY_SYMLINK, st, e);
+        if (!ent)
+            return -1;
+        if (!(ent->target = strndup(target, (size_t)n)))
+            return tf_fail(e, ENOMEM, "out of memory");
+        ent->size = (uint64_t)n;
+        return 0;
+    }
+    if (!S_ISREG(st->st_mode))
+        return tf_fail(e, EINVAL, "%s: not a regular file, directory or symlink", src);
+    if (has_suffix(dest, ".safetensors"))
+        return add_safetensors(c, src, dest, parent, st, file, e);
+    return add_opaque(c, src, dest, st, e);
+}
+
+int tf_writer_add(tf_writer *w, const char *src, const char *dest, const char *parent, tf_error *e)
+{
+    struct stat st;
+    if (lstat(src, &st) < 0)
+        return tf_fail(e, errno, "%s: %s", src, strerror(errno));
+    if (tf_path_check(dest, strlen(dest), e) < 0) {
+        tf_error_prefix(e, "%s", src);
+        return -1;
+    }
+    commit c = { .w = w, .seg = { .first_blob = tf_archive_nblobs(w->ar) },
+                 .next_ino = tf_archive_next_ino(w->ar) };
+    loaded_file file = { 0 };
+    int rc = add_parents(&c, dest, e);
+    if (rc == 0)
+        rc = add_entry(&c, src, dest, parent, &st, &file, e);
+    if (rc == 0)
+        rc = finish_commit(&c, e);
+    if (rc < 0)
+        tf_container_rollback(tf_archive_container(w->ar));
+    commit_free(&c);
+    if (rc == 0 && file.data && (file.path = strdup(dest))) {
+        loaded_file_clear(&w->last);
+        w->last = file;
+    } else {
+        loaded_file_clear(&file);
+    }
+    return rc;
+}

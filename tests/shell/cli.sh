@@ -1,0 +1,86 @@
+#!/bin/sh
+# The command line itself: --help of trajpack and of every verb (exit 0,
+# every option mentioned, and every option in the man page too),
+# --version, and -q keeping stderr silent on success, also on a terminal.
+set -eu
+. "$(dirname "$0")/lib.sh"
+
+man_page=$top_srcdir/man/trajpack.1
+[ -f "$man_page" ] || fail "$man_page missing"
+# The man page with roff's \- turned into plain '-'.
+sed 's/\\-/-/g' "$man_page" > "$TEST_TMP/man.txt"
+
+# has_option FILE OPTION: OPTION occurs as a word of its own ("-q" does
+# not count as part of "--quiet").
+has_option() {
+    grep -qE -- "(^|[^-[:alnum:]])$2([^-[:alnum:]]|\$)" "$1"
+}
+
+# The options of each verb; every one must be in --help and in the man page.
+options_of() {
+    case $1 in
+    create) echo -T --threads --max-chain --chunk-shift --as --parent -q --quiet -h --help ;;
+    add) echo -T --threads --max-chain --as --parent -q --quiet -h --help ;;
+    extract) echo -C --directory -O --stdout -f --force -q --quiet -h --help ;;
+    list) echo -l --long --blobs -h --help ;;
+    verify) echo -q --quiet -h --help ;;
+    stats) echo --json -h --help ;;
+    esac
+}
+
+verbs="create add extract list verify stats"
+"$TRAJPACK" --help > "$TEST_TMP/help" 2> "$TEST_TMP/err" || fail "trajpack --help failed"
+[ ! -s "$TEST_TMP/err" ] || fail "trajpack --help wrote to stderr"
+for verb in $verbs; do
+    grep -q "^  $verb " "$TEST_TMP/help" || fail "trajpack --help does not list $verb"
+    grep -q "^\.SS $verb\$" "$TEST_TMP/man.txt" || fail "the man page has no section for $verb"
+    for flag in --help -h; do
+        "$TRAJPACK" $verb $flag > "$TEST_TMP/help.$verb" 2> "$TEST_TMP/err" ||
+            fail "trajpack $verb $flag failed"
+        [ ! -s "$TEST_TMP/err" ] || fail "trajpack $verb $flag wrote to stderr"
+        grep -q "^Usage: trajpack $verb " "$TEST_TMP/help.$verb" ||
+            fail "trajpack $verb $flag shows no usage line"
+    done
+    for opt in $(options_of $verb); do
+        has_option "$TEST_TMP/help.$verb" "$opt" || fail "trajpack $verb --help does not mention $opt"
+        has_option "$TEST_TMP/man.txt" "$opt" || fail "the man page does not mention $opt"
+    done
+done
+has_option "$TEST_TMP/man.txt" --version || fail "the man page does not mention --version"
+for section in "EXIT STATUS" EXAMPLES FILES "SEE ALSO"; do
+    grep -q "^\.SH \"*$section\"*\$" "$TEST_TMP/man.txt" || fail "the man page has no $section"
+done
+
+version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "$top_builddir/config.h")
+[ -n "$version" ] || fail "no PACKAGE_VERSION in $top_builddir/config.h"
+for flag in --version -V; do
+    "$TRAJPACK" $flag > "$TEST_TMP/version" || fail "trajpack $flag failed"
+    grep -qF "$version" "$TEST_TMP/version" || fail "trajpack $flag does not say $version"
+done
+
+# -q: nothing on stderr for a successful run of every verb.
+generate_tiny_trajectory "$TEST_TMP/run"
+archive=$TEST_TMP/a.traj
+quiet() { # quiet COMMAND...: succeeds and writes nothing to stderr
+    "$@" > /dev/null 2> "$TEST_TMP/err" || fail "$* failed: $(cat "$TEST_TMP/err")"
+    [ ! -s "$TEST_TMP/err" ] || fail "$* wrote to stderr: $(cat "$TEST_TMP/err")"
+}
+mkdir "$TEST_TMP/out"
+quiet "$TRAJPACK" create -q "$archive" "$TEST_TMP/run/bf16"
+quiet "$TRAJPACK" add -q "$archive" "$TEST_TMP/run/fp32"
+quiet "$TRAJPACK" extract -q "$archive" -C "$TEST_TMP/out"
+quiet "$TRAJPACK" list -l "$archive"
+quiet "$TRAJPACK" verify -q "$archive"
+quiet "$TRAJPACK" stats --json "$archive"
+
+# The same on a terminal, where a progress bar would be drawn without -q
+# (script(1) gives the command a pseudo-terminal; the output is all of it).
+on_terminal() { # on_terminal COMMAND-LINE: prints what the terminal shows
+    script -qec "$1" /dev/null < /dev/null || fail "$1 failed on a terminal"
+}
+rm -rf "$TEST_TMP/out" && mkdir "$TEST_TMP/out"
+shown=$(on_terminal "'$TRAJPACK' add -q '$archive' '$TEST_TMP/run/step-000002.optim.safetensors' &&
+                     '$TRAJPACK' extract -q '$archive' -C '$TEST_TMP/out' &&
+                     '$TRAJPACK' verify -q '$archive' > /dev/null")
+[ -z "$shown" ] || fail "-q runs showed on a terminal: $shown"
+exit 0

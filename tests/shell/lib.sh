@@ -1,0 +1,82 @@
+# Sourced by the shell tests: paths to the tools, a scratch directory that
+# is removed on exit, and the test data generators.
+#
+# `make check` exports top_srcdir and top_builddir (absolute); when a test
+# is run by hand they default to the checkout the test lies in.
+
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_builddir:=$top_srcdir}"
+
+TRAJPACK=$top_builddir/trajpack
+# Debian's interpreter: CI installs python3-torch for it (a python3 found
+# first on PATH, e.g. from pyenv, may not have torch).
+PYTHON=/usr/bin/python3
+
+TEST_NAME=$(basename "$0" .sh)
+TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/trajfs-$TEST_NAME.XXXXXX")
+trap 'rm -rf "$TEST_TMP"' EXIT
+
+fail() {
+    echo "FAIL: $TEST_NAME: $*" >&2
+    exit 1
+}
+
+[ -x "$TRAJPACK" ] || fail "$TRAJPACK not built"
+
+# Runs the test-data generator (a real, tiny training run: about a second)
+# into DIR: config.json, bf16/ and fp32/ checkpoints and optimizer files.
+# A missing generator or torch fails the test: it must not pass silently.
+generate_tiny_trajectory() {
+    generate_trajectory "$1" --layers 1 --width 32 --heads 2 --ctx 16 --batch 2 \
+        --steps 6 --interval 2 --max-chars 20000 --dtype bf16,fp32 --optimizer
+}
+
+# generate_trajectory DIR [make_trajectory.py options...]
+# (Helpers name their variables _like_this: sh has no local variables, and
+# the tests' own names must not be overwritten.)
+generate_trajectory() {
+    _gen_out=$1
+    shift
+    _gen_script=${TRAJFS_CORPUS_SCRIPT:-$top_srcdir/../shared/corpus/make_trajectory.py}
+    [ -f "$_gen_script" ] ||
+        fail "corpus generator $_gen_script not found (shared/ must lie beside the checkout, or set TRAJFS_CORPUS_SCRIPT)"
+    [ -x "$PYTHON" ] || fail "$PYTHON not found (apt-get install python3)"
+    "$PYTHON" -c 'import torch' 2>/dev/null ||
+        fail "$PYTHON cannot import torch (apt-get install python3-torch)"
+    "$PYTHON" "$_gen_script" --out "$_gen_out" "$@" > "$TEST_TMP/generator.log" 2>&1 ||
+        { cat "$TEST_TMP/generator.log" >&2; fail "$_gen_script failed"; }
+}
+
+# make_safetensors good|bad DIR: hand-made fixtures (tests/tools).
+make_safetensors() {
+    mkdir -p "$2"
+    "$PYTHON" "$top_srcdir/tests/tools/make_safetensors.py" "$1" "$2" ||
+        fail "make_safetensors.py $1 failed"
+}
+
+# Size of a file in bytes.
+file_size() {
+    stat -c %s "$1"
+}
+
+# Asserts that every file, symlink and directory below $1 exists below $2
+# with the same content (or target), permission bits and mtime.
+assert_same_tree() {
+    (cd "$1" && find . | LC_ALL=C sort) > "$TEST_TMP/tree.a"
+    (cd "$2" && find . | LC_ALL=C sort) > "$TEST_TMP/tree.b"
+    cmp -s "$TEST_TMP/tree.a" "$TEST_TMP/tree.b" ||
+        { diff "$TEST_TMP/tree.a" "$TEST_TMP/tree.b" >&2; fail "$2 does not have the entries of $1"; }
+    while IFS= read -r _p; do
+        _a=$1/$_p _b=$2/$_p
+        [ "$(stat -c %y "$_a")" = "$(stat -c %y "$_b")" ] || fail "mtime of $_p differs"
+        if [ -L "$_a" ]; then
+            [ -L "$_b" ] && [ "$(readlink "$_a")" = "$(readlink "$_b")" ] ||
+                fail "symlink $_p differs"
+            continue
+        fi
+        [ "$(stat -c %a "$_a")" = "$(stat -c %a "$_b")" ] || fail "mode of $_p differs"
+        if [ -f "$_a" ]; then
+            cmp "$_a" "$_b" || fail "content of $_p differs"
+        fi
+    done < "$TEST_TMP/tree.a"
+}

@@ -1,0 +1,1224 @@
+/* Catalog segments (encode/decode, validation of everything a hostile
+ * archive could say), path rules, and the archive container: superblock,
+ * commits, torn-tail recovery and the single-writer lock. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/hash.h"
+#include "format/catalog.h"
+#include "format/container.h"
+#include "format/dtype.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint8_t *exact_copy(const uint8_t *p, size_t n)
+{
+    uint8_t *c = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(c);
+    if (n)
+        memcpy(c, p, n);
+    return c;
+}
+
+/* ======================================================================== */
+/* A sample segment with every entry kind                                   */
+/* ======================================================================== */
+
+#define FIRST_BLOB 10  /* blobs 0..9 came with earlier segments */
+#define SAMPLE_BLOBS 5
+#define TOTAL_BLOBS (FIRST_BLOB + SAMPLE_BLOBS)
+#define SHIFT 8        /* 256 elements per chunk, so small tensors span chunks */
+#define FILE_END 100000
+
+enum { E_RUN, E_STEP, E_CONFIG, E_EMPTY, E_MODEL, E_LINK, E_GONE, SAMPLE_ENTRIES };
+
+typedef struct {
+    tf_blob blobs[SAMPLE_BLOBS];
+    tf_tensor_span tensors[5];
+    uint64_t file_chunks[4];
+    uint64_t model_chunks[5];
+    char header[64];
+    char target[TF_PATH_MAX + 2];
+    tf_entry entries[SAMPLE_ENTRIES];
+    tf_segment seg;
+} sample;
+
+static tf_blob sample_blob(uint64_t global, uint8_t codec, uint8_t dtype, uint64_t raw_len,
+                           uint64_t ref, uint64_t model)
+{
+    return (tf_blob){ .id = tf_blob_id_of(&global, sizeof global),
+                      .offset = 32 + 100 * global,
+                      .enc_len = 90,
+                      .raw_len = raw_len,
+                      .enc_hash = 0xfeedface00000000ull + global,
+                      .codec = codec,
+                      .dtype = dtype,
+                      .ref = ref,
+                      .model = model };
+}
+
+/* Recomputes a safetensors entry's size and its tensors' offsets the way
+ * the decoder derives them. */
+static void settle_safetensors(sample *s)
+{
+    tf_entry *m = &s->entries[E_MODEL];
+    uint64_t data = 0, chunks = 0;
+    for (uint64_t t = 0; t < m->ntensors; t++) {
+        tf_tensor_span *ts = &m->tensors[t];
+        ts->data_off = data;
+        ts->first_chunk = chunks;
+        data += ts->nbytes;
+        const tf_dtype_info *info = tf_dtype_get(ts->dtype);
+        if (info && info->size)
+            chunks += tf_chunk_count(ts->nbytes, info->size, SHIFT);
+    }
+    m->size = 8 + m->header_len + data;
+}
+
+static void make_sample(sample *s)
+{
+    memset(s, 0, sizeof *s);
+    s->blobs[0] = sample_blob(FIRST_BLOB + 0, 1, TF_DT_NONE, 256, 0, 0);
+    s->blobs[1] = sample_blob(FIRST_BLOB + 1, 3, TF_DT_F32, 1024, 0 + 1, 0);
+    s->blobs[2] = sample_blob(FIRST_BLOB + 2, 3, TF_DT_F32, 1024, FIRST_BLOB + 1 + 1, FIRST_BLOB + 0 + 1);
+    s->blobs[3] = sample_blob(FIRST_BLOB + 3, 0, TF_DT_BF16, 0, 0, FIRST_BLOB + 2 + 1);
+    /* The largest blob a chunk may claim, ending exactly at the file end. */
+    s->blobs[4] = sample_blob(FIRST_BLOB + 4, 2, TF_DT_F64, 1u << 24, 0, 0);
+    s->blobs[4].offset = FILE_END - 1;
+    s->blobs[4].enc_len = 1;
+
+    /* F32 of 2 full chunks and a bit, zero-length BF16, one I64, zero U8,
+     * one F16: 3 + 0 + 1 + 0 + 1 chunks. */
+    static const struct { uint8_t dtype; uint64_t nbytes; } tensors[] = {
+        { TF_DT_F32, 4 * (2 * 256 + 10) }, { TF_DT_BF16, 0 }, { TF_DT_I64, 8 },
+        { TF_DT_U8, 0 }, { TF_DT_F16, 2 },
+    };
+    for (size_t t = 0; t < ARRAY_LEN(tensors); t++)
+        s->tensors[t] = (tf_tensor_span){ .dtype = tensors[t].dtype, .nbytes = tensors[t].nbytes };
+    static const uint64_t model_chunks[] = { 11, 12, 0, 9, 14 };
+    memcpy(s->model_chunks, model_chunks, sizeof model_chunks);
+    static const uint64_t file_chunks[] = { 10, 3 };
+    memcpy(s->file_chunks, file_chunks, sizeof file_chunks);
+    strcpy(s->header, "{\"w\":{\"dtype\":\"F32\",\"shape\":[522]}}    ");
+    strcpy(s->target, "step-1");
+
+    tf_entry *e = s->entries;
+    e[E_RUN] = (tf_entry){ .kind = TF_ENTRY_DIR, .ino = 2, .path = "run", .mode = 0755,
+                           .mtime_sec = -1, .mtime_nsec = 999999999 };
+    e[E_STEP] = (tf_entry){ .kind = TF_ENTRY_DIR, .ino = UINT64_MAX, .path = "run/step-1",
+                            .mode = 07777, .mtime_sec = INT64_MIN };
+    e[E_CONFIG] = (tf_entry){ .kind = TF_ENTRY_FILE, .ino = 4, .path = "run/config.json",
+                              .mode = 0644, .mtime_sec = INT64_MAX, .size = 300, .nchunks = 2,
+                              .chunks = s->file_chunks };
+    e[E_EMPTY] = (tf_entry){ .kind = TF_ENTRY_FILE, .ino = 5, .path = "run/empty", .mode = 0 };
+    e[E_MODEL] = (tf_entry){ .kind = TF_ENTRY_SAFETENSORS, .ino = 6,
+                             .path = "run/step-1/model.safetensors", .mode = 0444,
+                             .mtime_sec = 1700000000, .mtime_nsec = 1,
+                             .header = (uint8_t *)s->header, .header_len = strlen(s->header),
+                             .ntensors = ARRAY_LEN(tensors), .tensors = s->tensors,
+                             .nchunks = ARRAY_LEN(model_chunks), .chunks = s->model_chunks };
+    e[E_LINK] = (tf_entry){ .kind = TF_ENTRY_SYMLINK, .ino = 7, .path = "run/latest",
+                            .mode = 0777, .size = strlen(s->target), .target = s->target };
+    e[E_GONE] = (tf_entry){ .kind = TF_ENTRY_TOMBSTONE, .ino = 8, .path = "run/old \xc3\xa9t\xc3\xa9" };
+    settle_safetensors(s);
+    s->seg = (tf_segment){ .first_blob = FIRST_BLOB, .nblobs = SAMPLE_BLOBS, .blobs = s->blobs,
+                           .nentries = SAMPLE_ENTRIES, .entries = s->entries };
+}
+
+static void encode_sample(const sample *s, tf_buf *out)
+{
+    tf_error e = { 0 };
+    out->len = 0;
+    ck_assert_msg(tf_segment_encode(&s->seg, out, &e) == 0, "encode: %s", e.msg);
+}
+
+/* Decodes from an exactly sized copy (so ASan sees any over-read). */
+static int decode_exact(const uint8_t *p, size_t len, tf_segment *out, tf_error *e)
+{
+    uint8_t *copy = exact_copy(p, len);
+    e->msg[0] = '\0';
+    int rc = tf_segment_decode(copy, len, FIRST_BLOB, SHIFT, FILE_END, out, e);
+    free(copy);
+    if (rc < 0)
+        ck_assert_msg(e->msg[0] != '\0', "decode failed without a message");
+    return rc;
+}
+
+static void assert_blobs_equal(const tf_blob *a, const tf_blob *b, uint64_t i)
+{
+    ck_assert_msg(tf_blob_id_eq(&a->id, &b->id), "blob %llu: id", (unsigned long long)i);
+    ck_assert_uint_eq(a->offset, b->offset);
+    ck_assert_uint_eq(a->enc_len, b->enc_len);
+    ck_assert_uint_eq(a->raw_len, b->raw_len);
+    ck_assert_uint_eq(a->enc_hash, b->enc_hash);
+    ck_assert_uint_eq(a->codec, b->codec);
+    ck_assert_uint_eq(a->dtype, b->dtype);
+    ck_assert_uint_eq(a->ref, b->ref);
+    ck_assert_uint_eq(a->model, b->model);
+}
+
+static void assert_entries_equal(const tf_entry *a, const tf_entry *b)
+{
+    ck_assert_str_eq(a->path, b->path);
+    ck_assert_uint_eq(a->kind, b->kind);
+    ck_assert_uint_eq(a->ino, b->ino);
+    ck_assert_uint_eq(a->mode, b->mode);
+    ck_assert_int_eq(a->mtime_sec, b->mtime_sec);
+    ck_assert_uint_eq(a->mtime_nsec, b->mtime_nsec);
+    if (a->kind == TF_ENTRY_DIR || a->kind == TF_ENTRY_TOMBSTONE)
+        return;
+    ck_assert_uint_eq(a->size, b->size);
+    if (a->kind == TF_ENTRY_SYMLINK) {
+        ck_assert_str_eq(a->target, b->target);
+        return;
+    }
+    ck_assert_uint_eq(a->nchunks, b->nchunks);
+    for (uint64_t c = 0; c < a->nchunks; c++)
+        ck_assert_uint_eq(a->chunks[c], b->chunks[c]);
+    if (a->kind != TF_ENTRY_SAFETENSORS)
+        return;
+    ck_assert_uint_eq(a->header_len, b->header_len);
+    ck_assert_mem_eq(a->header, b->header, a->header_len);
+    ck_assert_uint_eq(a->ntensors, b->ntensors);
+    for (uint64_t t = 0; t < a->ntensors; t++) {
+        ck_assert_uint_eq(a->tensors[t].dtype, b->tensors[t].dtype);
+        ck_assert_uint_eq(a->tensors[t].nbytes, b->tensors[t].nbytes);
+        ck_assert_uint_eq(a->tensors[t].data_off, b->tensors[t].data_off);
+        ck_assert_uint_eq(a->tensors[t].first_chunk, b->tensors[t].first_chunk);
+    }
+}
+
+static void assert_segments_equal(const tf_segment *a, const tf_segment *b)
+{
+    ck_assert_uint_eq(a->first_blob, b->first_blob);
+    ck_assert_uint_eq(a->nblobs, b->nblobs);
+    for (uint64_t i = 0; i < a->nblobs; i++)
+        assert_blobs_equal(&a->blobs[i], &b->blobs[i], i);
+    ck_assert_uint_eq(a->nentries, b->nentries);
+    for (uint64_t i = 0; i < a->nentries; i++)
+        assert_entries_equal(&a->entries[i], &b->entries[i]);
+}
+
+START_TEST(segment_round_trip)
+{
+    sample s;
+    make_sample(&s);
+    tf_buf enc = { 0 };
+    encode_sample(&s, &enc);
+    tf_segment dec;
+    tf_error e;
+    ck_assert_msg(decode_exact(enc.data, enc.len, &dec, &e) == 0, "decode: %s", e.msg);
+    assert_segments_equal(&s.seg, &dec);
+    /* Encoding what was decoded gives the same bytes. */
+    tf_buf again = { 0 };
+    ck_assert_int_eq(tf_segment_encode(&dec, &again, &e), 0);
+    ck_assert_uint_eq(again.len, enc.len);
+    ck_assert_mem_eq(again.data, enc.data, enc.len);
+    tf_segment_free(&dec);
+    ck_assert_ptr_null(dec.entries);
+    tf_buf_free(&again);
+    tf_buf_free(&enc);
+}
+END_TEST
+
+START_TEST(segment_empty_round_trip)
+{
+    tf_segment empty = { .first_blob = 7 }, dec;
+    tf_buf enc = { 0 };
+    tf_error e;
+    ck_assert_int_eq(tf_segment_encode(&empty, &enc, &e), 0);
+    uint8_t *copy = exact_copy(enc.data, enc.len);
+    ck_assert_int_eq(tf_segment_decode(copy, enc.len, 7, SHIFT, FILE_END, &dec, &e), 0);
+    ck_assert_uint_eq(dec.first_blob, 7);
+    ck_assert_uint_eq(dec.nblobs, 0);
+    ck_assert_uint_eq(dec.nentries, 0);
+    tf_segment_free(&dec);
+    free(copy);
+    tf_buf_free(&enc);
+}
+END_TEST
+
+START_TEST(chunk_count_rounds_up)
+{
+    static const struct { uint64_t nbytes; unsigned elem, shift; uint64_t chunks; } cases[] = {
+        { 0, 4, 8, 0 }, { 1, 1, 8, 1 }, { 256, 1, 8, 1 }, { 257, 1, 8, 2 },
+        { 1024, 4, 8, 1 }, { 1028, 4, 8, 2 }, { (uint64_t)2 << 20, 2, 20, 1 },
+        { ((uint64_t)2 << 20) + 2, 2, 20, 2 }, { UINT64_MAX, 1, 24, (UINT64_MAX >> 24) + 1 },
+    };
+    for (size_t k = 0; k < ARRAY_LEN(cases); k++)
+        ck_assert_uint_eq(tf_chunk_count(cases[k].nbytes, cases[k].elem, cases[k].shift),
+                          cases[k].chunks);
+}
+END_TEST
+
+/* ---- rejection of inconsistent segments ---------------------------------- */
+
+typedef struct {
+    const char *why;
+    void (*mutate)(sample *s);
+    const char *message; /* expected in the error; NULL: any error */
+} bad_segment_case;
+
+static void ref_is_itself(sample *s) { s->blobs[2].ref = FIRST_BLOB + 2 + 1; }
+static void ref_is_later(sample *s) { s->blobs[0].ref = FIRST_BLOB + 4 + 1; }
+static void ref_is_huge(sample *s) { s->blobs[4].ref = UINT64_MAX; }
+static void model_is_itself(sample *s) { s->blobs[1].model = FIRST_BLOB + 1 + 1; }
+static void model_is_later(sample *s) { s->blobs[3].model = FIRST_BLOB + 4 + 1; }
+static void blob_in_superblock(sample *s) { s->blobs[0].offset = 31; }
+static void blob_past_end(sample *s) { s->blobs[4].enc_len = 2; }
+static void blob_starts_past_end(sample *s) { s->blobs[1].offset = FILE_END + 1, s->blobs[1].enc_len = 0; }
+static void blob_length_wraps(sample *s) { s->blobs[1].enc_len = UINT64_MAX - 10; }
+static void blob_too_large(sample *s) { s->blobs[4].raw_len = (1u << 24) + 1; }
+static void blob_unknown_dtype(sample *s) { s->blobs[2].dtype = TF_DT_COUNT; }
+
+static void file_extra_chunk(sample *s)
+{
+    s->file_chunks[2] = 10;
+    s->entries[E_CONFIG].nchunks = 3;
+}
+static void file_missing_chunk(sample *s) { s->entries[E_CONFIG].nchunks = 1; }
+static void empty_file_with_chunk(sample *s)
+{
+    s->entries[E_EMPTY].nchunks = 1;
+    s->entries[E_EMPTY].chunks = s->file_chunks;
+}
+static void file_names_missing_blob(sample *s) { s->file_chunks[1] = TOTAL_BLOBS; }
+static void tensor_names_missing_blob(sample *s) { s->model_chunks[4] = UINT64_MAX; }
+
+static void tensor_partial_f32(sample *s)
+{
+    s->tensors[0].nbytes -= 1;
+    settle_safetensors(s);
+}
+static void tensor_partial_f64(sample *s)
+{
+    s->tensors[2].dtype = TF_DT_F64; /* 8 bytes would be fine; make it 12 */
+    s->tensors[2].nbytes = 12;
+    settle_safetensors(s);
+}
+static void tensor_dtype_none(sample *s) { s->tensors[1].dtype = TF_DT_NONE; }
+static void tensor_dtype_unknown(sample *s) { s->tensors[1].dtype = 200; }
+static void tensor_needs_more_chunks(sample *s)
+{
+    s->tensors[0].nbytes += 1024; /* one more chunk than the entry lists */
+    settle_safetensors(s);
+}
+static void safetensors_size_plus_one(sample *s) { s->entries[E_MODEL].size += 1; }
+static void safetensors_size_minus_one(sample *s) { s->entries[E_MODEL].size -= 1; }
+static void safetensors_size_without_prefix(sample *s) { s->entries[E_MODEL].size -= 8; }
+
+static void mode_with_type_bits(sample *s) { s->entries[E_CONFIG].mode = 0100644; }
+static void mode_huge(sample *s) { s->entries[E_RUN].mode = UINT32_MAX; }
+static void nsec_one_second(sample *s) { s->entries[E_STEP].mtime_nsec = 1000000000u; }
+static void ino_zero(sample *s) { s->entries[E_LINK].ino = 0; }
+static void tombstone_ino_zero(sample *s) { s->entries[E_GONE].ino = 0; }
+static void kind_zero(sample *s) { s->entries[E_GONE].kind = 0; }
+static void kind_unknown(sample *s) { s->entries[E_GONE].kind = TF_ENTRY_TOMBSTONE + 1; }
+static void path_dotdot(sample *s) { s->entries[E_CONFIG].path = "run/../config.json"; }
+static void path_absolute(sample *s) { s->entries[E_RUN].path = "/run"; }
+static void path_empty(sample *s) { s->entries[E_RUN].path = ""; }
+static void path_control(sample *s) { s->entries[E_LINK].path = "run/lat\x1b" "est"; }
+static void link_target_nul(sample *s) { s->entries[E_LINK].size = strlen(s->target) + 1; }
+static void link_target_too_long(sample *s)
+{
+    memset(s->target, 'x', TF_PATH_MAX + 1);
+    s->target[TF_PATH_MAX + 1] = '\0';
+    s->entries[E_LINK].size = TF_PATH_MAX + 1;
+}
+
+static const bad_segment_case bad_segments[] = {
+    { "reference to itself", ref_is_itself, "not an earlier blob" },
+    { "reference to a later blob", ref_is_later, "not an earlier blob" },
+    { "reference far beyond", ref_is_huge, "not an earlier blob" },
+    { "model is itself", model_is_itself, "not an earlier blob" },
+    { "model is a later blob", model_is_later, "not an earlier blob" },
+    { "blob inside the superblock", blob_in_superblock, "outside the archive" },
+    { "blob running past the file end", blob_past_end, "outside the archive" },
+    { "blob starting past the file end", blob_starts_past_end, "outside the archive" },
+    { "blob length wrapping around", blob_length_wraps, "outside the archive" },
+    { "blob larger than a chunk", blob_too_large, "more than a chunk" },
+    { "blob of unknown dtype", blob_unknown_dtype, "unknown dtype" },
+    { "file with a chunk too many", file_extra_chunk, "3 chunks for 300 bytes" },
+    { "file with a chunk missing", file_missing_chunk, "1 chunks for 300 bytes" },
+    { "empty file with a chunk", empty_file_with_chunk, "1 chunks for 0 bytes" },
+    { "file chunk naming no blob", file_names_missing_blob, "names blob 15 of 15" },
+    { "tensor chunk naming no blob", tensor_names_missing_blob, "names blob" },
+    { "F32 tensor of 2087 bytes", tensor_partial_f32, "bad dtype or size" },
+    { "F64 tensor of 12 bytes", tensor_partial_f64, "bad dtype or size" },
+    { "tensor of dtype none", tensor_dtype_none, "bad dtype or size" },
+    { "tensor of unknown dtype", tensor_dtype_unknown, "bad dtype or size" },
+    { "tensor needing a chunk not listed", tensor_needs_more_chunks, NULL },
+    { "safetensors size one too many", safetensors_size_plus_one, "does not match" },
+    { "safetensors size one short", safetensors_size_minus_one, "does not match" },
+    { "safetensors size without the length prefix", safetensors_size_without_prefix, "does not match" },
+    { "mode with file type bits", mode_with_type_bits, "bad mode" },
+    { "mode of 32 bits", mode_huge, "bad mode" },
+    { "a whole second of nanoseconds", nsec_one_second, "bad mode, mtime or inode" },
+    { "inode 0", ino_zero, "bad mode, mtime or inode" },
+    { "tombstone with inode 0", tombstone_ino_zero, "bad mode, mtime or inode" },
+    { "kind 0", kind_zero, "unknown kind 0" },
+    { "kind past the last", kind_unknown, "unknown kind 6" },
+    { "path with ..", path_dotdot, "invalid path" },
+    { "absolute path", path_absolute, "invalid path" },
+    { "empty path", path_empty, "invalid path" },
+    { "path with a control character", path_control, "invalid path" },
+    { "link target holding a NUL", link_target_nul, "holds a NUL" },
+    { "link target longer than PATH_MAX", link_target_too_long, "bad link target" },
+};
+
+START_TEST(decode_rejects_inconsistent_segment)
+{
+    const bad_segment_case *c = &bad_segments[_i];
+    sample s;
+    make_sample(&s);
+    c->mutate(&s);
+    tf_buf enc = { 0 };
+    encode_sample(&s, &enc);
+    tf_segment dec;
+    tf_error e;
+    ck_assert_msg(decode_exact(enc.data, enc.len, &dec, &e) == -1, "accepted a segment with %s",
+                  c->why);
+    ck_assert_msg(!c->message || strstr(e.msg, c->message), "%s: message \"%s\" lacks \"%s\"",
+                  c->why, e.msg, c->message);
+    ck_assert_int_eq(e.errnum, EIO);
+    ck_assert_ptr_null(dec.blobs); /* freed and cleared on failure */
+    ck_assert_ptr_null(dec.entries);
+    tf_buf_free(&enc);
+}
+END_TEST
+
+/* The boundaries just inside the limits are accepted. */
+static void blob_ref_to_previous(sample *s) { s->blobs[4].ref = FIRST_BLOB + 3 + 1; }
+static void link_target_path_max(sample *s)
+{
+    memset(s->target, 'x', TF_PATH_MAX);
+    s->target[TF_PATH_MAX] = '\0';
+    s->entries[E_LINK].size = TF_PATH_MAX;
+}
+static void last_nanosecond(sample *s) { s->entries[E_EMPTY].mtime_nsec = 999999999; }
+
+static void (*const good_mutations[])(sample *s) = {
+    blob_ref_to_previous, link_target_path_max, last_nanosecond,
+};
+
+START_TEST(decode_accepts_boundaries)
+{
+    sample s;
+    make_sample(&s);
+    good_mutations[_i](&s);
+    tf_buf enc = { 0 };
+    encode_sample(&s, &enc);
+    tf_segment dec;
+    tf_error e;
+    ck_assert_msg(decode_exact(enc.data, enc.len, &dec, &e) == 0, "decode: %s", e.msg);
+    assert_segments_equal(&s.seg, &dec);
+    tf_segment_free(&dec);
+    tf_buf_free(&enc);
+}
+END_TEST
+
+START_TEST(decode_rejects_every_truncation)
+{
+    sample s;
+    make_sample(&s);
+    tf_buf enc = { 0 };
+    encode_sample(&s, &enc);
+    for (size_t len = 0; len < enc.len; len++) {
+        tf_segment dec;
+        tf_error e;
+        ck_assert_msg(decode_exact(enc.data, len, &dec, &e) == -1,
+                      "accepted the segment cut to %zu of %zu bytes", len, enc.len);
+    }
+    tf_buf_free(&enc);
+}
+END_TEST
+
+/* ---- hand-made segments: counts the bytes cannot pay for ----------------- */
+
+static void put_varints(tf_buf *b, const uint64_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(tf_buf_varint(b, v[i]), 0);
+}
+
+#define VARINTS(b, ...)                                                                          \
+    put_varints((b), (const uint64_t[]){ __VA_ARGS__ },                                          \
+                sizeof((const uint64_t[]){ __VA_ARGS__ }) / sizeof(uint64_t))
+
+/* Version 1, no blobs, one entry of this kind at path, mode 0644. */
+static void put_entry_head(tf_buf *b, uint8_t kind, const char *path, size_t plen)
+{
+    VARINTS(b, 1, 0, 1);
+    ck_assert_int_eq(tf_buf_u8(b, kind), 0);
+    VARINTS(b, 2, plen);
+    ck_assert_int_eq(tf_buf_put(b, path, plen), 0);
+    VARINTS(b, 0644, 0, 0);
+}
+
+static void huge_blob_count(tf_buf *b) { VARINTS(b, 1, (uint64_t)1 << 62); }
+static void blob_count_one_too_many(tf_buf *b)
+{
+    VARINTS(b, 1, 2);
+    for (int i = 0; i < 40; i++) /* 40 bytes cannot hold 2 blobs of 31+ */
+        tf_buf_u8(b, 0);
+}
+static void huge_entry_count(tf_buf *b) { VARINTS(b, 1, 0, UINT64_MAX); }
+static void huge_tensor_count(tf_buf *b)
+{
+    put_entry_head(b, TF_ENTRY_SAFETENSORS, "a", 1);
+    VARINTS(b, 8, 0, (uint64_t)1 << 60);
+}
+static void huge_file_chunk_count(tf_buf *b)
+{
+    put_entry_head(b, TF_ENTRY_FILE, "a", 1);
+    VARINTS(b, (uint64_t)1 << 62, (uint64_t)1 << (62 - SHIFT), 0, 0, 0);
+}
+static void huge_tensor_chunk_count(tf_buf *b)
+{
+    put_entry_head(b, TF_ENTRY_SAFETENSORS, "a", 1);
+    VARINTS(b, 8 + ((uint64_t)1 << 62), 0, 1);
+    tf_buf_u8(b, TF_DT_U8);
+    VARINTS(b, (uint64_t)1 << 62, 0, 0);
+}
+static void huge_header(tf_buf *b)
+{
+    put_entry_head(b, TF_ENTRY_SAFETENSORS, "a", 1);
+    VARINTS(b, 8 + ((uint64_t)1 << 40), (uint64_t)1 << 40, 0);
+}
+static void huge_path(tf_buf *b)
+{
+    VARINTS(b, 1, 0, 1);
+    tf_buf_u8(b, TF_ENTRY_DIR);
+    VARINTS(b, 2, (uint64_t)1 << 40, 0);
+}
+static void path_max_not_present(tf_buf *b)
+{
+    VARINTS(b, 1, 0, 1);
+    tf_buf_u8(b, TF_ENTRY_DIR);
+    VARINTS(b, 2, TF_PATH_MAX, 'a', 'b');
+}
+static void huge_link_target(tf_buf *b)
+{
+    put_entry_head(b, TF_ENTRY_SYMLINK, "a", 1);
+    VARINTS(b, (uint64_t)1 << 40, 'x');
+}
+static void path_with_nul(tf_buf *b) { put_entry_head(b, TF_ENTRY_DIR, "a\0b", 3); }
+static void version_two(tf_buf *b) { VARINTS(b, 2, 0, 0); }
+static void version_zero(tf_buf *b) { VARINTS(b, 0, 0, 0); }
+static void trailing_byte(tf_buf *b) { VARINTS(b, 1, 0, 0, 0); }
+static void nothing(tf_buf *b) { (void)b; }
+static void overlong_count(tf_buf *b)
+{
+    VARINTS(b, 1);
+    for (int i = 0; i < 10; i++)
+        tf_buf_u8(b, 0x80);
+    VARINTS(b, 0, 0);
+}
+
+static const struct {
+    const char *why;
+    void (*build)(tf_buf *b);
+    const char *message;
+} crafted_segments[] = {
+    { "2^62 blobs", huge_blob_count, "blobs cannot fit" },
+    { "2 blobs in 40 bytes", blob_count_one_too_many, "2 blobs cannot fit in 40 bytes" },
+    { "2^64-1 entries", huge_entry_count, "entries cannot fit" },
+    { "2^60 tensors", huge_tensor_count, "tensors cannot fit" },
+    { "a file of 2^54 chunks", huge_file_chunk_count, "segment too short" },
+    { "a tensor of 2^54 chunks", huge_tensor_chunk_count, "segment too short" },
+    { "a 1 TiB header", huge_header, "truncated" },
+    { "a 1 TiB path", huge_path, "path of" },
+    { "a 4096-byte path that is not there", path_max_not_present, "truncated" },
+    { "a 1 TiB link target", huge_link_target, "bad link target" },
+    { "a path holding a NUL", path_with_nul, "invalid path" },
+    { "version 2", version_two, "version 2" },
+    { "version 0", version_zero, "version 0" },
+    { "a byte after the entries", trailing_byte, "1 unexpected bytes" },
+    { "no bytes", nothing, "truncated at byte 0" },
+    { "an 11-byte count", overlong_count, "truncated" },
+};
+
+START_TEST(decode_rejects_crafted_segment)
+{
+    tf_buf b = { 0 };
+    crafted_segments[_i].build(&b);
+    tf_segment dec;
+    tf_error e;
+    ck_assert_msg(decode_exact(b.data, b.len, &dec, &e) == -1, "accepted %s",
+                  crafted_segments[_i].why);
+    ck_assert_msg(strstr(e.msg, crafted_segments[_i].message), "%s: message \"%s\" lacks \"%s\"",
+                  crafted_segments[_i].why, e.msg, crafted_segments[_i].message);
+    tf_buf_free(&b);
+}
+END_TEST
+
+/* ---- random mutations ---------------------------------------------------- */
+
+/* One to four random edits: overwrite a byte, flip a bit, or cut. */
+static size_t mutate_bytes(uint8_t *p, size_t len)
+{
+    int edits = 1 + (int)(rng_next() % 4);
+    for (int k = 0; k < edits && len; k++) {
+        size_t at = (size_t)(rng_next() % len);
+        switch (rng_next() % 3) {
+        case 0: p[at] = (uint8_t)rng_next(); break;
+        case 1: p[at] ^= (uint8_t)(1u << (rng_next() % 8)); break;
+        default: len = at + (len - at) / 2; break;
+        }
+    }
+    return len;
+}
+
+START_TEST(decode_survives_random_mutations)
+{
+    sample s;
+    make_sample(&s);
+    tf_buf enc = { 0 };
+    encode_sample(&s, &enc);
+    uint8_t *work = malloc(enc.len);
+    ck_assert_ptr_nonnull(work);
+    rng_state = 20240601;
+    unsigned accepted = 0;
+    for (int trial = 0; trial < 5000; trial++) {
+        memcpy(work, enc.data, enc.len);
+        size_t len = mutate_bytes(work, enc.len);
+        tf_segment dec;
+        tf_error e;
+        if (decode_exact(work, len, &dec, &e) < 0)
+            continue;
+        /* Whatever was accepted must be self-consistent: it re-encodes
+         * and decodes again. */
+        accepted++;
+        tf_buf again = { 0 };
+        ck_assert_int_eq(tf_segment_encode(&dec, &again, &e), 0);
+        tf_segment dec2;
+        ck_assert_msg(decode_exact(again.data, again.len, &dec2, &e) == 0,
+                      "trial %d: accepted segment does not re-decode: %s", trial, e.msg);
+        assert_segments_equal(&dec, &dec2);
+        tf_segment_free(&dec2);
+        tf_segment_free(&dec);
+        tf_buf_free(&again);
+    }
+    /* Some edits (an id byte, a hash byte) are harmless; most are not. */
+    ck_assert_uint_gt(accepted, 0);
+    ck_assert_uint_lt(accepted, 5000);
+    free(work);
+    tf_buf_free(&enc);
+}
+END_TEST
+
+/* ======================================================================== */
+/* Paths                                                                    */
+/* ======================================================================== */
+
+static const struct {
+    const char *path;
+    size_t len; /* 0: strlen */
+    int errnum; /* 0: accepted */
+} path_cases[] = {
+    { "a", 0, 0 },
+    { "run/step-100/model.safetensors", 0, 0 },
+    { ".hidden/..dots/a..b/...", 0, 0 },
+    { "caf\xc3\xa9/\xe6\x97\xa5\xe6\x9c\xac", 0, 0 }, /* UTF-8 is fine */
+    { "with space/and~tilde", 0, 0 },
+    { "ab", 1, 0 },                        /* only len bytes count */
+    { "", 0, EINVAL },
+    { "/abs", 0, EINVAL },
+    { "/", 0, EINVAL },
+    { "a//b", 0, EINVAL },
+    { "a/", 0, EINVAL },
+    { "a/./b", 0, EINVAL },
+    { "a/../b", 0, EINVAL },
+    { "..", 0, EINVAL },
+    { ".", 0, EINVAL },
+    { "./a", 0, EINVAL },
+    { "a/..", 0, EINVAL },
+    { "a\nb", 0, EINVAL },
+    { "a\x01", 0, EINVAL },
+    { "\x1f", 0, EINVAL },
+    { "a\x7f" "b", 0, EINVAL },
+    { "a\0b", 3, EINVAL },
+};
+
+START_TEST(path_check_cases)
+{
+    const char *path = path_cases[_i].path;
+    size_t len = path_cases[_i].len ? path_cases[_i].len : strlen(path);
+    tf_error e = { 0 };
+    int rc = tf_path_check(path, len, &e);
+    if (path_cases[_i].errnum == 0) {
+        ck_assert_msg(rc == 0, "rejected \"%.*s\": %s", (int)len, path, e.msg);
+    } else {
+        ck_assert_msg(rc == -1, "accepted \"%.*s\"", (int)len, path);
+        ck_assert_int_eq(e.errnum, path_cases[_i].errnum);
+        ck_assert_str_ne(e.msg, "");
+    }
+}
+END_TEST
+
+/* A path of total_len bytes made of components of comp_len bytes (the
+ * last one shorter to fit). */
+static char *make_path(size_t total_len, size_t comp_len)
+{
+    char *p = malloc(total_len + 1);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < total_len; i++)
+        p[i] = (i + 1) % (comp_len + 1) == 0 ? '/' : 'a' + (char)(i % 26);
+    p[total_len] = '\0';
+    ck_assert_msg(total_len == 0 || p[total_len - 1] != '/', "path ends in '/'");
+    return p;
+}
+
+static const struct {
+    size_t total_len, comp_len;
+    int errnum;
+} long_path_cases[] = {
+    { 255, 255, 0 },                           /* longest component */
+    { 256, 256, ENAMETOOLONG },                /* one byte more */
+    { 4096, 200, 0 },                          /* longest path */
+    { 4097, 200, ENAMETOOLONG },               /* one byte more */
+    { 64 * 2 - 1, 1, 0 },                      /* "a/b/..." 64 deep */
+    { 65 * 2 - 1, 1, EINVAL },                 /* 65 deep */
+    { 1000000, 200, ENAMETOOLONG },
+};
+
+START_TEST(path_check_limits)
+{
+    char *path = make_path(long_path_cases[_i].total_len, long_path_cases[_i].comp_len);
+    tf_error e = { 0 };
+    int rc = tf_path_check(path, long_path_cases[_i].total_len, &e);
+    if (long_path_cases[_i].errnum == 0) {
+        ck_assert_msg(rc == 0, "rejected a path of %zu bytes: %s", long_path_cases[_i].total_len,
+                      e.msg);
+    } else {
+        ck_assert_msg(rc == -1, "accepted a path of %zu bytes in components of %zu",
+                      long_path_cases[_i].total_len, long_path_cases[_i].comp_len);
+        ck_assert_int_eq(e.errnum, long_path_cases[_i].errnum);
+    }
+    free(path);
+}
+END_TEST
+
+/* ======================================================================== */
+/* Container                                                                */
+/* ======================================================================== */
+
+static char tmpdir[64];
+
+static void make_tmpdir(void)
+{
+    strcpy(tmpdir, "/tmp/trajfs-test-catalog-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    DIR *d = opendir(tmpdir);
+    if (!d)
+        return;
+    struct dirent *de;
+    char path[sizeof tmpdir + sizeof de->d_name + 1];
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", tmpdir, de->d_name);
+        if (unlink(path) < 0)
+            rmdir(path);
+    }
+    closedir(d);
+    rmdir(tmpdir);
+}
+
+/* A path inside the test's temporary directory (static: one at a time). */
+static const char *tmp_path(const char *name, char out[256])
+{
+    snprintf(out, 256, "%s/%s", tmpdir, name);
+    return out;
+}
+
+static void write_file(const char *path, const void *p, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, p, len), (ssize_t)len);
+    close(fd);
+}
+
+static uint8_t *read_whole_file(const char *path, size_t *len)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    *len = (size_t)st.st_size;
+    uint8_t *p = malloc(*len + 1);
+    ck_assert_ptr_nonnull(p);
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(read(fd, p, *len), (ssize_t)*len);
+    close(fd);
+    return p;
+}
+
+static uint64_t file_size_of(const char *path)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    return (uint64_t)st.st_size;
+}
+
+/* Opens read-only and checks where the last valid commit is. */
+static void expect_commit(const char *path, uint64_t seq, uint64_t end)
+{
+    tf_container c;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_container_open(&c, path, false, &e) == 0, "open: %s", e.msg);
+    ck_assert_msg(c.has_commit == (seq > 0), "has_commit %d, expected seq %llu", c.has_commit,
+                  (unsigned long long)seq);
+    if (seq)
+        ck_assert_uint_eq(c.last.seq, seq);
+    ck_assert_uint_eq(c.end, end);
+    ck_assert_uint_eq(c.file_size, file_size_of(path));
+    tf_container_close(&c);
+}
+
+START_TEST(create_and_open_empty)
+{
+    char path[256];
+    tmp_path("a.trajfs", path);
+    tf_error e = { 0 };
+    ck_assert_msg(tf_container_create(path, TF_CHUNK_SHIFT_DEFAULT, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(file_size_of(path), TF_SUPERBLOCK_SIZE);
+    tf_container c;
+    ck_assert_int_eq(tf_container_open(&c, path, false, &e), 0);
+    ck_assert(!c.has_commit);
+    ck_assert_uint_eq(c.end, TF_SUPERBLOCK_SIZE);
+    ck_assert_uint_eq(c.chunk_shift, TF_CHUNK_SHIFT_DEFAULT);
+    ck_assert(!c.writable);
+    tf_container_close(&c);
+    ck_assert_int_eq(c.fd, -1);
+}
+END_TEST
+
+START_TEST(create_refuses_an_existing_path)
+{
+    char path[256];
+    tmp_path("a.trajfs", path);
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_container_create(path, 12, &e), 0);
+    ck_assert_int_eq(tf_container_create(path, 12, &e), -1);
+    ck_assert_int_eq(e.errnum, EEXIST);
+    ck_assert_ptr_nonnull(strstr(e.msg, path));
+    expect_commit(path, 0, TF_SUPERBLOCK_SIZE); /* the first one is intact */
+}
+END_TEST
+
+START_TEST(create_checks_the_chunk_shift)
+{
+    static const struct { unsigned shift; int ok; } shifts[] = {
+        { 0, 0 }, { TF_CHUNK_SHIFT_MIN - 1, 0 }, { TF_CHUNK_SHIFT_MIN, 1 },
+        { TF_CHUNK_SHIFT_MAX, 1 }, { TF_CHUNK_SHIFT_MAX + 1, 0 }, { ~0u, 0 },
+    };
+    for (size_t k = 0; k < ARRAY_LEN(shifts); k++) {
+        char name[32], path[256];
+        snprintf(name, sizeof name, "shift-%zu", k);
+        tmp_path(name, path);
+        tf_error e = { 0 };
+        int rc = tf_container_create(path, shifts[k].shift, &e);
+        if (shifts[k].ok) {
+            ck_assert_msg(rc == 0, "shift %u: %s", shifts[k].shift, e.msg);
+            tf_container c;
+            ck_assert_int_eq(tf_container_open(&c, path, false, &e), 0);
+            ck_assert_uint_eq(c.chunk_shift, shifts[k].shift);
+            tf_container_close(&c);
+        } else {
+            ck_assert_msg(rc == -1, "accepted chunk shift %u", shifts[k].shift);
+            ck_assert_int_eq(e.errnum, EINVAL);
+            ck_assert_ptr_nonnull(strstr(e.msg, "chunk shift"));
+            ck_assert_int_eq(access(path, F_OK), -1); /* nothing created */
+        }
+    }
+}
+END_TEST
+
+START_TEST(open_rejects_what_is_not_an_archive)
+{
+    static const struct { const char *name; const char *contents; size_t len; } files[] = {
+        { "empty", "", 0 },
+        { "text", "just some text, long enough to hold a superblock\n", 50 },
+        { "short", "\x89TRAJFS\n", 8 },
+    };
+    for (size_t k = 0; k < ARRAY_LEN(files); k++) {
+        char path[256];
+        tmp_path(files[k].name, path);
+        write_file(path, files[k].contents, files[k].len);
+        tf_container c;
+        tf_error e = { 0 };
+        ck_assert_msg(tf_container_open(&c, path, false, &e) == -1, "opened %s", files[k].name);
+        ck_assert_ptr_nonnull(strstr(e.msg, "not a trajfs archive"));
+        ck_assert_ptr_nonnull(strstr(e.msg, path));
+    }
+    tf_container c;
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_container_open(&c, tmpdir, false, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "not a regular file"));
+    char path[256];
+    ck_assert_int_eq(tf_container_open(&c, tmp_path("missing", path), false, &e), -1);
+    ck_assert_int_eq(e.errnum, ENOENT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "missing"));
+}
+END_TEST
+
+/* Superblock edits: at offset, a 32-bit value; rehash to keep the checksum
+ * valid (so the field itself is what is rejected). */
+static const struct {
+    size_t offset;
+    uint32_t value;
+    int rehash;
+    const char *message;
+} superblock_cases[] = {
+    { 16, 1, 0, "superblock checksum mismatch" },   /* reserved bytes */
+    { 12, 12, 0, "superblock checksum mismatch" },  /* chunk shift */
+    { 24, 0, 0, "superblock checksum mismatch" },   /* the checksum itself */
+    { 8, 2, 1, "format version 2" },
+    { 12, 7, 1, "bad chunk shift 7" },
+    { 12, 25, 1, "bad chunk shift 25" },
+    { 0, 0x4a415254, 1, "not a trajfs archive" },   /* magic */
+};
+
+START_TEST(open_rejects_a_bad_superblock)
+{
+    char path[256];
+    tmp_path("a.trajfs", path);
+    ck_assert_int_eq(tf_container_create(path, 20, NULL), 0);
+    size_t len;
+    uint8_t *sb = read_whole_file(path, &len);
+    ck_assert_uint_eq(len, TF_SUPERBLOCK_SIZE);
+    tf_le32_put(sb + superblock_cases[_i].offset, superblock_cases[_i].value);
+    if (superblock_cases[_i].rehash)
+        tf_le64_put(sb + 24, tf_hash64(sb, 24));
+    write_file(path, sb, len);
+    tf_container c;
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_container_open(&c, path, false, &e), -1);
+    ck_assert_msg(strstr(e.msg, superblock_cases[_i].message), "message \"%s\" lacks \"%s\"",
+                  e.msg, superblock_cases[_i].message);
+    free(sb);
+}
+END_TEST
+
+/* ---- commits ------------------------------------------------------------- */
+
+#define COMMITS 3
+
+/* The catalog bytes of commit k (a real segment: one directory). */
+static void history_segment(int k, tf_buf *out)
+{
+    char name[16];
+    snprintf(name, sizeof name, "dir-%d", k);
+    tf_entry dir = { .kind = TF_ENTRY_DIR, .ino = 2 + (uint64_t)k, .path = name, .mode = 0755 };
+    tf_segment seg = { .nentries = 1, .entries = &dir };
+    out->len = 0;
+    ck_assert_int_eq(tf_segment_encode(&seg, out, NULL), 0);
+}
+
+/* Creates an archive of COMMITS commits, each appending some blob bytes
+ * first; ends[k] is the end of commit k (ends[0]: the superblock). */
+static void build_history(const char *path, uint64_t ends[COMMITS + 1])
+{
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_container_create(path, 16, &e), 0);
+    tf_container c;
+    ck_assert_msg(tf_container_open(&c, path, true, &e) == 0, "%s", e.msg);
+    ck_assert(c.writable);
+    ends[0] = c.end;
+    tf_buf seg = { 0 };
+    for (int k = 1; k <= COMMITS; k++) {
+        uint8_t blob[64];
+        memset(blob, 'A' + k, sizeof blob);
+        uint64_t off;
+        ck_assert_int_eq(tf_container_append(&c, blob, 10 + 17 * (size_t)k, &off, &e), 0);
+        ck_assert_uint_eq(off, ends[k - 1]);
+        ck_assert_uint_eq(c.end, ends[k - 1]); /* appended, not committed */
+        history_segment(k, &seg);
+        ck_assert_msg(tf_container_commit(&c, seg.data, seg.len, (uint64_t)k * 10, &e) == 0, "%s",
+                      e.msg);
+        ck_assert_uint_eq(c.last.seq, (uint64_t)k);
+        ck_assert_uint_eq(c.end, c.file_size);
+        ck_assert_uint_gt(c.end, off + 10 + 17 * (size_t)k + TF_TRAILER_SIZE);
+        ends[k] = c.end;
+    }
+    tf_buf_free(&seg);
+    tf_container_close(&c);
+}
+
+START_TEST(commits_survive_reopen)
+{
+    char path[256];
+    tmp_path("a.trajfs", path);
+    uint64_t ends[COMMITS + 1];
+    build_history(path, ends);
+    expect_commit(path, COMMITS, ends[COMMITS]);
+
+    /* Walk the trailers back and read every catalog. */
+    tf_container c;
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_container_open(&c, path, false, &e), 0);
+    ck_assert_uint_eq(c.last.nblobs, COMMITS * 10);
+    uint64_t off = c.end - TF_TRAILER_SIZE;
+    tf_buf got = { 0 }, want = { 0 };
+    for (int k = COMMITS; k >= 1; k--) {
+        tf_trailer t;
+        ck_assert_msg(tf_container_read_trailer(&c, off, &t, &e) == 0, "%s", e.msg);
+        ck_assert_uint_eq(t.seq, (uint64_t)k);
+        ck_assert_uint_eq(t.nblobs, (uint64_t)k * 10);
+        ck_assert_uint_eq(off + TF_TRAILER_SIZE, ends[k]);
+        ck_assert_int_eq(tf_container_read_catalog(&c, &t, &got, &e), 0);
+        history_segment(k, &want);
+        ck_assert_uint_eq(got.len, want.len);
+        ck_assert_mem_eq(got.data, want.data, want.len);
+        off = t.prev;
+    }
+    ck_assert_uint_eq(off, 0);
+    /* Not a trailer: inside the superblock, in blob bytes, past the end. */
+    tf_trailer t;
+    ck_assert_int_eq(tf_container_read_trailer(&c, 0, &t, &e), -1);
+    ck_assert_int_eq(tf_container_read_trailer(&c, ends[0], &t, &e), -1);
+    ck_assert_int_eq(tf_container_read_trailer(&c, c.end - TF_TRAILER_SIZE + 1, &t, &e), -1);
+    ck_assert_int_eq(tf_container_read_trailer(&c, UINT64_MAX, &t, &e), -1);
+    tf_buf_free(&got);
+    tf_buf_free(&want);
+    tf_container_close(&c);
+}
+END_TEST
+
+START_TEST(rollback_drops_uncommitted_bytes)
+{
+    char path[256];
+    tmp_path("a.trajfs", path);
+    uint64_t ends[COMMITS + 1];
+    build_history(path, ends);
+    tf_container c;
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_container_open(&c, path, true, &e), 0);
+    uint64_t off;
+    ck_assert_int_eq(tf_container_append(&c, "spare bytes", 11, &off, &e), 0);
+    ck_assert_uint_eq(file_size_of(path), ends[COMMITS] + 11);
+    tf_container_rollback(&c);
+    ck_assert_uint_eq(c.file_size, ends[COMMITS]);
+    ck_assert_uint_eq(file_size_of(path), ends[COMMITS]);
+    tf_container_close(&c);
+    expect_commit(path, COMMITS, ends[COMMITS]);
+}
+END_TEST
+
+START_TEST(every_torn_tail_falls_back_to_the_previous_commit)
+{
+    char path[256], cut[256];
+    tmp_path("a.trajfs", path);
+    tmp_path("cut.trajfs", cut);
+    uint64_t ends[COMMITS + 1];
+    build_history(path, ends);
+    size_t len;
+    uint8_t *bytes = read_whole_file(path, &len);
+    ck_assert_uint_eq(len, ends[COMMITS]);
+    /* A cut anywhere inside commit k leaves commit k - 1; a cut right at
+     * a commit's end leaves that commit. */
+    for (int k = 1; k <= COMMITS; k++)
+        for (uint64_t at = ends[k - 1]; at < ends[k]; at++) {
+            write_file(cut, bytes, (size_t)at);
+            expect_commit(cut, (uint64_t)k - 1, ends[k - 1]);
+        }
+    /* A cut inside the superblock is no archive at all. */
+    write_file(cut, bytes, TF_SUPERBLOCK_SIZE - 1);
+    tf_container c;
+    ck_assert_int_eq(tf_container_open(&c, cut, false, NULL), -1);
+    free(bytes);
+}
+END_TEST
+
+START_TEST(garbage_after_the_last_commit_is_ignored)
+{
+    char path[256];
+    tmp_path("a.trajfs", path);
+    uint64_t ends[COMMITS + 1];
+    build_history(path, ends);
+    size_t len;
+    uint8_t *bytes = read_whole_file(path, &len);
+    /* Random bytes, then a verbatim copy of the last commit's catalog and
+     * trailer: a trailer out of place does not count. */
+    size_t copy = 200, junk = 3000;
+    uint8_t *bad = malloc(len + junk + copy);
+    ck_assert_ptr_nonnull(bad);
+    memcpy(bad, bytes, len);
+    rng_state = 99;
+    for (size_t i = 0; i < junk; i++)
+        bad[len + i] = (uint8_t)rng_next();
+    memcpy(bad + len + junk, bytes + len - copy, copy);
+    write_file(path, bad, len + junk + copy);
+    expect_commit(path, COMMITS, ends[COMMITS]);
+    free(bad);
+    free(bytes);
+}
+END_TEST
+
+START_TEST(writable_open_cuts_the_torn_tail)
+{
+    char path[256];
+    tmp_path("a.trajfs", path);
+    uint64_t ends[COMMITS + 1];
+    build_history(path, ends);
+    /* Cut into the last commit: a crash while it was written. */
+    ck_assert_int_eq(truncate(path, (off_t)ends[COMMITS] - 5), 0);
+    tf_container c;
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_container_open(&c, path, false, &e), 0);
+    ck_assert_uint_eq(c.end, ends[COMMITS - 1]);
+    ck_assert_uint_eq(c.file_size, ends[COMMITS] - 5); /* read-only: left alone */
+    tf_container_close(&c);
+    ck_assert_uint_eq(file_size_of(path), ends[COMMITS] - 5);
+
+    ck_assert_int_eq(tf_container_open(&c, path, true, &e), 0);
+    ck_assert_uint_eq(c.end, ends[COMMITS - 1]);
+    ck_assert_uint_eq(c.file_size, ends[COMMITS - 1]);
+    ck_assert_uint_eq(file_size_of(path), ends[COMMITS - 1]);
+    /* The next commit follows the last good one and links to it. */
+    tf_buf seg = { 0 };
+    history_segment(9, &seg);
+    ck_assert_int_eq(tf_container_commit(&c, seg.data, seg.len, 99, &e), 0);
+    ck_assert_uint_eq(c.last.seq, COMMITS);
+    ck_assert_uint_eq(c.last.prev, ends[COMMITS - 1] - TF_TRAILER_SIZE);
+    ck_assert_uint_eq(c.last.catalog_off, ends[COMMITS - 1]);
+    uint64_t end = c.end;
+    tf_container_close(&c);
+    expect_commit(path, COMMITS, end);
+    tf_buf_free(&seg);
+}
+END_TEST
+
+START_TEST(second_writer_is_refused)
+{
+    char path[256];
+    tmp_path("a.trajfs", path);
+    ck_assert_int_eq(tf_container_create(path, 20, NULL), 0);
+    tf_container first, second, reader;
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_container_open(&first, path, true, &e), 0);
+    ck_assert_int_eq(tf_container_open(&second, path, true, &e), -1);
+    ck_assert_int_eq(e.errnum, EBUSY);
+    ck_assert_ptr_nonnull(strstr(e.msg, "another writer"));
+    ck_assert_ptr_nonnull(strstr(e.msg, path));
+    /* Readers take no lock. */
+    ck_assert_int_eq(tf_container_open(&reader, path, false, &e), 0);
+    tf_container_close(&reader);
+    tf_container_close(&first);
+    ck_assert_msg(tf_container_open(&second, path, true, &e) == 0, "after close: %s", e.msg);
+    tf_container_close(&second);
+}
+END_TEST
+
+/* A trailer whose checksum is right but whose catalog lies after it: the
+ * offsets must not wrap around to look consistent. */
+START_TEST(trailer_pointing_past_itself_is_invalid)
+{
+    char path[256];
+    tmp_path("a.trajfs", path);
+    uint64_t ends[COMMITS + 1];
+    build_history(path, ends);
+    uint64_t at = ends[COMMITS];
+    static const uint64_t catalog_lens[] = { UINT64_MAX, (uint64_t)1 << 36, 100 };
+    for (size_t k = 0; k < ARRAY_LEN(catalog_lens); k++) {
+        ck_assert_int_eq(truncate(path, (off_t)at), 0);
+        uint64_t len = catalog_lens[k] > at ? catalog_lens[k] : at + 1;
+        tf_trailer fake = { .seq = COMMITS + 1, .catalog_off = at - len /* wraps */,
+                            .catalog_len = len, .prev = at - TF_TRAILER_SIZE };
+        uint8_t p[TF_TRAILER_SIZE];
+        memcpy(p, "\x89TRJEND\n", 8);
+        tf_le64_put(p + 8, fake.seq);
+        tf_le64_put(p + 16, fake.catalog_off);
+        tf_le64_put(p + 24, fake.catalog_len);
+        tf_le64_put(p + 32, fake.catalog_hash);
+        tf_le64_put(p + 40, fake.prev);
+        tf_le64_put(p + 48, fake.nblobs);
+        tf_le64_put(p + 56, tf_hash64(p, 56));
+        int fd = open(path, O_WRONLY | O_APPEND);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, p, sizeof p), (ssize_t)sizeof p);
+        close(fd);
+        expect_commit(path, COMMITS, at);
+        tf_container c;
+        tf_trailer t;
+        tf_error e = { 0 };
+        ck_assert_int_eq(tf_container_open(&c, path, false, &e), 0);
+        ck_assert_msg(tf_container_read_trailer(&c, at, &t, &e) == -1,
+                      "accepted a trailer at %llu whose catalog starts at %llu",
+                      (unsigned long long)at, (unsigned long long)fake.catalog_off);
+        tf_container_close(&c);
+    }
+}
+END_TEST
+
+/* ======================================================================== */
+
+static Suite *catalog_suite(void)
+{
+    Suite *s = suite_create("catalog");
+    TCase *seg = tcase_create("segment");
+    tcase_set_timeout(seg, 120);
+    tcase_add_test(seg, segment_round_trip);
+    tcase_add_test(seg, segment_empty_round_trip);
+    tcase_add_test(seg, chunk_count_rounds_up);
+    tcase_add_loop_test(seg, decode_rejects_inconsistent_segment, 0, ARRAY_LEN(bad_segments));
+    tcase_add_loop_test(seg, decode_accepts_boundaries, 0, ARRAY_LEN(good_mutations));
+    tcase_add_test(seg, decode_rejects_every_truncation);
+    tcase_add_loop_test(seg, decode_rejects_crafted_segment, 0, ARRAY_LEN(crafted_segments));
+    tcase_add_test(seg, decode_survives_random_mutations);
+    suite_add_tcase(s, seg);
+
+    TCase *paths = tcase_create("paths");
+    tcase_add_loop_test(paths, path_check_cases, 0, ARRAY_LEN(path_cases));
+    tcase_add_loop_test(paths, path_check_limits, 0, ARRAY_LEN(long_path_cases));
+    suite_add_tcase(s, paths);
+
+    TCase *cont = tcase_create("container");
+    tcase_set_timeout(cont, 120);
+    tcase_add_checked_fixture(cont, make_tmpdir, remove_tmpdir);
+    tcase_add_test(cont, create_and_open_empty);
+    tcase_add_test(cont, create_refuses_an_existing_path);
+    tcase_add_test(cont, create_checks_the_chunk_shift);
+    tcase_add_test(cont, open_rejects_what_is_not_an_archive);
+    tcase_add_loop_test(cont, open_rejects_a_bad_superblock, 0, ARRAY_LEN(superblock_cases));
+    tcase_add_test(cont, commits_survive_reopen);
+    tcase_add_test(cont, rollback_drops_uncommitted_bytes);
+    tcase_add_test(cont, every_torn_tail_falls_back_to_the_previous_commit);
+    tcase_add_test(cont, garbage_after_the_last_commit_is_ignored);
+    tcase_add_test(cont, writable_open_cuts_the_torn_tail);
+    tcase_add_test(cont, second_writer_is_refused);
+    tcase_add_test(cont, trailer_pointing_past_itself_is_invalid);
+    suite_add_tcase(s, cont);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(catalog_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,805 @@
+/* The common layer and the small store helpers: byte buffers and readers,
+ * varints, error messages, content ids, the id map, natural sort, series
+ * keys and the byte-bounded LRU cache. */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/hash.h"
+#include "common/idmap.h"
+#include "store/cache.h"
+#include "store/natsort.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* ---- tf_buf -------------------------------------------------------------- */
+
+START_TEST(buf_grows_byte_by_byte_and_keeps_contents)
+{
+    tf_buf b = { 0 };
+    const size_t n = 100000;
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(tf_buf_u8(&b, (uint8_t)(i * 7)), 0);
+    ck_assert_uint_eq(b.len, n);
+    ck_assert_uint_ge(b.cap, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_uint_eq(b.data[i], (uint8_t)(i * 7));
+    tf_buf_free(&b);
+    ck_assert_ptr_null(b.data);
+    ck_assert_uint_eq(b.len, 0);
+    ck_assert_uint_eq(b.cap, 0);
+}
+END_TEST
+
+START_TEST(buf_reserve_then_commit_appends)
+{
+    tf_buf b = { 0 };
+    ck_assert_int_eq(tf_buf_put(&b, "ab", 2), 0);
+    uint8_t *p = tf_buf_reserve(&b, 5000);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_eq(p, b.data + 2);
+    ck_assert_uint_eq(b.len, 2); /* reserving does not change the length */
+    memset(p, 'x', 5000);
+    tf_buf_commit(&b, 5000);
+    ck_assert_uint_eq(b.len, 5002);
+    ck_assert_int_eq(memcmp(b.data, "abxxx", 5), 0);
+    ck_assert_uint_eq(b.data[5001], 'x');
+    /* A size that cannot be added to the length fails cleanly. */
+    ck_assert_ptr_null(tf_buf_reserve(&b, SIZE_MAX));
+    ck_assert_uint_eq(b.len, 5002);
+    /* Putting nothing from NULL is allowed. */
+    ck_assert_int_eq(tf_buf_put(&b, NULL, 0), 0);
+    ck_assert_uint_eq(b.len, 5002);
+    tf_buf_free(&b);
+}
+END_TEST
+
+START_TEST(buf_empty_writes_on_a_fresh_buffer)
+{
+    /* Zero bytes into a buffer that has never held any (an empty chunk,
+     * an empty string) is a success, not "out of memory". */
+    tf_buf b = { 0 };
+    ck_assert_ptr_nonnull(tf_buf_reserve(&b, 0));
+    tf_buf_free(&b);
+    ck_assert_int_eq(tf_buf_put(&b, "", 0), 0);
+    ck_assert_uint_eq(b.len, 0);
+    tf_buf_free(&b);
+}
+END_TEST
+
+START_TEST(buf_integers_are_little_endian)
+{
+    tf_buf b = { 0 };
+    ck_assert_int_eq(tf_buf_u8(&b, 0xab), 0);
+    ck_assert_int_eq(tf_buf_u32(&b, 0x12345678u), 0);
+    ck_assert_int_eq(tf_buf_u64(&b, 0x0102030405060708ull), 0);
+    static const uint8_t want[] = { 0xab, 0x78, 0x56, 0x34, 0x12, 0x08, 0x07,
+                                    0x06, 0x05, 0x04, 0x03, 0x02, 0x01 };
+    ck_assert_uint_eq(b.len, sizeof want);
+    ck_assert_mem_eq(b.data, want, sizeof want);
+    ck_assert_uint_eq(tf_le32_get(want + 1), 0x12345678u);
+    ck_assert_uint_eq(tf_le64_get(want + 5), 0x0102030405060708ull);
+
+    uint8_t p[8];
+    tf_le32_put(p, 0xdeadbeefu);
+    ck_assert_uint_eq(p[0], 0xef);
+    ck_assert_uint_eq(p[3], 0xde);
+    ck_assert_uint_eq(tf_le32_get(p), 0xdeadbeefu);
+    tf_le64_put(p, UINT64_MAX - 1);
+    ck_assert_uint_eq(p[0], 0xfe);
+    ck_assert_uint_eq(tf_le64_get(p), UINT64_MAX - 1);
+
+    tf_reader r = tf_reader_make(b.data, b.len);
+    ck_assert_uint_eq(tf_read_u8(&r), 0xab);
+    ck_assert_uint_eq(tf_read_u32(&r), 0x12345678u);
+    ck_assert_uint_eq(tf_read_u64(&r), 0x0102030405060708ull);
+    ck_assert(!r.bad);
+    ck_assert_uint_eq(tf_reader_left(&r), 0);
+    tf_buf_free(&b);
+}
+END_TEST
+
+/* ---- varints ------------------------------------------------------------- */
+
+static const struct {
+    uint64_t value;
+    size_t encoded_len;
+} varint_cases[] = {
+    { 0, 1 },
+    { 1, 1 },
+    { 127, 1 },
+    { 128, 2 },
+    { 300, 2 },
+    { 16383, 2 },
+    { 16384, 3 },
+    { (uint64_t)1 << 62, 9 },
+    { (uint64_t)1 << 63, 10 },
+    { UINT64_MAX - 1, 10 },
+    { UINT64_MAX, 10 },
+};
+
+START_TEST(varint_round_trip)
+{
+    uint64_t v = varint_cases[_i].value;
+    tf_buf b = { 0 };
+    ck_assert_int_eq(tf_buf_varint(&b, v), 0);
+    ck_assert_uint_eq(b.len, varint_cases[_i].encoded_len);
+    /* Every byte but the last carries the continuation bit. */
+    for (size_t k = 0; k < b.len; k++)
+        ck_assert_uint_eq(b.data[k] >> 7, k + 1 < b.len);
+    tf_reader r = tf_reader_make(b.data, b.len);
+    ck_assert_uint_eq(tf_read_varint(&r), v);
+    ck_assert(!r.bad);
+    ck_assert_uint_eq(tf_reader_left(&r), 0);
+    tf_buf_free(&b);
+}
+END_TEST
+
+START_TEST(varint_known_encoding)
+{
+    tf_buf b = { 0 };
+    ck_assert_int_eq(tf_buf_varint(&b, 300), 0);
+    static const uint8_t want[] = { 0xac, 0x02 };
+    ck_assert_mem_eq(b.data, want, sizeof want);
+    tf_buf_free(&b);
+}
+END_TEST
+
+static const struct {
+    const char *why;
+    uint8_t bytes[12];
+    size_t len;
+} bad_varints[] = {
+    { "empty", { 0 }, 0 },
+    { "truncated after a continuation byte", { 0x80 }, 1 },
+    { "truncated in the middle", { 0xff, 0xff, 0xff }, 3 },
+    { "eleven bytes", { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00 }, 11 },
+    { "ten bytes, the last continues", { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x81 }, 10 },
+    { "overflows 64 bits (bit 64 set)", { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02 }, 10 },
+    { "overflows 64 bits (all bits)", { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f }, 10 },
+};
+
+START_TEST(varint_rejects_malformed)
+{
+    /* An exactly sized copy so an over-read shows up under ASan. */
+    size_t len = bad_varints[_i].len;
+    uint8_t *p = malloc(len ? len : 1);
+    ck_assert_ptr_nonnull(p);
+    memcpy(p, bad_varints[_i].bytes, len);
+    tf_reader r = tf_reader_make(p, len);
+    uint64_t v = tf_read_varint(&r);
+    ck_assert_msg(r.bad, "accepted a varint that is %s", bad_varints[_i].why);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_uint_eq(tf_reader_left(&r), 0);
+    free(p);
+}
+END_TEST
+
+START_TEST(varint_ten_bytes_at_the_limit_is_accepted)
+{
+    static const uint8_t max[] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
+    tf_reader r = tf_reader_make(max, sizeof max);
+    ck_assert_uint_eq(tf_read_varint(&r), UINT64_MAX);
+    ck_assert(!r.bad);
+}
+END_TEST
+
+START_TEST(reader_overrun_sets_bad_and_reads_zeros)
+{
+    static const uint8_t bytes[] = { 1, 2, 3, 4, 5 };
+    tf_reader r = tf_reader_make(bytes, sizeof bytes);
+    ck_assert_uint_eq(tf_read_u8(&r), 1);
+    ck_assert_uint_eq(tf_reader_left(&r), 4);
+    ck_assert_uint_eq(tf_read_u64(&r), 0); /* 8 > 4 bytes left */
+    ck_assert(r.bad);
+    ck_assert_uint_eq(tf_reader_left(&r), 0);
+    /* Sticky: later reads fail although bytes are left. */
+    ck_assert_uint_eq(tf_read_u8(&r), 0);
+    ck_assert_uint_eq(tf_read_u32(&r), 0);
+    ck_assert_ptr_null(tf_read_bytes(&r, 0));
+    ck_assert_uint_eq(tf_read_varint(&r), 0);
+    ck_assert(r.bad);
+
+    tf_reader s = tf_reader_make(bytes, sizeof bytes);
+    ck_assert_ptr_null(tf_read_bytes(&s, SIZE_MAX));
+    ck_assert(s.bad);
+
+    tf_reader t = tf_reader_make(bytes, sizeof bytes);
+    const uint8_t *p = tf_read_bytes(&t, sizeof bytes);
+    ck_assert_ptr_eq(p, bytes);
+    ck_assert(!t.bad);
+    ck_assert_ptr_nonnull(tf_read_bytes(&t, 0));
+    ck_assert_uint_eq(tf_read_u32(&t), 0);
+    ck_assert(t.bad);
+}
+END_TEST
+
+/* ---- tf_error ------------------------------------------------------------ */
+
+START_TEST(error_fail_formats_and_returns_minus_one)
+{
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_fail(&e, ENOENT, "no such %s %d", "thing", 42), -1);
+    ck_assert_str_eq(e.msg, "no such thing 42");
+    ck_assert_int_eq(e.errnum, ENOENT);
+    ck_assert_int_eq(tf_fail(NULL, EIO, "ignored"), -1);
+    tf_error_prefix(NULL, "ignored too");
+}
+END_TEST
+
+START_TEST(error_prefix_prepends_and_keeps_errnum)
+{
+    tf_error e = { 0 };
+    tf_fail(&e, EIO, "checksum mismatch");
+    tf_error_prefix(&e, "%s", "archive.tj");
+    ck_assert_str_eq(e.msg, "archive.tj: checksum mismatch");
+    tf_error_prefix(&e, "open %d", 2);
+    ck_assert_str_eq(e.msg, "open 2: archive.tj: checksum mismatch");
+    ck_assert_int_eq(e.errnum, EIO);
+}
+END_TEST
+
+static char *repeat_char(char c, size_t n)
+{
+    char *s = malloc(n + 1);
+    ck_assert_ptr_nonnull(s);
+    memset(s, c, n);
+    s[n] = '\0';
+    return s;
+}
+
+/* prefix length, old message length: every combination must leave a
+ * NUL-terminated message of at most sizeof msg - 1 bytes that starts with
+ * the prefix. */
+static const struct {
+    size_t prefix_len, old_len;
+} long_prefix_cases[] = {
+    { 10, 600 }, { 600, 10 }, { 600, 600 }, { 508, 5 }, { 509, 5 },
+    { 510, 5 }, { 511, 5 }, { 512, 5 }, { 0, 511 }, { 300, 300 },
+};
+
+START_TEST(error_prefix_truncates_long_messages)
+{
+    const size_t max = sizeof ((tf_error *)0)->msg - 1;
+    size_t plen = long_prefix_cases[_i].prefix_len, olen = long_prefix_cases[_i].old_len;
+    char *prefix = repeat_char('p', plen), *old = repeat_char('o', olen);
+    tf_error e;
+    memset(&e, 0x55, sizeof e);
+    tf_fail(&e, ENOSPC, "%s", old);
+    ck_assert_uint_eq(strlen(e.msg), olen < max ? olen : max);
+    tf_error_prefix(&e, "%s", prefix);
+    size_t len = strnlen(e.msg, sizeof e.msg);
+    ck_assert_uint_lt(len, sizeof e.msg);
+    size_t want_prefix = plen < max ? plen : max;
+    ck_assert_int_eq(strncmp(e.msg, prefix, want_prefix), 0);
+    if (want_prefix + 2 < sizeof e.msg) {
+        /* The separator follows, then as much of the old message as fits. */
+        ck_assert_int_eq(memcmp(e.msg + want_prefix, ": ", 2), 0);
+        size_t kept = len - want_prefix - 2;
+        ck_assert_uint_eq(kept, olen < max - want_prefix - 2 ? olen : max - want_prefix - 2);
+        ck_assert_int_eq(strncmp(e.msg + want_prefix + 2, old, kept), 0);
+    } else {
+        ck_assert_uint_eq(len, want_prefix);
+    }
+    ck_assert_int_eq(e.errnum, ENOSPC);
+    free(prefix);
+    free(old);
+}
+END_TEST
+
+/* ---- content ids --------------------------------------------------------- */
+
+START_TEST(hash_known_values_and_hex)
+{
+    /* Reference values of XXH3-64 and XXH3-128 (seed 0) of no bytes. */
+    ck_assert_uint_eq(tf_hash64("", 0), 0x2d06800538d394c2ull);
+    tf_blob_id id = tf_blob_id_of("", 0);
+    char hex[33];
+    tf_blob_id_hex(&id, hex);
+    ck_assert_str_eq(hex, "99aa06d3014798d86001c324468d497f");
+
+    tf_blob_id a = tf_blob_id_of("trajfs", 6), b = tf_blob_id_of("trajfs", 6);
+    tf_blob_id c = tf_blob_id_of("trajfS", 6);
+    ck_assert(tf_blob_id_eq(&a, &b));
+    ck_assert(!tf_blob_id_eq(&a, &c));
+    tf_blob_id_hex(&a, hex);
+    ck_assert_uint_eq(strlen(hex), 32);
+    ck_assert_uint_eq(strspn(hex, "0123456789abcdef"), 32);
+}
+END_TEST
+
+/* ---- tf_idmap ------------------------------------------------------------ */
+
+static tf_blob_id id_of_number(uint64_t n)
+{
+    return tf_blob_id_of(&n, sizeof n);
+}
+
+START_TEST(idmap_many_ids)
+{
+    tf_idmap m = { 0 };
+    const uint64_t n = 100000;
+    uint64_t v;
+    ck_assert_int_eq(tf_idmap_get(&m, &(tf_blob_id){ { 0 } }, &v), 0); /* empty map */
+    for (uint64_t i = 0; i < n; i++) {
+        tf_blob_id id = id_of_number(i);
+        ck_assert_int_eq(tf_idmap_put(&m, &id, i * 3), 0);
+    }
+    ck_assert_uint_eq(m.count, n);
+    ck_assert_uint_ge(m.cap, 2 * n); /* load factor at most 1/2 */
+    for (uint64_t i = 0; i < n; i++) {
+        tf_blob_id id = id_of_number(i);
+        v = UINT64_MAX;
+        ck_assert_int_eq(tf_idmap_get(&m, &id, &v), 1);
+        ck_assert_uint_eq(v, i * 3);
+    }
+    for (uint64_t i = n; i < n + 1000; i++) {
+        tf_blob_id id = id_of_number(i);
+        ck_assert_int_eq(tf_idmap_get(&m, &id, &v), 0);
+    }
+    tf_idmap_free(&m);
+    ck_assert_uint_eq(m.cap, 0);
+    ck_assert_uint_eq(m.count, 0);
+}
+END_TEST
+
+START_TEST(idmap_duplicate_put_keeps_first_value)
+{
+    tf_idmap m = { 0 };
+    tf_blob_id id = id_of_number(7);
+    uint64_t v;
+    ck_assert_int_eq(tf_idmap_put(&m, &id, 0), 0); /* value 0 is a real value */
+    ck_assert_int_eq(tf_idmap_put(&m, &id, 99), 0);
+    ck_assert_uint_eq(m.count, 1);
+    ck_assert_int_eq(tf_idmap_get(&m, &id, &v), 1);
+    ck_assert_uint_eq(v, 0);
+    tf_idmap_free(&m);
+}
+END_TEST
+
+START_TEST(idmap_ids_sharing_a_slot_stay_apart)
+{
+    /* Same first 8 bytes (same home slot), different tails: probing. */
+    tf_idmap m = { 0 };
+    tf_blob_id ids[600];
+    for (unsigned i = 0; i < ARRAY_LEN(ids); i++) {
+        memset(ids[i].b, 0xaa, sizeof ids[i].b);
+        memcpy(ids[i].b + 8, &i, sizeof i);
+        ck_assert_int_eq(tf_idmap_put(&m, &ids[i], 1000 + i), 0);
+    }
+    for (unsigned i = 0; i < ARRAY_LEN(ids); i++) {
+        uint64_t v;
+        ck_assert_int_eq(tf_idmap_get(&m, &ids[i], &v), 1);
+        ck_assert_uint_eq(v, 1000 + i);
+    }
+    tf_idmap_free(&m);
+}
+END_TEST
+
+/* ---- natural sort -------------------------------------------------------- */
+
+static int sign_of(int v)
+{
+    return (v > 0) - (v < 0);
+}
+
+static const struct {
+    const char *a, *b;
+    int order; /* sign of tf_natcmp(a, b) */
+} natcmp_cases[] = {
+    { "step-900", "step-1000", -1 },
+    { "run/step-900/model.safetensors", "run/step-1000/model.safetensors", -1 },
+    { "step-9.safetensors", "step-10.safetensors", -1 },
+    { "step-0099", "step-100", -1 },    /* leading zeros do not add value */
+    { "step-010", "step-9", 1 },
+    { "a1", "a01", -1 },                /* same value: fewer zeros first */
+    { "a0", "a00", -1 },
+    { "a007", "a007", 0 },
+    { "x2y10", "x2y9", 1 },            /* every digit run compares */
+    { "abc", "abd", -1 },               /* plain text compares bytewise */
+    { "file", "file1", -1 },            /* a prefix sorts first */
+    { "file.txt", "file1.txt", -1 },    /* '.' < '1' */
+    { "a1b", "a1c", -1 },
+    { "B", "a", -1 },
+    { "step-100", "step-100", 0 },
+    { "", "", 0 },
+    { "", "a", -1 },
+    { "n18446744073709551616", "n18446744073709551615", 1 }, /* beyond 64 bits */
+    { "n99999999999999999999999", "n100000000000000000000000", -1 },
+};
+
+START_TEST(natcmp_orders_pairs)
+{
+    const char *a = natcmp_cases[_i].a, *b = natcmp_cases[_i].b;
+    int want = natcmp_cases[_i].order;
+    ck_assert_msg(sign_of(tf_natcmp(a, b)) == want, "tf_natcmp(\"%s\", \"%s\") is %d, want %d",
+                  a, b, tf_natcmp(a, b), want);
+    ck_assert_msg(sign_of(tf_natcmp(b, a)) == -want, "tf_natcmp(\"%s\", \"%s\") not antisymmetric",
+                  b, a);
+}
+END_TEST
+
+static int natcmp_qsort(const void *a, const void *b)
+{
+    return tf_natcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+START_TEST(natcmp_sorts_a_trajectory)
+{
+    static const char *const sorted[] = {
+        "ckpt/step-1", "ckpt/step-2", "ckpt/step-10", "ckpt/step-20",
+        "ckpt/step-100", "ckpt/step-1000", "ckpt/step-1000a", "ckpt/step-10000",
+    };
+    const char *v[ARRAY_LEN(sorted)];
+    /* Reverse then sort. */
+    for (size_t i = 0; i < ARRAY_LEN(sorted); i++)
+        v[i] = sorted[ARRAY_LEN(sorted) - 1 - i];
+    qsort(v, ARRAY_LEN(v), sizeof v[0], natcmp_qsort);
+    for (size_t i = 0; i < ARRAY_LEN(sorted); i++)
+        ck_assert_str_eq(v[i], sorted[i]);
+}
+END_TEST
+
+/* ---- series keys --------------------------------------------------------- */
+
+static const struct {
+    const char *path, *key;
+} series_key_cases[] = {
+    { "run/step-900/model.safetensors", "run/step-#/model.safetensors" },
+    { "step-25.optim.safetensors", "step-#.optim.safetensors" },
+    { "step-25.safetensors", "step-#.safetensors" },
+    { "model-00001-of-00004.safetensors", "model-#-of-#.safetensors" },
+    { "no digits", "no digits" },
+    { "123", "#" },
+    { "", "" },
+};
+
+START_TEST(series_key_replaces_digit_runs)
+{
+    char out[256];
+    tf_series_key(series_key_cases[_i].path, out, sizeof out);
+    ck_assert_str_eq(out, series_key_cases[_i].key);
+}
+END_TEST
+
+static const struct {
+    const char *a, *b;
+    int same_series;
+} series_pair_cases[] = {
+    { "run/step-900/model.safetensors", "run/step-1000/model.safetensors", 1 },
+    { "step-25.optim.safetensors", "step-50.optim.safetensors", 1 },
+    { "step-25.optim.safetensors", "step-25.safetensors", 0 },
+    { "run-a/step-1/model.safetensors", "run-b/step-1/model.safetensors", 0 },
+    { "run/step-1/model.safetensors", "run/step-1/optimizer.safetensors", 0 },
+};
+
+START_TEST(series_key_groups_checkpoints)
+{
+    char ka[256], kb[256];
+    tf_series_key(series_pair_cases[_i].a, ka, sizeof ka);
+    tf_series_key(series_pair_cases[_i].b, kb, sizeof kb);
+    ck_assert_msg((strcmp(ka, kb) == 0) == series_pair_cases[_i].same_series,
+                  "\"%s\" and \"%s\": keys \"%s\" and \"%s\"", series_pair_cases[_i].a,
+                  series_pair_cases[_i].b, ka, kb);
+}
+END_TEST
+
+START_TEST(series_key_truncates_to_the_buffer)
+{
+    char out[8];
+    memset(out, '@', sizeof out);
+    tf_series_key("run/step-900/model", out, 5);
+    ck_assert_str_eq(out, "run/");
+    ck_assert_uint_eq(out[5], '@'); /* nothing written past outsz */
+
+    tf_series_key("12345", out, 1);
+    ck_assert_str_eq(out, "");
+
+    memset(out, '@', sizeof out);
+    tf_series_key("abc", out, 0);
+    ck_assert_uint_eq(out[0], '@');
+}
+END_TEST
+
+/* ---- cache --------------------------------------------------------------- */
+
+static uint8_t *filled(size_t len, uint8_t byte)
+{
+    uint8_t *p = malloc(len ? len : 1);
+    ck_assert_ptr_nonnull(p);
+    memset(p, byte, len);
+    return p;
+}
+
+/* Claims key (it must be absent) and fills it with len bytes of
+ * (uint8_t)key; returns it still held. */
+static tf_cache_item *cache_put_held(tf_cache *c, uint64_t key, size_t len)
+{
+    bool claimed = false;
+    tf_cache_item *it = tf_cache_acquire(c, key, &claimed);
+    ck_assert_ptr_nonnull(it);
+    ck_assert_msg(claimed, "key %llu was already cached", (unsigned long long)key);
+    ck_assert_ptr_null(it->data);
+    tf_cache_fill(c, it, filled(len, (uint8_t)key), len);
+    ck_assert_uint_eq(it->len, len);
+    return it;
+}
+
+static void cache_put_released(tf_cache *c, uint64_t key, size_t len)
+{
+    tf_cache_release(c, cache_put_held(c, key, len));
+}
+
+/* 1 when key is cached (checking its bytes; this touches it, moving it to
+ * the front), else 0 (the claim a miss gets is abandoned). Adds its length
+ * to *bytes. */
+static int cache_has(tf_cache *c, uint64_t key, size_t *bytes)
+{
+    bool claimed = true;
+    tf_cache_item *it = tf_cache_acquire(c, key, &claimed);
+    ck_assert_ptr_nonnull(it);
+    if (claimed) {
+        tf_cache_abandon(c, it);
+        return 0;
+    }
+    ck_assert_uint_eq(it->key, key);
+    for (size_t i = 0; i < it->len; i++)
+        ck_assert_uint_eq(it->data[i], (uint8_t)key);
+    if (bytes)
+        *bytes += it->len;
+    tf_cache_release(c, it);
+    return 1;
+}
+
+START_TEST(cache_evicts_least_recently_used)
+{
+    tf_cache *c = tf_cache_new(300);
+    ck_assert_ptr_nonnull(c);
+    for (uint64_t k = 1; k <= 3; k++)
+        cache_put_released(c, k, 100);
+    ck_assert(cache_has(c, 1, NULL)); /* 1 is now the most recent; 2 the least */
+    cache_put_released(c, 4, 100);
+    ck_assert(!cache_has(c, 2, NULL));
+    /* Order now, most recent first: 4 1 3. Checking touches, so check the
+     * ones that must survive the next put after it. */
+    cache_put_released(c, 5, 100); /* evicts 3 */
+    ck_assert(!cache_has(c, 3, NULL));
+    ck_assert(cache_has(c, 1, NULL));
+    ck_assert(cache_has(c, 4, NULL));
+    ck_assert(cache_has(c, 5, NULL));
+    cache_put_released(c, 6, 200); /* evicts 1 and 4, the two oldest */
+    ck_assert(!cache_has(c, 1, NULL));
+    ck_assert(!cache_has(c, 4, NULL));
+    ck_assert(cache_has(c, 5, NULL));
+    ck_assert(cache_has(c, 6, NULL));
+    tf_cache_free(c);
+}
+END_TEST
+
+START_TEST(cache_respects_the_byte_bound)
+{
+    const size_t max = 10000;
+    const uint64_t n = 5000; /* more items than the initial hash buckets */
+    tf_cache *c = tf_cache_new(max);
+    rng_state = 1;
+    for (uint64_t k = 0; k < n; k++)
+        cache_put_released(c, k, 1 + rng_next() % 300);
+    size_t bytes = 0;
+    unsigned present = 0;
+    for (uint64_t k = 0; k < n; k++)
+        present += (unsigned)cache_has(c, k, &bytes);
+    ck_assert_uint_le(bytes, max);
+    ck_assert_uint_gt(bytes, max - 300); /* evicts no more than it must */
+    ck_assert_uint_gt(present, 0);
+    ck_assert(cache_has(c, n - 1, NULL)); /* the newest survived */
+    /* Larger than the whole cache: usable while held, gone once released,
+     * having pushed everything else out. */
+    tf_cache_item *big = cache_put_held(c, n, max + 1);
+    ck_assert(cache_has(c, n, NULL));
+    ck_assert(!cache_has(c, n - 1, NULL));
+    tf_cache_release(c, big);
+    ck_assert(!cache_has(c, n, NULL));
+    /* Exactly the whole cache fits, alone. */
+    cache_put_released(c, n + 1, max);
+    bytes = 0;
+    for (uint64_t k = 0; k < n + 2; k++)
+        cache_has(c, k, &bytes);
+    ck_assert_uint_eq(bytes, max);
+    tf_cache_free(c);
+}
+END_TEST
+
+START_TEST(cache_keeps_many_small_items)
+{
+    const uint64_t n = 5000; /* forces the bucket table to grow */
+    tf_cache *c = tf_cache_new(1 << 20);
+    for (uint64_t k = 0; k < n; k++)
+        cache_put_released(c, k * 0x100000001ull, 1);
+    for (uint64_t k = 0; k < n; k++)
+        ck_assert(cache_has(c, k * 0x100000001ull, NULL));
+    tf_cache_free(c);
+}
+END_TEST
+
+START_TEST(cache_never_evicts_held_items)
+{
+    tf_cache *c = tf_cache_new(100);
+    tf_cache_item *held = cache_put_held(c, 1, 100);
+    /* The bound would need 1 gone; it is held, so it stays and the bound
+     * is exceeded only by what is held. */
+    tf_cache_item *other = cache_put_held(c, 2, 60);
+    for (uint64_t k = 3; k < 50; k++)
+        cache_put_released(c, k, 50);
+    ck_assert_uint_eq(held->len, 100);
+    for (size_t i = 0; i < held->len; i++)
+        ck_assert_uint_eq(held->data[i], 1);
+    ck_assert(cache_has(c, 1, NULL));
+    ck_assert(cache_has(c, 2, NULL));
+    tf_cache_release(c, other);
+    tf_cache_release(c, held);
+    /* Nothing held: back within the bound. */
+    size_t bytes = 0;
+    for (uint64_t k = 1; k < 50; k++)
+        cache_has(c, k, &bytes);
+    ck_assert_uint_le(bytes, 100);
+    tf_cache_free(c);
+}
+END_TEST
+
+START_TEST(cache_acquire_of_a_cached_key_returns_the_item)
+{
+    tf_cache *c = tf_cache_new(1000);
+    tf_cache_item *first = cache_put_held(c, 9, 10);
+    bool claimed = true;
+    tf_cache_item *second = tf_cache_acquire(c, 9, &claimed);
+    ck_assert_ptr_eq(second, first);
+    ck_assert(!claimed);
+    ck_assert_uint_eq(second->len, 10);
+    tf_cache_release(c, second);
+    tf_cache_release(c, first);
+    size_t bytes = 0;
+    ck_assert(cache_has(c, 9, &bytes));
+    ck_assert_uint_eq(bytes, 10);
+    tf_cache_free(c);
+}
+END_TEST
+
+/* A second thread asking for a key the main thread has claimed. */
+typedef struct {
+    tf_cache *c;
+    uint64_t key;
+    tf_cache_item *got;
+    bool claimed;
+} waiter;
+
+static void *wait_for_key(void *arg)
+{
+    waiter *w = arg;
+    w->got = tf_cache_acquire(w->c, w->key, &w->claimed);
+    return NULL;
+}
+
+static void start_waiter(waiter *w, pthread_t *t)
+{
+    ck_assert_int_eq(pthread_create(t, NULL, wait_for_key, w), 0);
+    /* Give it time to reach the wait (the outcome is the same if it has
+     * not: then it finds the key settled). */
+    struct timespec pause = { 0, 20 * 1000 * 1000 };
+    nanosleep(&pause, NULL);
+}
+
+START_TEST(cache_waiter_gets_the_claimers_fill)
+{
+    tf_cache *c = tf_cache_new(1000);
+    bool claimed = false;
+    tf_cache_item *mine = tf_cache_acquire(c, 5, &claimed);
+    ck_assert(claimed);
+    waiter w = { .c = c, .key = 5, .claimed = true };
+    pthread_t t;
+    start_waiter(&w, &t);
+    tf_cache_fill(c, mine, filled(33, 5), 33);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_ptr_eq(w.got, mine); /* decoded once, shared */
+    ck_assert(!w.claimed);
+    ck_assert_uint_eq(w.got->len, 33);
+    tf_cache_release(c, w.got);
+    tf_cache_release(c, mine);
+    tf_cache_free(c);
+}
+END_TEST
+
+START_TEST(cache_waiter_claims_after_an_abandon)
+{
+    tf_cache *c = tf_cache_new(1000);
+    bool claimed = false;
+    tf_cache_item *mine = tf_cache_acquire(c, 5, &claimed);
+    ck_assert(claimed);
+    waiter w = { .c = c, .key = 5, .claimed = false };
+    pthread_t t;
+    start_waiter(&w, &t);
+    tf_cache_abandon(c, mine); /* the decode failed */
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_ptr_nonnull(w.got);
+    ck_assert(w.claimed); /* the waiter tries for itself */
+    tf_cache_fill(c, w.got, filled(4, 5), 4);
+    tf_cache_release(c, w.got);
+    ck_assert(cache_has(c, 5, NULL));
+    tf_cache_free(c);
+}
+END_TEST
+
+/* ---- suite --------------------------------------------------------------- */
+
+static Suite *common_suite(void)
+{
+    Suite *s = suite_create("common");
+    TCase *buf = tcase_create("buf");
+    tcase_add_test(buf, buf_grows_byte_by_byte_and_keeps_contents);
+    tcase_add_test(buf, buf_reserve_then_commit_appends);
+    tcase_add_test(buf, buf_empty_writes_on_a_fresh_buffer);
+    tcase_add_test(buf, buf_integers_are_little_endian);
+    tcase_add_loop_test(buf, varint_round_trip, 0, ARRAY_LEN(varint_cases));
+    tcase_add_test(buf, varint_known_encoding);
+    tcase_add_loop_test(buf, varint_rejects_malformed, 0, ARRAY_LEN(bad_varints));
+    tcase_add_test(buf, varint_ten_bytes_at_the_limit_is_accepted);
+    tcase_add_test(buf, reader_overrun_sets_bad_and_reads_zeros);
+    suite_add_tcase(s, buf);
+
+    TCase *err = tcase_create("error");
+    tcase_add_test(err, error_fail_formats_and_returns_minus_one);
+    tcase_add_test(err, error_prefix_prepends_and_keeps_errnum);
+    tcase_add_loop_test(err, error_prefix_truncates_long_messages, 0, ARRAY_LEN(long_prefix_cases));
+    suite_add_tcase(s, err);
+
+    TCase *ids = tcase_create("ids");
+    tcase_add_test(ids, hash_known_values_and_hex);
+    tcase_add_test(ids, idmap_many_ids);
+    tcase_add_test(ids, idmap_duplicate_put_keeps_first_value);
+    tcase_add_test(ids, idmap_ids_sharing_a_slot_stay_apart);
+    suite_add_tcase(s, ids);
+
+    TCase *nat = tcase_create("natsort");
+    tcase_add_loop_test(nat, natcmp_orders_pairs, 0, ARRAY_LEN(natcmp_cases));
+    tcase_add_test(nat, natcmp_sorts_a_trajectory);
+    tcase_add_loop_test(nat, series_key_replaces_digit_runs, 0, ARRAY_LEN(series_key_cases));
+    tcase_add_loop_test(nat, series_key_groups_checkpoints, 0, ARRAY_LEN(series_pair_cases));
+    tcase_add_test(nat, series_key_truncates_to_the_buffer);
+    suite_add_tcase(s, nat);
+
+    TCase *cache = tcase_create("cache");
+    tcase_add_test(cache, cache_evicts_least_recently_used);
+    tcase_add_test(cache, cache_respects_the_byte_bound);
+    tcase_add_test(cache, cache_keeps_many_small_items);
+    tcase_add_test(cache, cache_never_evicts_held_items);
+    tcase_add_test(cache, cache_acquire_of_a_cached_key_returns_the_item);
+    tcase_add_test(cache, cache_waiter_gets_the_claimers_fill);
+    tcase_add_test(cache, cache_waiter_claims_after_an_abandon);
+    suite_add_tcase(s, cache);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(common_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

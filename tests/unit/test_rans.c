@@ -1,0 +1,418 @@
+/* Static interleaved rANS: table fitting and serialization, stream round
+ * trips, and refusal of anything a hostile archive could feed it. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/rans.h"
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* A geometric-ish symbol: small values are much more likely. */
+static unsigned skewed_symbol(unsigned n_sym)
+{
+    unsigned s = (unsigned)__builtin_ctzll(rng_next() | (1ull << 63));
+    return (s + (unsigned)(rng_next() % 3)) % n_sym;
+}
+
+typedef struct {
+    unsigned n_ctx, n_sym;
+    size_t n;
+    uint16_t *ctx;
+    uint8_t *sym;
+    uint64_t *counts;
+} sample;
+
+static sample make_sample(unsigned n_ctx, unsigned n_sym, size_t n, uint64_t seed)
+{
+    rng_state = seed;
+    sample s = { .n_ctx = n_ctx, .n_sym = n_sym, .n = n };
+    s.ctx = malloc((n + 1) * sizeof *s.ctx);
+    s.sym = malloc(n + 1);
+    s.counts = calloc((size_t)n_ctx * n_sym, sizeof *s.counts);
+    ck_assert(s.ctx && s.sym && s.counts);
+    for (size_t i = 0; i < n; i++) {
+        s.ctx[i] = (uint16_t)(rng_next() % n_ctx);
+        /* Context c shifts its distribution, so contexts differ. */
+        s.sym[i] = (uint8_t)((skewed_symbol(n_sym) + s.ctx[i]) % n_sym);
+        s.counts[(size_t)s.ctx[i] * n_sym + s.sym[i]]++;
+    }
+    return s;
+}
+
+static void free_sample(sample *s)
+{
+    free(s->ctx);
+    free(s->sym);
+    free(s->counts);
+}
+
+/* Encodes s with a table fit on it; returns the stream in *stream. */
+static void encode_sample(const sample *s, unsigned prec, tf_rans_table *t, tf_buf *stream)
+{
+    tf_error e;
+    ck_assert_int_eq(tf_rans_table_fit(t, s->n_ctx, s->n_sym, prec, s->counts, &e), 0);
+    tf_rans_encoder enc;
+    ck_assert_int_eq(tf_rans_encoder_init(&enc, t, &e), 0);
+    *stream = (tf_buf){ 0 };
+    ck_assert_msg(tf_rans_encode(&enc, s->ctx, s->sym, s->n, stream, &e) == 0, "%s", e.msg);
+    tf_rans_encoder_free(&enc);
+}
+
+/* Decodes stream[0..len) from an exactly sized copy, so that ASan sees
+ * any read past it. */
+static int decode_copy(const tf_rans_table *t, const uint8_t *stream, size_t len,
+                       const uint16_t *ctx, uint8_t *sym, size_t n, tf_error *e)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+    ck_assert(copy);
+    if (len)
+        memcpy(copy, stream, len);
+    tf_rans_decoder dec;
+    int rc = tf_rans_decoder_init(&dec, t, NULL, e);
+    if (rc == 0) {
+        tf_reader r = tf_reader_make(copy, len);
+        rc = tf_rans_decode(&dec, &r, ctx, sym, n, e);
+        if (rc == 0 && tf_reader_left(&r))
+            rc = -1;
+        tf_rans_decoder_free(&dec);
+    }
+    free(copy);
+    return rc;
+}
+
+static void roundtrip(unsigned n_ctx, unsigned n_sym, size_t n, unsigned prec, uint64_t seed)
+{
+    sample s = make_sample(n_ctx, n_sym, n, seed);
+    tf_rans_table t;
+    tf_buf stream;
+    encode_sample(&s, prec, &t, &stream);
+    uint8_t *got = malloc(n + 1);
+    tf_error e;
+    ck_assert_msg(decode_copy(&t, stream.data, stream.len, s.ctx, got, n, &e) == 0, "%s", e.msg);
+    ck_assert(n == 0 || memcmp(got, s.sym, n) == 0);
+    free(got);
+    tf_buf_free(&stream);
+    tf_rans_table_free(&t);
+    free_sample(&s);
+}
+
+START_TEST(test_normalize_sums_and_support)
+{
+    sample s = make_sample(40, 200, 20000, 7);
+    for (unsigned prec = TF_RANS_MIN_PREC; prec <= TF_RANS_MAX_PREC; prec++) {
+        tf_rans_table t;
+        tf_error e;
+        ck_assert_int_eq(tf_rans_table_fit(&t, 40, 200, prec, s.counts, &e), 0);
+        for (unsigned c = 0; c < 40; c++) {
+            unsigned sum = 0;
+            for (unsigned k = 0; k < 200; k++) {
+                unsigned f = tf_rans_table_freq(&t, c, k);
+                ck_assert_int_eq(f > 0, s.counts[c * 200 + k] > 0);
+                sum += f;
+            }
+            ck_assert_uint_eq(sum, 1u << prec);
+        }
+        tf_rans_table_free(&t);
+    }
+    free_sample(&s);
+}
+END_TEST
+
+START_TEST(test_normalize_extremes)
+{
+    /* One symbol takes the whole row; a huge count next to tiny ones
+     * leaves the tiny ones at frequency 1; unseen contexts get no row. */
+    uint64_t counts[3 * 256] = { 0 };
+    counts[0 * 256 + 17] = 5;
+    counts[2 * 256 + 0] = 1ull << 60;
+    for (unsigned k = 1; k < 256; k++)
+        counts[2 * 256 + k] = 1;
+    tf_rans_table t;
+    tf_error e;
+    ck_assert_int_eq(tf_rans_table_fit(&t, 3, 256, TF_RANS_MIN_PREC, counts, &e), 0);
+    ck_assert_uint_eq(t.n_rows, 2);
+    ck_assert_uint_eq(tf_rans_table_freq(&t, 0, 17), 1u << TF_RANS_MIN_PREC);
+    ck_assert_int_eq(t.row_of_ctx[1], -1);
+    ck_assert_uint_eq(tf_rans_table_freq(&t, 2, 0), 1);
+    ck_assert_uint_eq(tf_rans_table_freq(&t, 2, 255), 1);
+    tf_rans_table_free(&t);
+    ck_assert_int_eq(tf_rans_table_fit(&t, 3, 256, TF_RANS_MAX_PREC + 1, counts, &e), -1);
+}
+END_TEST
+
+START_TEST(test_table_write_read)
+{
+    sample s = make_sample(300, 60, 50000, 11);
+    tf_rans_table t, back;
+    tf_error e;
+    ck_assert_int_eq(tf_rans_table_fit(&t, 300, 60, 11, s.counts, &e), 0);
+    tf_buf b = { 0 };
+    ck_assert_int_eq(tf_rans_table_write(&t, &b, &e), 0);
+    tf_reader r = tf_reader_make(b.data, b.len);
+    ck_assert_int_eq(tf_rans_table_read(&back, &r, 300, 60, &e), 0);
+    ck_assert_uint_eq(tf_reader_left(&r), 0);
+    ck_assert_uint_eq(back.n_rows, t.n_rows);
+    ck_assert_uint_eq(back.prec, 11);
+    for (unsigned c = 0; c < 300; c++)
+        for (unsigned k = 0; k < 60; k++)
+            ck_assert_uint_eq(tf_rans_table_freq(&back, c, k), tf_rans_table_freq(&t, c, k));
+    tf_rans_table_free(&back);
+    tf_rans_table_free(&t);
+    tf_buf_free(&b);
+    free_sample(&s);
+}
+END_TEST
+
+static int read_table_bytes(const uint8_t *p, size_t len, unsigned n_ctx, unsigned n_sym)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+    ck_assert(copy);
+    if (len)
+        memcpy(copy, p, len);
+    tf_reader r = tf_reader_make(copy, len);
+    tf_rans_table t;
+    tf_error e;
+    int rc = tf_rans_table_read(&t, &r, n_ctx, n_sym, &e);
+    if (rc == 0)
+        tf_rans_table_free(&t);
+    free(copy);
+    return rc;
+}
+
+START_TEST(test_table_rejects_bad_bytes)
+{
+    /* prec 8, 1 row: context 2, symbols 1..3, freqs 100, 0, rest. */
+    const uint8_t good[] = { 8, 1, 2, 1, 2, 100, 0 };
+    ck_assert_int_eq(read_table_bytes(good, sizeof good, 4, 4), 0);
+    for (size_t cut = 0; cut < sizeof good; cut++)
+        ck_assert_int_eq(read_table_bytes(good, cut, 4, 4), -1);
+    const uint8_t bad[][8] = {
+        { 7, 1, 2, 1, 2, 100, 0 },      /* precision below range */
+        { 12, 1, 2, 1, 2, 100, 0 },     /* precision above range */
+        { 8, 1, 4, 1, 2, 100, 0 },      /* context out of range */
+        { 8, 1, 2, 1, 3, 100, 0, 0 },   /* span past the alphabet */
+        { 8, 1, 2, 1, 2, 0, 100 },      /* first symbol has no frequency */
+        { 8, 1, 2, 1, 2, 0x80, 2, 0 },  /* sum reaches 256: last gets 0 */
+        { 8, 5, 0, 0, 0, 0, 0, 0 },     /* more rows than contexts */
+        { 8, 2, 3, 0, 0, 0, 0, 0 },     /* second row's context out of range */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(read_table_bytes(bad[i], sizeof bad[i], 4, 4) == -1, "case %zu", i);
+    rng_state = 3;
+    for (int trial = 0; trial < 2000; trial++) {
+        uint8_t junk[64];
+        for (size_t i = 0; i < sizeof junk; i++)
+            junk[i] = (uint8_t)rng_next();
+        junk[0] = (uint8_t)(8 + trial % 5);
+        read_table_bytes(junk, 1 + (size_t)trial % sizeof junk, 16, 60); /* must not crash */
+    }
+}
+END_TEST
+
+START_TEST(test_roundtrip_sizes)
+{
+    const size_t sizes[] = { 0, 1, 2, 7, 8, 9, 15, 16, 17, 1001, 100003 };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        roundtrip(1, 2, sizes[i], 11, 100 + i);
+        roundtrip(37, 60, sizes[i], TF_RANS_MAX_PREC, 200 + i);
+        roundtrip(5, 256, sizes[i], 8, 300 + i);
+    }
+}
+END_TEST
+
+START_TEST(test_roundtrip_without_contexts)
+{
+    sample s = make_sample(1, 100, 5000, 5);
+    tf_rans_table t;
+    tf_error e;
+    ck_assert_int_eq(tf_rans_table_fit(&t, 1, 100, 10, s.counts, &e), 0);
+    tf_rans_encoder enc;
+    ck_assert_int_eq(tf_rans_encoder_init(&enc, &t, &e), 0);
+    tf_buf stream = { 0 };
+    ck_assert_int_eq(tf_rans_encode(&enc, NULL, s.sym, s.n, &stream, &e), 0);
+    uint8_t *got = malloc(s.n);
+    ck_assert_int_eq(decode_copy(&t, stream.data, stream.len, NULL, got, s.n, &e), 0);
+    ck_assert(memcmp(got, s.sym, s.n) == 0);
+    free(got);
+    tf_buf_free(&stream);
+    tf_rans_encoder_free(&enc);
+    tf_rans_table_free(&t);
+    free_sample(&s);
+}
+END_TEST
+
+START_TEST(test_certain_symbol_costs_nothing)
+{
+    /* A row with one symbol has frequency 1 << prec: no words at all. */
+    uint64_t counts[4] = { 0, 0, 1000, 0 };
+    uint8_t sym[1000];
+    memset(sym, 2, sizeof sym);
+    tf_rans_table t;
+    tf_error e;
+    ck_assert_int_eq(tf_rans_table_fit(&t, 1, 4, TF_RANS_MAX_PREC, counts, &e), 0);
+    tf_rans_encoder enc;
+    ck_assert_int_eq(tf_rans_encoder_init(&enc, &t, &e), 0);
+    tf_buf stream = { 0 };
+    ck_assert_int_eq(tf_rans_encode(&enc, NULL, sym, sizeof sym, &stream, &e), 0);
+    ck_assert_uint_eq(stream.len, 1 + 4 * TF_RANS_LANES);
+    uint8_t got[1000];
+    ck_assert_int_eq(decode_copy(&t, stream.data, stream.len, NULL, got, sizeof got, &e), 0);
+    ck_assert(memcmp(got, sym, sizeof sym) == 0);
+    tf_buf_free(&stream);
+    tf_rans_encoder_free(&enc);
+    tf_rans_table_free(&t);
+}
+END_TEST
+
+START_TEST(test_compresses_to_entropy)
+{
+    /* 2 contexts, each a biased coin: about 0.47 bits per symbol. */
+    const size_t n = 200000;
+    uint8_t *sym = malloc(n);
+    uint16_t *ctx = malloc(n * sizeof *ctx);
+    uint64_t counts[4] = { 0 };
+    rng_state = 9;
+    for (size_t i = 0; i < n; i++) {
+        ctx[i] = (uint16_t)(i & 1);
+        sym[i] = (uint8_t)(rng_next() % 10 == 0 ? !ctx[i] : ctx[i]);
+        counts[ctx[i] * 2 + sym[i]]++;
+    }
+    tf_rans_table t;
+    tf_error e;
+    ck_assert_int_eq(tf_rans_table_fit(&t, 2, 2, TF_RANS_MAX_PREC, counts, &e), 0);
+    tf_rans_encoder enc;
+    ck_assert_int_eq(tf_rans_encoder_init(&enc, &t, &e), 0);
+    tf_buf stream = { 0 };
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx, sym, n, &stream, &e), 0);
+    double bits = 8.0 * (double)stream.len / (double)n;
+    ck_assert_msg(bits > 0.46 && bits < 0.48, "%.4f bits per symbol", bits);
+    tf_buf_free(&stream);
+    tf_rans_encoder_free(&enc);
+    tf_rans_table_free(&t);
+    free(sym);
+    free(ctx);
+}
+END_TEST
+
+START_TEST(test_encode_refuses_uncovered_symbols)
+{
+    uint64_t counts[2 * 4] = { 5, 5, 0, 0, 0, 0, 0, 0 }; /* context 1 unseen */
+    tf_rans_table t;
+    tf_error e;
+    ck_assert_int_eq(tf_rans_table_fit(&t, 2, 4, 10, counts, &e), 0);
+    tf_rans_encoder enc;
+    ck_assert_int_eq(tf_rans_encoder_init(&enc, &t, &e), 0);
+    tf_buf stream = { 0 };
+    uint8_t zero_freq[] = { 0, 1, 3 };
+    uint16_t ctx0[] = { 0, 0, 0 }, ctx1[] = { 0, 1, 0 }, ctx_big[] = { 0, 7, 0 };
+    uint8_t fine[] = { 0, 1, 1 }, too_big[] = { 0, 9, 1 };
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx0, zero_freq, 3, &stream, &e), -1);
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx1, fine, 3, &stream, &e), -1);
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx_big, fine, 3, &stream, &e), -1);
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx0, too_big, 3, &stream, &e), -1);
+    ck_assert_uint_eq(stream.len, 0);
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx0, fine, 3, &stream, &e), 0);
+    /* Decoding needs a row for every context the data uses. */
+    tf_rans_decoder dec;
+    uint8_t used[2] = { 1, 1 };
+    ck_assert_int_eq(tf_rans_decoder_init(&dec, &t, used, &e), -1);
+    uint8_t got[3];
+    ck_assert_int_eq(decode_copy(&t, stream.data, stream.len, ctx1, got, 3, &e), -1);
+    tf_buf_free(&stream);
+    tf_rans_encoder_free(&enc);
+    tf_rans_table_free(&t);
+}
+END_TEST
+
+START_TEST(test_decode_rejects_truncation)
+{
+    sample s = make_sample(3, 20, 333, 21);
+    tf_rans_table t;
+    tf_buf stream;
+    encode_sample(&s, 11, &t, &stream);
+    uint8_t *got = malloc(s.n);
+    tf_error e;
+    for (size_t cut = 0; cut < stream.len; cut++)
+        ck_assert_msg(decode_copy(&t, stream.data, cut, s.ctx, got, s.n, &e) == -1, "cut %zu",
+                      cut);
+    /* Asking for fewer or more symbols than were coded fails too. */
+    ck_assert_int_eq(decode_copy(&t, stream.data, stream.len, s.ctx, got, s.n - 1, &e), -1);
+    free(got);
+    got = malloc(s.n + 1);
+    s.ctx[s.n] = 0;
+    ck_assert_int_eq(decode_copy(&t, stream.data, stream.len, s.ctx, got, s.n + 1, &e), -1);
+    free(got);
+    tf_buf_free(&stream);
+    tf_rans_table_free(&t);
+    free_sample(&s);
+}
+END_TEST
+
+START_TEST(test_decode_survives_corruption)
+{
+    sample s = make_sample(4, 30, 2000, 31);
+    tf_rans_table t;
+    tf_buf stream;
+    encode_sample(&s, TF_RANS_MAX_PREC, &t, &stream);
+    uint8_t *got = malloc(s.n), *bytes = malloc(stream.len);
+    tf_error e;
+    rng_state = 77;
+    int failures = 0;
+    for (int trial = 0; trial < 3000; trial++) {
+        memcpy(bytes, stream.data, stream.len);
+        size_t at = (size_t)(rng_next() % stream.len);
+        bytes[at] ^= (uint8_t)(1 + rng_next() % 255);
+        failures += decode_copy(&t, bytes, stream.len, s.ctx, got, s.n, &e) < 0;
+    }
+    /* Any change moves the final lane states: nearly all must fail. */
+    ck_assert_int_ge(failures, 2990);
+    for (int trial = 0; trial < 500; trial++) {
+        for (size_t i = 0; i < stream.len; i++)
+            bytes[i] = (uint8_t)rng_next();
+        ck_assert_int_eq(decode_copy(&t, bytes, stream.len, s.ctx, got, s.n, &e), -1);
+    }
+    free(got);
+    free(bytes);
+    tf_buf_free(&stream);
+    tf_rans_table_free(&t);
+    free_sample(&s);
+}
+END_TEST
+
+static Suite *rans_suite(void)
+{
+    Suite *s = suite_create("rans");
+    TCase *tc = tcase_create("rans");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_normalize_sums_and_support);
+    tcase_add_test(tc, test_normalize_extremes);
+    tcase_add_test(tc, test_table_write_read);
+    tcase_add_test(tc, test_table_rejects_bad_bytes);
+    tcase_add_test(tc, test_roundtrip_sizes);
+    tcase_add_test(tc, test_roundtrip_without_contexts);
+    tcase_add_test(tc, test_certain_symbol_costs_nothing);
+    tcase_add_test(tc, test_compresses_to_entropy);
+    tcase_add_test(tc, test_encode_refuses_uncovered_symbols);
+    tcase_add_test(tc, test_decode_rejects_truncation);
+    tcase_add_test(tc, test_decode_survives_corruption);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(rans_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,468 @@
+/* Store layer: adding files through the writer and reading them back
+ * through the reader, bit-exact; deduplication; keyframes; crash
+ * recovery at every byte of a commit; damaged blobs; determinism. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codec/codec.h"
+#include "store/reader.h"
+#include "store/writer.h"
+
+static char dir[] = "/tmp/trajfs-store-XXXXXX";
+static char path_buf[4][512];
+
+static const char *tmp(int slot, const char *name)
+{
+    snprintf(path_buf[slot], sizeof path_buf[slot], "%s/%s", dir, name);
+    return path_buf[slot];
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+static uint8_t *read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = malloc(*n + 1);
+    ck_assert_uint_eq(fread(p, 1, *n, f), *n);
+    fclose(f);
+    return p;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* A checkpoint: three BF16 tensors, an F32 tensor, an I64 buffer and a
+ * copy of the first tensor (a tied weight). Step k perturbs the floats of
+ * step k-1 by a few ULPs. */
+#define N_BIG 5000 /* > one chunk at chunk shift 12 */
+#define N_SMALL 37
+static uint16_t big[N_BIG], small[N_SMALL];
+static uint32_t f32[N_SMALL];
+static int64_t ids[16];
+
+static void init_weights(void)
+{
+    for (int i = 0; i < N_BIG; i++)
+        big[i] = (uint16_t)(0x3c00 + (rnd() % 0x800) - 0x400 + ((rnd() & 1) << 15));
+    for (int i = 0; i < N_SMALL; i++) {
+        small[i] = (uint16_t)rnd();
+        f32[i] = (uint32_t)rnd();
+    }
+    for (int i = 0; i < 16; i++)
+        ids[i] = i;
+}
+
+static void step_weights(void)
+{
+    for (int i = 0; i < N_BIG; i++)
+        big[i] = (uint16_t)(big[i] + (rnd() % 5) - 2);
+    for (int i = 0; i < N_SMALL; i++)
+        f32[i] += (uint32_t)(rnd() % 9) - 4;
+}
+
+static void write_checkpoint(const char *path)
+{
+    char hdr[1024];
+    size_t o0 = 0, o1 = o0 + sizeof ids, o2 = o1 + sizeof f32, o3 = o2 + sizeof big,
+           o4 = o3 + sizeof small, o5 = o4 + sizeof big;
+    int n = snprintf(hdr, sizeof hdr,
+                     "{\"__metadata__\":{\"format\":\"pt\"},"
+                     "\"ids\":{\"dtype\":\"I64\",\"shape\":[16],\"data_offsets\":[%zu,%zu]},"
+                     "\"f32\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]},"
+                     "\"big\":{\"dtype\":\"BF16\",\"shape\":[50,100],\"data_offsets\":[%zu,%zu]},"
+                     "\"small\":{\"dtype\":\"BF16\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]},"
+                     "\"tied\":{\"dtype\":\"BF16\",\"shape\":[50,100],\"data_offsets\":[%zu,%zu]}}",
+                     o0, o1, N_SMALL, o1, o2, o2, o3, N_SMALL, o3, o4, o4, o5);
+    while (n % 8)
+        hdr[n++] = ' ';
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    uint8_t len[8];
+    tf_le64_put(len, (uint64_t)n);
+    fwrite(len, 1, 8, f);
+    fwrite(hdr, 1, (size_t)n, f);
+    fwrite(ids, 1, sizeof ids, f);
+    fwrite(f32, 1, sizeof f32, f);
+    fwrite(big, 1, sizeof big, f);
+    fwrite(small, 1, sizeof small, f);
+    fwrite(big, 1, sizeof big, f);
+    fclose(f);
+}
+
+static tf_writer *open_writer(const char *archive, bool create, unsigned threads, unsigned max_chain)
+{
+    tf_write_opts o;
+    tf_write_opts_default(&o);
+    o.threads = threads;
+    o.max_chain = max_chain;
+    tf_writer *w = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_open(archive, create, 12, &o, &w, &e) == 0, "%s", e.msg);
+    return w;
+}
+
+static void add(tf_writer *w, const char *src, const char *dest)
+{
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_add(w, src, dest, NULL, &e) == 0, "%s", e.msg);
+}
+
+/* Writes checkpoints step-1..step-n into the temp dir and adds them. */
+static void make_trajectory(const char *archive, int n, unsigned threads, unsigned max_chain)
+{
+    rng_state = 0x9e3779b97f4a7c15ull;
+    init_weights();
+    tf_writer *w = open_writer(archive, true, threads, max_chain);
+    for (int k = 1; k <= n; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "step-%d.safetensors", k);
+        write_checkpoint(tmp(1, name));
+        char dest[80];
+        snprintf(dest, sizeof dest, "run/%s", name);
+        add(w, tmp(1, name), dest);
+        step_weights();
+    }
+    tf_writer_close(w);
+}
+
+static tf_archive *open_archive(const char *path)
+{
+    tf_archive *ar = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(path, false, &ar, &e) == 0, "%s", e.msg);
+    return ar;
+}
+
+/* Every file of the archive equals its source in the temp dir. */
+static void check_all_files(tf_archive *ar)
+{
+    tf_reader_ctx *r = tf_reader_new(ar, 1 << 20);
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        if (ent->kind == TF_ENTRY_DIR)
+            continue;
+        size_t n;
+        uint8_t *want = read_file(tmp(2, strrchr(ent->path, '/') + 1), &n);
+        ck_assert_uint_eq(ent->size, n);
+        uint8_t *got = malloc(n + 1);
+        tf_error e = { 0 };
+        ck_assert_msg(tf_reader_pread(r, ent, 0, n, got, &e) == (ssize_t)n, "%s", e.msg);
+        ck_assert(memcmp(got, want, n) == 0);
+        /* Unaligned small reads across header, tensor and chunk borders. */
+        for (uint64_t off = 0; off < n; off += 1237) {
+            size_t len = (size_t)(rnd() % 3000);
+            ssize_t m = tf_reader_pread(r, ent, off, len, got, &e);
+            ck_assert_int_eq(m, (ssize_t)(n - off < len ? n - off : len));
+            ck_assert(memcmp(got, want + off, (size_t)m) == 0);
+        }
+        free(got);
+        free(want);
+    }
+    tf_reader_free(r);
+}
+
+START_TEST(test_roundtrip_and_codecs)
+{
+    /* Each step rewrites the checkpoint file, so check the last one only
+     * against its bytes; earlier ones through a fresh trajectory each. */
+    const char *a = tmp(0, "rt.traj");
+    make_trajectory(a, 1, 2, 16);
+    tf_archive *ar = open_archive(a);
+    check_all_files(ar);
+    tf_archive_close(ar);
+    unlink(a);
+
+    make_trajectory(a, 4, 2, 16);
+    ar = open_archive(a);
+    const tf_entry *last = tf_archive_lookup(ar, "run/step-4.safetensors");
+    ck_assert_ptr_nonnull(last);
+    ck_assert_ptr_nonnull(tf_archive_lookup(ar, "run"));
+    ck_assert_int_eq(tf_archive_lookup(ar, "run")->kind, TF_ENTRY_DIR);
+    /* step-4 rereads the source just written; its BF16 chunks are deltas. */
+    write_checkpoint(tmp(1, "unused")); /* keeps rng in step with nothing */
+    bool saw_ulp = false;
+    for (uint64_t c = 0; c < last->nchunks; c++)
+        saw_ulp |= tf_archive_blob(ar, last->chunks[c])->codec == TF_CODEC_ULP;
+    ck_assert(saw_ulp);
+    /* tied copy: same blobs as "big" */
+    ck_assert_uint_eq(last->chunks[last->tensors[2].first_chunk],
+                      last->chunks[last->tensors[4].first_chunk]);
+    tf_archive_close(ar);
+}
+END_TEST
+
+START_TEST(test_every_step_reads_back)
+{
+    const char *a = tmp(0, "steps.traj");
+    rng_state = 0x1234567ull;
+    init_weights();
+    tf_writer *w = open_writer(a, true, 1, 16);
+    uint8_t *want[5];
+    size_t wlen[5];
+    for (int k = 0; k < 5; k++) {
+        write_checkpoint(tmp(1, "ck.safetensors"));
+        want[k] = read_file(tmp(1, "ck.safetensors"), &wlen[k]);
+        char dest[64];
+        snprintf(dest, sizeof dest, "step-%d.safetensors", k + 1);
+        add(w, tmp(1, "ck.safetensors"), dest);
+        step_weights();
+    }
+    tf_writer_close(w);
+    tf_archive *ar = open_archive(a);
+    tf_reader_ctx *r = tf_reader_new(ar, 0);
+    for (int k = 4; k >= 0; k--) { /* newest first: walks whole chains */
+        char dest[64];
+        snprintf(dest, sizeof dest, "step-%d.safetensors", k + 1);
+        const tf_entry *ent = tf_archive_lookup(ar, dest);
+        ck_assert_ptr_nonnull(ent);
+        uint8_t *got = malloc(wlen[k]);
+        tf_error e = { 0 };
+        ck_assert_msg(tf_reader_pread(r, ent, 0, wlen[k], got, &e) == (ssize_t)wlen[k], "%s", e.msg);
+        ck_assert(memcmp(got, want[k], wlen[k]) == 0);
+        free(got);
+        free(want[k]);
+    }
+    tf_reader_free(r);
+    tf_archive_close(ar);
+}
+END_TEST
+
+START_TEST(test_dedup_same_checkpoint)
+{
+    const char *a = tmp(0, "dedup.traj");
+    make_trajectory(a, 1, 1, 16);
+    struct stat before, after, src;
+    ck_assert_int_eq(stat(a, &before), 0);
+    ck_assert_int_eq(stat(tmp(1, "step-1.safetensors"), &src), 0);
+    tf_writer *w = open_writer(a, false, 1, 16);
+    add(w, tmp(1, "step-1.safetensors"), "copy/step-1.safetensors");
+    tf_writer_close(w);
+    ck_assert_int_eq(stat(a, &after), 0);
+    /* Only the catalog (with the verbatim header) grows. */
+    ck_assert_int_lt(after.st_size - before.st_size, src.st_size / 20);
+    tf_archive *ar = open_archive(a);
+    const tf_entry *x = tf_archive_lookup(ar, "run/step-1.safetensors");
+    const tf_entry *y = tf_archive_lookup(ar, "copy/step-1.safetensors");
+    ck_assert_uint_eq(x->nchunks, y->nchunks);
+    ck_assert(memcmp(x->chunks, y->chunks, x->nchunks * sizeof *x->chunks) == 0);
+    tf_archive_close(ar);
+}
+END_TEST
+
+START_TEST(test_max_chain_bounds_depth)
+{
+    const char *a = tmp(0, "chain.traj");
+    make_trajectory(a, 7, 2, 2);
+    tf_archive *ar = open_archive(a);
+    unsigned deepest = 0;
+    for (uint64_t b = 0; b < tf_archive_nblobs(ar); b++)
+        if (tf_archive_chain_depth(ar, b) > deepest)
+            deepest = tf_archive_chain_depth(ar, b);
+    ck_assert_uint_eq(deepest, 2);
+    tf_archive_close(ar);
+}
+END_TEST
+
+START_TEST(test_threads_do_not_change_bytes)
+{
+    const char *a1 = tmp(0, "t1.traj");
+    make_trajectory(a1, 3, 1, 16);
+    const char *a2 = tmp(3, "t2.traj");
+    make_trajectory(a2, 3, 2, 16);
+    /* Catalogs hold mtimes of implicit directories, which differ between
+     * the runs; every blob must be the same bytes, in the same order. */
+    size_t n1, n2;
+    uint8_t *p1 = read_file(a1, &n1), *p2 = read_file(a2, &n2);
+    tf_archive *x = open_archive(a1), *y = open_archive(a2);
+    ck_assert_uint_eq(tf_archive_nblobs(x), tf_archive_nblobs(y));
+    for (uint64_t b = 0; b < tf_archive_nblobs(x); b++) {
+        const tf_blob *bx = tf_archive_blob(x, b), *by = tf_archive_blob(y, b);
+        ck_assert_uint_eq(bx->codec, by->codec);
+        ck_assert_uint_eq(bx->enc_len, by->enc_len);
+        ck_assert(memcmp(p1 + bx->offset, p2 + by->offset, bx->enc_len) == 0);
+    }
+    tf_archive_close(x);
+    tf_archive_close(y);
+    free(p1);
+    free(p2);
+}
+END_TEST
+
+START_TEST(test_truncation_inside_last_commit)
+{
+    const char *a = tmp(0, "trunc.traj");
+    make_trajectory(a, 2, 1, 16);
+    tf_archive *ar = open_archive(a);
+    ck_assert_uint_eq(tf_archive_commits(ar), 2); /* step-1 (with run/), step-2 */
+    tf_archive_close(ar);
+    /* Where did commit 2 end? Reopen a copy without the last commit. */
+    size_t n;
+    uint8_t *full = read_file(a, &n);
+    const char *t = tmp(3, "cut.traj");
+    uint64_t prev_end = 0;
+    for (uint64_t cut = n; cut-- > 32;) {
+        write_file(t, full, cut);
+        tf_archive *c = open_archive(t);
+        uint64_t commits = tf_archive_commits(c);
+        if (!prev_end) {
+            ck_assert_uint_eq(commits, 1);
+            ck_assert_ptr_null(tf_archive_lookup(c, "run/step-2.safetensors"));
+            ck_assert_ptr_nonnull(tf_archive_lookup(c, "run/step-1.safetensors"));
+            /* step-1 reads back intact */
+            const tf_entry *ent = tf_archive_lookup(c, "run/step-1.safetensors");
+            tf_reader_ctx *r = tf_reader_new(c, 0);
+            uint8_t *buf = malloc(ent->size);
+            tf_error e = { 0 };
+            ck_assert_msg(tf_reader_pread(r, ent, 0, ent->size, buf, &e) == (ssize_t)ent->size, "%s", e.msg);
+            free(buf);
+            tf_reader_free(r);
+            if (tf_archive_file_size(c) == cut)
+                prev_end = cut; /* reached the previous commit's end */
+        }
+        tf_archive_close(c);
+        if (prev_end)
+            break;
+    }
+    ck_assert_uint_gt(prev_end, 0);
+    /* A writer on a torn archive cuts the tail and commits after it. */
+    write_file(t, full, (size_t)(prev_end + (n - prev_end) / 2));
+    tf_writer *w = open_writer(t, false, 1, 16);
+    add(w, tmp(1, "step-2.safetensors"), "again.safetensors");
+    tf_writer_close(w);
+    ar = open_archive(t);
+    ck_assert_uint_eq(tf_archive_commits(ar), 2);
+    ck_assert_ptr_nonnull(tf_archive_lookup(ar, "again.safetensors"));
+    tf_archive_close(ar);
+    free(full);
+}
+END_TEST
+
+START_TEST(test_damaged_blob_names_tensor)
+{
+    const char *a = tmp(0, "flip.traj");
+    make_trajectory(a, 1, 1, 16);
+    tf_archive *ar = open_archive(a);
+    const tf_entry *ent = tf_archive_lookup(ar, "run/step-1.safetensors");
+    /* tensor 1 in data order is "f32" (I64 sorts first by offset) */
+    const tf_blob *b = tf_archive_blob(ar, ent->chunks[ent->tensors[1].first_chunk]);
+    uint64_t at = b->offset + b->enc_len / 2;
+    tf_archive_close(ar);
+    size_t n;
+    uint8_t *p = read_file(a, &n);
+    p[at] ^= 0x10;
+    write_file(a, p, n);
+    free(p);
+    ar = open_archive(a);
+    ent = tf_archive_lookup(ar, "run/step-1.safetensors");
+    tf_reader_ctx *r = tf_reader_new(ar, 0);
+    uint8_t *buf = malloc(ent->size);
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_reader_pread(r, ent, 0, ent->size, buf, &e), -1);
+    ck_assert_msg(strstr(e.msg, "tensor \"f32\"") && strstr(e.msg, "checksum"), "%s", e.msg);
+    /* The header and the other tensors still read. */
+    uint64_t f32_end = 8 + ent->header_len + ent->tensors[2].data_off;
+    ck_assert_int_eq(tf_reader_pread(r, ent, f32_end, ent->size - f32_end, buf, &e),
+                     (ssize_t)(ent->size - f32_end));
+    free(buf);
+    tf_reader_free(r);
+    tf_archive_close(ar);
+}
+END_TEST
+
+START_TEST(test_bad_input_leaves_archive_unchanged)
+{
+    const char *a = tmp(0, "bad.traj");
+    make_trajectory(a, 1, 1, 16);
+    size_t n0, n1;
+    uint8_t *before = read_file(a, &n0);
+    const char *bad = tmp(1, "bad.safetensors");
+    write_file(bad, "\x10\0\0\0\0\0\0\0{\"a\":1}         ", 24);
+    tf_writer *w = open_writer(a, false, 1, 16);
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_writer_add(w, bad, "bad.safetensors", NULL, &e), -1);
+    ck_assert_msg(strstr(e.msg, "bad.safetensors") != NULL, "%s", e.msg);
+    ck_assert_int_eq(tf_writer_add(w, bad, "../escape", NULL, &e), -1);
+    ck_assert_int_eq(tf_writer_add(w, tmp(2, "missing"), "x", NULL, &e), -1);
+    ck_assert_int_eq(tf_writer_add(w, bad, "run/step-1.safetensors/x", NULL, &e), -1);
+    ck_assert_msg(strstr(e.msg, "not a directory") != NULL, "%s", e.msg);
+    tf_writer_close(w);
+    uint8_t *after = read_file(a, &n1);
+    ck_assert_uint_eq(n0, n1);
+    ck_assert(memcmp(before, after, n0) == 0);
+    free(before);
+    free(after);
+}
+END_TEST
+
+START_TEST(test_single_writer)
+{
+    const char *a = tmp(0, "lock.traj");
+    make_trajectory(a, 1, 1, 16);
+    tf_writer *w = open_writer(a, false, 1, 16);
+    tf_writer *w2 = NULL;
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_writer_open(a, false, 12, NULL, &w2, &e), -1);
+    ck_assert_int_eq(e.errnum, EBUSY);
+    tf_archive *ar = open_archive(a); /* readers need no lock */
+    tf_archive_close(ar);
+    tf_writer_close(w);
+}
+END_TEST
+
+static void setup(void)
+{
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    strcpy(dir, "/tmp/trajfs-store-XXXXXX");
+}
+
+int main(void)
+{
+    Suite *s = suite_create("store");
+    TCase *tc = tcase_create("store");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_roundtrip_and_codecs);
+    tcase_add_test(tc, test_every_step_reads_back);
+    tcase_add_test(tc, test_dedup_same_checkpoint);
+    tcase_add_test(tc, test_max_chain_bounds_depth);
+    tcase_add_test(tc, test_threads_do_not_change_bytes);
+    tcase_add_test(tc, test_truncation_inside_last_commit);
+    tcase_add_test(tc, test_damaged_blob_names_tensor);
+    tcase_add_test(tc, test_bad_input_leaves_archive_unchanged);
+    tcase_add_test(tc, test_single_writer);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,561 @@
+/* ULPack codec: the transform, bit-exact round trips for every float
+ * dtype and every kind of bit pattern, chunking and determinism, and
+ * refusal of hostile models and payloads. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/ulp.h"
+#include "format/dtype.h"
+
+static const unsigned float_dtypes[] = { TF_DT_BF16, TF_DT_F16, TF_DT_F32,
+                                         TF_DT_F64, TF_DT_F8_E4M3, TF_DT_F8_E5M2 };
+#define N_FLOAT_DTYPES (sizeof float_dtypes / sizeof float_dtypes[0])
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static unsigned elem_size(unsigned dtype)
+{
+    return tf_dtype_get(dtype)->size;
+}
+
+static void put_elem(uint8_t *p, unsigned size, uint64_t v)
+{
+    for (unsigned i = 0; i < size; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t make_float(unsigned dtype, uint64_t sign, uint64_t exp, uint64_t man)
+{
+    const tf_dtype_info *d = tf_dtype_get(dtype);
+    return sign << (d->exp_bits + d->man_bits) | exp << d->man_bits | man;
+}
+
+/* Signed zeros, smallest and largest subnormals, infinities, NaNs with
+ * payloads, smallest and largest normals, both signs. */
+static size_t special_values(unsigned dtype, uint64_t *out)
+{
+    const tf_dtype_info *d = tf_dtype_get(dtype);
+    uint64_t exp_max = (1ull << d->exp_bits) - 1, man_max = (1ull << d->man_bits) - 1;
+    size_t n = 0;
+    for (uint64_t sign = 0; sign < 2; sign++) {
+        out[n++] = make_float(dtype, sign, 0, 0);
+        out[n++] = make_float(dtype, sign, 0, 1);
+        out[n++] = make_float(dtype, sign, 0, man_max);
+        out[n++] = make_float(dtype, sign, exp_max, 0);
+        out[n++] = make_float(dtype, sign, exp_max, 1);
+        out[n++] = make_float(dtype, sign, exp_max, man_max);
+        out[n++] = make_float(dtype, sign, exp_max, 1ull << (d->man_bits - 1));
+        out[n++] = make_float(dtype, sign, 1, 0);
+        out[n++] = make_float(dtype, sign, exp_max - 1, man_max);
+    }
+    return n;
+}
+
+/* A weight-like value: random sign and mantissa, exponent in a narrow
+ * band below 1 (or anywhere when the format has few exponents). */
+static uint64_t weight_like(unsigned dtype)
+{
+    const tf_dtype_info *d = tf_dtype_get(dtype);
+    uint64_t bias = (1ull << (d->exp_bits - 1)) - 1;
+    uint64_t band = bias > 12 ? 12 : bias;
+    uint64_t exp = bias - 1 - rng_next() % band;
+    return make_float(dtype, rng_next() & 1, exp, rng_next() & ((1ull << d->man_bits) - 1));
+}
+
+/* A target close to r in rank: a few ULPs mostly, now and then far. */
+static uint64_t step_from(uint64_t r, unsigned dtype)
+{
+    unsigned width = 8 * elem_size(dtype);
+    uint64_t mask = tf_ulp_mask(width);
+    uint64_t roll = rng_next() % 100;
+    int64_t step = roll < 70 ? (int64_t)(rng_next() % 9) - 4
+                 : roll < 95 ? (int64_t)(rng_next() % 2001) - 1000
+                             : (int64_t)(rng_next() & mask);
+    return tf_ulp_unkey((tf_ulp_key(r, width) + (uint64_t)step) & mask, width);
+}
+
+typedef enum { PAT_RANDOM, PAT_SPECIAL, PAT_TRAJECTORY, PAT_SAME } pattern;
+
+/* Fills target and reference with n elements of dtype. */
+static void make_pair(unsigned dtype, pattern pat, size_t n, uint64_t seed, uint8_t *x, uint8_t *r)
+{
+    unsigned size = elem_size(dtype);
+    uint64_t mask = tf_ulp_mask(8 * size), specials[32];
+    size_t n_special = special_values(dtype, specials);
+    rng_state = seed;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t rv, xv;
+        switch (pat) {
+        case PAT_RANDOM:
+            rv = rng_next() & mask;
+            xv = rng_next() & mask;
+            break;
+        case PAT_SPECIAL:
+            rv = rng_next() % 3 ? specials[rng_next() % n_special] : rng_next() & mask;
+            xv = rng_next() % 3 ? specials[rng_next() % n_special] : step_from(rv, dtype);
+            break;
+        case PAT_TRAJECTORY:
+            rv = weight_like(dtype);
+            xv = step_from(rv, dtype);
+            break;
+        default:
+            rv = xv = weight_like(dtype);
+            break;
+        }
+        put_elem(r + i * size, size, rv);
+        put_elem(x + i * size, size, xv);
+    }
+}
+
+static tf_codec_ctx ctx_for(unsigned dtype, const uint8_t *ref, size_t len, const tf_buf *model)
+{
+    return (tf_codec_ctx){ .dtype = dtype, .ref = ref, .ref_len = len,
+                           .model = model ? model->data : NULL,
+                           .model_len = model ? model->len : 0 };
+}
+
+static void fit(unsigned dtype, const uint8_t *x, const uint8_t *r, size_t len, tf_buf *model)
+{
+    tf_codec_ctx ctx = ctx_for(dtype, r, len, NULL);
+    tf_error e;
+    *model = (tf_buf){ 0 };
+    ck_assert_msg(tf_codec_ulp.fit(x, len, &ctx, model, &e) == 0, "%s", e.msg);
+}
+
+static void encode(unsigned dtype, const uint8_t *x, const uint8_t *r, size_t len,
+                   const tf_buf *model, tf_buf *enc)
+{
+    tf_codec_ctx ctx = ctx_for(dtype, r, len, model);
+    tf_error e;
+    ck_assert_msg(tf_codec_ulp.encode(x, len, &ctx, enc, &e) == 0, "%s", e.msg);
+}
+
+/* Decodes from exactly sized copies of payload and model, so that ASan
+ * catches any read past either. */
+static int decode_copy(unsigned dtype, const uint8_t *enc, size_t enc_len, const uint8_t *r,
+                       const uint8_t *model, size_t model_len, uint8_t *dst, size_t len)
+{
+    uint8_t *enc_copy = malloc(enc_len ? enc_len : 1), *model_copy = malloc(model_len + 1);
+    ck_assert(enc_copy && model_copy);
+    if (enc_len)
+        memcpy(enc_copy, enc, enc_len);
+    memcpy(model_copy, model, model_len);
+    tf_codec_ctx ctx = { .dtype = dtype, .ref = r, .ref_len = len,
+                         .model = model_copy, .model_len = model_len };
+    tf_error e;
+    int rc = tf_codec_ulp.decode(enc_copy, enc_len, &ctx, dst, len, &e);
+    if (rc < 0)
+        ck_assert_msg(e.errnum == EIO, "decode failed with errno %d: %s", e.errnum, e.msg);
+    free(enc_copy);
+    free(model_copy);
+    return rc;
+}
+
+static void roundtrip(unsigned dtype, pattern pat, size_t n, uint64_t seed)
+{
+    size_t len = n * elem_size(dtype);
+    uint8_t *x = malloc(len + 1), *r = malloc(len + 1), *got = malloc(len + 1);
+    make_pair(dtype, pat, n, seed, x, r);
+    tf_buf model, enc = { 0 };
+    fit(dtype, x, r, len, &model);
+    encode(dtype, x, r, len, &model, &enc);
+    ck_assert_msg(decode_copy(dtype, enc.data, enc.len, r, model.data, model.len, got, len) == 0,
+                  "dtype %u pattern %d n %zu", dtype, pat, n);
+    ck_assert_msg(len == 0 || memcmp(got, x, len) == 0, "dtype %u pattern %d n %zu", dtype,
+                  pat, n);
+    tf_buf_free(&model);
+    tf_buf_free(&enc);
+    free(x);
+    free(r);
+    free(got);
+}
+
+START_TEST(test_key_is_monotone)
+{
+    /* Walking up the key space walks up the reals, through -0 < +0. */
+    const float ordered[] = { -__builtin_inff(), -3.5f, -1e-40f, -0.0f, 0.0f,
+                              1e-45f, 1e-38f, 1.0f, 1.0000001f, __builtin_inff() };
+    uint64_t prev = 0;
+    for (size_t i = 0; i < sizeof ordered / sizeof ordered[0]; i++) {
+        uint32_t bits;
+        memcpy(&bits, &ordered[i], 4);
+        uint64_t k = tf_ulp_key(bits, 32);
+        ck_assert(i == 0 || k > prev);
+        ck_assert_uint_eq(tf_ulp_unkey(k, 32), bits);
+        prev = k;
+    }
+    ck_assert_uint_eq(tf_ulp_key(0x80000000u, 32) + 1, tf_ulp_key(0, 32));
+}
+END_TEST
+
+START_TEST(test_residual_values)
+{
+    const unsigned w = 16;
+    /* ZigZag: 0, -1, +1, -2, +2 -> 0, 1, 2, 3, 4. */
+    ck_assert_uint_eq(tf_ulp_residual(0x3f80, 0x3f80, w), 0);
+    ck_assert_uint_eq(tf_ulp_residual(0x3f7f, 0x3f80, w), 1);
+    ck_assert_uint_eq(tf_ulp_residual(0x3f81, 0x3f80, w), 2);
+    ck_assert_uint_eq(tf_ulp_residual(0x3f7e, 0x3f80, w), 3);
+    ck_assert_uint_eq(tf_ulp_residual(0x3f82, 0x3f80, w), 4);
+    /* -0 to +0 is one step up. The key space is a ring: the top key
+     * (largest positive NaN) sits one step below the bottom one (largest
+     * negative NaN), and half the ring away is the largest residual. */
+    ck_assert_uint_eq(tf_ulp_residual(0x0000, 0x8000, w), 2);
+    ck_assert_uint_eq(tf_ulp_residual(0x7fff, 0xffff, w), 1);
+    ck_assert_uint_eq(tf_ulp_residual(0x0000, 0xffff, w), 0xffff);
+    rng_state = 1;
+    for (unsigned width = 8; width <= 64; width *= 2) {
+        uint64_t m = tf_ulp_mask(width);
+        for (int i = 0; i < 10000; i++) {
+            uint64_t x = rng_next() & m, r = rng_next() & m;
+            uint64_t z = tf_ulp_residual(x, r, width);
+            ck_assert_uint_le(z, m);
+            ck_assert_uint_eq(tf_ulp_unresidual(z, r, width), x);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_symbol_split)
+{
+    /* (b, q1, q2) and the raw bits rebuild every residual length. */
+    rng_state = 2;
+    for (unsigned width = 8; width <= 64; width *= 2) {
+        for (unsigned b = 0; b <= width; b++) {
+            for (int i = 0; i < 50; i++) {
+                uint64_t z = b == 0 ? 0 : (1ull << (b - 1)) | (rng_next() & tf_ulp_mask(b - 1));
+                unsigned n_raw, n_raw2;
+                unsigned sym = tf_ulp_symbol(z, &n_raw);
+                ck_assert_uint_lt(sym, tf_ulp_symbol_count(width));
+                ck_assert_uint_eq(n_raw, b > 3 ? b - 3 : 0);
+                uint64_t lead = tf_ulp_symbol_lead(sym, &n_raw2);
+                ck_assert_uint_eq(n_raw2, n_raw);
+                ck_assert_uint_eq(lead << n_raw | (z & tf_ulp_mask(n_raw)), z);
+            }
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_roundtrip_all_dtypes)
+{
+    const size_t sizes[] = { 0, 1, 2, 7, 8, 9, 17, 1000, 65537 };
+    const pattern pats[] = { PAT_RANDOM, PAT_SPECIAL, PAT_TRAJECTORY, PAT_SAME };
+    for (size_t d = 0; d < N_FLOAT_DTYPES; d++)
+        for (size_t p = 0; p < 4; p++)
+            for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+                roundtrip(float_dtypes[d], pats[p], sizes[s], 1000 * d + 100 * p + s);
+}
+END_TEST
+
+START_TEST(test_every_bit_pattern_8bit)
+{
+    /* All 256 x 256 (target, reference) pairs of both 8-bit formats. */
+    const unsigned dtypes[] = { TF_DT_F8_E4M3, TF_DT_F8_E5M2 };
+    uint8_t *x = malloc(65536), *r = malloc(65536), *got = malloc(65536);
+    for (size_t i = 0; i < 65536; i++) {
+        x[i] = (uint8_t)i;
+        r[i] = (uint8_t)(i >> 8);
+    }
+    for (size_t d = 0; d < 2; d++) {
+        tf_buf model, enc = { 0 };
+        fit(dtypes[d], x, r, 65536, &model);
+        encode(dtypes[d], x, r, 65536, &model, &enc);
+        ck_assert_int_eq(decode_copy(dtypes[d], enc.data, enc.len, r, model.data, model.len,
+                                     got, 65536), 0);
+        ck_assert(memcmp(got, x, 65536) == 0);
+        tf_buf_free(&model);
+        tf_buf_free(&enc);
+    }
+    free(x);
+    free(r);
+    free(got);
+}
+END_TEST
+
+START_TEST(test_same_as_reference_is_tiny)
+{
+    /* z = 0 everywhere: every row has one symbol and costs no bits. */
+    const size_t n = 100000, len = 2 * n;
+    uint8_t *x = malloc(len), *r = malloc(len);
+    make_pair(TF_DT_BF16, PAT_SAME, n, 5, x, r);
+    tf_buf model, enc = { 0 };
+    fit(TF_DT_BF16, x, r, len, &model);
+    encode(TF_DT_BF16, x, r, len, &model, &enc);
+    ck_assert_uint_le(enc.len, 64);
+    tf_buf_free(&model);
+    tf_buf_free(&enc);
+    free(x);
+    free(r);
+}
+END_TEST
+
+START_TEST(test_chunks_decode_alone_and_encode_deterministically)
+{
+    /* A model fit on the whole tensor; each chunk encoded as part of a
+     * chunk-by-chunk pass over the tensor must be byte-identical to the
+     * chunk encoded on its own, and decode on its own. */
+    const unsigned dtype = TF_DT_F32;
+    const size_t n = 50000, chunk = 4096, size = 4, len = n * size;
+    uint8_t *x = malloc(len), *r = malloc(len), *got = malloc(chunk * size);
+    make_pair(dtype, PAT_TRAJECTORY, n, 6, x, r);
+    tf_buf model, all = { 0 };
+    fit(dtype, x, r, len, &model);
+    size_t offsets[64], n_chunks = 0;
+    for (size_t at = 0; at < n; at += chunk) {
+        size_t k = n - at < chunk ? n - at : chunk;
+        offsets[n_chunks++] = all.len;
+        encode(dtype, x + at * size, r + at * size, k * size, &model, &all);
+    }
+    offsets[n_chunks] = all.len;
+    for (size_t c = 0; c < n_chunks; c++) {
+        size_t at = c * chunk, k = n - at < chunk ? n - at : chunk;
+        tf_buf alone = { 0 };
+        encode(dtype, x + at * size, r + at * size, k * size, &model, &alone);
+        ck_assert_uint_eq(alone.len, offsets[c + 1] - offsets[c]);
+        ck_assert(memcmp(alone.data, all.data + offsets[c], alone.len) == 0);
+        ck_assert_int_eq(decode_copy(dtype, alone.data, alone.len, r + at * size, model.data,
+                                     model.len, got, k * size), 0);
+        ck_assert(memcmp(got, x + at * size, k * size) == 0);
+        tf_buf_free(&alone);
+    }
+    tf_buf_free(&model);
+    tf_buf_free(&all);
+    free(x);
+    free(r);
+    free(got);
+}
+END_TEST
+
+START_TEST(test_refuses_what_does_not_apply)
+{
+    uint8_t x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, r[8] = { 0 };
+    tf_buf model = { 0 }, enc = { 0 };
+    tf_error e;
+    tf_codec_ctx ctx = ctx_for(TF_DT_I32, r, 8, NULL);
+    ck_assert_int_eq(tf_codec_ulp.fit(x, 8, &ctx, &model, &e), -1);
+    ck_assert_int_eq(tf_codec_ulp.encode(x, 8, &ctx, &enc, &e), -1);
+    ctx = ctx_for(TF_DT_NONE, r, 8, NULL);
+    ck_assert_int_eq(tf_codec_ulp.fit(x, 8, &ctx, &model, &e), -1);
+    ctx = ctx_for(TF_DT_F32, NULL, 0, NULL);
+    ck_assert_int_eq(tf_codec_ulp.fit(x, 8, &ctx, &model, &e), -1);
+    ctx = ctx_for(TF_DT_F32, r, 4, NULL); /* reference of another length */
+    ck_assert_int_eq(tf_codec_ulp.fit(x, 8, &ctx, &model, &e), -1);
+    ctx = ctx_for(TF_DT_F32, r, 6, NULL); /* not a whole number of elements */
+    ck_assert_int_eq(tf_codec_ulp.fit(x, 6, &ctx, &model, &e), -1);
+    ctx = ctx_for(TF_DT_F32, r, 8, NULL); /* no model */
+    ck_assert_int_eq(tf_codec_ulp.encode(x, 8, &ctx, &enc, &e), -1);
+    ck_assert_uint_eq(model.len, 0);
+    ck_assert_uint_eq(enc.len, 0);
+}
+END_TEST
+
+START_TEST(test_uncovered_symbols)
+{
+    /* A model fit on other data: encoding a residual or a reference
+     * exponent it never saw fails cleanly; decoding against a reference
+     * whose exponents the model lacks is an error. */
+    const size_t n = 1000, len = 2 * n;
+    uint8_t *x = malloc(len), *r = malloc(len), *x2 = malloc(len), *got = malloc(len);
+    make_pair(TF_DT_BF16, PAT_SAME, n, 7, x, r);
+    tf_buf model, enc = { 0 };
+    fit(TF_DT_BF16, x, r, len, &model);
+    memcpy(x2, x, len);
+    x2[10] ^= 1; /* a nonzero residual: never seen by the model */
+    tf_codec_ctx ctx = ctx_for(TF_DT_BF16, r, len, &model);
+    tf_error e;
+    ck_assert_int_eq(tf_codec_ulp.encode(x2, len, &ctx, &enc, &e), -1);
+    ck_assert_uint_eq(enc.len, 0);
+    encode(TF_DT_BF16, x, r, len, &model, &enc);
+    uint8_t *r2 = malloc(len);
+    memcpy(r2, r, len);
+    put_elem(r2 + 6, 2, make_float(TF_DT_BF16, 0, 200, 0)); /* exponent 200: no row */
+    ctx = ctx_for(TF_DT_BF16, r2, len, &model);
+    tf_buf other = { 0 };
+    ck_assert_int_eq(tf_codec_ulp.encode(x, len, &ctx, &other, &e), -1);
+    ck_assert_uint_eq(other.len, 0);
+    tf_buf_free(&other);
+    ck_assert_int_eq(decode_copy(TF_DT_BF16, enc.data, enc.len, r2, model.data, model.len, got,
+                                 len), -1);
+    tf_buf_free(&model);
+    tf_buf_free(&enc);
+    free(x);
+    free(x2);
+    free(r);
+    free(r2);
+    free(got);
+}
+END_TEST
+
+/* A small trajectory-like chunk with its model and encoding. */
+typedef struct {
+    unsigned dtype;
+    size_t len;
+    uint8_t *x, *r, *got;
+    tf_buf model, enc;
+} fixture;
+
+static fixture make_fixture(unsigned dtype, size_t n, uint64_t seed)
+{
+    fixture f = { .dtype = dtype, .len = n * elem_size(dtype) };
+    f.x = malloc(f.len);
+    f.r = malloc(f.len);
+    f.got = malloc(f.len);
+    make_pair(dtype, PAT_TRAJECTORY, n, seed, f.x, f.r);
+    fit(dtype, f.x, f.r, f.len, &f.model);
+    encode(dtype, f.x, f.r, f.len, &f.model, &f.enc);
+    return f;
+}
+
+static void free_fixture(fixture *f)
+{
+    free(f->x);
+    free(f->r);
+    free(f->got);
+    tf_buf_free(&f->model);
+    tf_buf_free(&f->enc);
+}
+
+static int decode_fixture(fixture *f, const uint8_t *enc, size_t enc_len, const uint8_t *model,
+                          size_t model_len)
+{
+    return decode_copy(f->dtype, enc, enc_len, f->r, model, model_len, f->got, f->len);
+}
+
+START_TEST(test_truncated_payload_fails)
+{
+    for (size_t d = 0; d < N_FLOAT_DTYPES; d++) {
+        fixture f = make_fixture(float_dtypes[d], 45, 8 + d);
+        ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, f.model.data, f.model.len), 0);
+        for (size_t cut = 0; cut < f.enc.len; cut++)
+            ck_assert_msg(decode_fixture(&f, f.enc.data, cut, f.model.data, f.model.len) == -1,
+                          "dtype %u cut %zu of %zu", f.dtype, cut, f.enc.len);
+        for (size_t cut = 0; cut < f.model.len; cut++)
+            ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, f.model.data, cut), -1);
+        /* Trailing bytes after the raw bits, or a model for another dtype. */
+        tf_buf longer = { 0 };
+        tf_buf_put(&longer, f.enc.data, f.enc.len);
+        tf_buf_u8(&longer, 0);
+        ck_assert_int_eq(decode_fixture(&f, longer.data, longer.len, f.model.data, f.model.len),
+                         -1);
+        f.model.data[1] = (uint8_t)(f.dtype == TF_DT_F32 ? TF_DT_F16 : TF_DT_F32);
+        ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, f.model.data, f.model.len),
+                         -1);
+        tf_buf_free(&longer);
+        free_fixture(&f);
+    }
+}
+END_TEST
+
+START_TEST(test_random_payloads_fail)
+{
+    fixture f = make_fixture(TF_DT_BF16, 300, 9);
+    uint8_t junk[700];
+    rng_state = 10;
+    for (int trial = 0; trial < 2000; trial++) {
+        size_t n = (size_t)(rng_next() % sizeof junk);
+        for (size_t i = 0; i < n; i++)
+            junk[i] = (uint8_t)rng_next();
+        if (trial % 2 && n > 0)
+            junk[0] = (uint8_t)(n - 1 < 0x7f ? n - 1 : 0x7f); /* a plausible length */
+        ck_assert_int_eq(decode_fixture(&f, junk, n, f.model.data, f.model.len), -1);
+    }
+    free_fixture(&f);
+}
+END_TEST
+
+START_TEST(test_mutations_never_crash)
+{
+    /* Flipped payload bits in the raw tail can decode (to other data);
+     * anything else should fail. Nothing may crash or read out of bounds. */
+    for (size_t d = 0; d < N_FLOAT_DTYPES; d++) {
+        fixture f = make_fixture(float_dtypes[d], 200, 11 + d);
+        uint8_t *bytes = malloc(f.enc.len), *model = malloc(f.model.len);
+        rng_state = 12;
+        for (int trial = 0; trial < 1000; trial++) {
+            memcpy(bytes, f.enc.data, f.enc.len);
+            bytes[rng_next() % f.enc.len] ^= (uint8_t)(1u << (rng_next() % 8));
+            decode_fixture(&f, bytes, f.enc.len, f.model.data, f.model.len);
+        }
+        for (size_t at = 0; at < f.model.len; at++) {
+            for (unsigned bit = 0; bit < 8; bit++) {
+                memcpy(model, f.model.data, f.model.len);
+                model[at] ^= (uint8_t)(1u << bit);
+                decode_fixture(&f, f.enc.data, f.enc.len, model, f.model.len);
+            }
+        }
+        free(bytes);
+        free(model);
+        free_fixture(&f);
+    }
+}
+END_TEST
+
+START_TEST(test_bad_model_tables)
+{
+    fixture f = make_fixture(TF_DT_F16, 100, 13);
+    const uint8_t *table = f.model.data + 2; /* after version and dtype */
+    uint8_t bad[8];
+    /* Wrong version. */
+    memcpy(bad, f.model.data, 2);
+    bad[0] = 2;
+    ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, bad, 2), -1);
+    /* No rows at all, though the reference needs some. */
+    const uint8_t empty[] = { 1, TF_DT_F16, table[0], 0 };
+    ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, empty, sizeof empty), -1);
+    /* Precision out of range. */
+    const uint8_t bad_prec[] = { 1, TF_DT_F16, 12, 0 };
+    ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, bad_prec, sizeof bad_prec), -1);
+    /* A row whose frequencies overflow the total. */
+    const uint8_t overflow[] = { 1, TF_DT_F16, 8, 1, 0, 0, 1, 0x80, 0x04 };
+    ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, overflow, sizeof overflow), -1);
+    /* Trailing bytes after the table. */
+    tf_buf longer = { 0 };
+    tf_buf_put(&longer, f.model.data, f.model.len);
+    tf_buf_u8(&longer, 0);
+    ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, longer.data, longer.len), -1);
+    tf_buf_free(&longer);
+    free_fixture(&f);
+}
+END_TEST
+
+static Suite *ulp_suite(void)
+{
+    Suite *s = suite_create("ulp");
+    TCase *tc = tcase_create("ulp");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_key_is_monotone);
+    tcase_add_test(tc, test_residual_values);
+    tcase_add_test(tc, test_symbol_split);
+    tcase_add_test(tc, test_roundtrip_all_dtypes);
+    tcase_add_test(tc, test_every_bit_pattern_8bit);
+    tcase_add_test(tc, test_same_as_reference_is_tiny);
+    tcase_add_test(tc, test_chunks_decode_alone_and_encode_deterministically);
+    tcase_add_test(tc, test_refuses_what_does_not_apply);
+    tcase_add_test(tc, test_uncovered_symbols);
+    tcase_add_test(tc, test_truncated_payload_fails);
+    tcase_add_test(tc, test_random_payloads_fail);
+    tcase_add_test(tc, test_mutations_never_crash);
+    tcase_add_test(tc, test_bad_model_tables);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(ulp_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
