@@ -228,10 +228,11 @@ int tf_rans_table_read(tf_rans_table *t, tf_reader *r, unsigned n_ctx, unsigned 
 /* ---- encoder ---- */
 
 /* Division by freq without a divide: for x < 2^32 and l = ceil(log2 f),
- * m = ceil(2^(32+l) / f) satisfies floor(x / f) = floor(x * m / 2^(32+l))
- * (the rounding error of m is below 2^l / f per unit of x / 2^32, too
- * small to cross an integer). m lies in [2^32, 2^33), so only
- * rcp = m - 2^32 is stored and x * m / 2^32 is x + (x * rcp >> 32). */
+ * m = ceil(2^(32+l) / f) gives floor(x / f) = floor(x * m / 2^(32+l)):
+ * the excess x * (m - 2^(32+l) / f) / 2^(32+l) is below 2^-l <= 1 / f,
+ * too little to carry x / f past the next integer. m lies in
+ * [2^32, 2^33), so only rcp = m - 2^32 is stored, and x * m / 2^32 is
+ * x + (x * rcp >> 32) (exact in the floor, as x is an integer). */
 static tf_rans_enc_sym make_enc_sym(unsigned freq, unsigned cum, unsigned prec)
 {
     unsigned l = 0;
@@ -250,18 +251,24 @@ static tf_rans_enc_sym make_enc_sym(unsigned freq, unsigned cum, unsigned prec)
 
 int tf_rans_encoder_init(tf_rans_encoder *enc, const tf_rans_table *t, tf_error *e)
 {
-    *enc = (tf_rans_encoder){ .n_ctx = t->n_ctx, .n_sym = t->n_sym,
-                              .row_of_ctx = t->row_of_ctx };
-    enc->sym = malloc(((size_t)t->n_rows * t->n_sym + 1) * sizeof *enc->sym);
-    if (!enc->sym)
+    *enc = (tf_rans_encoder){ .n_ctx = t->n_ctx, .n_sym = t->n_sym };
+    enc->row_of_ctx = malloc(t->n_ctx * sizeof *enc->row_of_ctx);
+    enc->sym = calloc(((size_t)t->n_rows + 1) * t->n_sym, sizeof *enc->sym);
+    if (!enc->row_of_ctx || !enc->sym) {
+        tf_rans_encoder_free(enc);
         return tf_fail(e, ENOMEM, "rans: out of memory for an encoder");
+    }
+    const tf_rans_enc_sym *zero_row = enc->sym + (size_t)t->n_rows * t->n_sym;
+    for (unsigned c = 0; c < t->n_ctx; c++) {
+        int32_t row = t->row_of_ctx[c];
+        enc->row_of_ctx[c] = row < 0 ? zero_row : enc->sym + (size_t)row * t->n_sym;
+    }
     for (size_t row = 0; row < t->n_rows; row++) {
         const uint16_t *freq = t->freq + row * t->n_sym;
         unsigned cum = 0;
         for (unsigned s = 0; s < t->n_sym; s++) {
-            /* An absent symbol keeps freq 0, which enc_lookup refuses. */
-            enc->sym[row * t->n_sym + s] =
-                freq[s] ? make_enc_sym(freq[s], cum, t->prec) : (tf_rans_enc_sym){ 0 };
+            if (freq[s]) /* an absent symbol keeps freq 0 */
+                enc->sym[row * t->n_sym + s] = make_enc_sym(freq[s], cum, t->prec);
             cum += freq[s];
         }
     }
@@ -270,30 +277,66 @@ int tf_rans_encoder_init(tf_rans_encoder *enc, const tf_rans_table *t, tf_error 
 
 void tf_rans_encoder_free(tf_rans_encoder *enc)
 {
+    free(enc->row_of_ctx);
     free(enc->sym);
     *enc = (tf_rans_encoder){ 0 };
 }
 
-/* Encodes one symbol into a lane state; a renormalization word goes just
- * below *w. */
+/* Encodes one symbol into a lane state, writing a renormalization word
+ * just below *w when needed. Branch-free, like the decoder; the word is
+ * stored even when not kept (the space below *w is reserved). A symbol
+ * with freq 0 leaves the state unchanged but for a renormalization. */
 static inline uint32_t enc_put(uint32_t x, const tf_rans_enc_sym *s, uint8_t **w)
 {
-    if (x > s->x_lim) {
-        *w -= 2;
-        (*w)[0] = (uint8_t)x;
-        (*w)[1] = (uint8_t)(x >> 8);
-        x >>= 16;
-    }
+    uint32_t emit = x > s->x_lim;
+    (*w)[-2] = (uint8_t)x;
+    (*w)[-1] = (uint8_t)(x >> 8);
+    *w -= 2 * emit;
+    x >>= 16 * emit;
     uint32_t q = (uint32_t)(((uint64_t)x + ((uint64_t)x * s->rcp >> 32)) >> s->shift);
     return x + s->cum + q * s->cmpl;
 }
 
-static const tf_rans_enc_sym *enc_lookup(const tf_rans_encoder *enc, unsigned ctx, unsigned sym)
+/* The coding entry of (ctx, sym); its freq is 0 when the table cannot
+ * code the pair. */
+static inline const tf_rans_enc_sym *enc_entry(const tf_rans_encoder *enc, const uint16_t *ctx,
+                                               const uint8_t *sym, size_t i)
 {
-    if (ctx >= enc->n_ctx || sym >= enc->n_sym || enc->row_of_ctx[ctx] < 0)
-        return NULL;
-    const tf_rans_enc_sym *s = &enc->sym[(size_t)enc->row_of_ctx[ctx] * enc->n_sym + sym];
-    return s->freq ? s : NULL;
+    static const tf_rans_enc_sym uncodable = { 0 };
+    unsigned c = ctx ? ctx[i] : 0;
+    if (c >= enc->n_ctx || sym[i] >= enc->n_sym)
+        return &uncodable;
+    return &enc->row_of_ctx[c][sym[i]];
+}
+
+/* Symbols are encoded last to first so that they decode first to last;
+ * words go downwards from *w. Returns whether every symbol was codable.
+ * The lane states are copied to locals so that they live in registers. */
+static bool encode_backwards(const tf_rans_encoder *enc, const uint16_t *ctx,
+                             const uint8_t *sym, size_t n, uint32_t states[TF_RANS_LANES],
+                             uint8_t **words)
+{
+    uint32_t x[TF_RANS_LANES], codable = 1;
+    uint8_t *w = *words;
+    size_t i = n;
+    for (; i % TF_RANS_LANES; i--) { /* the last, partial round */
+        const tf_rans_enc_sym *s = enc_entry(enc, ctx, sym, i - 1);
+        codable &= s->freq != 0;
+        states[(i - 1) % TF_RANS_LANES] = enc_put(states[(i - 1) % TF_RANS_LANES], s, &w);
+    }
+    memcpy(x, states, sizeof x);
+    while (i) {
+        i -= TF_RANS_LANES;
+#pragma GCC unroll 8
+        for (unsigned l = TF_RANS_LANES; l-- > 0;) {
+            const tf_rans_enc_sym *s = enc_entry(enc, ctx, sym, i + l);
+            codable &= s->freq != 0;
+            x[l] = enc_put(x[l], s, &w);
+        }
+    }
+    memcpy(states, x, sizeof x);
+    *words = w;
+    return codable;
 }
 
 /* LEB128, as tf_buf_varint writes it; returns the bytes written. */
@@ -306,23 +349,14 @@ static size_t put_varint(uint8_t *p, uint64_t v)
     return n;
 }
 
-/* Symbols are encoded last to first so that they decode first to last;
- * words are written downwards from `top`. Returns the lowest word written,
- * or NULL for a symbol the table cannot code (its index in *bad_at). */
-static uint8_t *encode_backwards(const tf_rans_encoder *enc, const uint16_t *ctx,
-                                 const uint8_t *sym, size_t n, uint32_t x[TF_RANS_LANES],
-                                 uint8_t *top, size_t *bad_at)
+static int fail_uncodable(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_t *sym,
+                          size_t n, tf_error *e)
 {
-    uint8_t *w = top;
-    for (size_t i = n; i-- > 0;) {
-        const tf_rans_enc_sym *s = enc_lookup(enc, ctx ? ctx[i] : 0, sym[i]);
-        if (!s) {
-            *bad_at = i;
-            return NULL;
-        }
-        x[i % TF_RANS_LANES] = enc_put(x[i % TF_RANS_LANES], s, &w);
-    }
-    return w;
+    size_t i = 0;
+    while (i < n && enc_entry(enc, ctx, sym, i)->freq)
+        i++;
+    return tf_fail(e, EINVAL, "rans: symbol %u at %zu has no frequency under context %u",
+                   i < n ? sym[i] : 0, i, ctx && i < n ? ctx[i] : 0);
 }
 
 int tf_rans_encode(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_t *sym,
@@ -340,12 +374,9 @@ int tf_rans_encode(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_
     uint32_t x[TF_RANS_LANES];
     for (unsigned l = 0; l < TF_RANS_LANES; l++)
         x[l] = TF_RANS_L;
-    uint8_t *top = base + head_max + 2 * n;
-    size_t bad_at = 0;
-    uint8_t *words = encode_backwards(enc, ctx, sym, n, x, top, &bad_at);
-    if (!words)
-        return tf_fail(e, EINVAL, "rans: symbol %u at %zu has no frequency under context %u",
-                       sym[bad_at], bad_at, ctx ? ctx[bad_at] : 0);
+    uint8_t *top = base + head_max + 2 * n, *words = top;
+    if (!encode_backwards(enc, ctx, sym, n, x, &words))
+        return fail_uncodable(enc, ctx, sym, n, e);
     size_t words_len = (size_t)(top - words);
     size_t len = 4 * TF_RANS_LANES + words_len;
     uint8_t *p = base + put_varint(base, len);

@@ -67,11 +67,12 @@ typedef struct {
 
 typedef struct {
     unsigned n_ctx, n_sym;
-    const int32_t *row_of_ctx; /* borrowed from the table */
-    tf_rans_enc_sym *sym;      /* n_rows x n_sym */
+    /* n_ctx entries; a context without a row gets an all-zero row, whose
+     * zero frequencies the encoder refuses. */
+    const tf_rans_enc_sym **row_of_ctx;
+    tf_rans_enc_sym *sym; /* (rows + 1) x n_sym, the last row all zero */
 } tf_rans_encoder;
 
-/* The encoder borrows t, which must outlive it. */
 int tf_rans_encoder_init(tf_rans_encoder *enc, const tf_rans_table *t, tf_error *e);
 void tf_rans_encoder_free(tf_rans_encoder *enc);
 /* Appends one stream. Fails (-1, EINVAL) when a symbol has no frequency

@@ -71,9 +71,10 @@ static inline uint64_t tf_ulp_unresidual(uint64_t z, uint64_t r, unsigned width)
     return tf_ulp_unkey((tf_ulp_key_unmasked(r, width) + d) & tf_ulp_mask(width), width);
 }
 
+/* Branch-free: z == 0 is common and unpredictable. */
 static inline unsigned tf_ulp_bitlen(uint64_t z)
 {
-    return z ? 64 - (unsigned)__builtin_clzll(z) : 0;
+    return (z != 0) + 63 - (unsigned)__builtin_clzll(z | 1);
 }
 
 /* The symbol of residual z; *n_raw gets the number of raw bits below it

@@ -1,4 +1,4 @@
-/* Map from content id to a 64-bit value (open addressing; ids are
+/* Map from content id to a value below UINT64_MAX (open addressing; ids are
  * uniformly distributed hashes, so their first bytes index directly). */
 #ifndef TRAJFS_COMMON_IDMAP_H
 #define TRAJFS_COMMON_IDMAP_H

@@ -142,7 +142,8 @@ static bool decode_trailer(const uint8_t p[TF_TRAILER_SIZE], uint64_t at, tf_tra
     return t->seq >= 1 && t->catalog_off >= TF_SUPERBLOCK_SIZE &&
            t->catalog_off <= at && t->catalog_len == at - t->catalog_off &&
            (t->seq == 1 ? t->prev == 0
-                        : t->prev >= TF_SUPERBLOCK_SIZE && t->prev + TF_TRAILER_SIZE <= t->catalog_off);
+                        : t->prev >= TF_SUPERBLOCK_SIZE && t->prev <= t->catalog_off &&
+                              t->catalog_off - t->prev >= TF_TRAILER_SIZE);
 }
 
 static void encode_trailer(uint8_t p[TF_TRAILER_SIZE], const tf_trailer *t)
