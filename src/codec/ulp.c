@@ -188,27 +188,53 @@ ULP_ALWAYS_INLINE void bits_put(bit_writer *w, uint64_t v, unsigned n) /* n <= 5
     w->count &= 7;
 }
 
+/* Elements whose raw bits fit one 56-bit put or refill together: an
+ * element has at most 8 * bytes - 3. F64 goes element by element. */
+ULP_ALWAYS_INLINE unsigned elems_per_56_bits(unsigned bytes)
+{
+    return bytes < 8 ? 56 / (8 * bytes - 3) : 1;
+}
+
+/* Symbol and context of element i; returns its raw bits, *n_raw of them. */
+ULP_ALWAYS_INLINE uint64_t split_one(const uint8_t *src, const uint8_t *ref, size_t i,
+                                     uint8_t *sym, uint16_t *ctx, unsigned *n_raw,
+                                     unsigned bytes, unsigned man, unsigned exp)
+{
+    uint64_t r = load_elem(ref + i * bytes, bytes);
+    uint64_t z = tf_ulp_residual(load_elem(src + i * bytes, bytes), r, 8 * bytes);
+    sym[i] = (uint8_t)tf_ulp_symbol(z, n_raw);
+    ctx[i] = (uint16_t)context_of(r, man, exp);
+    return z & (((uint64_t)1 << *n_raw) - 1); /* n_raw <= 61 */
+}
+
 /* Splits each residual into its symbol (with its context) and raw bits;
- * returns the raw section's length in bytes. */
+ * returns the raw section's length in bytes. The raw bits of a group of
+ * elements are gathered in a register first: one put per group keeps the
+ * writer's serial dependency chain short. */
 ULP_ALWAYS_INLINE size_t split_sized(const uint8_t *src, const uint8_t *ref, size_t n,
                                      uint8_t *sym, uint16_t *ctx, uint8_t *raw, unsigned bytes,
                                      unsigned man, unsigned exp)
 {
+    const unsigned group = elems_per_56_bits(bytes);
     bit_writer w = { .p = raw };
-    for (size_t i = 0; i < n; i++) {
-        uint64_t r = load_elem(ref + i * bytes, bytes);
-        uint64_t z = tf_ulp_residual(load_elem(src + i * bytes, bytes), r, 8 * bytes);
-        unsigned n_raw;
-        sym[i] = (uint8_t)tf_ulp_symbol(z, &n_raw);
-        ctx[i] = (uint16_t)context_of(r, man, exp);
-        uint64_t low = z & (((uint64_t)1 << n_raw) - 1); /* n_raw <= 61 */
-        if (bytes < 8) {
-            bits_put(&w, low, n_raw);
-        } else { /* up to 61 bits: in two halves */
-            unsigned half = n_raw < 32 ? n_raw : 32;
-            bits_put(&w, low & 0xffffffffu, half);
-            bits_put(&w, low >> 32, n_raw - half);
+    size_t i = 0;
+    while (i < n) {
+        size_t end = n - i < group ? n : i + group;
+        uint64_t bits = 0;
+        unsigned n_bits = 0;
+        for (; i < end; i++) {
+            unsigned n_raw;
+            uint64_t low = split_one(src, ref, i, sym, ctx, &n_raw, bytes, man, exp);
+            if (bytes == 8) { /* up to 61 bits: in two halves */
+                unsigned half = n_raw < 32 ? n_raw : 32;
+                bits_put(&w, low & 0xffffffffu, half);
+                bits_put(&w, low >> 32, n_raw - half);
+            } else {
+                bits |= low << n_bits;
+                n_bits += n_raw;
+            }
         }
+        bits_put(&w, bits, n_bits);
     }
     return (size_t)(w.p - raw) + (w.count > 0);
 }
@@ -368,13 +394,6 @@ ULP_ALWAYS_INLINE uint64_t residual_of(const symbol_info *info, bit_reader *r, b
     return info->lead | low | bits_take(r, high_bits) << 32;
 }
 
-/* Elements a refill covers: a refill leaves at least 56 bits and an
- * element takes at most 8 * bytes - 3. F64 refills by itself. */
-ULP_ALWAYS_INLINE unsigned elems_per_refill(unsigned bytes)
-{
-    return bytes < 8 ? 56 / (8 * bytes - 3) : TF_RANS_LANES;
-}
-
 /* A round may skip bounds checks when every lane has a word and the raw
  * bits have 8 readable bytes for each refill (a refill advances at most
  * 7 bytes; F64 refills twice per element). */
@@ -410,7 +429,7 @@ ULP_ALWAYS_INLINE size_t decode_rounds(const tf_rans_decoder *dec, const symbol_
     for (; i + TF_RANS_LANES <= n && round_is_safe(&s, &br); i += TF_RANS_LANES) {
 #pragma GCC unroll 8
         for (unsigned l = 0; l < TF_RANS_LANES; l++) {
-            if (bytes < 8 && l % elems_per_refill(bytes) == 0)
+            if (bytes < 8 && l % elems_per_56_bits(bytes) == 0)
                 bits_refill_fast(&br);
             decode_one(slots_of_ctx, info, &s, &br, ref, dst, i + l, l, false, bytes, man, exp);
         }
