@@ -1,6 +1,6 @@
 /* ulp_measure: ULPack on a real checkpoint trajectory.
  *
- *   ulp_measure [-c CHUNK_ELEMS] [-s] FILE0 FILE1 [FILE2 ...]
+ *   ulp_measure [-c CHUNK_ELEMS] [-r REPS] [-s] FILE0 FILE1 [FILE2 ...]
  *
  * The files are safetensors checkpoints in trajectory order. For every
  * consecutive pair, each float tensor of the later file is coded against
@@ -11,13 +11,19 @@
  *     model alone;
  *   - the paper model's empirical entropy H(b,q1,q2 | e_r) + raw bits
  *     (plug-in, no table cost);
- *   - single-threaded encode (fit + encode) and decode throughput, next to
+ *   - single-threaded encode (and fit + encode) and decode throughput,
+ *     best of REPS (default 1), next to
  *     libzstd level 3 compression and decompression of the whole later
  *     file (what `zstd -3` / `zstd -d` do, single-threaded, in process).
  * With three or more files it also estimates what conditioning on the
  * previous residual (reference vs its own reference) would save.
  * -s adds the design studies: table precision and joint vs separate
- * coding of (b, q1, q2). */
+ * coding of (b, q1, q2).
+ *
+ * Build (from the repository root; not part of `make`):
+ *   gcc -std=c11 -D_GNU_SOURCE -O2 -Isrc src/common/buf.c src/common/error.c \
+ *       src/format/dtype.c src/codec/rans.c src/codec/ulp.c bench/ulp_measure.c \
+ *       $(pkg-config --cflags --libs libzstd) -lm -o ulp_measure */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -245,10 +251,12 @@ static const tensor *find_tensor(const checkpoint *c, const tensor *like)
     return NULL;
 }
 
+/* CPU time of this (single-threaded) process: other load on the machine
+ * does not count against it. */
 static double now(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -324,8 +332,8 @@ typedef struct {
     uint64_t elems, tensors;
     double model_bytes, chunk_bytes, entropy_bits;
     double fit_s, enc_s, dec_s;
-    /* previous-residual study (bits) */
-    double prev_base, prev_sign, prev_b, prev_both, sign_alone, cells_base, cells_sign,
+    /* previous-residual study (bits, over prev_elems weights) */
+    double prev_elems, prev_base, prev_sign, prev_b, prev_both, sign_alone, cells_base, cells_sign,
         cells_b, cells_both;
     /* -s studies (bits) */
     double prec_bits[TF_RANS_MAX_PREC + 1], prec_table[TF_RANS_MAX_PREC + 1];
@@ -334,7 +342,7 @@ typedef struct {
 } totals;
 
 static totals by_dtype[TF_DT_COUNT];
-static int study;
+static int study, reps = 1;
 
 /* ---- coding one tensor ---- */
 
@@ -344,6 +352,50 @@ static void fail_codec(const char *what, const tensor *t, const tf_error *e)
     exit(1);
 }
 
+/* Encodes x against r chunk by chunk into enc (chunk ends in ends[]);
+ * returns the seconds taken. */
+static double encode_chunks(const tensor *t, const uint8_t *x, const uint8_t *r, size_t chunk,
+                            const tf_buf *model, tf_buf *enc, size_t *ends)
+{
+    size_t len = t->end - t->begin, n_chunks = 0;
+    tf_error e;
+    enc->len = 0;
+    double t0 = now();
+    for (size_t at = 0; at < len || n_chunks == 0; at += chunk) {
+        size_t k = len - at < chunk ? len - at : chunk;
+        tf_codec_ctx c = { .dtype = t->dtype, .ref = r + at, .ref_len = k,
+                           .model = model->data, .model_len = model->len };
+        if (tf_codec_ulp.encode(x + at, k, &c, enc, &e) < 0)
+            fail_codec("encode", t, &e);
+        ends[n_chunks++] = enc->len;
+        if (len == 0)
+            break;
+    }
+    return now() - t0;
+}
+
+static double decode_chunks(const tensor *t, const uint8_t *r, size_t chunk,
+                            const tf_buf *model, const tf_buf *enc, const size_t *ends,
+                            uint8_t *got)
+{
+    size_t len = t->end - t->begin, from = 0;
+    tf_error e;
+    double t0 = now();
+    for (size_t i = 0, at = 0; at < len || i == 0; i++, at += chunk) {
+        size_t k = len - at < chunk ? len - at : chunk;
+        tf_codec_ctx c = { .dtype = t->dtype, .ref = r + at, .ref_len = k,
+                           .model = model->data, .model_len = model->len };
+        if (tf_codec_ulp.decode(enc->data + from, ends[i] - from, &c, got + at, k, &e) < 0)
+            fail_codec("decode", t, &e);
+        from = ends[i];
+        if (len == 0)
+            break;
+    }
+    return now() - t0;
+}
+
+/* Fit, encode, decode (best of `reps` timings; output buffers are
+ * touched beforehand so that page faults are not timed), verify. */
 static void code_tensor(const tensor *t, const uint8_t *x, const uint8_t *r, size_t chunk_elems,
                         totals *acc)
 {
@@ -355,30 +407,17 @@ static void code_tensor(const tensor *t, const uint8_t *x, const uint8_t *r, siz
     double t0 = now();
     if (tf_codec_ulp.fit(x, len, &ctx, &model, &e) < 0)
         fail_codec("fit", t, &e);
-    double t1 = now();
-    size_t *ends = malloc((len / chunk + 2) * sizeof *ends), n_chunks = 0;
-    for (size_t at = 0; at < len || (len == 0 && n_chunks == 0); at += chunk) {
-        size_t k = len - at < chunk ? len - at : chunk;
-        tf_codec_ctx c = { .dtype = t->dtype, .ref = r + at, .ref_len = k,
-                           .model = model.data, .model_len = model.len };
-        if (tf_codec_ulp.encode(x + at, k, &c, &enc, &e) < 0)
-            fail_codec("encode", t, &e);
-        ends[n_chunks++] = enc.len;
-        if (len == 0)
-            break;
-    }
-    double t2 = now();
+    double fit_s = now() - t0, enc_s = 1e9, dec_s = 1e9;
+    size_t *ends = malloc((len / chunk + 2) * sizeof *ends);
     uint8_t *got = malloc(len + 1);
-    size_t from = 0;
-    for (size_t i = 0; i < n_chunks; i++) {
-        size_t at = i * chunk, k = len - at < chunk ? len - at : chunk;
-        tf_codec_ctx c = { .dtype = t->dtype, .ref = r + at, .ref_len = k,
-                           .model = model.data, .model_len = model.len };
-        if (tf_codec_ulp.decode(enc.data + from, ends[i] - from, &c, got + at, k, &e) < 0)
-            fail_codec("decode", t, &e);
-        from = ends[i];
+    memset(got, 0, len + 1);
+    memset(tf_buf_reserve(&enc, 2 * len + 4096), 0, 2 * len + 4096);
+    for (int rep = 0; rep < reps; rep++) {
+        double te = encode_chunks(t, x, r, chunk, &model, &enc, ends);
+        double td = decode_chunks(t, r, chunk, &model, &enc, ends, got);
+        enc_s = te < enc_s ? te : enc_s;
+        dec_s = td < dec_s ? td : dec_s;
     }
-    double t3 = now();
     if (len && memcmp(got, x, len))
         die("%s: decoded bytes differ", t->name);
 
@@ -389,9 +428,9 @@ static void code_tensor(const tensor *t, const uint8_t *x, const uint8_t *r, siz
     acc->tensors++;
     acc->model_bytes += (double)model.len;
     acc->chunk_bytes += (double)enc.len;
-    acc->fit_s += t1 - t0;
-    acc->enc_s += t2 - t1;
-    acc->dec_s += t3 - t2;
+    acc->fit_s += fit_s;
+    acc->enc_s += enc_s;
+    acc->dec_s += dec_s;
     free(counts);
     free(got);
     free(ends);
@@ -445,6 +484,7 @@ static void study_previous(const tensor *t, const uint8_t *xa, const uint8_t *xb
         }
     }
     double lsb_bits = entropy_bits(lsb, rows * nb * 3, 2);
+    acc->prev_elems += (double)n;
     acc->prev_base += entropy_bits(base, rows, ns) + (double)n_lsb;
     acc->prev_sign += entropy_bits(sign, rows * 3, ns) + lsb_bits;
     acc->prev_b += entropy_bits(bprev, rows * nb, ns) + (double)n_lsb;
@@ -529,7 +569,7 @@ static double time_generic_decode(const stream *s)
     tf_buf b = { 0 };
     if (tf_rans_table_fit(&t, s->n_ctx, s->n_sym, 11, s->counts, &e) < 0 ||
         tf_rans_encoder_init(&enc, &t, &e) < 0 ||
-        tf_rans_encode(&enc, s->ctx, s->sym, s->n, &b, &e) < 0)
+        tf_rans_encode(&enc, s->ctx, s->sym, s->n, 16, &b, &e) < 0)
         die("%s", e.msg);
     uint8_t *got = malloc(s->n + 1);
     double best = 1e9;
@@ -612,6 +652,7 @@ static void zstd_speed(const checkpoint *c, double *ratio, double *c_mbs, double
 
 /* ---- driver ---- */
 
+/* Every field of totals from model_bytes on is a double. */
 static void add_totals(totals *into, const totals *t)
 {
     const double *src = (const double *)((const char *)t + offsetof(totals, model_bytes));
@@ -639,11 +680,13 @@ static void print_previous(unsigned dtype, const totals *t)
 {
     if (!t->prev_base)
         return;
-    double total = 8 * (t->model_bytes + t->chunk_bytes);
-    double bytes_per_cell = t->model_bytes / (t->cells_base ? t->cells_base : 1);
-    printf("\nprevious-residual context, %s (plug-in bits saved, %% of ulp output; "
-           "net = after tables at %.2f bytes/occupied cell):\n",
-           tf_dtype_get(dtype)->name, bytes_per_cell);
+    /* the ulp output of the same (later) pairs, pro rata */
+    double total = 8 * (t->model_bytes + t->chunk_bytes) * t->prev_elems / (double)t->elems;
+    double bytes_per_cell = t->model_bytes * t->prev_elems / (double)t->elems /
+                            (t->cells_base ? t->cells_base : 1);
+    printf("\nprevious-residual context, %s, %.0f weights (plug-in bits saved, b/w, %% of ulp "
+           "output; net = after tables at %.2f bytes per extra occupied cell):\n",
+           tf_dtype_get(dtype)->name, t->prev_elems, bytes_per_cell);
     const char *names[] = { "lsb (sign) modelled under (e_r, b), no prev",
                             "sign of z | prev sign", "b,q1,q2 | prev b",
                             "both | prev b + prev sign" };
@@ -653,8 +696,8 @@ static void print_previous(unsigned dtype, const totals *t)
                        t->cells_both - t->cells_base };
     for (int i = 0; i < 4; i++) {
         double net = saved[i] - 8 * bytes_per_cell * cells[i];
-        printf("  %-46s %12.0f bits  %6.3f%%   net %6.3f%%\n", names[i], saved[i],
-               100 * saved[i] / total, 100 * net / total);
+        printf("  %-46s %12.0f bits %7.4f b/w %6.3f%%   net %6.3f%%\n", names[i], saved[i],
+               saved[i] / t->prev_elems, 100 * saved[i] / total, 100 * net / total);
     }
 }
 
@@ -679,16 +722,18 @@ int main(int argc, char **argv)
 {
     size_t chunk_elems = (size_t)1 << 20;
     int opt;
-    while ((opt = getopt(argc, argv, "c:s")) != -1) {
+    while ((opt = getopt(argc, argv, "c:r:s")) != -1) {
         if (opt == 'c')
             chunk_elems = (size_t)strtoull(optarg, NULL, 10);
+        else if (opt == 'r')
+            reps = atoi(optarg) > 0 ? atoi(optarg) : 1;
         else if (opt == 's')
             study = 1;
         else
-            die("%s", "usage: ulp_measure [-c CHUNK_ELEMS] [-s] FILE0 FILE1 [FILE2 ...]");
+            die("%s", "usage: ulp_measure [-c CHUNK_ELEMS] [-r REPS] [-s] FILE0 FILE1 [FILE2 ...]");
     }
     if (argc - optind < 2 || chunk_elems == 0)
-        die("%s", "usage: ulp_measure [-c CHUNK_ELEMS] [-s] FILE0 FILE1 [FILE2 ...]");
+        die("%s", "usage: ulp_measure [-c CHUNK_ELEMS] [-r REPS] [-s] FILE0 FILE1 [FILE2 ...]");
     checkpoint prev2 = { 0 }, prev, cur;
     load_checkpoint(argv[optind], &prev);
     for (int k = optind + 1; k < argc; k++) {
@@ -707,8 +752,6 @@ int main(int argc, char **argv)
             if (study)
                 study_design(t, x, r, &pair[t->dtype]);
         }
-        double ratio, c_mbs, d_mbs;
-        zstd_speed(&cur, &ratio, &c_mbs, &d_mbs);
         char label[300];
         const char *a = strrchr(prev.path, '/'), *b = strrchr(cur.path, '/');
         snprintf(label, sizeof label, "%s -> %s", a ? a + 1 : prev.path, b ? b + 1 : cur.path);
@@ -716,6 +759,8 @@ int main(int argc, char **argv)
             print_pair_line(label, d, &pair[d]);
             add_totals(&by_dtype[d], &pair[d]);
         }
+        double ratio, c_mbs, d_mbs;
+        zstd_speed(&cur, &ratio, &c_mbs, &d_mbs);
         printf("%-44s zstd -3 whole file: ratio %.4f  comp %6.1f MB/s  decomp %6.1f MB/s\n",
                "", ratio, c_mbs, d_mbs);
         fflush(stdout);

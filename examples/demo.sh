@@ -21,6 +21,7 @@ echo "== list"
 echo "== verify"
 ./trajpack verify "$work/run.traj"
 echo "== extract and compare"
+mkdir "$work/out"
 ./trajpack extract "$work/run.traj" -C "$work/out"
 diff -r examples/tiny-run "$work/out/tiny-run"
 echo "byte-identical: $(find examples/tiny-run -type f | wc -l) files," \

@@ -297,8 +297,8 @@ static inline uint32_t enc_put(uint32_t x, const tf_rans_enc_sym *s, uint8_t **w
     return x + s->cum + q * s->cmpl;
 }
 
-/* The coding entry of (ctx, sym); its freq is 0 when the table cannot
- * code the pair. */
+/* The coding entry of symbol i; its freq is 0 when the table cannot code
+ * it. */
 static inline const tf_rans_enc_sym *enc_entry(const tf_rans_encoder *enc, const uint16_t *ctx,
                                                const uint8_t *sym, size_t i)
 {
@@ -310,33 +310,34 @@ static inline const tf_rans_enc_sym *enc_entry(const tf_rans_encoder *enc, const
 }
 
 /* Symbols are encoded last to first so that they decode first to last;
- * words go downwards from *w. Returns whether every symbol was codable.
- * The lane states are copied to locals so that they live in registers. */
-static bool encode_backwards(const tf_rans_encoder *enc, const uint16_t *ctx,
-                             const uint8_t *sym, size_t n, uint32_t states[TF_RANS_LANES],
-                             uint8_t **words)
+ * words go downwards from *words. Returns whether every symbol was
+ * codable. Instantiated per lane count. */
+static inline __attribute__((always_inline)) bool
+encode_backwards_lanes(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_t *sym,
+                       size_t n, uint32_t *x, uint8_t **words, unsigned lanes)
 {
-    uint32_t x[TF_RANS_LANES], codable = 1;
+    uint32_t codable = 1;
     uint8_t *w = *words;
-    size_t i = n;
-    for (; i % TF_RANS_LANES; i--) { /* the last, partial round */
-        const tf_rans_enc_sym *s = enc_entry(enc, ctx, sym, i - 1);
+    for (size_t i = n; i-- > 0;) {
+        const tf_rans_enc_sym *s = enc_entry(enc, ctx, sym, i);
         codable &= s->freq != 0;
-        states[(i - 1) % TF_RANS_LANES] = enc_put(states[(i - 1) % TF_RANS_LANES], s, &w);
+        x[i % lanes] = enc_put(x[i % lanes], s, &w);
     }
-    memcpy(x, states, sizeof x);
-    while (i) {
-        i -= TF_RANS_LANES;
-#pragma GCC unroll 8
-        for (unsigned l = TF_RANS_LANES; l-- > 0;) {
-            const tf_rans_enc_sym *s = enc_entry(enc, ctx, sym, i + l);
-            codable &= s->freq != 0;
-            x[l] = enc_put(x[l], s, &w);
-        }
-    }
-    memcpy(states, x, sizeof x);
     *words = w;
     return codable;
+}
+
+static bool encode_backwards(const tf_rans_encoder *enc, const uint16_t *ctx,
+                             const uint8_t *sym, size_t n, uint32_t *x, uint8_t **words,
+                             unsigned lanes)
+{
+    switch (lanes) {
+    case 1: return encode_backwards_lanes(enc, ctx, sym, n, x, words, 1);
+    case 2: return encode_backwards_lanes(enc, ctx, sym, n, x, words, 2);
+    case 4: return encode_backwards_lanes(enc, ctx, sym, n, x, words, 4);
+    case 8: return encode_backwards_lanes(enc, ctx, sym, n, x, words, 8);
+    default: return encode_backwards_lanes(enc, ctx, sym, n, x, words, 16);
+    }
 }
 
 /* LEB128, as tf_buf_varint writes it; returns the bytes written. */
@@ -360,27 +361,30 @@ static int fail_uncodable(const tf_rans_encoder *enc, const uint16_t *ctx, const
 }
 
 int tf_rans_encode(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_t *sym,
-                   size_t n, tf_buf *out, tf_error *e)
+                   size_t n, unsigned lanes, tf_buf *out, tf_error *e)
 {
+    if (!tf_rans_lanes_valid(lanes))
+        return tf_fail(e, EINVAL, "rans: %u lanes is not a power of two up to %d", lanes,
+                       TF_RANS_MAX_LANES);
     /* Each symbol renormalizes at most once (prec <= 16), so the words
      * fit in 2n bytes; they are written at the top of the reservation
      * and moved down behind the header once its length is known. */
-    const size_t head_max = 10 + 4 * TF_RANS_LANES;
+    const size_t head_max = 10 + 1 + 4 * TF_RANS_MAX_LANES;
     if (n > (SIZE_MAX - head_max) / 2)
         return tf_fail(e, ENOMEM, "rans: %zu symbols is too many", n);
     uint8_t *base = tf_buf_reserve(out, head_max + 2 * n);
     if (!base)
         return tf_fail(e, ENOMEM, "rans: out of memory for a stream");
-    uint32_t x[TF_RANS_LANES];
-    for (unsigned l = 0; l < TF_RANS_LANES; l++)
+    uint32_t x[TF_RANS_MAX_LANES];
+    for (unsigned l = 0; l < TF_RANS_MAX_LANES; l++)
         x[l] = TF_RANS_L;
     uint8_t *top = base + head_max + 2 * n, *words = top;
-    if (!encode_backwards(enc, ctx, sym, n, x, &words))
+    if (!encode_backwards(enc, ctx, sym, n, x, &words, lanes))
         return fail_uncodable(enc, ctx, sym, n, e);
     size_t words_len = (size_t)(top - words);
-    size_t len = 4 * TF_RANS_LANES + words_len;
-    uint8_t *p = base + put_varint(base, len);
-    for (unsigned l = 0; l < TF_RANS_LANES; l++, p += 4)
+    uint8_t *p = base + put_varint(base, 1 + 4 * lanes + words_len);
+    *p++ = (uint8_t)lanes;
+    for (unsigned l = 0; l < lanes; l++, p += 4)
         tf_le32_put(p, x[l]);
     memmove(p, words, words_len);
     tf_buf_commit(out, (size_t)(p - base) + words_len);
@@ -429,8 +433,10 @@ int tf_rans_decoder_init(tf_rans_decoder *dec, const tf_rans_table *t, const uin
     if (count_rows_to_build(t, used, &n_build, e) < 0)
         return -1;
     size_t row_slots = (size_t)1 << t->prec;
+    dec->dense = ((size_t)t->n_ctx << t->prec) <= TF_RANS_DENSE_MAX_SLOTS;
+    size_t n_slots = dec->dense ? (size_t)t->n_ctx << t->prec : n_build * row_slots;
     dec->slots_of_ctx = calloc(t->n_ctx, sizeof *dec->slots_of_ctx);
-    dec->slots = malloc((n_build * row_slots + 1) * sizeof *dec->slots);
+    dec->slots = malloc((n_slots + 1) * sizeof *dec->slots);
     if (!dec->slots_of_ctx || !dec->slots) {
         tf_rans_decoder_free(dec);
         return tf_fail(e, ENOMEM, "rans: out of memory for a decoder");
@@ -439,8 +445,9 @@ int tf_rans_decoder_init(tf_rans_decoder *dec, const tf_rans_table *t, const uin
     for (unsigned c = 0; c < t->n_ctx; c++) {
         if ((used && !used[c]) || t->row_of_ctx[c] < 0)
             continue;
-        build_slots(t->freq + (size_t)t->row_of_ctx[c] * t->n_sym, t->n_sym, next);
-        dec->slots_of_ctx[c] = next;
+        uint32_t *row = dec->dense ? dec->slots + ((size_t)c << t->prec) : next;
+        build_slots(t->freq + (size_t)t->row_of_ctx[c] * t->n_sym, t->n_sym, row);
+        dec->slots_of_ctx[c] = row;
         next += row_slots;
     }
     return 0;
@@ -449,16 +456,19 @@ int tf_rans_decoder_init(tf_rans_decoder *dec, const tf_rans_table *t, const uin
 int tf_rans_stream_open(tf_rans_stream *s, tf_reader *r, tf_error *e)
 {
     uint64_t len = tf_read_varint(r);
-    if (r->bad || len < 4 * TF_RANS_LANES || (len - 4 * TF_RANS_LANES) % 2 ||
-        len > tf_reader_left(r))
+    if (r->bad || len < 1 || len > tf_reader_left(r))
         return tf_fail(e, EIO, "rans: stream length is invalid or truncated");
     const uint8_t *p = tf_read_bytes(r, (size_t)len);
-    for (unsigned l = 0; l < TF_RANS_LANES; l++) {
-        s->x[l] = tf_le32_get(p + 4 * l);
+    unsigned lanes = p[0];
+    if (!tf_rans_lanes_valid(lanes) || len < 1 + 4 * lanes || (len - 1 - 4 * lanes) % 2)
+        return tf_fail(e, EIO, "rans: stream header is invalid");
+    for (unsigned l = 0; l < lanes; l++) {
+        s->x[l] = tf_le32_get(p + 1 + 4 * l);
         if (s->x[l] < TF_RANS_L)
             return tf_fail(e, EIO, "rans: lane %u starts in an impossible state", l);
     }
-    s->p = p + 4 * TF_RANS_LANES;
+    s->lanes = lanes;
+    s->p = p + 1 + 4 * lanes;
     s->end = p + len;
     s->bad = false;
     return 0;
@@ -470,7 +480,7 @@ int tf_rans_stream_close(const tf_rans_stream *s, tf_error *e)
         return tf_fail(e, EIO, "rans: stream ended early");
     if (s->p != s->end)
         return tf_fail(e, EIO, "rans: %zu stream bytes left over", (size_t)(s->end - s->p));
-    for (unsigned l = 0; l < TF_RANS_LANES; l++)
+    for (unsigned l = 0; l < s->lanes; l++)
         if (s->x[l] != TF_RANS_L)
             return tf_fail(e, EIO, "rans: lane %u did not end in its initial state", l);
     return 0;
@@ -496,14 +506,14 @@ int tf_rans_decode(const tf_rans_decoder *dec, tf_reader *r, const uint16_t *ctx
     tf_rans_stream s;
     if (check_contexts(dec, ctx, n, e) < 0 || tf_rans_stream_open(&s, r, e) < 0)
         return -1;
-    const unsigned prec = dec->prec;
+    const unsigned prec = dec->prec, lanes = s.lanes;
     size_t i = 0;
-    for (; i + TF_RANS_LANES <= n && tf_rans_round_is_safe(&s); i += TF_RANS_LANES)
-        for (unsigned l = 0; l < TF_RANS_LANES; l++)
+    for (; i + lanes <= n && tf_rans_words_suffice(&s, lanes); i += lanes)
+        for (unsigned l = 0; l < lanes; l++)
             sym[i + l] = (uint8_t)tf_rans_get_fast(
                 &s, l, tf_rans_slots(dec, ctx ? ctx[i + l] : 0), prec);
     for (; i < n; i++)
         sym[i] = (uint8_t)tf_rans_get_checked(
-            &s, i % TF_RANS_LANES, tf_rans_slots(dec, ctx ? ctx[i] : 0), prec);
+            &s, (unsigned)(i % lanes), tf_rans_slots(dec, ctx ? ctx[i] : 0), prec);
     return tf_rans_stream_close(&s, e);
 }

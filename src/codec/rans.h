@@ -7,15 +7,20 @@
  * read back with full validation.
  *
  * A stream codes n symbols, symbol i under context ctx[i] (or context 0
- * when ctx is NULL). Symbol i goes to lane i % TF_RANS_LANES; the lanes
- * share one word stream, so the decoder must visit symbols in order 0..n-1.
- * Lane states are 32 bits, kept in [TF_RANS_L, 2^32) by 16-bit words.
+ * when ctx is NULL), interleaved over `lanes` rANS states (1, 2, 4, 8 or
+ * 16; the encoder's caller chooses): symbol i goes to lane i % lanes. The
+ * lanes share one word stream, so the decoder visits symbols in order
+ * 0..n-1. More lanes decode faster (independent dependency chains, one
+ * SIMD register of 8 or 16 32-bit lanes); each costs 4 bytes of state per
+ * stream, which matters for short streams. Lane states are 32 bits, kept
+ * in [TF_RANS_L, 2^32) by 16-bit words.
  *
  * Stream layout (self-delimiting):
- *   varint len | TF_RANS_LANES x u32 LE terminal encoder states | words
- * where words are u16 LE in decoding order. A decoder that finishes a
- * stream checks that every word was consumed and every lane is back to the
- * encoder's initial state TF_RANS_L.
+ *   varint len | u8 lanes | lanes x u32 LE terminal encoder states | words
+ * where len counts the bytes after itself and words are u16 LE in
+ * decoding order. A decoder that finishes a stream checks that every word
+ * was consumed and every lane is back to the encoder's initial state
+ * TF_RANS_L.
  *
  * Two ways to decode: tf_rans_decode() fills a symbol array; codecs that
  * want to do per-symbol work in the same loop use tf_rans_stream_open(),
@@ -31,7 +36,7 @@
 #include "common/error.h"
 
 /* Part of the stream format: never change. */
-#define TF_RANS_LANES 8
+#define TF_RANS_MAX_LANES 16
 #define TF_RANS_L (1u << 16)
 #define TF_RANS_MAX_SYMBOLS 256
 /* Frequencies are positive and at most 1 << TF_RANS_MAX_PREC; a decoding
@@ -75,15 +80,30 @@ typedef struct {
 
 int tf_rans_encoder_init(tf_rans_encoder *enc, const tf_rans_table *t, tf_error *e);
 void tf_rans_encoder_free(tf_rans_encoder *enc);
-/* Appends one stream. Fails (-1, EINVAL) when a symbol has no frequency
- * under its context: a table fit on other data does not cover it. */
+/* True for the lane counts a stream may have. */
+static inline bool tf_rans_lanes_valid(unsigned lanes)
+{
+    return lanes && lanes <= TF_RANS_MAX_LANES && !(lanes & (lanes - 1));
+}
+
+/* Appends one stream of `lanes` lanes. Fails (-1, EINVAL) when a symbol
+ * has no frequency under its context: a table fit on other data does not
+ * cover it. */
 int tf_rans_encode(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_t *sym,
-                   size_t n, tf_buf *out, tf_error *e);
+                   size_t n, unsigned lanes, tf_buf *out, tf_error *e);
+
+/* Rows of all contexts up to this many slots in total are laid out
+ * densely (see tf_rans_decoder). */
+#define TF_RANS_DENSE_MAX_SLOTS (1u << 19)
 
 typedef struct {
     unsigned n_ctx, prec;
     const uint32_t **slots_of_ctx; /* n_ctx entries, NULL when not built */
     uint32_t *slots;
+    /* When n_ctx << prec <= TF_RANS_DENSE_MAX_SLOTS, the row of context c
+     * is at slots + (c << prec): its address is arithmetic, which SIMD
+     * decoders need. Otherwise the rows built are packed. */
+    bool dense;
 } tf_rans_decoder;
 
 /* Builds decoding slots for the contexts flagged in used (n_ctx flags), or
@@ -103,7 +123,8 @@ static inline const uint32_t *tf_rans_slots(const tf_rans_decoder *dec, unsigned
 }
 
 typedef struct {
-    uint32_t x[TF_RANS_LANES];
+    uint32_t x[TF_RANS_MAX_LANES];
+    unsigned lanes;
     const uint8_t *p, *end; /* remaining words */
     bool bad;               /* a lane wanted a word past the end */
 } tf_rans_stream;
@@ -112,11 +133,11 @@ int tf_rans_stream_open(tf_rans_stream *s, tf_reader *r, tf_error *e);
 /* Checks that the stream ended exactly where the encoder started. */
 int tf_rans_stream_close(const tf_rans_stream *s, tf_error *e);
 
-/* True when one full round (one symbol per lane) cannot run out of words,
- * so the round may use tf_rans_get_fast(). */
-static inline bool tf_rans_round_is_safe(const tf_rans_stream *s)
+/* True when the next `symbols` symbols cannot run out of words (each
+ * takes at most one), so they may use tf_rans_get_fast(). */
+static inline bool tf_rans_words_suffice(const tf_rans_stream *s, size_t symbols)
 {
-    return (size_t)(s->end - s->p) >= 2 * TF_RANS_LANES;
+    return (size_t)(s->end - s->p) / 2 >= symbols;
 }
 
 /* One decoding step of a lane state: the symbol, and the state before
@@ -129,7 +150,7 @@ static inline unsigned tf_rans_step(uint32_t *x, const uint32_t *slots, unsigned
 }
 
 /* Decodes a symbol; the caller guarantees a word is available
- * (tf_rans_round_is_safe). The renormalization is arithmetic, not a
+ * (tf_rans_words_suffice). The renormalization is arithmetic, not a
  * branch (a conditional here compiles to a branch that mispredicts often:
  * whether a lane needs a word is close to a coin flip). */
 static inline unsigned tf_rans_get_fast(tf_rans_stream *s, unsigned lane, const uint32_t *slots,

@@ -3,9 +3,10 @@
 #include <errno.h>
 #include <string.h>
 
-int fs_state_open(fs_state *fs, const char *archive, size_t cache_size, tf_error *e)
+int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
 {
-    *fs = (fs_state){ 0 };
+    const char *archive = o->archive;
+    *fs = (fs_state){ .direct_io = o->direct_io };
     if (tf_archive_open(archive, false, &fs->ar, e) < 0)
         return -1;
     if (fstat(tf_archive_container(fs->ar)->fd, &fs->archive_st) < 0) {
@@ -16,7 +17,7 @@ int fs_state_open(fs_state *fs, const char *archive, size_t cache_size, tf_error
         tf_error_prefix(e, "%s", archive);
         goto fail;
     }
-    fs->reader = tf_reader_new(fs->ar, cache_size);
+    fs->reader = tf_reader_new(fs->ar, o->cache_size);
     if (!fs->reader || fs_readbuf_init(&fs->readbuf) < 0) {
         tf_fail(e, ENOMEM, "out of memory");
         goto fail;

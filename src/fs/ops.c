@@ -86,20 +86,22 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 }
 
+/* Besides names in directories, answers "." on any inode and ".." on a
+ * directory: that is how the kernel turns a file handle back into an
+ * inode it has forgotten (export support). */
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     fs_state *fs = state_of(req);
     const fs_node *dir = fs_tree_by_ino(&fs->tree, parent);
-    if (!dir) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
-    if (!fs_node_is_dir(dir)) {
-        fuse_reply_err(req, ENOTDIR);
-        return;
-    }
-    if (strlen(name) > TF_NAME_MAX) {
-        fuse_reply_err(req, ENAMETOOLONG);
+    int err = 0;
+    if (!dir)
+        err = ENOENT;
+    else if (strlen(name) > TF_NAME_MAX)
+        err = ENAMETOOLONG;
+    else if (!fs_node_is_dir(dir) && strcmp(name, ".") != 0)
+        err = ENOTDIR;
+    if (err) {
+        fuse_reply_err(req, err);
         return;
     }
     const fs_node *n;
@@ -164,7 +166,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     /* Files are immutable: pages read before stay valid across opens. */
-    fi->keep_cache = 1;
+    if (fs->direct_io)
+        fi->direct_io = 1;
+    else
+        fi->keep_cache = 1;
     fi->noflush = 1;
     fi->fh = fs_tree_index(&fs->tree, n);
     fuse_reply_open(req, fi);

@@ -1,7 +1,6 @@
 #include "fs/options.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,12 +12,20 @@
 #define CACHE_MIN ((size_t)64 << 20)
 #define CACHE_MAX_DEFAULT ((size_t)4 << 30)
 #define THREADS_MAX 1024
+/* With 4 MiB of read-ahead the kernel asks for the next chunks while the
+ * current ones are copied out, and they decode side by side: a cold
+ * sequential read of a 1.7 GB trajectory took about half the time it
+ * takes with the kernel's default 128 KiB (more gained nothing). */
+#define READAHEAD_DEFAULT ((size_t)4 << 20)
+#define READAHEAD_MAX ((size_t)1 << 30)
 
 enum { KEY_RW };
 
 static const struct fuse_opt trajfs_opts[] = {
     { "cache_size=%s", offsetof(fs_options, cache_size_arg), 0 },
+    { "readahead=%s", offsetof(fs_options, readahead_arg), 0 },
     { "threads=%u", offsetof(fs_options, threads), 0 },
+    { "direct_io", offsetof(fs_options, direct_io), 1 },
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_END,
 };
@@ -87,17 +94,29 @@ size_t fs_default_cache_size(void)
     return eighth < CACHE_MIN ? CACHE_MIN : (size_t)eighth;
 }
 
+/* Parses -o name=SIZE into *out when given (arg not NULL). */
+static int parse_size_option(const char *name, const char *arg, size_t max, size_t *out)
+{
+    if (!arg)
+        return 0;
+    if (fs_parse_size(arg, out) < 0 || *out > max) {
+        fprintf(stderr, "trajfs: %s=%s: expected bytes up to %zuM, optionally with K, M, G or T\n",
+                name, arg, max >> 20);
+        return -1;
+    }
+    return 0;
+}
+
 int fs_options_parse(struct fuse_args *args, fs_options *o)
 {
     *o = (fs_options){ 0 };
     if (fuse_opt_parse(args, o, trajfs_opts, take_arg) < 0)
         return -1;
     o->cache_size = fs_default_cache_size();
-    if (o->cache_size_arg && fs_parse_size(o->cache_size_arg, &o->cache_size) < 0) {
-        fprintf(stderr, "trajfs: cache_size=%s: expected bytes, optionally with K, M, G or T\n",
-                o->cache_size_arg);
+    o->readahead = READAHEAD_DEFAULT;
+    if (parse_size_option("cache_size", o->cache_size_arg, SIZE_MAX, &o->cache_size) < 0 ||
+        parse_size_option("readahead", o->readahead_arg, READAHEAD_MAX, &o->readahead) < 0)
         return -1;
-    }
     if (o->threads > THREADS_MAX) {
         fprintf(stderr, "trajfs: threads=%u: at most %d\n", o->threads, THREADS_MAX);
         return -1;
@@ -109,6 +128,7 @@ void fs_options_free(fs_options *o)
 {
     free(o->archive);
     free(o->cache_size_arg);
+    free(o->readahead_arg);
 }
 
 void fs_options_help(void)
@@ -117,7 +137,11 @@ void fs_options_help(void)
            "    -o cache_size=SIZE     bytes of reconstructed chunks kept in memory, with\n"
            "                           a suffix K, M, G or T (default: 1/8 of RAM, between\n"
            "                           64M and 4G; here %zuM)\n"
+           "    -o readahead=SIZE      the kernel's read-ahead window for the mount\n"
+           "                           (default 4M; 0 keeps the kernel's 128K)\n"
            "    -o threads=N           at most N threads serve requests (default 10)\n"
+           "    -o direct_io           every read reaches trajfs: no kernel page cache,\n"
+           "                           no mmap (for tests and memory-tight hosts)\n"
            "    -o ro                  read-only (the default; rw is not supported yet)\n",
            fs_default_cache_size() >> 20);
 }

@@ -11,7 +11,10 @@ typedef struct {
     char *archive;        /* the first argument that is not an option */
     char *cache_size_arg; /* -o cache_size=SIZE as given, or NULL */
     size_t cache_size;    /* bytes of reconstructed chunks kept */
+    char *readahead_arg;  /* -o readahead=SIZE as given, or NULL */
+    size_t readahead;     /* bytes of the kernel's read-ahead window */
     unsigned threads;     /* -o threads=N; 0: libfuse's default */
+    int direct_io;        /* -o direct_io: no kernel page cache */
     bool rw;              /* -o rw was asked for */
 } fs_options;
 

@@ -5,18 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 
 #include "fs/log.h"
+
+#define FUSE_SUPER_MAGIC 0x65735546
 
 static void *set_window(void *arg)
 {
     fs_readahead *ra = arg;
     struct stat st;
-    if (stat(ra->mountpoint, &st) < 0) {
+    struct statfs sf;
+    if (stat(ra->mountpoint, &st) < 0 || statfs(ra->mountpoint, &sf) < 0) {
         fs_log(LOG_WARNING, "read-ahead not set: %s: %s", ra->mountpoint, strerror(errno));
         return NULL;
     }
+    if (sf.f_type != FUSE_SUPER_MAGIC)
+        return NULL; /* unmounted already: not ours to tune */
     char path[64];
     snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
              minor(st.st_dev));

@@ -1,6 +1,7 @@
 /* trajfs ARCHIVE MOUNTPOINT [-o OPTIONS] [-f] [-d]: mounts a trajfs
  * archive as a read-only directory with FUSE. Under the name mount.trajfs
  * it takes mount(8)'s arguments instead. See trajfs(1). */
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "fs/mount_helper.h"
 #include "fs/ops.h"
 #include "fs/options.h"
+#include "fs/readahead.h"
 
 /* Blocks at least this large (reconstructed chunks, payloads) are mapped
  * on their own and given back to the system when freed, so the daemon's
@@ -52,11 +54,12 @@ static void log_counts(const fs_state *fs, const char *archive)
 /* Mounts and serves until unmounted or signalled (the shape of libfuse's
  * low-level examples). */
 static int serve(fs_state *fs, struct fuse_args *args, const struct fuse_cmdline_opts *cmd,
-                 unsigned threads)
+                 const fs_options *o)
 {
     struct fuse_session *se = fuse_session_new(args, &fs_ops, sizeof fs_ops, fs);
     if (!se)
         return 1;
+    fs_readahead ra;
     int rc = 1;
     if (fuse_set_signal_handlers(se) != 0)
         goto destroy;
@@ -65,6 +68,7 @@ static int serve(fs_state *fs, struct fuse_args *args, const struct fuse_cmdline
     fuse_daemonize(cmd->foreground);
     if (!cmd->foreground)
         fs_log_use_syslog();
+    fs_readahead_start(&ra, cmd->mountpoint, o->readahead);
     if (cmd->singlethread) {
         rc = fuse_session_loop(se);
     } else {
@@ -72,14 +76,18 @@ static int serve(fs_state *fs, struct fuse_args *args, const struct fuse_cmdline
         if (!cfg)
             goto unmount;
         fuse_loop_cfg_set_clone_fd(cfg, (unsigned)cmd->clone_fd);
-        fuse_loop_cfg_set_idle_threads(cfg, cmd->max_idle_threads);
-        fuse_loop_cfg_set_max_threads(cfg, threads ? threads : cmd->max_threads);
+        if (cmd->max_idle_threads != UINT_MAX) /* UINT_MAX: not given */
+            fuse_loop_cfg_set_idle_threads(cfg, cmd->max_idle_threads);
+        fuse_loop_cfg_set_max_threads(cfg, o->threads ? o->threads : cmd->max_threads);
         rc = fuse_session_loop_mt(se, cfg);
         fuse_loop_cfg_destroy(cfg);
     }
-    rc = rc == 0 ? 0 : 1;
+    /* The loop returns the number of the signal that ended it (a clean
+     * unmount), or a negative errno. */
+    rc = rc < 0 ? 1 : 0;
 unmount:
     fuse_session_unmount(se);
+    fs_readahead_join(&ra);
 handlers:
     fuse_remove_signal_handlers(se);
 destroy:
@@ -117,19 +125,17 @@ static int run(struct fuse_args *args)
         fprintf(stderr, "Try 'trajfs --help' for the options.\n");
         goto out;
     }
-    if (o.rw) {
-        fprintf(stderr, "trajfs: read-write mounts are not supported yet; mount with -o ro\n");
-        goto out;
-    }
+    if (o.rw) /* mount(8) passes rw unless told ro */
+        fprintf(stderr, "trajfs: read-write mounts are not supported yet: mounting read-only\n");
     if (add_mount_options(args, o.archive) < 0) {
         fprintf(stderr, "trajfs: out of memory\n");
         goto out;
     }
-    if (fs_state_open(&fs, o.archive, o.cache_size, &e) < 0) {
+    if (fs_state_open(&fs, &o, &e) < 0) {
         fprintf(stderr, "trajfs: %s\n", e.msg);
         goto out;
     }
-    rc = serve(&fs, args, &cmd, o.threads);
+    rc = serve(&fs, args, &cmd, &o);
     if (rc == 0)
         log_counts(&fs, o.archive);
     fs_state_close(&fs);

@@ -2,23 +2,45 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "codec/codec.h"
 #include "format/dtype.h"
 #include "format/safetensors.h"
 #include "store/cache.h"
 
+#define PAYLOADS_KEPT_MAX 64
+
 struct tf_reader_ctx {
     tf_archive *ar;
     tf_cache *cache;
+    /* Buffers for encoded bytes, kept between decodes: reading into one
+     * that is already mapped costs no allocation and no page faults (a
+     * fresh multi-MiB buffer is mapped and zeroed page by page). At most
+     * payloads_keep are kept, so the memory held stays bounded whatever
+     * the number of threads; more decodes at once use buffers of their
+     * own. */
+    pthread_mutex_t payloads_lock;
+    tf_buf *payloads[PAYLOADS_KEPT_MAX];
+    size_t npayloads, payloads_keep;
     _Atomic uint64_t decoded, hits;
     /* Parsed header of the last entry asked for tensor names, by inode
      * (unique, unlike an entry's address across catalog updates). */
     uint64_t names_of;
     tf_st_header names;
 };
+
+/* One kept payload buffer per CPU: more decodes at once gain nothing. */
+static size_t payloads_to_keep(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1)
+        return 1;
+    return cpus > PAYLOADS_KEPT_MAX ? PAYLOADS_KEPT_MAX : (size_t)cpus;
+}
 
 tf_reader_ctx *tf_reader_new(tf_archive *ar, size_t cache_bytes)
 {
@@ -35,7 +57,15 @@ tf_reader_ctx *tf_reader_new(tf_archive *ar, size_t cache_bytes)
         free(r);
         return NULL;
     }
+    pthread_mutex_init(&r->payloads_lock, NULL);
+    r->payloads_keep = payloads_to_keep();
     return r;
+}
+
+static void destroy_payload(tf_buf *b)
+{
+    tf_buf_free(b);
+    free(b);
 }
 
 void tf_reader_free(tf_reader_ctx *r)
@@ -43,6 +73,9 @@ void tf_reader_free(tf_reader_ctx *r)
     if (!r)
         return;
     tf_cache_free(r->cache);
+    while (r->npayloads)
+        destroy_payload(r->payloads[--r->npayloads]);
+    pthread_mutex_destroy(&r->payloads_lock);
     if (r->names_of)
         tf_st_free(&r->names);
     free(r);
@@ -55,27 +88,51 @@ tf_reader_counts tf_reader_get_counts(const tf_reader_ctx *r)
 
 static tf_cache_item *obtain(tf_reader_ctx *r, uint64_t idx, tf_error *e);
 
-/* Reads and checks a blob's payload into a fresh buffer (each decode has
- * its own, so threads decode side by side). */
-static uint8_t *read_payload(tf_reader_ctx *r, uint64_t idx, tf_error *e)
+/* An empty payload buffer, a kept one when there is; NULL when out of
+ * memory. */
+static tf_buf *take_payload(tf_reader_ctx *r)
+{
+    pthread_mutex_lock(&r->payloads_lock);
+    tf_buf *b = r->npayloads ? r->payloads[--r->npayloads] : NULL;
+    pthread_mutex_unlock(&r->payloads_lock);
+    return b ? b : calloc(1, sizeof *b);
+}
+
+static void give_payload(tf_reader_ctx *r, tf_buf *b)
+{
+    b->len = 0;
+    pthread_mutex_lock(&r->payloads_lock);
+    if (r->npayloads < r->payloads_keep) {
+        r->payloads[r->npayloads++] = b;
+        b = NULL;
+    }
+    pthread_mutex_unlock(&r->payloads_lock);
+    if (b)
+        destroy_payload(b);
+}
+
+/* Reads and checks a blob's payload into a payload buffer (each decode
+ * has its own, so threads decode side by side). */
+static tf_buf *read_payload(tf_reader_ctx *r, uint64_t idx, tf_error *e)
 {
     const tf_blob *b = tf_archive_blob(r->ar, idx);
-    uint8_t *p = malloc(b->enc_len ? b->enc_len : 1);
+    tf_buf *buf = take_payload(r);
+    uint8_t *p = buf ? tf_buf_reserve(buf, b->enc_len) : NULL;
     if (!p) {
+        if (buf)
+            give_payload(r, buf);
         tf_fail(e, ENOMEM, "blob %llu: out of memory", (unsigned long long)idx);
         return NULL;
     }
-    if (tf_container_pread(tf_archive_container(r->ar), b->offset, p, b->enc_len, e) < 0) {
-        free(p);
+    int rc = tf_container_pread(tf_archive_container(r->ar), b->offset, p, b->enc_len, e);
+    if (rc == 0 && tf_hash64(p, b->enc_len) != b->enc_hash)
+        rc = tf_fail(e, EIO, "blob %llu: checksum mismatch (stored bytes are damaged)",
+                     (unsigned long long)idx);
+    if (rc < 0) {
+        give_payload(r, buf);
         return NULL;
     }
-    if (tf_hash64(p, b->enc_len) != b->enc_hash) {
-        free(p);
-        tf_fail(e, EIO, "blob %llu: checksum mismatch (stored bytes are damaged)",
-                (unsigned long long)idx);
-        return NULL;
-    }
-    return p;
+    return buf;
 }
 
 /* Decodes one blob given its reference's bytes (NULL when it has none). */
@@ -93,17 +150,19 @@ static int decode_one(tf_reader_ctx *r, uint64_t idx, const uint8_t *ref, uint8_
         ctx.model = model->data;
         ctx.model_len = model->len;
     }
-    uint8_t *payload = read_payload(r, idx, e);
+    tf_buf *payload = read_payload(r, idx, e);
     const tf_codec *codec = tf_codec_get(b->codec);
-    int rc = payload ? codec->decode(payload, b->enc_len, &ctx, out, b->raw_len, e) : -1;
-    free(payload);
+    int rc = -1;
+    if (payload) {
+        rc = codec->decode(payload->data, b->enc_len, &ctx, out, b->raw_len, e);
+        give_payload(r, payload);
+        if (rc < 0)
+            tf_error_prefix(e, "blob %llu (%s)", (unsigned long long)idx, codec->name);
+    }
     if (model)
         tf_cache_release(r->cache, model);
-    if (rc < 0) {
-        if (payload)
-            tf_error_prefix(e, "blob %llu (%s)", (unsigned long long)idx, codec->name);
+    if (rc < 0)
         return -1;
-    }
     r->decoded++;
     tf_blob_id id = tf_blob_id_of(out, b->raw_len);
     if (!tf_blob_id_eq(&id, &b->id))

@@ -56,14 +56,16 @@ static void free_sample(sample *s)
 }
 
 /* Encodes s with a table fit on it; returns the stream in *stream. */
-static void encode_sample(const sample *s, unsigned prec, tf_rans_table *t, tf_buf *stream)
+static void encode_sample(const sample *s, unsigned prec, unsigned lanes, tf_rans_table *t,
+                          tf_buf *stream)
 {
     tf_error e;
     ck_assert_int_eq(tf_rans_table_fit(t, s->n_ctx, s->n_sym, prec, s->counts, &e), 0);
     tf_rans_encoder enc;
     ck_assert_int_eq(tf_rans_encoder_init(&enc, t, &e), 0);
     *stream = (tf_buf){ 0 };
-    ck_assert_msg(tf_rans_encode(&enc, s->ctx, s->sym, s->n, stream, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_rans_encode(&enc, s->ctx, s->sym, s->n, lanes, stream, &e) == 0, "%s",
+                  e.msg);
     tf_rans_encoder_free(&enc);
 }
 
@@ -89,12 +91,16 @@ static int decode_copy(const tf_rans_table *t, const uint8_t *stream, size_t len
     return rc;
 }
 
-static void roundtrip(unsigned n_ctx, unsigned n_sym, size_t n, unsigned prec, uint64_t seed)
+static void roundtrip(unsigned n_ctx, unsigned n_sym, size_t n, unsigned prec, unsigned lanes,
+                      uint64_t seed)
 {
     sample s = make_sample(n_ctx, n_sym, n, seed);
     tf_rans_table t;
     tf_buf stream;
-    encode_sample(&s, prec, &t, &stream);
+    encode_sample(&s, prec, lanes, &t, &stream);
+    tf_reader head = tf_reader_make(stream.data, stream.len);
+    ck_assert_uint_eq(tf_read_varint(&head), stream.len - head.pos);
+    ck_assert_uint_eq(tf_read_u8(&head), lanes);
     uint8_t *got = malloc(n + 1);
     tf_error e;
     ck_assert_msg(decode_copy(&t, stream.data, stream.len, s.ctx, got, n, &e) == 0, "%s", e.msg);
@@ -222,9 +228,11 @@ START_TEST(test_roundtrip_sizes)
 {
     const size_t sizes[] = { 0, 1, 2, 7, 8, 9, 15, 16, 17, 1001, 100003 };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        roundtrip(1, 2, sizes[i], 11, 100 + i);
-        roundtrip(37, 60, sizes[i], TF_RANS_MAX_PREC, 200 + i);
-        roundtrip(5, 256, sizes[i], 8, 300 + i);
+        for (unsigned lanes = 1; lanes <= TF_RANS_MAX_LANES; lanes *= 2) {
+            roundtrip(1, 2, sizes[i], 11, lanes, 100 + i);
+            roundtrip(37, 60, sizes[i], TF_RANS_MAX_PREC, lanes, 200 + i);
+            roundtrip(5, 256, sizes[i], TF_RANS_MIN_PREC, lanes, 300 + i);
+        }
     }
 }
 END_TEST
@@ -238,7 +246,7 @@ START_TEST(test_roundtrip_without_contexts)
     tf_rans_encoder enc;
     ck_assert_int_eq(tf_rans_encoder_init(&enc, &t, &e), 0);
     tf_buf stream = { 0 };
-    ck_assert_int_eq(tf_rans_encode(&enc, NULL, s.sym, s.n, &stream, &e), 0);
+    ck_assert_int_eq(tf_rans_encode(&enc, NULL, s.sym, s.n, 4, &stream, &e), 0);
     uint8_t *got = malloc(s.n);
     ck_assert_int_eq(decode_copy(&t, stream.data, stream.len, NULL, got, s.n, &e), 0);
     ck_assert(memcmp(got, s.sym, s.n) == 0);
@@ -262,8 +270,8 @@ START_TEST(test_certain_symbol_costs_nothing)
     tf_rans_encoder enc;
     ck_assert_int_eq(tf_rans_encoder_init(&enc, &t, &e), 0);
     tf_buf stream = { 0 };
-    ck_assert_int_eq(tf_rans_encode(&enc, NULL, sym, sizeof sym, &stream, &e), 0);
-    ck_assert_uint_eq(stream.len, 1 + 4 * TF_RANS_LANES);
+    ck_assert_int_eq(tf_rans_encode(&enc, NULL, sym, sizeof sym, 8, &stream, &e), 0);
+    ck_assert_uint_eq(stream.len, 1 + 1 + 4 * 8);
     uint8_t got[1000];
     ck_assert_int_eq(decode_copy(&t, stream.data, stream.len, NULL, got, sizeof got, &e), 0);
     ck_assert(memcmp(got, sym, sizeof sym) == 0);
@@ -292,7 +300,7 @@ START_TEST(test_compresses_to_entropy)
     tf_rans_encoder enc;
     ck_assert_int_eq(tf_rans_encoder_init(&enc, &t, &e), 0);
     tf_buf stream = { 0 };
-    ck_assert_int_eq(tf_rans_encode(&enc, ctx, sym, n, &stream, &e), 0);
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx, sym, n, 1, &stream, &e), 0);
     double bits = 8.0 * (double)stream.len / (double)n;
     ck_assert_msg(bits > 0.46 && bits < 0.48, "%.4f bits per symbol", bits);
     tf_buf_free(&stream);
@@ -315,12 +323,14 @@ START_TEST(test_encode_refuses_uncovered_symbols)
     uint8_t zero_freq[] = { 0, 1, 3 };
     uint16_t ctx0[] = { 0, 0, 0 }, ctx1[] = { 0, 1, 0 }, ctx_big[] = { 0, 7, 0 };
     uint8_t fine[] = { 0, 1, 1 }, too_big[] = { 0, 9, 1 };
-    ck_assert_int_eq(tf_rans_encode(&enc, ctx0, zero_freq, 3, &stream, &e), -1);
-    ck_assert_int_eq(tf_rans_encode(&enc, ctx1, fine, 3, &stream, &e), -1);
-    ck_assert_int_eq(tf_rans_encode(&enc, ctx_big, fine, 3, &stream, &e), -1);
-    ck_assert_int_eq(tf_rans_encode(&enc, ctx0, too_big, 3, &stream, &e), -1);
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx0, zero_freq, 3, 2, &stream, &e), -1);
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx1, fine, 3, 2, &stream, &e), -1);
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx_big, fine, 3, 2, &stream, &e), -1);
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx0, too_big, 3, 2, &stream, &e), -1);
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx0, fine, 3, 3, &stream, &e), -1); /* bad lanes */
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx0, fine, 3, 32, &stream, &e), -1);
     ck_assert_uint_eq(stream.len, 0);
-    ck_assert_int_eq(tf_rans_encode(&enc, ctx0, fine, 3, &stream, &e), 0);
+    ck_assert_int_eq(tf_rans_encode(&enc, ctx0, fine, 3, 2, &stream, &e), 0);
     /* Decoding needs a row for every context the data uses. */
     tf_rans_decoder dec;
     uint8_t used[2] = { 1, 1 };
@@ -338,7 +348,7 @@ START_TEST(test_decode_rejects_truncation)
     sample s = make_sample(3, 20, 333, 21);
     tf_rans_table t;
     tf_buf stream;
-    encode_sample(&s, 11, &t, &stream);
+    encode_sample(&s, 11, 16, &t, &stream);
     uint8_t *got = malloc(s.n);
     tf_error e;
     for (size_t cut = 0; cut < stream.len; cut++)
@@ -362,7 +372,7 @@ START_TEST(test_decode_survives_corruption)
     sample s = make_sample(4, 30, 2000, 31);
     tf_rans_table t;
     tf_buf stream;
-    encode_sample(&s, TF_RANS_MAX_PREC, &t, &stream);
+    encode_sample(&s, TF_RANS_MAX_PREC, 8, &t, &stream);
     uint8_t *got = malloc(s.n), *bytes = malloc(stream.len);
     tf_error e;
     rng_state = 77;

@@ -285,14 +285,20 @@ END_TEST
 
 START_TEST(test_same_as_reference_is_tiny)
 {
-    /* z = 0 everywhere: every row has one symbol and costs no bits. */
+    /* z = 0 everywhere: every row has one symbol and costs no bits; what
+     * is left is the stream header (length, lane count, 16 lane states;
+     * a single lane for small chunks). */
     const size_t n = 100000, len = 2 * n;
     uint8_t *x = malloc(len), *r = malloc(len);
     make_pair(TF_DT_BF16, PAT_SAME, n, 5, x, r);
     tf_buf model, enc = { 0 };
     fit(TF_DT_BF16, x, r, len, &model);
     encode(TF_DT_BF16, x, r, len, &model, &enc);
-    ck_assert_uint_le(enc.len, 64);
+    ck_assert_uint_eq(enc.len, 1 + 1 + 4 * 16);
+    tf_buf small = { 0 };
+    encode(TF_DT_BF16, x, r, 2 * 100, &model, &small);
+    ck_assert_uint_eq(small.len, 1 + 1 + 4);
+    tf_buf_free(&small);
     tf_buf_free(&model);
     tf_buf_free(&enc);
     free(x);
@@ -457,6 +463,32 @@ START_TEST(test_truncated_payload_fails)
 }
 END_TEST
 
+START_TEST(test_large_chunks_refuse_corruption)
+{
+    /* Chunks big enough for the 16-lane fast paths (vector and scalar):
+     * truncations fail, mutations never crash or read out of bounds. */
+    const unsigned dtypes[] = { TF_DT_BF16, TF_DT_F16, TF_DT_F32, TF_DT_F64 };
+    for (size_t d = 0; d < 4; d++) {
+        fixture f = make_fixture(dtypes[d], 5000, 20 + d);
+        ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, f.model.data, f.model.len), 0);
+        ck_assert(memcmp(f.got, f.x, f.len) == 0);
+        for (size_t cut = 0; cut < f.enc.len; cut += cut + 600 < f.enc.len ? 37 : 1)
+            ck_assert_msg(decode_fixture(&f, f.enc.data, cut, f.model.data, f.model.len) == -1,
+                          "dtype %u cut %zu of %zu", f.dtype, cut, f.enc.len);
+        uint8_t *bytes = malloc(f.enc.len);
+        rng_state = 21;
+        for (int trial = 0; trial < 200; trial++) {
+            memcpy(bytes, f.enc.data, f.enc.len);
+            for (int k = 0; k < 1 + trial % 4; k++)
+                bytes[rng_next() % f.enc.len] ^= (uint8_t)(1 + rng_next() % 255);
+            decode_fixture(&f, bytes, f.enc.len, f.model.data, f.model.len);
+        }
+        free(bytes);
+        free_fixture(&f);
+    }
+}
+END_TEST
+
 START_TEST(test_random_payloads_fail)
 {
     fixture f = make_fixture(TF_DT_BF16, 300, 9);
@@ -544,6 +576,7 @@ static Suite *ulp_suite(void)
     tcase_add_test(tc, test_refuses_what_does_not_apply);
     tcase_add_test(tc, test_uncovered_symbols);
     tcase_add_test(tc, test_truncated_payload_fails);
+    tcase_add_test(tc, test_large_chunks_refuse_corruption);
     tcase_add_test(tc, test_random_payloads_fail);
     tcase_add_test(tc, test_mutations_never_crash);
     tcase_add_test(tc, test_bad_model_tables);

@@ -1,0 +1,104 @@
+#!/bin/sh
+# NFS: NFS-Ganesha (FSAL_VFS, which works on file handles) re-exports the
+# mount read-only on 127.0.0.1; every file read back with libnfs's nfs-cp
+# equals its original, again after the kernel dropped its inodes and
+# dentries, and again after both the server and trajfs restarted (the
+# handles stay the same). The file handle calls themselves are checked
+# directly in mount.sh.
+set -eu
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mountlib.sh"
+
+command -v ganesha.nfsd > /dev/null ||
+    fail "ganesha.nfsd not found (apt-get install nfs-ganesha nfs-ganesha-vfs)"
+vfs_fsal=$(find /usr/lib /usr/lib64 -name 'libfsalvfs.so*' 2> /dev/null | head -1)
+[ -n "$vfs_fsal" ] || fail "Ganesha's VFS FSAL not found (apt-get install nfs-ganesha-vfs)"
+command -v nfs-cp > /dev/null || fail "nfs-cp not found (apt-get install libnfs-utils)"
+[ "$(id -u)" = 0 ] || fail "the NFS server needs root (open_by_handle_at)"
+
+src=$TEST_TMP/src
+generate_run "$src/run"
+mkdir -p "$src/misc/a/b"
+seq 1 50000 > "$src/misc/a/b/numbers.txt"
+printf 'hello\n' > "$src/misc/hello.txt"
+archive=$TEST_TMP/a.traj
+"$TRAJPACK" create -q "$archive" "$src/run" "$src/misc" || fail "create failed"
+mnt=$TEST_TMP/mnt
+
+# A port of our own, so that tests running side by side do not meet.
+port=$((20000 + $$ % 20000))
+mkdir -p "$TEST_TMP/ganesha"
+cat > "$TEST_TMP/ganesha/ganesha.conf" <<CONF
+NFS_CORE_PARAM {
+    Protocols = 4;
+    Bind_addr = 127.0.0.1;
+    NFS_Port = $port;
+    Enable_NLM = false;
+    Enable_RQUOTA = false;
+    Enable_UDP = false;
+    Plugins_Dir = ${vfs_fsal%/*};
+}
+NFSv4 {
+    Graceless = true;
+    RecoveryBackend = fs;
+    RecoveryRoot = $TEST_TMP/ganesha/state;
+}
+EXPORT {
+    Export_Id = 1;
+    Path = $mnt;
+    Pseudo = /traj;
+    Access_Type = RO;
+    Squash = No_Root_Squash;
+    Protocols = 4;
+    Transports = TCP;
+    SecType = sys;
+    FSAL { Name = VFS; }
+}
+LOG { Default_Log_Level = EVENT; }
+CONF
+
+start_server() {
+    _log=$TEST_TMP/ganesha/log.$1
+    ganesha.nfsd -F -f "$TEST_TMP/ganesha/ganesha.conf" -L "$_log" \
+        -p "$TEST_TMP/ganesha/pid" -N NIV_EVENT &
+    SERVER_PID=$!
+    SERVERS="$SERVERS $SERVER_PID"
+    for _ in $(seq 100); do
+        grep -q 'NFS SERVER INITIALIZED' "$_log" 2> /dev/null && return 0
+        kill -0 "$SERVER_PID" 2> /dev/null || break
+        sleep 0.1
+    done
+    cat "$_log" >&2
+    fail "NFS-Ganesha did not start on 127.0.0.1:$port"
+}
+
+stop_server() {
+    stop_pid "$SERVER_PID"
+    wait "$SERVER_PID" || true
+}
+
+# read_all ROUND: every file through NFS, compared with the original.
+read_all() {
+    list_files "$src" | while IFS= read -r _f; do
+        _out=$TEST_TMP/nfs.$1/$_f
+        mkdir -p "${_out%/*}"
+        nfs-cp "nfs://127.0.0.1/traj/$_f?version=4&nfsport=$port" "$_out" > /dev/null ||
+            fail "nfs-cp of $_f failed ($1)"
+        cmp "$src/$_f" "$_out" || fail "$_f differs over NFS ($1)"
+    done
+}
+
+start_mount "$archive" "$mnt"
+start_server 1
+read_all first
+echo 2 > /proc/sys/vm/drop_caches
+read_all after-drop-caches
+stop_server
+stop_mount "$mnt"
+
+start_mount "$archive" "$mnt"
+start_server 2
+read_all after-restart
+stop_server
+stop_mount "$mnt"
+exit 0
