@@ -426,15 +426,14 @@ static int count_rows_to_build(const tf_rans_table *t, const uint8_t *used, unsi
 }
 
 int tf_rans_decoder_init(tf_rans_decoder *dec, const tf_rans_table *t, const uint8_t *used,
-                         tf_error *e)
+                         bool dense, tf_error *e)
 {
     *dec = (tf_rans_decoder){ .n_ctx = t->n_ctx, .prec = t->prec };
     unsigned n_build;
     if (count_rows_to_build(t, used, &n_build, e) < 0)
         return -1;
     size_t row_slots = (size_t)1 << t->prec;
-    dec->dense = ((size_t)t->n_ctx << t->prec) <= TF_RANS_DENSE_MAX_SLOTS;
-    size_t n_slots = dec->dense ? (size_t)t->n_ctx << t->prec : n_build * row_slots;
+    size_t n_slots = dense ? (size_t)t->n_ctx << t->prec : n_build * row_slots;
     dec->slots_of_ctx = calloc(t->n_ctx, sizeof *dec->slots_of_ctx);
     dec->slots = malloc((n_slots + 1) * sizeof *dec->slots);
     if (!dec->slots_of_ctx || !dec->slots) {
@@ -445,7 +444,7 @@ int tf_rans_decoder_init(tf_rans_decoder *dec, const tf_rans_table *t, const uin
     for (unsigned c = 0; c < t->n_ctx; c++) {
         if ((used && !used[c]) || t->row_of_ctx[c] < 0)
             continue;
-        uint32_t *row = dec->dense ? dec->slots + ((size_t)c << t->prec) : next;
+        uint32_t *row = dense ? dec->slots + ((size_t)c << t->prec) : next;
         build_slots(t->freq + (size_t)t->row_of_ctx[c] * t->n_sym, t->n_sym, row);
         dec->slots_of_ctx[c] = row;
         next += row_slots;

@@ -92,25 +92,20 @@ static inline bool tf_rans_lanes_valid(unsigned lanes)
 int tf_rans_encode(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_t *sym,
                    size_t n, unsigned lanes, tf_buf *out, tf_error *e);
 
-/* Rows of all contexts up to this many slots in total are laid out
- * densely (see tf_rans_decoder). */
-#define TF_RANS_DENSE_MAX_SLOTS (1u << 19)
-
 typedef struct {
     unsigned n_ctx, prec;
     const uint32_t **slots_of_ctx; /* n_ctx entries, NULL when not built */
     uint32_t *slots;
-    /* When n_ctx << prec <= TF_RANS_DENSE_MAX_SLOTS, the row of context c
-     * is at slots + (c << prec): its address is arithmetic, which SIMD
-     * decoders need. Otherwise the rows built are packed. */
-    bool dense;
 } tf_rans_decoder;
 
 /* Builds decoding slots for the contexts flagged in used (n_ctx flags), or
  * for every occupied context when used is NULL. A flagged context without
- * a row is an error: the data needs a row the table does not have. */
+ * a row is an error: the data needs a row the table does not have.
+ * Dense: the row of context c is at slots + (c << prec), an address SIMD
+ * code can compute, for n_ctx << prec slots of memory (only the rows
+ * built are written). Otherwise the rows are packed. */
 int tf_rans_decoder_init(tf_rans_decoder *dec, const tf_rans_table *t, const uint8_t *used,
-                         tf_error *e);
+                         bool dense, tf_error *e);
 void tf_rans_decoder_free(tf_rans_decoder *dec);
 /* Reads one stream from r into sym[0..n). */
 int tf_rans_decode(const tf_rans_decoder *dec, tf_reader *r, const uint16_t *ctx,

@@ -70,16 +70,16 @@ static void encode_sample(const sample *s, unsigned prec, unsigned lanes, tf_ran
 }
 
 /* Decodes stream[0..len) from an exactly sized copy, so that ASan sees
- * any read past it. */
-static int decode_copy(const tf_rans_table *t, const uint8_t *stream, size_t len,
-                       const uint16_t *ctx, uint8_t *sym, size_t n, tf_error *e)
+ * any read past it; with packed or dense decoding slots. */
+static int decode_copy_with(const tf_rans_table *t, bool dense, const uint8_t *stream,
+                            size_t len, const uint16_t *ctx, uint8_t *sym, size_t n, tf_error *e)
 {
     uint8_t *copy = malloc(len ? len : 1);
     ck_assert(copy);
     if (len)
         memcpy(copy, stream, len);
     tf_rans_decoder dec;
-    int rc = tf_rans_decoder_init(&dec, t, NULL, e);
+    int rc = tf_rans_decoder_init(&dec, t, NULL, dense, e);
     if (rc == 0) {
         tf_reader r = tf_reader_make(copy, len);
         rc = tf_rans_decode(&dec, &r, ctx, sym, n, e);
@@ -89,6 +89,12 @@ static int decode_copy(const tf_rans_table *t, const uint8_t *stream, size_t len
     }
     free(copy);
     return rc;
+}
+
+static int decode_copy(const tf_rans_table *t, const uint8_t *stream, size_t len,
+                       const uint16_t *ctx, uint8_t *sym, size_t n, tf_error *e)
+{
+    return decode_copy_with(t, false, stream, len, ctx, sym, n, e);
 }
 
 static void roundtrip(unsigned n_ctx, unsigned n_sym, size_t n, unsigned prec, unsigned lanes,
@@ -103,8 +109,12 @@ static void roundtrip(unsigned n_ctx, unsigned n_sym, size_t n, unsigned prec, u
     ck_assert_uint_eq(tf_read_u8(&head), lanes);
     uint8_t *got = malloc(n + 1);
     tf_error e;
-    ck_assert_msg(decode_copy(&t, stream.data, stream.len, s.ctx, got, n, &e) == 0, "%s", e.msg);
-    ck_assert(n == 0 || memcmp(got, s.sym, n) == 0);
+    for (int dense = 0; dense < 2; dense++) {
+        memset(got, 0, n + 1);
+        ck_assert_msg(decode_copy_with(&t, dense, stream.data, stream.len, s.ctx, got, n, &e) == 0,
+                      "%s", e.msg);
+        ck_assert(n == 0 || memcmp(got, s.sym, n) == 0);
+    }
     free(got);
     tf_buf_free(&stream);
     tf_rans_table_free(&t);
@@ -334,7 +344,7 @@ START_TEST(test_encode_refuses_uncovered_symbols)
     /* Decoding needs a row for every context the data uses. */
     tf_rans_decoder dec;
     uint8_t used[2] = { 1, 1 };
-    ck_assert_int_eq(tf_rans_decoder_init(&dec, &t, used, &e), -1);
+    ck_assert_int_eq(tf_rans_decoder_init(&dec, &t, used, false, &e), -1);
     uint8_t got[3];
     ck_assert_int_eq(decode_copy(&t, stream.data, stream.len, ctx1, got, 3, &e), -1);
     tf_buf_free(&stream);

@@ -1,0 +1,90 @@
+/* Literal leaves of prog: n words of b bits in the physical coding that
+ * makes them smallest, measured exactly (paper §2.2, "Physical literal
+ * coding").
+ *
+ * The body of a literal (its length is stored by the program around it):
+ *   u8 coding, then
+ *   RAW   n * b bits, LSB first, zero-padded to a byte
+ *   PACK  u8 w (1 <= w < b) | n * w bits: every word is below 2^w
+ *   HUFF  Huffman lengths (huffman.h) over symbols < min(256, 2^b) |
+ *         the codes, LSB first, zero-padded
+ *   RANS  u8 context source (0: none; 1 + j: the words of sibling j of the
+ *         parent merge, decoded before this leaf) | when a source:
+ *         varint base, u8 count (1..255): a source word v is context
+ *         1 + v - base when v - base < count, else context 0 |
+ *         varint n_sym (1..min(256, 2^b)) | rANS table (rans.h) over
+ *         1 or count + 1 contexts | one rANS stream of the n symbols
+ * Every part must be consumed exactly. */
+#ifndef TRAJFS_CODEC_PROG_LEAF_H
+#define TRAJFS_CODEC_PROG_LEAF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec/huffman.h"
+#include "codec/prog_ast.h"
+#include "codec/prog_bits.h"
+#include "codec/rans.h"
+#include "common/buf.h"
+#include "common/error.h"
+
+/* The words of an earlier sibling, a possible source of contexts. */
+typedef struct {
+    const uint64_t *v; /* n words; NULL when this sibling cannot serve */
+    unsigned width;
+} tf_prog_ctx_source;
+
+/* How to code one literal, and what that costs. */
+typedef struct {
+    uint8_t coding;      /* tf_prog_coding */
+    uint8_t pack_width;  /* PACK */
+    uint8_t prec;        /* RANS */
+    uint8_t ctx_sibling; /* RANS: 0 or 1 + j */
+    uint8_t ctx_count;   /* RANS with a source */
+    uint64_t ctx_base;
+    size_t size;         /* exact bytes of the body */
+} tf_prog_lit_plan;
+
+/* The smallest coding of v[0..n) (width bits each), trying contexts from
+ * the n_src sources (sources[j] is sibling j). */
+int tf_prog_lit_plan_best(const uint64_t *v, size_t n, unsigned width,
+                          const tf_prog_ctx_source *sources, unsigned n_src,
+                          tf_prog_lit_plan *plan, tf_error *e);
+
+/* Appends the body that plan describes. */
+int tf_prog_lit_write(const uint64_t *v, size_t n, unsigned width,
+                      const tf_prog_ctx_source *sources, const tf_prog_lit_plan *plan,
+                      tf_buf *out, tf_error *e);
+
+/* Streaming decoder of one literal body. */
+typedef struct {
+    uint8_t coding;
+    unsigned width, pack_width, ctx_sibling, ctx_count;
+    uint64_t ctx_base;
+    uint64_t n, done;
+    tf_bit_reader bits;   /* RAW, PACK, HUFF */
+    tf_huff_decoder *huff;
+    tf_rans_table table;  /* RANS */
+    tf_rans_decoder dec;
+    tf_rans_stream stream;
+    /* RANS: decoding slots by context (context 0 first); NULL for a
+     * context without a row. */
+    const uint32_t *slots[256];
+    bool bad; /* the data ran out, or a code or context does not exist */
+} tf_prog_lit_reader;
+
+/* Parses and validates a body for n words of `width` bits; siblings_before
+ * is how many earlier siblings in a merge this leaf may take contexts
+ * from. Everything but the entropy-coded payload is checked here. */
+int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, unsigned width,
+                     uint64_t n, unsigned siblings_before, tf_error *e);
+/* The next count words. ctx_words: the source sibling's words at the same
+ * positions (RANS with a source), else unused. Problems set r->bad. */
+void tf_prog_lit_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,
+                      const uint64_t *ctx_words);
+/* After all n words: checks the body was consumed exactly. */
+int tf_prog_lit_finish(const tf_prog_lit_reader *r, tf_error *e);
+void tf_prog_lit_close(tf_prog_lit_reader *r);
+
+#endif

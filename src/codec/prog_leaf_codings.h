@@ -1,0 +1,30 @@
+/* Internal to the literal leaf coder (prog_leaf*.c): one set of functions
+ * per entropy coding. Each *_plan fills plan->size with the exact body
+ * size of its best variant, or leaves it at SIZE_MAX when the coding does
+ * not apply. */
+#ifndef TRAJFS_CODEC_PROG_LEAF_CODINGS_H
+#define TRAJFS_CODEC_PROG_LEAF_CODINGS_H
+
+#include "codec/prog_leaf.h"
+
+/* Symbols of a literal whose words are all below 256 (and below 2^width);
+ * returns n_sym = max + 1, or 0 when some word is 256 or more. */
+unsigned tf_prog_leaf_symbols(const uint64_t *v, size_t n, uint8_t *sym);
+
+int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, tf_prog_lit_plan *plan);
+int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, tf_buf *out, tf_error *e);
+int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e);
+void tf_prog_huff_read(tf_prog_lit_reader *r, uint64_t *out, size_t count);
+
+int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
+                      const tf_prog_ctx_source *sources, unsigned n_src, tf_prog_lit_plan *plan,
+                      tf_error *e);
+int tf_prog_rans_write(const uint8_t *sym, size_t n, unsigned n_sym,
+                       const tf_prog_ctx_source *sources, const tf_prog_lit_plan *plan,
+                       tf_buf *out, tf_error *e);
+int tf_prog_rans_open(tf_prog_lit_reader *r, tf_reader *in, unsigned siblings_before,
+                      tf_error *e);
+void tf_prog_rans_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,
+                       const uint64_t *ctx_words);
+
+#endif

@@ -1,0 +1,101 @@
+#include "codec/prog_ops.h"
+
+void tf_prog_map_apply(unsigned kind, uint64_t param, unsigned width, uint64_t *v, size_t n)
+{
+    const uint64_t mask = tf_prog_mask(width);
+    switch (kind) {
+    case TF_PROG_MAP_XOR:
+        for (size_t i = 0; i < n; i++)
+            v[i] ^= param;
+        break;
+    case TF_PROG_MAP_ADD:
+        for (size_t i = 0; i < n; i++)
+            v[i] = (v[i] + param) & mask;
+        break;
+    case TF_PROG_MAP_ZIGZAG:
+        for (size_t i = 0; i < n; i++)
+            v[i] = tf_prog_zigzag_decode(v[i], width);
+        break;
+    case TF_PROG_MAP_GRAY:
+        for (size_t i = 0; i < n; i++)
+            v[i] = tf_prog_gray_decode(v[i]);
+        break;
+    case TF_PROG_MAP_BITREV:
+        for (size_t i = 0; i < n; i++)
+            v[i] = tf_prog_bitrev(v[i], width);
+        break;
+    case TF_PROG_MAP_ROTL:
+        for (size_t i = 0; i < n; i++)
+            v[i] = tf_prog_rotl(v[i], (unsigned)param, width);
+        break;
+    }
+}
+
+void tf_prog_map_invert(unsigned kind, uint64_t param, unsigned width, const uint64_t *src,
+                        uint64_t *dst, size_t n)
+{
+    const uint64_t mask = tf_prog_mask(width);
+    switch (kind) {
+    case TF_PROG_MAP_XOR:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = src[i] ^ param;
+        break;
+    case TF_PROG_MAP_ADD:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = (src[i] - param) & mask;
+        break;
+    case TF_PROG_MAP_ZIGZAG:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = tf_prog_zigzag_encode(src[i], width);
+        break;
+    case TF_PROG_MAP_GRAY:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = src[i] ^ (src[i] >> 1);
+        break;
+    case TF_PROG_MAP_BITREV:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = tf_prog_bitrev(src[i], width);
+        break;
+    case TF_PROG_MAP_ROTL:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = tf_prog_rotl(src[i], width - (unsigned)param, width);
+        break;
+    }
+}
+
+void tf_prog_scan_apply(unsigned kind, unsigned width, uint64_t *carry, const uint64_t *upd,
+                        uint64_t *out, size_t n)
+{
+    const uint64_t mask = tf_prog_mask(width);
+    uint64_t prev = *carry;
+    if (kind == TF_PROG_SCAN_XOR) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = prev ^= upd[i];
+    } else {
+        for (size_t i = 0; i < n; i++)
+            out[i] = prev = (prev + upd[i]) & mask;
+    }
+    *carry = prev;
+}
+
+void tf_prog_scan_invert(unsigned kind, unsigned width, const uint64_t *x, uint64_t *upd,
+                         size_t n)
+{
+    const uint64_t mask = tf_prog_mask(width);
+    for (size_t i = 1; i < n; i++)
+        upd[i - 1] = kind == TF_PROG_SCAN_XOR ? x[i] ^ x[i - 1] : (x[i] - x[i - 1]) & mask;
+}
+
+void tf_prog_merge_field(const uint64_t *field, unsigned shift, uint64_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] |= field[i] << shift;
+}
+
+void tf_prog_split_field(const uint64_t *x, unsigned shift, unsigned bits, uint64_t *field,
+                         size_t n)
+{
+    const uint64_t mask = tf_prog_mask(bits);
+    for (size_t i = 0; i < n; i++)
+        field[i] = x[i] >> shift & mask;
+}
