@@ -16,15 +16,27 @@
 
 /* ---- messages ---------------------------------------------------------- */
 
+/* Messages name files from file systems and archives: a control
+ * character in one (an escape sequence) is written as \xNN, never sent
+ * to the terminal, and keeps the message on one line. */
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
+    char *msg = NULL;
     cli_progress_hide();
-    fputs("trajpack: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
     va_end(ap);
+    fputs("trajpack: ", stderr);
+    for (const char *c = msg ? msg : "out of memory"; *c; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            fprintf(stderr, "\\x%02x", (unsigned char)*c);
+        else
+            fputc(*c, stderr);
+    }
     fputc('\n', stderr);
+    free(msg);
 }
 
 /* Whether msg names file as a word of its own ("cannot open FILE: ..."). */

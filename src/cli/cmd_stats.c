@@ -5,15 +5,30 @@
  * order (the rule of `list -l`, see cli_blob_owners); later uses of the
  * same blob (a re-added checkpoint, a tied weight, an unchanged tensor)
  * count their weights at 0 bits. So the bits per weight of a row are the
- * stored bits charged to it divided by all the weights it covers. */
+ * stored bits charged to it divided by all the weights it covers.
+ *
+ * The bits of ulp chunks are broken down further, per dtype, as in the
+ * paper (codec/ulp_stats.h): b, q1, q2, raw tail, tables (the model blobs
+ * charged with them) and framing. That decodes every ulp chunk charged,
+ * and its reference first. */
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec/codec.h"
+#include "codec/ulp_stats.h"
+#include "common/buf.h"
+#include "common/hash.h"
 #include "format/catalog.h"
+#include "format/container.h"
 #include "format/dtype.h"
+#include "store/reader.h"
+
+/* Reconstructed chunks kept: the references of the next checkpoint's
+ * deltas (one checkpoint of each series), so that each is decoded once. */
+#define CACHE_BYTES (256u << 20)
 
 static const char stats_usage[] =
     "Usage: trajpack stats [OPTIONS] ARCHIVE\n"
@@ -21,6 +36,8 @@ static const char stats_usage[] =
     "dtype, by codec and by checkpoint (safetensors file), totals and the\n"
     "compression ratio. Stored bytes are charged to the first file that uses\n"
     "them; weights of data stored before cost 0 bits (row \"dedup\").\n"
+    "The bits of ulp deltas are broken down by dtype into the bit length b,\n"
+    "the refinement bits q1 and q2, the raw tail, tables and framing.\n"
     "\nOptions:\n"
     "      --json   print one JSON object instead of tables\n"
     "  -h, --help   show this help\n";
@@ -41,14 +58,15 @@ typedef struct {
     uint64_t blobs;   /* blobs charged */
 } stat_row;
 
-/* Codec-specific breakdowns (e.g. the ulp bits split into b, q1, q2, raw
- * tail and tables) belong beside by_codec: a field per codec here, filled
- * in account_chunk, printed after the codec's row in print_text and
- * print_json. */
+/* Codec-specific breakdowns belong beside by_codec: a field per codec
+ * here, filled in account_chunk, printed after the codec's row in
+ * print_text and print_json. */
 typedef struct {
     stat_row tensors;              /* all tensor data */
     stat_row by_dtype[TF_DT_COUNT];
     stat_row by_codec[CODEC_SLOTS];
+    tf_ulp_bits ulp_by_dtype[TF_DT_COUNT]; /* the ulp row, broken down */
+    stat_row ulp_undecoded;        /* ulp chunks that failed to decode */
     stat_row dedup;                /* chunks whose blob was charged before */
     stat_row *by_entry;            /* per entry, archive order */
     stat_row other;                /* non-safetensors files (weights: bytes) */
@@ -58,15 +76,21 @@ typedef struct {
 } stats;
 
 typedef struct {
-    const tf_archive *ar;
+    tf_archive *ar;
     const uint64_t *owners;
     bool *counted; /* per blob: charged already */
     stats *st;
+    /* What the ulp breakdown decodes a chunk with. */
+    tf_reader_ctx *reader;
+    tf_buf payload, ref, model;
+    uint64_t model_of; /* blob index + 1 of what `model` holds */
 } stats_ctx;
 
 /* Bytes that blob b (and the model it needs) add when entry owner_plus1
- * uses it now; 0 when they were charged already. */
-static uint64_t charge(stats_ctx *cx, uint64_t b, uint64_t owner_plus1, uint64_t *blobs)
+ * uses it now; 0 when they were charged already. The model's share goes
+ * to *model_bytes too. */
+static uint64_t charge(stats_ctx *cx, uint64_t b, uint64_t owner_plus1, uint64_t *blobs,
+                       uint64_t *model_bytes)
 {
     uint64_t nblobs = tf_archive_nblobs(cx->ar), bytes = 0;
     if (b >= nblobs || cx->owners[b] != owner_plus1 || cx->counted[b])
@@ -78,7 +102,8 @@ static uint64_t charge(stats_ctx *cx, uint64_t b, uint64_t owner_plus1, uint64_t
     uint64_t m = blob->model;
     if (m && m - 1 < nblobs && cx->owners[m - 1] == owner_plus1 && !cx->counted[m - 1]) {
         cx->counted[m - 1] = true;
-        bytes += tf_archive_blob(cx->ar, m - 1)->enc_len;
+        *model_bytes = tf_archive_blob(cx->ar, m - 1)->enc_len;
+        bytes += *model_bytes;
         (*blobs)++;
     }
     return bytes;
@@ -91,10 +116,80 @@ static void add_row(stat_row *r, uint64_t weights, uint64_t stored, uint64_t blo
     r->blobs += blobs;
 }
 
+/* ---- ulp breakdown ---- */
+
+/* Blob idx reconstructed into buf. */
+static int reconstruct(stats_ctx *cx, uint64_t idx, tf_buf *buf, tf_error *e)
+{
+    uint64_t len = tf_archive_blob(cx->ar, idx)->raw_len;
+    buf->len = 0;
+    uint8_t *p = len <= SIZE_MAX ? tf_buf_reserve(buf, (size_t)len) : NULL;
+    if (!p)
+        return tf_fail(e, ENOMEM, "out of memory for %llu bytes", (unsigned long long)len);
+    if (tf_reader_blob(cx->reader, idx, p, e) < 0)
+        return -1;
+    tf_buf_commit(buf, (size_t)len);
+    return 0;
+}
+
+/* The stored bytes of a blob, checked against their checksum. */
+static int read_payload(stats_ctx *cx, const tf_blob *blob, tf_error *e)
+{
+    cx->payload.len = 0;
+    uint8_t *p = blob->enc_len <= SIZE_MAX ? tf_buf_reserve(&cx->payload, (size_t)blob->enc_len)
+                                           : NULL;
+    if (!p)
+        return tf_fail(e, ENOMEM, "out of memory for %llu bytes",
+                       (unsigned long long)blob->enc_len);
+    if (tf_container_pread(tf_archive_container(cx->ar), blob->offset, p, blob->enc_len, e) < 0)
+        return -1;
+    if (tf_hash64(p, blob->enc_len) != blob->enc_hash)
+        return tf_fail(e, EIO, "checksum mismatch (stored bytes are damaged)");
+    tf_buf_commit(&cx->payload, (size_t)blob->enc_len);
+    return 0;
+}
+
+/* Adds the breakdown of ulp blob b to *bits. The chunks of a tensor share
+ * its model, so the last one is kept. */
+static int breakdown_blob(stats_ctx *cx, uint64_t b, tf_ulp_bits *bits, tf_error *e)
+{
+    const tf_blob *blob = tf_archive_blob(cx->ar, b);
+    if (!blob->ref || !blob->model)
+        return tf_fail(e, EIO, "a ulp blob needs a reference and a model");
+    if (cx->model_of != blob->model) {
+        cx->model_of = 0;
+        if (reconstruct(cx, blob->model - 1, &cx->model, e) < 0)
+            return -1;
+        cx->model_of = blob->model;
+    }
+    if (reconstruct(cx, blob->ref - 1, &cx->ref, e) < 0 || read_payload(cx, blob, e) < 0)
+        return -1;
+    tf_codec_ctx ctx = { .dtype = blob->dtype, .ref = cx->ref.data, .ref_len = cx->ref.len,
+                         .model = cx->model.data, .model_len = cx->model.len };
+    return tf_ulp_breakdown(cx->payload.data, cx->payload.len, &ctx, (size_t)blob->raw_len,
+                            bits, e);
+}
+
+/* Breaks down ulp blob b, just charged to entry i with model_bytes of
+ * its tensor's model. False (after a message) when it does not decode. */
+static bool account_ulp(stats_ctx *cx, size_t i, unsigned dtype, uint64_t b,
+                        uint64_t model_bytes)
+{
+    tf_ulp_bits *bits = &cx->st->ulp_by_dtype[dtype];
+    tf_error e;
+    if (breakdown_blob(cx, b, bits, &e) < 0) {
+        cli_error("%s: blob %llu: %s", tf_archive_entry(cx->ar, i)->path,
+                  (unsigned long long)b, e.msg);
+        return false;
+    }
+    bits->tables += 8 * model_bytes;
+    return true;
+}
+
 static void account_chunk(stats_ctx *cx, size_t i, unsigned dtype, uint64_t b,
                           uint64_t weights)
 {
-    uint64_t blobs = 0, bytes = charge(cx, b, i + 1, &blobs);
+    uint64_t blobs = 0, model_bytes = 0, bytes = charge(cx, b, i + 1, &blobs, &model_bytes);
     stats *st = cx->st;
     add_row(&st->tensors, weights, bytes, blobs);
     add_row(&st->by_dtype[dtype], weights, bytes, blobs);
@@ -105,6 +200,8 @@ static void account_chunk(stats_ctx *cx, size_t i, unsigned dtype, uint64_t b,
         unsigned codec = tf_archive_blob(cx->ar, b)->codec;
         add_row(&st->by_codec[codec < TF_CODEC_COUNT ? codec : TF_CODEC_COUNT], weights,
                 bytes, blobs);
+        if (codec == TF_CODEC_ULP && !account_ulp(cx, i, dtype, b, model_bytes))
+            add_row(&st->ulp_undecoded, weights, bytes, blobs);
     }
 }
 
@@ -141,7 +238,8 @@ static void account_entry(stats_ctx *cx, size_t i, const tf_entry *ent)
         st->logical_bytes += ent->size;
         st->other.weights += ent->size;
         for (uint64_t c = 0; c < ent->nchunks; c++) {
-            uint64_t blobs = 0, bytes = charge(cx, ent->chunks[c], i + 1, &blobs);
+            uint64_t blobs = 0, model_bytes = 0;
+            uint64_t bytes = charge(cx, ent->chunks[c], i + 1, &blobs, &model_bytes);
             add_row(&st->other, 0, bytes, blobs);
         }
         break;
@@ -156,17 +254,27 @@ static void account_entry(stats_ctx *cx, size_t i, const tf_entry *ent)
     }
 }
 
-static int gather(const tf_archive *ar, stats *st)
+static void stats_ctx_free(stats_ctx *cx)
+{
+    free((void *)cx->owners);
+    free(cx->counted);
+    tf_reader_free(cx->reader);
+    tf_buf_free(&cx->payload);
+    tf_buf_free(&cx->ref);
+    tf_buf_free(&cx->model);
+}
+
+static int gather(tf_archive *ar, stats *st)
 {
     size_t n = tf_archive_nentries(ar);
     uint64_t nblobs = tf_archive_nblobs(ar);
     stats_ctx cx = { .ar = ar, .st = st };
     cx.owners = cli_blob_owners(ar);
     cx.counted = calloc(nblobs ? nblobs : 1, sizeof *cx.counted);
+    cx.reader = tf_reader_new(ar, CACHE_BYTES);
     st->by_entry = calloc(n ? n : 1, sizeof *st->by_entry);
-    if (!cx.owners || !cx.counted || !st->by_entry) {
-        free((void *)cx.owners);
-        free(cx.counted);
+    if (!cx.owners || !cx.counted || !cx.reader || !st->by_entry) {
+        stats_ctx_free(&cx);
         cli_error("out of memory");
         return -1;
     }
@@ -175,8 +283,7 @@ static int gather(const tf_archive *ar, stats *st)
     for (uint64_t b = 0; b < nblobs; b++)
         if (!cx.owners[b])
             st->unused_bytes += tf_archive_blob(ar, b)->enc_len;
-    free((void *)cx.owners);
-    free(cx.counted);
+    stats_ctx_free(&cx);
     return 0;
 }
 
@@ -220,6 +327,51 @@ static void text_row(const stat_row *r, const char *label)
                label);
 }
 
+/* The parts of the ulp breakdown, in the paper's order. */
+enum { ULP_PARTS = 6 };
+static const char *const ulp_part_keys[ULP_PARTS] = { "b", "q1", "q2", "raw", "tables",
+                                                      "framing" };
+static const char *const ulp_part_labels[ULP_PARTS] = {
+    "b (bit length)", "q1", "q2", "raw tail", "tables", "framing",
+};
+
+static void ulp_parts(const tf_ulp_bits *x, double bits[ULP_PARTS])
+{
+    bits[0] = x->b;
+    bits[1] = x->q1;
+    bits[2] = x->q2;
+    bits[3] = (double)x->raw;
+    bits[4] = (double)x->tables;
+    bits[5] = (double)x->framing;
+}
+
+static void text_ulp_part(double bits, uint64_t weights, const char *label)
+{
+    char stored[CLI_SIZE_LEN];
+    cli_format_size((uint64_t)(bits / 8 + 0.5), stored);
+    printf("  %14s %10s %9.3f      %s\n", "", stored, bits / (double)weights, label);
+}
+
+/* Under the ulp row: per dtype, its total and its parts. */
+static void text_ulp_breakdown(const stats *st)
+{
+    for (unsigned d = 0; d < TF_DT_COUNT; d++) {
+        const tf_ulp_bits *x = &st->ulp_by_dtype[d];
+        if (!x->weights)
+            continue;
+        char label[64];
+        double bits[ULP_PARTS], total = tf_ulp_bits_total(x);
+        stat_row row = { .weights = x->weights, .stored = (uint64_t)(total / 8 + 0.5) };
+        snprintf(label, sizeof label, "  %s:", dtype_name(d));
+        text_row(&row, label);
+        ulp_parts(x, bits);
+        for (unsigned p = 0; p < ULP_PARTS; p++)
+            text_ulp_part(bits[p], x->weights, ulp_part_labels[p]);
+    }
+    if (st->ulp_undecoded.blobs)
+        text_row(&st->ulp_undecoded, "  not decoded (see errors)");
+}
+
 static void print_text(const tf_archive *ar, const char *archive, const stats *st)
 {
     char logical[CLI_SIZE_LEN], size[CLI_SIZE_LEN], other[CLI_SIZE_LEN],
@@ -244,9 +396,12 @@ static void print_text(const tf_archive *ar, const char *archive, const stats *s
         if (st->by_dtype[d].weights || st->by_dtype[d].stored)
             text_row(&st->by_dtype[d], dtype_name(d));
     puts("by codec:");
-    for (unsigned k = 0; k < CODEC_SLOTS; k++)
+    for (unsigned k = 0; k < CODEC_SLOTS; k++) {
         if (st->by_codec[k].weights || st->by_codec[k].stored)
             text_row(&st->by_codec[k], codec_name(k));
+        if (k == TF_CODEC_ULP)
+            text_ulp_breakdown(st);
+    }
     if (st->dedup.weights)
         text_row(&st->dedup, "dedup");
     puts("by checkpoint:");
@@ -274,18 +429,65 @@ static void json_bpw(const stat_row *r)
         fputs("null", stdout);
 }
 
-/* One object of a JSON array: {"KEY": "label", ...row...}. */
-static void json_row(bool *first, const char *key, const char *label, const stat_row *r)
+/* The fields of a row, without braces. */
+static void json_row_fields(const stat_row *r)
 {
-    printf("%s\n    {\"%s\": ", *first ? "" : ",", key);
-    cli_put_quoted(stdout, label);
-    printf(", \"weights\": %llu, \"stored_bytes\": %llu, \"blobs\": %llu, "
+    printf("\"weights\": %llu, \"stored_bytes\": %llu, \"blobs\": %llu, "
            "\"bits_per_weight\": ",
            (unsigned long long)r->weights, (unsigned long long)r->stored,
            (unsigned long long)r->blobs);
     json_bpw(r);
-    putchar('}');
+}
+
+/* One object of a JSON array, {"KEY": "label", ...row..., left open for
+ * more fields. */
+static void json_row_open(bool *first, const char *key, const char *label, const stat_row *r)
+{
+    printf("%s\n    {\"%s\": ", *first ? "" : ",", key);
+    cli_put_quoted(stdout, label);
+    fputs(", ", stdout);
+    json_row_fields(r);
     *first = false;
+}
+
+static void json_row(bool *first, const char *key, const char *label, const stat_row *r)
+{
+    json_row_open(first, key, label, r);
+    putchar('}');
+}
+
+/* {"b": ..., "q1": ..., ...}: the parts in bits, or per weight. */
+static void json_ulp_parts(const double bits[ULP_PARTS], double per)
+{
+    putchar('{');
+    for (unsigned p = 0; p < ULP_PARTS; p++)
+        printf("%s\"%s\": %.6f", p ? ", " : "", ulp_part_keys[p], bits[p] / per);
+    putchar('}');
+}
+
+/* The ulp row's extra fields: "breakdown", one object per dtype, and
+ * "not_decoded". */
+static void json_ulp_breakdown(const stats *st)
+{
+    bool first = true;
+    fputs(",\n     \"breakdown\": [", stdout);
+    for (unsigned d = 0; d < TF_DT_COUNT; d++) {
+        const tf_ulp_bits *x = &st->ulp_by_dtype[d];
+        if (!x->weights)
+            continue;
+        double bits[ULP_PARTS];
+        ulp_parts(x, bits);
+        printf("%s\n       {\"dtype\": \"%s\", \"weights\": %llu, \"bits\": ",
+               first ? "" : ",", dtype_name(d), (unsigned long long)x->weights);
+        json_ulp_parts(bits, 1);
+        fputs(", \"bits_per_weight\": ", stdout);
+        json_ulp_parts(bits, (double)x->weights);
+        putchar('}');
+        first = false;
+    }
+    fputs("],\n     \"not_decoded\": {", stdout);
+    json_row_fields(&st->ulp_undecoded);
+    putchar('}');
 }
 
 static void print_json(const tf_archive *ar, const char *archive, const stats *st)
@@ -318,9 +520,14 @@ static void print_json(const tf_archive *ar, const char *archive, const stats *s
             json_row(&first, "dtype", dtype_name(d), &st->by_dtype[d]);
     fputs("\n  ],\n  \"by_codec\": [", stdout);
     first = true;
-    for (unsigned k = 0; k < CODEC_SLOTS; k++)
-        if (st->by_codec[k].weights || st->by_codec[k].stored)
-            json_row(&first, "codec", codec_name(k), &st->by_codec[k]);
+    for (unsigned k = 0; k < CODEC_SLOTS; k++) {
+        if (!st->by_codec[k].weights && !st->by_codec[k].stored)
+            continue;
+        json_row_open(&first, "codec", codec_name(k), &st->by_codec[k]);
+        if (k == TF_CODEC_ULP)
+            json_ulp_breakdown(st);
+        putchar('}');
+    }
     printf("\n  ],\n  \"dedup_weights\": %llu,\n  \"checkpoints\": [",
            (unsigned long long)st->dedup.weights);
     first = true;
@@ -363,7 +570,7 @@ int cmd_stats(int argc, char **argv)
             print_json(ar, argv[optind], &st);
         else
             print_text(ar, argv[optind], &st);
-        status = CLI_EXIT_OK;
+        status = st.ulp_undecoded.blobs ? CLI_EXIT_FAIL : CLI_EXIT_OK;
     }
     free(st.by_entry);
     tf_archive_close(ar);

@@ -12,6 +12,7 @@ static const cli_verb verbs[] = {
     { "list", "list the files of an archive, sizes and codecs", cmd_list },
     { "verify", "check every stored blob of every file", cmd_verify },
     { "stats", "bits per weight by dtype, codec and checkpoint", cmd_stats },
+    { "gc", "rewrite an archive without data no file uses any more", cmd_gc },
 };
 
 #define NVERBS (sizeof verbs / sizeof verbs[0])

@@ -184,20 +184,12 @@ static unsigned code_span(const uint8_t *len, unsigned n_sym, unsigned *first)
     return hi - lo;
 }
 
-static size_t varint_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
 size_t tf_huff_table_size(const uint8_t *len, unsigned n_sym)
 {
-    unsigned first, count = code_span(len, n_sym, &first);
-    return varint_size(first) + varint_size(count) + (count + 1) / 2;
+    tf_buf b = { 0 };
+    size_t size = tf_huff_table_write(len, n_sym, &b, NULL) == 0 ? b.len : SIZE_MAX;
+    tf_buf_free(&b);
+    return size;
 }
 
 int tf_huff_table_write(const uint8_t *len, unsigned n_sym, tf_buf *out, tf_error *e)

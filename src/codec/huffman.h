@@ -37,6 +37,7 @@ typedef struct {
 /* len: n_sym lengths from tf_huff_lengths (or a valid table). */
 void tf_huff_encoder_init(tf_huff_encoder *enc, const uint8_t *len, unsigned n_sym);
 
+/* Bytes tf_huff_table_write takes; SIZE_MAX when out of memory. */
 size_t tf_huff_table_size(const uint8_t *len, unsigned n_sym);
 int tf_huff_table_write(const uint8_t *len, unsigned n_sym, tf_buf *out, tf_error *e);
 /* Reads lengths for symbols < max_sym (<= 256) into len[0..max_sym),

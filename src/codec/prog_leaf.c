@@ -108,7 +108,7 @@ static int open_fixed(tf_prog_lit_reader *r, tf_reader *in, unsigned bits, tf_er
 }
 
 int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, unsigned width,
-                     uint64_t n, unsigned siblings_before, tf_error *e)
+                     uint64_t n, const tf_prog_siblings *siblings, tf_error *e)
 {
     *r = (tf_prog_lit_reader){ .width = width, .n = n };
     tf_reader in = tf_reader_make(body, len);
@@ -126,7 +126,7 @@ int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, uns
         return open_fixed(r, &in, w, e);
     }
     case TF_PROG_CODE_HUFF: return tf_prog_huff_open(r, &in, e);
-    case TF_PROG_CODE_RANS: return tf_prog_rans_open(r, &in, siblings_before, e);
+    case TF_PROG_CODE_RANS: return tf_prog_rans_open(r, &in, siblings, e);
     }
     return tf_fail(e, EIO, "prog: unknown literal coding %u", r->coding);
 }
@@ -172,8 +172,24 @@ static void read_fixed(tf_prog_lit_reader *r, uint64_t *out, size_t count)
         read_bytes_le(&r->bits, bits / 8, out, count);
         return;
     }
-    for (size_t i = 0; i < count; i++)
-        out[i] = tf_bits_get_wide(&r->bits, bits);
+    /* One refill serves `group` words while the payload lasts. */
+    const unsigned group = bits <= 28 ? 56 / bits : 1;
+    const uint64_t mask = tf_prog_mask(bits);
+    tf_bit_reader *b = &r->bits;
+    size_t i = 0;
+    while (i < count) {
+        size_t take = count - i < group ? count - i : group;
+        tf_bits_refill(b);
+        if (bits > 28 || b->count < take * bits) {
+            out[i++] = tf_bits_get_wide(b, bits);
+            continue;
+        }
+        for (size_t j = 0; j < take; j++, i++) {
+            out[i] = b->acc & mask;
+            b->acc >>= bits;
+        }
+        b->count -= (unsigned)(take * bits);
+    }
 }
 
 void tf_prog_lit_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,

@@ -57,10 +57,16 @@ int tf_prog_lit_write(const uint64_t *v, size_t n, unsigned width,
                       const tf_prog_ctx_source *sources, const tf_prog_lit_plan *plan,
                       tf_buf *out, tf_error *e);
 
+/* The earlier siblings (in a merge) a literal may take contexts from. */
+typedef struct {
+    unsigned count;
+    uint8_t width[TF_PROG_MAX_ARITY];
+} tf_prog_siblings;
+
 /* Streaming decoder of one literal body. */
 typedef struct {
     uint8_t coding;
-    unsigned width, pack_width, ctx_sibling, ctx_count;
+    unsigned width, pack_width, ctx_sibling, ctx_count, source_width;
     uint64_t ctx_base;
     uint64_t n, done;
     tf_bit_reader bits;   /* RAW, PACK, HUFF */
@@ -68,17 +74,18 @@ typedef struct {
     tf_rans_table table;  /* RANS */
     tf_rans_decoder dec;
     tf_rans_stream stream;
-    /* RANS: decoding slots by context (context 0 first); NULL for a
-     * context without a row. */
+    /* RANS: decoding slots by context (context 0 first), or, for a source
+     * of at most 8 bits, by source word; a stand-in row where the table
+     * has none (prog_leaf_rans.c). */
     const uint32_t *slots[256];
     bool bad; /* the data ran out, or a code or context does not exist */
 } tf_prog_lit_reader;
 
-/* Parses and validates a body for n words of `width` bits; siblings_before
- * is how many earlier siblings in a merge this leaf may take contexts
- * from. Everything but the entropy-coded payload is checked here. */
+/* Parses and validates a body for n words of `width` bits; siblings are
+ * those this leaf may take contexts from (NULL: none). Everything but the
+ * entropy-coded payload is checked here. */
 int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, unsigned width,
-                     uint64_t n, unsigned siblings_before, tf_error *e);
+                     uint64_t n, const tf_prog_siblings *siblings, tf_error *e);
 /* The next count words. ctx_words: the source sibling's words at the same
  * positions (RANS with a source), else unused. Problems set r->bad. */
 void tf_prog_lit_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,

@@ -1,7 +1,7 @@
 /* Internal to the literal leaf coder (prog_leaf*.c): one set of functions
- * per entropy coding. Each *_plan fills plan->size with the exact body
- * size of its best variant, or leaves it at SIZE_MAX when the coding does
- * not apply. */
+ * per entropy coding, over byte symbols. Each *_plan fills plan with its
+ * best variant and that variant's exact body size; -1 means out of
+ * memory. */
 #ifndef TRAJFS_CODEC_PROG_LEAF_CODINGS_H
 #define TRAJFS_CODEC_PROG_LEAF_CODINGS_H
 
@@ -22,7 +22,7 @@ int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
 int tf_prog_rans_write(const uint8_t *sym, size_t n, unsigned n_sym,
                        const tf_prog_ctx_source *sources, const tf_prog_lit_plan *plan,
                        tf_buf *out, tf_error *e);
-int tf_prog_rans_open(tf_prog_lit_reader *r, tf_reader *in, unsigned siblings_before,
+int tf_prog_rans_open(tf_prog_lit_reader *r, tf_reader *in, const tf_prog_siblings *siblings,
                       tf_error *e);
 void tf_prog_rans_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,
                        const uint64_t *ctx_words);

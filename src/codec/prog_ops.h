@@ -57,9 +57,14 @@ void tf_prog_scan_invert(unsigned kind, unsigned width, const uint64_t *x, uint6
                          size_t n);
 
 /* Merge: out[i] |= field[i] << shift for one child (out starts zeroed). */
-void tf_prog_merge_field(const uint64_t *field, unsigned shift, uint64_t *out, size_t n);
+void tf_prog_merge_field(const uint64_t *restrict field, unsigned shift, uint64_t *restrict out,
+                         size_t n);
 /* The field of `bits` bits at `shift` of each word. */
 void tf_prog_split_field(const uint64_t *x, unsigned shift, unsigned bits, uint64_t *field,
                          size_t n);
+
+/* Elements of `bytes` bytes, little-endian, to words and back. */
+void tf_prog_words_load(const uint8_t *src, size_t n, unsigned bytes, uint64_t *v);
+void tf_prog_words_store(const uint64_t *v, size_t n, unsigned bytes, uint8_t *dst);
 
 #endif

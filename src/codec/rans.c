@@ -4,6 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define RANS_HAVE_AVX2 1
+#endif
+
 /* ---- tables ---- */
 
 void tf_rans_table_free(tf_rans_table *t)
@@ -110,26 +115,36 @@ static bool row_is_occupied(const uint64_t *count, unsigned n_sym)
     return false;
 }
 
-int tf_rans_table_fit(tf_rans_table *t, unsigned n_ctx, unsigned n_sym, unsigned prec,
-                      const uint64_t *counts, tf_error *e)
+int tf_rans_table_fit_span(tf_rans_table *t, unsigned n_ctx, unsigned n_sym, unsigned prec,
+                           const uint64_t *counts, unsigned ctx_lo, unsigned n_rows,
+                           tf_error *e)
 {
     if (check_shape(n_ctx, n_sym, prec, e) < 0)
         return -1;
-    unsigned n_rows = 0;
-    for (unsigned c = 0; c < n_ctx; c++)
-        n_rows += row_is_occupied(counts + (size_t)c * n_sym, n_sym);
-    if (table_alloc(t, n_ctx, n_sym, prec, n_rows, e) < 0)
+    if (ctx_lo > n_ctx || n_rows > n_ctx - ctx_lo)
+        return tf_fail(e, EINVAL, "rans: contexts [%u, %u + %u) are out of range", ctx_lo,
+                       ctx_lo, n_rows);
+    unsigned occupied = 0;
+    for (unsigned r = 0; r < n_rows; r++)
+        occupied += row_is_occupied(counts + (size_t)r * n_sym, n_sym);
+    if (table_alloc(t, n_ctx, n_sym, prec, occupied, e) < 0)
         return -1;
     unsigned row = 0;
-    for (unsigned c = 0; c < n_ctx; c++) {
-        const uint64_t *count = counts + (size_t)c * n_sym;
+    for (unsigned r = 0; r < n_rows; r++) {
+        const uint64_t *count = counts + (size_t)r * n_sym;
         if (!row_is_occupied(count, n_sym))
             continue;
-        t->row_of_ctx[c] = (int32_t)row;
+        t->row_of_ctx[ctx_lo + r] = (int32_t)row;
         normalize_row(count, n_sym, 1u << prec, t->freq + (size_t)row * n_sym);
         row++;
     }
     return 0;
+}
+
+int tf_rans_table_fit(tf_rans_table *t, unsigned n_ctx, unsigned n_sym, unsigned prec,
+                      const uint64_t *counts, tf_error *e)
+{
+    return tf_rans_table_fit_span(t, n_ctx, n_sym, prec, counts, 0, n_ctx, e);
 }
 
 unsigned tf_rans_table_freq(const tf_rans_table *t, unsigned ctx, unsigned sym)
@@ -174,15 +189,24 @@ int tf_rans_table_write(const tf_rans_table *t, tf_buf *out, tf_error *e)
     return rc ? tf_fail(e, ENOMEM, "rans: out of memory writing a table") : 0;
 }
 
+/* tf_read_varint, with the one-byte values that make up most of a
+ * table read inline (tables are read for every chunk coded). */
+static inline uint64_t read_varint(tf_reader *r)
+{
+    if (!r->bad && r->pos < r->len && r->p[r->pos] < 0x80)
+        return r->p[r->pos++];
+    return tf_read_varint(r);
+}
+
 static int read_row(tf_reader *r, unsigned n_sym, unsigned total_freq, uint16_t *freq,
                     tf_error *e)
 {
-    uint64_t first = tf_read_varint(r), span = tf_read_varint(r);
+    uint64_t first = read_varint(r), span = read_varint(r);
     if (r->bad || first >= n_sym || span >= n_sym - first)
         return tf_fail(e, EIO, "rans: table row spans symbols out of range");
     uint64_t sum = 0;
     for (unsigned s = (unsigned)first; s < first + span; s++) {
-        uint64_t f = tf_read_varint(r);
+        uint64_t f = read_varint(r);
         sum += f;
         if (r->bad || sum >= total_freq || (s == first && f == 0))
             return tf_fail(e, EIO, "rans: table row frequencies are invalid");
@@ -210,7 +234,7 @@ int tf_rans_table_read(tf_rans_table *t, tf_reader *r, unsigned n_ctx, unsigned 
         return -1;
     uint64_t ctx = 0;
     for (unsigned row = 0; row < n_rows; row++) {
-        ctx += tf_read_varint(r);
+        ctx += read_varint(r);
         if (r->bad || ctx >= n_ctx) {
             tf_rans_table_free(t);
             return tf_fail(e, EIO, "rans: table row has a context out of range");
@@ -235,9 +259,7 @@ int tf_rans_table_read(tf_rans_table *t, tf_reader *r, unsigned n_ctx, unsigned 
  * x + (x * rcp >> 32) (exact in the floor, as x is an integer). */
 static tf_rans_enc_sym make_enc_sym(unsigned freq, unsigned cum, unsigned prec)
 {
-    unsigned l = 0;
-    while ((1u << l) < freq)
-        l++;
+    unsigned l = freq > 1 ? 32 - (unsigned)__builtin_clz(freq - 1) : 0; /* ceil(log2 freq) */
     uint64_t m = ((1ull << (32 + l)) + freq - 1) / freq;
     return (tf_rans_enc_sym){
         .x_lim = (uint32_t)(((uint64_t)freq << (32 - prec)) - 1),
@@ -360,35 +382,299 @@ static int fail_uncodable(const tf_rans_encoder *enc, const uint16_t *ctx, const
                    i < n ? sym[i] : 0, i, ctx && i < n ? ctx[i] : 0);
 }
 
-int tf_rans_encode(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_t *sym,
-                   size_t n, unsigned lanes, tf_buf *out, tf_error *e)
+/* A stream under construction: each symbol renormalizes at most once
+ * (prec <= 16), so its words fit in 2n bytes; they are written downwards
+ * from the top of a reservation and moved down behind the header once its
+ * length is known. Below the words, the header's space doubles as slack
+ * for the vector encoder's 16-byte stores. */
+#define STREAM_HEAD_MAX (10 + 1 + 4 * TF_RANS_MAX_LANES)
+
+typedef struct {
+    uint8_t *base, *top;
+    uint32_t x[TF_RANS_MAX_LANES];
+} stream_writer;
+
+static int stream_begin(stream_writer *sw, size_t n, unsigned lanes, tf_buf *out, tf_error *e)
 {
     if (!tf_rans_lanes_valid(lanes))
         return tf_fail(e, EINVAL, "rans: %u lanes is not a power of two up to %d", lanes,
                        TF_RANS_MAX_LANES);
-    /* Each symbol renormalizes at most once (prec <= 16), so the words
-     * fit in 2n bytes; they are written at the top of the reservation
-     * and moved down behind the header once its length is known. */
-    const size_t head_max = 10 + 1 + 4 * TF_RANS_MAX_LANES;
-    if (n > (SIZE_MAX - head_max) / 2)
+    if (n > (SIZE_MAX - STREAM_HEAD_MAX) / 2)
         return tf_fail(e, ENOMEM, "rans: %zu symbols is too many", n);
-    uint8_t *base = tf_buf_reserve(out, head_max + 2 * n);
-    if (!base)
+    sw->base = tf_buf_reserve(out, STREAM_HEAD_MAX + 2 * n);
+    if (!sw->base)
         return tf_fail(e, ENOMEM, "rans: out of memory for a stream");
-    uint32_t x[TF_RANS_MAX_LANES];
+    sw->top = sw->base + STREAM_HEAD_MAX + 2 * n;
     for (unsigned l = 0; l < TF_RANS_MAX_LANES; l++)
-        x[l] = TF_RANS_L;
-    uint8_t *top = base + head_max + 2 * n, *words = top;
-    if (!encode_backwards(enc, ctx, sym, n, x, &words, lanes))
-        return fail_uncodable(enc, ctx, sym, n, e);
-    size_t words_len = (size_t)(top - words);
-    uint8_t *p = base + put_varint(base, 1 + 4 * lanes + words_len);
+        sw->x[l] = TF_RANS_L;
+    return 0;
+}
+
+/* Writes the header before the words (which start at `words`). */
+static void stream_end(const stream_writer *sw, const uint8_t *words, unsigned lanes,
+                       tf_buf *out)
+{
+    size_t words_len = (size_t)(sw->top - words);
+    uint8_t *p = sw->base + put_varint(sw->base, 1 + 4 * lanes + words_len);
     *p++ = (uint8_t)lanes;
     for (unsigned l = 0; l < lanes; l++, p += 4)
-        tf_le32_put(p, x[l]);
+        tf_le32_put(p, sw->x[l]);
     memmove(p, words, words_len);
-    tf_buf_commit(out, (size_t)(p - base) + words_len);
+    tf_buf_commit(out, (size_t)(p - sw->base) + words_len);
+}
+
+int tf_rans_encode(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_t *sym,
+                   size_t n, unsigned lanes, tf_buf *out, tf_error *e)
+{
+    stream_writer sw;
+    if (stream_begin(&sw, n, lanes, out, e) < 0)
+        return -1;
+    uint8_t *words = sw.top;
+    if (!encode_backwards(enc, ctx, sym, n, sw.x, &words, lanes))
+        return fail_uncodable(enc, ctx, sym, n, e);
+    stream_end(&sw, words, lanes, out);
     return 0;
+}
+
+/* ---- indexed encoder ----
+ * An entry packs a symbol's coding parameters (make_enc_sym):
+ *   bits  0-31  rcp
+ *   bits 32-35  shift
+ *   bits 36-46  cum
+ *   bits 52-63  freq
+ * and is 0 for a symbol without frequency. */
+
+static uint64_t pack_entry(unsigned freq, unsigned cum, unsigned prec)
+{
+    tf_rans_enc_sym s = make_enc_sym(freq, cum, prec);
+    return (uint64_t)s.rcp | (uint64_t)((uint32_t)freq << 20 | cum << 4 | s.shift) << 32;
+}
+
+void tf_rans_indexed_free(tf_rans_indexed *ix)
+{
+    free(ix->entry);
+    *ix = (tf_rans_indexed){ 0 };
+}
+
+int tf_rans_indexed_init(tf_rans_indexed *ix, const tf_rans_table *t, unsigned sym_bits,
+                         tf_error *e)
+{
+    *ix = (tf_rans_indexed){ .prec = t->prec, .sym_bits = sym_bits };
+    unsigned lo = 0, end = 0; /* occupied contexts: [lo, end) */
+    for (unsigned c = 0; c < t->n_ctx; c++) {
+        if (t->row_of_ctx[c] < 0)
+            continue;
+        if (end == 0)
+            lo = c;
+        end = c + 1;
+    }
+    ix->ctx_lo = lo;
+    ix->n_rows = end - lo;
+    if (sym_bits > 8 || t->n_sym > 1u << sym_bits ||
+        ((size_t)ix->n_rows + 1) << sym_bits > 65536)
+        return tf_fail(e, EINVAL, "rans: %u contexts x %u symbols do not fit 16-bit indexes",
+                       ix->n_rows, t->n_sym);
+    ix->entry = calloc(((size_t)ix->n_rows + 1) << sym_bits, sizeof *ix->entry);
+    if (!ix->entry)
+        return tf_fail(e, ENOMEM, "rans: out of memory for an encoder");
+    for (unsigned c = lo; c < end; c++) {
+        if (t->row_of_ctx[c] < 0)
+            continue;
+        const uint16_t *freq = t->freq + (size_t)t->row_of_ctx[c] * t->n_sym;
+        uint64_t *row = ix->entry + ((size_t)(c - lo) << sym_bits);
+        unsigned cum = 0;
+        for (unsigned s = 0; s < t->n_sym; s++) {
+            if (freq[s])
+                row[s] = pack_entry(freq[s], cum, t->prec);
+            cum += freq[s];
+        }
+    }
+    return 0;
+}
+
+/* enc_put from a packed entry. Every step stays within 32 bits: after
+ * renormalization x < freq << (32 - prec), so x / freq < 2^(32 - prec)
+ * and x + (x * rcp >> 32), whose top (32 - prec) + shift bits are that
+ * quotient, is below 2^(32 - prec + shift) <= 2^32 (shift <= prec). */
+static inline uint32_t put_packed(uint32_t x, uint64_t entry, unsigned prec, uint8_t **w)
+{
+    uint32_t hi = (uint32_t)(entry >> 32), freq = hi >> 20;
+    uint32_t emit = (x >> (32 - prec)) >= freq;
+    (*w)[-2] = (uint8_t)x;
+    (*w)[-1] = (uint8_t)(x >> 8);
+    *w -= 2 * emit;
+    x >>= 16 * emit;
+    uint32_t q = (x + (uint32_t)((uint64_t)x * (uint32_t)entry >> 32)) >> (hi & 15);
+    return x + (hi >> 4 & 0x7ff) + q * ((1u << prec) - freq);
+}
+
+/* Symbols [from, to) backwards, one lane each in turn; returns whether
+ * all were codable. (A state that runs wild after an uncodable symbol is
+ * harmless: the stream is discarded.) */
+static bool put_range(const tf_rans_indexed *ix, const uint16_t *idx, size_t from, size_t to,
+                      uint32_t *lane_x, unsigned lanes, uint8_t **words)
+{
+    /* Local copies: stores of bytes through w could alias *words and
+     * lane_x, which would then go back to memory after each one. */
+    uint32_t x[TF_RANS_MAX_LANES];
+    uint8_t *w = *words;
+    memcpy(x, lane_x, sizeof x);
+    bool codable = true;
+    for (size_t i = to; i-- > from;) {
+        uint64_t entry = ix->entry[idx[i]];
+        codable &= entry != 0;
+        x[i & (lanes - 1)] = put_packed(x[i & (lanes - 1)], entry, ix->prec, &w);
+    }
+    memcpy(lane_x, x, sizeof x);
+    *words = w;
+    return codable;
+}
+
+#ifdef RANS_HAVE_AVX2
+#define RANS_AVX2 static inline __attribute__((always_inline, target("avx2,popcnt")))
+
+/* For each mask of renormalizing lanes (bit l: lane l of eight), the
+ * permutation that moves those lanes to the top of the vector in lane
+ * order: their words, stored just below the words written so far, land
+ * exactly where the scalar encoder puts them. Entry p of mask m is the
+ * lane with (number of lanes of m) - (8 - p) lanes of m below it, any
+ * lane (0) for positions below those. A constant table, so that no call
+ * builds it. */
+#define TT_BIT(m, l) ((m) >> (l) & 1)
+#define TT_COUNT(m) \
+    (TT_BIT(m, 0) + TT_BIT(m, 1) + TT_BIT(m, 2) + TT_BIT(m, 3) + TT_BIT(m, 4) + TT_BIT(m, 5) + \
+     TT_BIT(m, 6) + TT_BIT(m, 7))
+/* the lane of the k-th (from 0) set bit of m, 0 when there is none */
+#define TT_IS(m, k, l) (TT_BIT(m, l) && TT_COUNT((m) & ((1u << (l)) - 1)) == (k))
+#define TT_NTH(m, k)                                                                      \
+    (TT_IS(m, k, 1) * 1 + TT_IS(m, k, 2) * 2 + TT_IS(m, k, 3) * 3 + TT_IS(m, k, 4) * 4 + \
+     TT_IS(m, k, 5) * 5 + TT_IS(m, k, 6) * 6 + TT_IS(m, k, 7) * 7)
+#define TT(m, p) ((p) + TT_COUNT(m) >= 8 ? TT_NTH(m, (p) + TT_COUNT(m) - 8) : 0)
+#define TT_ROW(m) \
+    { TT(m, 0), TT(m, 1), TT(m, 2), TT(m, 3), TT(m, 4), TT(m, 5), TT(m, 6), TT(m, 7) },
+#define TT_ROWS4(m) TT_ROW(m) TT_ROW((m) + 1) TT_ROW((m) + 2) TT_ROW((m) + 3)
+#define TT_ROWS16(m) TT_ROWS4(m) TT_ROWS4((m) + 4) TT_ROWS4((m) + 8) TT_ROWS4((m) + 12)
+#define TT_ROWS64(m) TT_ROWS16(m) TT_ROWS16((m) + 16) TT_ROWS16((m) + 32) TT_ROWS16((m) + 48)
+static const int32_t avx2_to_top[256][8] = {
+    TT_ROWS64(0) TT_ROWS64(64) TT_ROWS64(128) TT_ROWS64(192)
+};
+
+/* The high 32 bits of x * rcp, lane by lane. */
+RANS_AVX2 __m256i avx2_mulhi(__m256i x, __m256i rcp)
+{
+    __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(x, rcp), 32);
+    __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), _mm256_srli_epi64(rcp, 32));
+    return _mm256_blend_epi32(even, odd, 0xaa);
+}
+
+/* put_packed for eight lanes, symbols idx[0..8). Returns the lanes'
+ * entries' top halves (for the codability check). */
+RANS_AVX2 __m256i avx2_put8(__m256i *x, const uint16_t *idx, const uint64_t *entry,
+                            unsigned prec, uint8_t **w)
+{
+    __m256i i = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)idx));
+    const long long *table = (const long long *)entry;
+    __m256i e0 = _mm256_i32gather_epi64(table, _mm256_castsi256_si128(i), 8);
+    __m256i e1 = _mm256_i32gather_epi64(table, _mm256_extracti128_si256(i, 1), 8);
+    const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    e0 = _mm256_permutevar8x32_epi32(e0, split); /* rcp 0-3 | hi 0-3 */
+    e1 = _mm256_permutevar8x32_epi32(e1, split); /* rcp 4-7 | hi 4-7 */
+    __m256i rcp = _mm256_permute2x128_si256(e0, e1, 0x20);
+    __m256i hi = _mm256_permute2x128_si256(e0, e1, 0x31);
+    __m256i freq = _mm256_srli_epi32(hi, 20);
+    /* freq > x >> (32 - prec): no renormalization (both below 2^12) */
+    __m256i stay = _mm256_cmpgt_epi32(freq, _mm256_srli_epi32(*x, (int)(32 - prec)));
+    unsigned emit = ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(stay)) & 0xff;
+    __m256i words = _mm256_permutevar8x32_epi32(
+        *x, _mm256_loadu_si256((const __m256i *)avx2_to_top[emit]));
+    const __m256i low_halves = _mm256_setr_epi8(
+        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+    words = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(words, low_halves), 0x08);
+    _mm_storeu_si128((__m128i *)(*w - 16), _mm256_castsi256_si128(words));
+    *w -= 2 * (unsigned)_mm_popcnt_u32(emit);
+    __m256i v = _mm256_blendv_epi8(_mm256_srli_epi32(*x, 16), *x, stay);
+    __m256i q = _mm256_srlv_epi32(_mm256_add_epi32(v, avx2_mulhi(v, rcp)),
+                                  _mm256_and_si256(hi, _mm256_set1_epi32(15)));
+    __m256i cum = _mm256_and_si256(_mm256_srli_epi32(hi, 4), _mm256_set1_epi32(0x7ff));
+    __m256i cmpl = _mm256_sub_epi32(_mm256_set1_epi32(1 << prec), freq);
+    *x = _mm256_add_epi32(_mm256_add_epi32(v, cum), _mm256_mullo_epi32(q, cmpl));
+    return hi;
+}
+
+/* Whole rounds of 16 symbols [0, rounds * 16), backwards; lanes 8-15
+ * of a round go first, as in the scalar loop. */
+__attribute__((target("avx2,popcnt"))) static uint32_t
+avx2_put_rounds(const tf_rans_indexed *ix, const uint16_t *idx, size_t rounds, uint32_t *x,
+                uint8_t **words)
+{
+    __m256i x0 = _mm256_loadu_si256((const __m256i *)x);
+    __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + 8));
+    __m256i all = _mm256_set1_epi32(-1);
+    uint8_t *w = *words;
+    for (size_t r = rounds; r-- > 0;) {
+        all = _mm256_min_epu32(all, avx2_put8(&x1, idx + 16 * r + 8, ix->entry, ix->prec, &w));
+        all = _mm256_min_epu32(all, avx2_put8(&x0, idx + 16 * r, ix->entry, ix->prec, &w));
+    }
+    _mm256_storeu_si256((__m256i *)x, x0);
+    _mm256_storeu_si256((__m256i *)(x + 8), x1);
+    *words = w;
+    /* codable: every entry's freq (the top 12 bits) is positive */
+    __m128i m = _mm_min_epu32(_mm256_castsi256_si128(all), _mm256_extracti128_si256(all, 1));
+    m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0x4e));
+    m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0xb1));
+    return (uint32_t)_mm_cvtsi128_si32(m) >> 20;
+}
+#endif
+
+int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_t n,
+                           unsigned lanes, tf_buf *out, tf_error *e)
+{
+    stream_writer sw;
+    if (stream_begin(&sw, n, lanes, out, e) < 0)
+        return -1;
+    uint8_t *words = sw.top;
+    size_t vector_end = 0; /* symbols below it go to the vector loop */
+#ifdef RANS_HAVE_AVX2
+    if (lanes == 16 && n >= 64 && tf_simd_level_get() >= TF_SIMD_AVX2)
+        vector_end = n & ~(size_t)15;
+#endif
+    bool codable = put_range(ix, idx, vector_end, n, sw.x, lanes, &words);
+#ifdef RANS_HAVE_AVX2
+    if (vector_end)
+        codable &= avx2_put_rounds(ix, idx, vector_end / 16, sw.x, &words) != 0;
+#endif
+    if (!codable) {
+        size_t i = 0;
+        while (i < n && ix->entry[idx[i]])
+            i++;
+        return tf_fail(e, EINVAL, "rans: symbol index %u at %zu has no frequency",
+                       i < n ? idx[i] : 0, i);
+    }
+    stream_end(&sw, words, lanes, out);
+    return 0;
+}
+
+/* ---- SIMD level ---- */
+
+tf_simd_level tf_simd_level_get(void)
+{
+    const char *cap = getenv("TRAJFS_SIMD");
+    if (cap && (!strcmp(cap, "none") || !strcmp(cap, "0")))
+        return TF_SIMD_NONE;
+#ifdef RANS_HAVE_AVX2
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("popcnt"))
+        return TF_SIMD_NONE;
+    if (cap && !strcmp(cap, "avx2"))
+        return TF_SIMD_AVX2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vbmi"))
+        return TF_SIMD_AVX512;
+    return TF_SIMD_AVX2;
+#else
+    return TF_SIMD_NONE;
+#endif
 }
 
 /* ---- decoder ---- */

@@ -54,6 +54,11 @@ typedef struct {
 /* counts is n_ctx x n_sym; a context with no counts gets no row. */
 int tf_rans_table_fit(tf_rans_table *t, unsigned n_ctx, unsigned n_sym, unsigned prec,
                       const uint64_t *counts, tf_error *e);
+/* The same when only contexts [ctx_lo, ctx_lo + n_rows) can have counts:
+ * counts is n_rows x n_sym, for those. */
+int tf_rans_table_fit_span(tf_rans_table *t, unsigned n_ctx, unsigned n_sym, unsigned prec,
+                           const uint64_t *counts, unsigned ctx_lo, unsigned n_rows,
+                           tf_error *e);
 int tf_rans_table_write(const tf_rans_table *t, tf_buf *out, tf_error *e);
 /* n_ctx and n_sym come from the caller (they are implied by what the
  * table is for); everything read is validated. */
@@ -91,6 +96,45 @@ static inline bool tf_rans_lanes_valid(unsigned lanes)
  * cover it. */
 int tf_rans_encode(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_t *sym,
                    size_t n, unsigned lanes, tf_buf *out, tf_error *e);
+
+/* The same streams, from one 16-bit coding index per symbol, which a
+ * codec computes alongside its other per-element work (with SIMD):
+ *   index = row << sym_bits | sym,  row = min(ctx - ctx_lo, n_rows)
+ * in unsigned arithmetic, [ctx_lo, ctx_lo + n_rows) being the span of
+ * occupied contexts: a context outside it lands on row n_rows, which has
+ * no frequencies. Each entry packs what coding a symbol needs in 64 bits
+ * (see rans.c; 0 when the symbol has no frequency), so that a vector
+ * encoder fetches it with one gather. */
+typedef struct {
+    unsigned prec, sym_bits, ctx_lo, n_rows;
+    uint64_t *entry; /* (n_rows + 1) << sym_bits entries */
+} tf_rans_indexed;
+
+/* Fails (EINVAL) unless every symbol fits sym_bits and the indexes fit
+ * 16 bits. */
+int tf_rans_indexed_init(tf_rans_indexed *ix, const tf_rans_table *t, unsigned sym_bits,
+                         tf_error *e);
+void tf_rans_indexed_free(tf_rans_indexed *ix);
+
+static inline unsigned tf_rans_index(const tf_rans_indexed *ix, unsigned ctx, unsigned sym)
+{
+    unsigned row = ctx - ix->ctx_lo;
+    return (row < ix->n_rows ? row : ix->n_rows) << ix->sym_bits | sym;
+}
+
+/* tf_rans_encode of the symbols with coding indexes idx[0..n): the same
+ * bytes. The sole difference is speed (an AVX2 loop where the CPU has
+ * it and `lanes` is 16). */
+int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_t n,
+                           unsigned lanes, tf_buf *out, tf_error *e);
+
+/* The SIMD code the codecs may run: what the CPU has, capped by the
+ * environment. TRAJFS_SIMD=none keeps them on their portable scalar
+ * loops, TRAJFS_SIMD=avx2 off anything newer; every level must give the
+ * same bytes, and tests set it to cover each. AVX2 includes POPCNT;
+ * AVX512 is AVX-512 F, VL, BW, DQ and VBMI (Ice Lake, Zen 4 and later). */
+typedef enum { TF_SIMD_NONE, TF_SIMD_AVX2, TF_SIMD_AVX512 } tf_simd_level;
+tf_simd_level tf_simd_level_get(void);
 
 typedef struct {
     unsigned n_ctx, prec;

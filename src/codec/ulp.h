@@ -34,8 +34,14 @@
 #include <stdint.h>
 
 #include "codec/codec.h"
+#include "codec/rans.h"
 
 extern const tf_codec tf_codec_ulp;
+
+/* The rANS table of ctx->model, read and checked as decoding a chunk of
+ * len bytes against ctx->ref does (for measurement tools). The caller
+ * frees *t with tf_rans_table_free. */
+int tf_ulp_read_model(const tf_codec_ctx *ctx, size_t len, tf_rans_table *t, tf_error *e);
 
 /* The transform, exposed for measurement tools and tests. Values are
  * w-bit patterns in the low bits of a uint64_t, w = width. */

@@ -23,17 +23,20 @@ int tf_path_check(const char *path, size_t len, tf_error *e)
         return tf_fail(e, EINVAL, "empty path");
     if (len > TF_PATH_MAX)
         return tf_fail(e, ENAMETOOLONG, "path of %zu bytes is longer than %d", len, TF_PATH_MAX);
+    /* First, so that no message below echoes a control character (an
+     * escape sequence from a hostile archive) to a terminal. */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)path[i];
+        if (c < 0x20 || c == 0x7f)
+            return tf_fail(e, EINVAL, "path contains control character 0x%02x", c);
+    }
     if (path[0] == '/')
         return tf_fail(e, EINVAL, "absolute path \"%.*s\"", (int)len, path);
     size_t start = 0;
     unsigned depth = 0;
     for (size_t i = 0; i <= len; i++) {
-        if (i < len && path[i] != '/') {
-            unsigned char c = (unsigned char)path[i];
-            if (c < 0x20 || c == 0x7f)
-                return tf_fail(e, EINVAL, "path contains control character 0x%02x", c);
+        if (i < len && path[i] != '/')
             continue;
-        }
         size_t n = i - start;
         if (n == 0)
             return tf_fail(e, EINVAL, "path \"%.*s\" has an empty component", (int)len, path);
@@ -274,8 +277,15 @@ static int read_entry(decoder *d, tf_entry *ent)
         return tf_fail(d->e, EIO, "catalog: path of %llu bytes", (unsigned long long)plen);
     if (read_string(d, plen, &ent->path) < 0)
         return -1;
-    if (strlen(ent->path) != plen || tf_path_check(ent->path, plen, d->e) < 0)
-        return tf_fail(d->e, EIO, "catalog: invalid path \"%s\"", ent->path);
+    if (strlen(ent->path) != plen)
+        return tf_fail(d->e, EIO, "catalog: invalid path: it holds a NUL");
+    if (tf_path_check(ent->path, plen, d->e) < 0) {
+        /* The reason, not the path: it may hold control characters. */
+        tf_error_prefix(d->e, "catalog: invalid path");
+        if (d->e)
+            d->e->errnum = EIO;
+        return -1;
+    }
     uint64_t mode = tf_read_varint(&d->r);
     ent->mtime_sec = unzigzag64(tf_read_varint(&d->r));
     uint64_t nsec = tf_read_varint(&d->r);

@@ -1,14 +1,116 @@
 #include "fs/fs.h"
 
 #include <errno.h>
+#include <libgen.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "fs/log.h"
+#include "fs/spool.h"
+
+/* ---- the writer's update hooks: a commit is applied ---- */
+
+static void begin_update(void *arg)
+{
+    fs_state *fs = arg;
+    pthread_rwlock_wrlock(&fs->view_lock);
+}
+
+/* The tree points into the catalog that just changed: rebuild it. */
+static void end_update(void *arg)
+{
+    fs_state *fs = arg;
+    fs_tree fresh;
+    tf_error e;
+    fs_tree_free(&fs->tree);
+    if (fs_tree_build(fs->ar, &fresh, &e) == 0)
+        fs->tree = fresh;
+    else /* the empty tree answers ENOENT to everything: remount */
+        fs_log(LOG_ERR, "cannot rebuild the file tree after a commit: %s", e.msg);
+    pthread_rwlock_unlock(&fs->view_lock);
+}
+
+/* ---- opening ---- */
+
+static unsigned online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+/* A read-write mount of an archive that does not exist creates it. */
+static int create_if_missing(const char *archive, tf_error *e)
+{
+    if (access(archive, F_OK) == 0 || errno != ENOENT)
+        return 0;
+    if (tf_container_create(archive, TF_CHUNK_SHIFT_DEFAULT, e) < 0)
+        return -1;
+    fs_log(LOG_INFO, "%s: created a new, empty archive", archive);
+    return 0;
+}
+
+/* -o spool_dir, or the archive's directory. */
+static int open_spool_dir(const fs_options *o, tf_error *e)
+{
+    if (o->spool_dir)
+        return fs_spool_open_dir(o->spool_dir, e);
+    char *abs = realpath(o->archive, NULL);
+    if (!abs)
+        return tf_fail(e, errno, "%s: %s", o->archive, strerror(errno));
+    int fd = fs_spool_open_dir(dirname(abs), e);
+    free(abs);
+    return fd;
+}
+
+static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
+{
+    tf_write_opts wo;
+    tf_write_opts_default(&wo);
+    wo.threads = o->threads ? o->threads : online_cpus();
+    wo.max_chain = o->max_chain;
+    wo.begin_update = begin_update;
+    wo.end_update = end_update;
+    wo.update_arg = fs;
+    if (create_if_missing(o->archive, e) < 0 ||
+        tf_writer_open(o->archive, false, 0, &wo, &fs->writer, e) < 0)
+        return -1;
+    fs->ar = tf_writer_archive(fs->writer);
+    fs->spool_dir = open_spool_dir(o, e);
+    return fs->spool_dir < 0 ? -1 : 0;
+}
+
+static void close_archive(fs_state *fs)
+{
+    if (fs->writer)
+        tf_writer_close(fs->writer); /* closes fs->ar */
+    else
+        tf_archive_close(fs->ar);
+    if (fs->spool_dir >= 0)
+        close(fs->spool_dir);
+}
+
+/* Writers first: a commit waiting to be applied keeps new readers out,
+ * so that a stream of reads cannot hold it off for ever. */
+static void init_view_lock(pthread_rwlock_t *lock)
+{
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+}
 
 int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
 {
     const char *archive = o->archive;
-    *fs = (fs_state){ .direct_io = o->direct_io };
-    if (tf_archive_open(archive, false, &fs->ar, e) < 0)
+    *fs = (fs_state){ .direct_io = o->direct_io, .spool_dir = -1 };
+    int rc = o->rw ? open_writable(fs, o, e) : tf_archive_open(archive, false, &fs->ar, e);
+    if (rc < 0) {
+        if (fs->writer || fs->ar)
+            close_archive(fs);
         return -1;
+    }
     if (fstat(tf_archive_container(fs->ar)->fd, &fs->archive_st) < 0) {
         tf_fail(e, errno, "%s: %s", archive, strerror(errno));
         goto fail;
@@ -22,23 +124,57 @@ int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
         tf_fail(e, ENOMEM, "out of memory");
         goto fail;
     }
-    for (size_t i = 0; i < tf_archive_nentries(fs->ar); i++) {
-        const tf_entry *ent = tf_archive_entry(fs->ar, i);
-        if (ent->kind == TF_ENTRY_FILE || ent->kind == TF_ENTRY_SAFETENSORS)
-            fs->total_bytes += ent->size;
-    }
+    init_view_lock(&fs->view_lock);
+    fs_handles_init(&fs->handles);
     return 0;
 fail:
     tf_reader_free(fs->reader);
     fs_tree_free(&fs->tree);
-    tf_archive_close(fs->ar);
+    close_archive(fs);
     return -1;
+}
+
+int fs_state_serving(fs_state *fs, struct fuse_session *se, tf_error *e)
+{
+    fs->se = se;
+    if (fs->writer && fs_committer_start(&fs->committer, fs) < 0)
+        return tf_fail(e, EAGAIN, "cannot start the committer thread");
+    atomic_store(&fs->notify, true);
+    return 0;
+}
+
+void fs_state_quiesce(fs_state *fs)
+{
+    atomic_store(&fs->notify, false);
+    if (fs->writer)
+        fs_committer_stop(&fs->committer);
 }
 
 void fs_state_close(fs_state *fs)
 {
+    fs_state_quiesce(fs);
+    size_t lost = fs_handles_destroy(&fs->handles);
+    if (lost)
+        fs_log(LOG_WARNING, "%zu files open for writing at unmount were never closed: "
+               "their changes are not in the archive", lost);
     fs_readbuf_destroy(&fs->readbuf);
     tf_reader_free(fs->reader);
     fs_tree_free(&fs->tree);
-    tf_archive_close(fs->ar);
+    close_archive(fs);
+    pthread_rwlock_destroy(&fs->view_lock);
+}
+
+ssize_t fs_read_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
+                      uint8_t *out, tf_error *e)
+{
+    pthread_rwlock_rdlock(&fs->view_lock);
+    ssize_t got = tf_reader_pread(fs->reader, ent, off, len, out, e);
+    pthread_rwlock_unlock(&fs->view_lock);
+    return got;
+}
+
+void fs_invalidate_inode(fs_state *fs, uint64_t ino)
+{
+    if (atomic_load(&fs->notify))
+        fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 }

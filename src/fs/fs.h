@@ -1,30 +1,68 @@
-/* A mounted archive: what every request handler needs. */
+/* A mounted archive: what every request handler needs.
+ *
+ * Threads: libfuse's worker threads serve the kernel's requests; a
+ * read-write mount also has a committer thread (committer.h) that makes
+ * every change to the archive, one after the other. The tree, and the
+ * archive's catalog and blob table it points into, change only while a
+ * commit is applied to them: under view_lock held exclusively (by the
+ * writer's update hooks), while requests hold it shared as they use them.
+ * Encoding a commit takes no lock: reads go on meanwhile. */
 #ifndef TRAJFS_FS_FS_H
 #define TRAJFS_FS_FS_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include "common/error.h"
+#include "fs/committer.h"
+#include "fs/fuse_api.h"
+#include "fs/handles.h"
 #include "fs/options.h"
 #include "fs/readbuf.h"
 #include "fs/tree.h"
 #include "store/archive.h"
 #include "store/reader.h"
+#include "store/writer.h"
 
-typedef struct {
+typedef struct fs_state {
     tf_archive *ar;
+    tf_writer *writer;          /* rw: the archive's single writer; NULL when read-only */
+    pthread_rwlock_t view_lock;
     fs_tree tree;
-    tf_reader_ctx *reader;  /* one for all threads; its cache is shared */
+    tf_reader_ctx *reader;      /* one for all threads; its cache is shared */
     fs_readbuf readbuf;
-    struct stat archive_st; /* owner of every file; times of the root */
-    uint64_t total_bytes;   /* of all files, for statfs */
-    bool direct_io;         /* bypass the kernel's page cache */
+    struct stat archive_st;     /* owner of every file; times of the root */
+    bool direct_io;             /* bypass the kernel's page cache */
+    struct fuse_session *se;
+    _Atomic bool notify;        /* se may be told to drop cached data */
+    fs_handles handles;
+    fs_committer committer;     /* rw only */
+    int spool_dir;              /* rw: descriptor of the spool directory */
 } fs_state;
 
-/* Opens the archive of the options read-only for mounting. */
+/* Opens the archive of the options: read-only, or with -o rw as its
+ * writer (creating it when it does not exist). */
 int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e);
+/* The session is up (and the daemon forked, if it does): starts the
+ * committer thread; caches may be invalidated from now on. */
+int fs_state_serving(fs_state *fs, struct fuse_session *se, tf_error *e);
+/* The session loop ended: runs the changes still queued (the kernel is
+ * no longer told about them). */
+void fs_state_quiesce(fs_state *fs);
 void fs_state_close(fs_state *fs);
+
+/* tf_reader_pread of a file version (a catalog entry, or a handle's
+ * copy of one) under the view lock. */
+ssize_t fs_read_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
+                      uint8_t *out, tf_error *e);
+
+/* Tells the kernel to forget the attributes and cached pages of ino
+ * (its content changed in a commit). Only from the committer thread, with
+ * no lock held: the kernel may need requests served to do it. */
+void fs_invalidate_inode(fs_state *fs, uint64_t ino);
 
 #endif

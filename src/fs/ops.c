@@ -6,15 +6,12 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "fs/attr.h"
 #include "fs/fs.h"
 #include "fs/log.h"
+#include "fs/ops_write.h"
+#include "fs/spool.h"
 
-/* The archive cannot change under a read-only mount: the kernel may keep
- * names and attributes as long as it likes (a day, then it asks again). */
-#define CACHE_TIMEOUT 86400.0
-/* st_blksize, the I/O size tools like cp and cat prefer: large reads
- * mean fewer requests for the same chunks. */
-#define PREFERRED_IO (1u << 20)
 /* Bounds on the sizes the kernel asks for; it never asks for more than
  * max_pages (at most a few MiB) per read or a page or so per readdir. */
 #define READ_MAX ((size_t)64 << 20)
@@ -25,55 +22,14 @@ static fs_state *state_of(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
-static mode_t type_bits(const fs_node *n)
-{
-    if (fs_node_is_dir(n))
-        return S_IFDIR;
-    return n->ent->kind == TF_ENTRY_SYMLINK ? S_IFLNK : S_IFREG;
-}
-
 static bool is_regular(const fs_node *n)
 {
     return n->ent && (n->ent->kind == TF_ENTRY_FILE || n->ent->kind == TF_ENTRY_SAFETENSORS);
 }
 
-/* Attributes come from the catalog alone; owners from the archive file. */
-static void fill_attr(const fs_state *fs, const fs_node *n, struct stat *st)
-{
-    *st = (struct stat){
-        .st_ino = n->ino,
-        .st_uid = fs->archive_st.st_uid,
-        .st_gid = fs->archive_st.st_gid,
-        .st_blksize = PREFERRED_IO,
-        .st_nlink = fs_node_is_dir(n) ? 2 + n->nsubdirs : 1,
-    };
-    if (!n->ent) {
-        st->st_mode = S_IFDIR | 0755;
-        st->st_mtim = st->st_ctim = st->st_atim = fs->archive_st.st_mtim;
-        return;
-    }
-    st->st_mode = type_bits(n) | (n->ent->mode & 07777);
-    st->st_size = fs_node_is_dir(n) ? 0 : (off_t)n->ent->size;
-    st->st_blocks = (blkcnt_t)((n->ent->size + 511) / 512);
-    st->st_mtim = (struct timespec){ .tv_sec = n->ent->mtime_sec, .tv_nsec = n->ent->mtime_nsec };
-    st->st_ctim = st->st_atim = st->st_mtim;
-}
-
-/* Inode numbers are never reused, so the generation is always 0 and a
- * file handle (inode, generation) stays valid across remounts. */
-static void fill_entry(const fs_state *fs, const fs_node *n, struct fuse_entry_param *ep)
-{
-    *ep = (struct fuse_entry_param){
-        .ino = n->ino,
-        .attr_timeout = CACHE_TIMEOUT,
-        .entry_timeout = CACHE_TIMEOUT,
-    };
-    fill_attr(fs, n, &ep->attr);
-}
-
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    fs_state *fs = userdata;
     /* name_to_handle_at / open_by_handle_at, which NFS servers need:
      * the kernel then looks handles up with "." and "..". */
     if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
@@ -81,17 +37,27 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     else
         fs_log(LOG_WARNING, "the kernel offers no export support: no NFS export");
     if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
-        conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-    /* Files never change: no need to drop pages when attributes expire. */
+        conn->want |= FUSE_CAP_CACHE_SYMLINKS; /* a link's target never changes */
+    /* Pages are dropped when the content of an inode changes (by a commit
+     * of a read-write mount), not when attributes expire. */
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+    if (fs->writer) {
+        /* open(O_TRUNC) as one request: a write handle starts empty. */
+        if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+            conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+        /* Every write must be in the spool when close() commits it. */
+        conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+    }
 }
 
 /* Besides names in directories, answers "." on any inode and ".." on a
  * directory: that is how the kernel turns a file handle back into an
- * inode it has forgotten (export support). */
+ * inode it has forgotten (export support). Files being written have no
+ * name until their first commit. */
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     fs_state *fs = state_of(req);
+    pthread_rwlock_rdlock(&fs->view_lock);
     const fs_node *dir = fs_tree_by_ino(&fs->tree, parent);
     int err = 0;
     if (!dir)
@@ -100,48 +66,50 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         err = ENAMETOOLONG;
     else if (!fs_node_is_dir(dir) && strcmp(name, ".") != 0)
         err = ENOTDIR;
-    if (err) {
-        fuse_reply_err(req, err);
-        return;
-    }
-    const fs_node *n;
-    if (strcmp(name, ".") == 0)
-        n = dir;
-    else if (strcmp(name, "..") == 0)
-        n = fs_tree_parent(&fs->tree, dir);
-    else
-        n = fs_tree_child(&fs->tree, dir, name);
     struct fuse_entry_param ep;
-    if (n) {
-        fill_entry(fs, n, &ep);
-    } else {
-        /* Inode 0 with a timeout: the kernel remembers the name is absent. */
-        ep = (struct fuse_entry_param){ .ino = 0, .entry_timeout = CACHE_TIMEOUT };
+    if (!err) {
+        const fs_node *n;
+        if (strcmp(name, ".") == 0)
+            n = dir;
+        else if (strcmp(name, "..") == 0)
+            n = fs_tree_parent(&fs->tree, dir);
+        else
+            n = fs_tree_child(&fs->tree, dir, name);
+        if (n)
+            fs_entry_of_node(fs, n, &ep);
+        else /* inode 0: the kernel remembers the name is absent (in a
+              * read-write mount not at all) */
+            ep = (struct fuse_entry_param){ .entry_timeout = fs->writer ? 0 : fs_cache_timeout(fs) };
     }
-    fuse_reply_entry(req, &ep);
+    pthread_rwlock_unlock(&fs->view_lock);
+    if (err)
+        fuse_reply_err(req, err);
+    else
+        fuse_reply_entry(req, &ep);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)fi;
-    fs_state *fs = state_of(req);
-    const fs_node *n = fs_tree_by_ino(&fs->tree, ino);
-    if (!n) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
     struct stat st;
-    fill_attr(fs, n, &st);
-    fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+    double timeout;
+    int err = fs_attr_of_ino(state_of(req), ino, &st, &timeout);
+    if (err)
+        fuse_reply_err(req, err);
+    else
+        fuse_reply_attr(req, &st, timeout);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-    const fs_node *n = fs_tree_by_ino(&state_of(req)->tree, ino);
+    fs_state *fs = state_of(req);
+    pthread_rwlock_rdlock(&fs->view_lock);
+    const fs_node *n = fs_tree_by_ino(&fs->tree, ino);
     if (!n || !n->ent || n->ent->kind != TF_ENTRY_SYMLINK)
         fuse_reply_err(req, n ? EINVAL : ENOENT);
     else
         fuse_reply_readlink(req, n->ent->target);
+    pthread_rwlock_unlock(&fs->view_lock);
 }
 
 static bool wants_write(const struct fuse_file_info *fi)
@@ -149,38 +117,76 @@ static bool wants_write(const struct fuse_file_info *fi)
     return (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 }
 
+/* Replies to an open with the handle in the table; a reply that fails
+ * (the open was interrupted) gets no release, so the handle goes. */
+void fs_reply_open(fuse_req_t req, fs_handle *h, struct fuse_file_info *fi)
+{
+    fs_state *fs = state_of(req);
+    uint64_t fh = fs_handles_add(&fs->handles, h);
+    if (!fh) {
+        fs_handle_free(h);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    fi->fh = fh;
+    if (fs->direct_io)
+        fi->direct_io = 1;
+    else if (!fs->writer)
+        fi->keep_cache = 1; /* files never change: pages stay valid across opens */
+    if (fuse_reply_open(req, fi) != 0)
+        fs_handle_free(fs_handles_take(&fs->handles, fh));
+}
+
+/* A read handle holds the version of the file it opened. */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fs_state *fs = state_of(req);
-    const fs_node *n = fs_tree_by_ino(&fs->tree, ino);
-    if (!n) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
-    if (!is_regular(n)) {
-        fuse_reply_err(req, fs_node_is_dir(n) ? EISDIR : EINVAL);
-        return;
-    }
     if (wants_write(fi)) {
-        fuse_reply_err(req, EROFS);
+        if (fs->writer)
+            fs_open_for_writing(req, ino, fi);
+        else
+            fuse_reply_err(req, EROFS);
         return;
     }
-    /* Files are immutable: pages read before stay valid across opens. */
-    if (fs->direct_io)
-        fi->direct_io = 1;
-    else
-        fi->keep_cache = 1;
+    pthread_rwlock_rdlock(&fs->view_lock);
+    const fs_node *n = fs_tree_by_ino(&fs->tree, ino);
+    int err = !n ? ENOENT : !is_regular(n) ? (fs_node_is_dir(n) ? EISDIR : EINVAL) : 0;
+    /* In a read-write mount the catalog's entries change: a copy. */
+    fs_handle *h = err ? NULL : fs_handle_new_read(ino, n->ent, fs->writer != NULL);
+    pthread_rwlock_unlock(&fs->view_lock);
+    if (err || !h) {
+        fuse_reply_err(req, err ? err : ENOMEM);
+        return;
+    }
     fi->noflush = 1;
-    fi->fh = fs_tree_index(&fs->tree, n);
-    fuse_reply_open(req, fi);
+    fs_reply_open(req, h, fi);
+}
+
+static ssize_t read_handle(fs_state *fs, fs_handle *h, uint64_t off, size_t size, uint8_t *buf)
+{
+    if (h->writable) {
+        size_t got;
+        pthread_mutex_lock(&h->io);
+        int err = fs_spool_read(h->spool, buf, size, off, &got);
+        pthread_mutex_unlock(&h->io);
+        return err ? err : (ssize_t)got;
+    }
+    tf_error e = { 0 };
+    ssize_t got = fs_read_entry(fs, h->ent, off, size, buf, &e);
+    if (got >= 0)
+        return got;
+    /* A damaged or unreadable chunk fails the reads that touch it,
+     * nothing else; its message names the file and the tensor. */
+    fs_log_error_once(e.msg);
+    return e.errnum == ENOMEM ? -ENOMEM : -EIO;
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     fs_state *fs = state_of(req);
-    const fs_node *n = fs_tree_by_index(&fs->tree, fi->fh);
-    if (!n || n->ino != ino || !is_regular(n)) {
+    fs_handle *h = fs_handles_get(&fs->handles, fi->fh, ino);
+    if (!h) {
         fuse_reply_err(req, EBADF);
         return;
     }
@@ -193,28 +199,40 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    tf_error e = { 0 };
-    ssize_t got = tf_reader_pread(fs->reader, n->ent, (uint64_t)off, size, buf, &e);
-    if (got < 0) {
-        /* A damaged or unreadable chunk fails the reads that touch it,
-         * nothing else; its message names the file and the tensor. */
-        fs_log_error_once(e.msg);
-        fuse_reply_err(req, e.errnum == ENOMEM ? ENOMEM : EIO);
+    ssize_t got = read_handle(fs, h, (uint64_t)off, size, buf);
+    if (got < 0)
+        fuse_reply_err(req, (int)-got);
+    else
+        fuse_reply_buf(req, (const char *)buf, (size_t)got);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    fs_state *fs = state_of(req);
+    fs_handle *h = fs_handles_get(&fs->handles, fi->fh, ino);
+    if (h && h->writable) {
+        fs_release_writing(req, ino, fi);
         return;
     }
-    fuse_reply_buf(req, (const char *)buf, (size_t)got);
+    fs_handle_free(fs_handles_take(&fs->handles, h ? fi->fh : 0));
+    fuse_reply_err(req, 0);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    const fs_node *n = fs_tree_by_ino(&state_of(req)->tree, ino);
-    if (!n || !fs_node_is_dir(n)) {
-        fuse_reply_err(req, n ? ENOTDIR : ENOENT);
+    fs_state *fs = state_of(req);
+    pthread_rwlock_rdlock(&fs->view_lock);
+    const fs_node *n = fs_tree_by_ino(&fs->tree, ino);
+    int err = !n ? ENOENT : !fs_node_is_dir(n) ? ENOTDIR : 0;
+    pthread_rwlock_unlock(&fs->view_lock);
+    if (err) {
+        fuse_reply_err(req, err);
         return;
     }
-    /* Listings never change either. */
-    fi->cache_readdir = 1;
-    fi->keep_cache = 1;
+    if (!fs->writer) { /* listings never change either */
+        fi->cache_readdir = 1;
+        fi->keep_cache = 1;
+    }
     fuse_reply_open(req, fi);
 }
 
@@ -238,16 +256,31 @@ static const fs_node *listing_entry(const fs_tree *t, const fs_node *dir, uint64
     }
 }
 
+/* Fills buf (size bytes) with the listing of dir from position off;
+ * returns the bytes used. */
+static size_t fill_listing(fuse_req_t req, const fs_state *fs, const fs_node *dir, char *buf,
+                           size_t size, off_t off, bool plus)
+{
+    size_t used = 0;
+    const char *name;
+    const fs_node *n;
+    for (uint64_t k = (uint64_t)off; (n = listing_entry(&fs->tree, dir, k, &name)); k++) {
+        struct fuse_entry_param ep;
+        fs_entry_of_node(fs, n, &ep);
+        size_t need = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &ep, (off_t)k + 1)
+                           : fuse_add_direntry(req, buf + used, size - used, name, &ep.attr, (off_t)k + 1);
+        if (need > size - used)
+            break;
+        used += need;
+    }
+    return used;
+}
+
 /* readdir and readdirplus: offsets are listing positions, so a listing
  * resumes where the last reply ended. */
 static void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
     fs_state *fs = state_of(req);
-    const fs_node *dir = fs_tree_by_ino(&fs->tree, ino);
-    if (!dir || !fs_node_is_dir(dir)) {
-        fuse_reply_err(req, dir ? ENOTDIR : ENOENT);
-        return;
-    }
     if (off < 0) {
         fuse_reply_err(req, EINVAL);
         return;
@@ -259,19 +292,15 @@ static void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    size_t used = 0;
-    const char *name;
-    const fs_node *n;
-    for (uint64_t k = (uint64_t)off; (n = listing_entry(&fs->tree, dir, k, &name)); k++) {
-        struct fuse_entry_param ep;
-        fill_entry(fs, n, &ep);
-        size_t need = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &ep, (off_t)k + 1)
-                           : fuse_add_direntry(req, buf + used, size - used, name, &ep.attr, (off_t)k + 1);
-        if (need > size - used)
-            break;
-        used += need;
-    }
-    fuse_reply_buf(req, buf, used);
+    pthread_rwlock_rdlock(&fs->view_lock);
+    const fs_node *dir = fs_tree_by_ino(&fs->tree, ino);
+    int err = !dir ? ENOENT : !fs_node_is_dir(dir) ? ENOTDIR : 0;
+    size_t used = err ? 0 : fill_listing(req, fs, dir, buf, size, off, plus);
+    pthread_rwlock_unlock(&fs->view_lock);
+    if (err)
+        fuse_reply_err(req, err);
+    else
+        fuse_reply_buf(req, buf, used);
     free(buf);
 }
 
@@ -289,18 +318,27 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
     reply_listing(req, ino, size, off, true);
 }
 
+/* The files' total size as used blocks; a read-write mount also reports
+ * the free space of the archive's file system, where commits go. */
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
     (void)ino;
     fs_state *fs = state_of(req);
     const unsigned long frsize = 4096;
+    pthread_rwlock_rdlock(&fs->view_lock);
     struct statvfs st = {
-        .f_bsize = PREFERRED_IO,
+        .f_bsize = 1u << 20,
         .f_frsize = frsize,
-        .f_blocks = (fsblkcnt_t)((fs->total_bytes + frsize - 1) / frsize),
+        .f_blocks = (fsblkcnt_t)((fs->tree.total_bytes + frsize - 1) / frsize),
         .f_files = (fsfilcnt_t)fs->tree.nnodes,
         .f_namemax = TF_NAME_MAX,
     };
+    pthread_rwlock_unlock(&fs->view_lock);
+    struct statvfs host;
+    if (fs->writer && fstatvfs(tf_archive_container(fs->ar)->fd, &host) == 0) {
+        st.f_bfree = st.f_bavail = (fsblkcnt_t)((uint64_t)host.f_bavail * host.f_frsize / frsize);
+        st.f_blocks += st.f_bfree;
+    }
     fuse_reply_statfs(req, &st);
 }
 
@@ -311,8 +349,23 @@ const struct fuse_lowlevel_ops fs_ops = {
     .readlink = op_readlink,
     .open = op_open,
     .read = op_read,
+    .release = op_release,
     .opendir = op_opendir,
     .readdir = op_readdir,
     .readdirplus = op_readdirplus,
     .statfs = op_statfs,
+    /* changes, in a read-write mount (EROFS otherwise) */
+    .create = fs_op_create,
+    .write = fs_op_write,
+    .flush = fs_op_flush,
+    .fsync = fs_op_fsync,
+    .fsyncdir = fs_op_fsyncdir,
+    .setattr = fs_op_setattr,
+    .mkdir = fs_op_mkdir,
+    .symlink = fs_op_symlink,
+    .unlink = fs_op_unlink,
+    .rmdir = fs_op_rmdir,
+    .rename = fs_op_rename,
+    .link = fs_op_link,
+    .mknod = fs_op_mknod,
 };

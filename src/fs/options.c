@@ -9,6 +9,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "store/writer.h"
+
 #define CACHE_MIN ((size_t)64 << 20)
 #define CACHE_MAX_DEFAULT ((size_t)4 << 30)
 #define THREADS_MAX 1024
@@ -18,6 +20,7 @@
  * takes with the kernel's default 128 KiB (more gained nothing). */
 #define READAHEAD_DEFAULT ((size_t)4 << 20)
 #define READAHEAD_MAX ((size_t)1 << 30)
+#define MAX_CHAIN_LIMIT 65535 /* as trajpack's --max-chain */
 
 enum { KEY_RW };
 
@@ -26,6 +29,8 @@ static const struct fuse_opt trajfs_opts[] = {
     { "readahead=%s", offsetof(fs_options, readahead_arg), 0 },
     { "threads=%u", offsetof(fs_options, threads), 0 },
     { "direct_io", offsetof(fs_options, direct_io), 1 },
+    { "spool_dir=%s", offsetof(fs_options, spool_dir), 0 },
+    { "max_chain=%u", offsetof(fs_options, max_chain), 0 },
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_END,
 };
@@ -109,7 +114,7 @@ static int parse_size_option(const char *name, const char *arg, size_t max, size
 
 int fs_options_parse(struct fuse_args *args, fs_options *o)
 {
-    *o = (fs_options){ 0 };
+    *o = (fs_options){ .max_chain = TF_MAX_CHAIN_DEFAULT };
     if (fuse_opt_parse(args, o, trajfs_opts, take_arg) < 0)
         return -1;
     o->cache_size = fs_default_cache_size();
@@ -121,6 +126,10 @@ int fs_options_parse(struct fuse_args *args, fs_options *o)
         fprintf(stderr, "trajfs: threads=%u: at most %d\n", o->threads, THREADS_MAX);
         return -1;
     }
+    if (o->max_chain > MAX_CHAIN_LIMIT) {
+        fprintf(stderr, "trajfs: max_chain=%u: at most %d\n", o->max_chain, MAX_CHAIN_LIMIT);
+        return -1;
+    }
     return 0;
 }
 
@@ -129,6 +138,7 @@ void fs_options_free(fs_options *o)
     free(o->archive);
     free(o->cache_size_arg);
     free(o->readahead_arg);
+    free(o->spool_dir);
 }
 
 void fs_options_help(void)
@@ -139,9 +149,16 @@ void fs_options_help(void)
            "                           64M and 4G; here %zuM)\n"
            "    -o readahead=SIZE      the kernel's read-ahead window for the mount\n"
            "                           (default 4M; 0 keeps the kernel's 128K)\n"
-           "    -o threads=N           at most N threads serve requests (default 10)\n"
+           "    -o threads=N           at most N threads serve requests (default 10), and\n"
+           "                           N threads encode commits (default: one per CPU)\n"
            "    -o direct_io           every read reaches trajfs: no kernel page cache,\n"
            "                           no mmap (for tests and memory-tight hosts)\n"
-           "    -o ro                  read-only (the default; rw is not supported yet)\n",
-           fs_default_cache_size() >> 20);
+           "    -o ro                  read-only (the default)\n"
+           "    -o rw                  writable: files written are encoded and committed\n"
+           "                           when closed (creates a missing ARCHIVE)\n"
+           "    -o spool_dir=DIR       with rw: where written bytes wait for their commit\n"
+           "                           (default: the archive's directory)\n"
+           "    -o max_chain=N         with rw: longest chain of deltas before a keyframe,\n"
+           "                           0 to %d (default %d)\n",
+           fs_default_cache_size() >> 20, MAX_CHAIN_LIMIT, TF_MAX_CHAIN_DEFAULT);
 }

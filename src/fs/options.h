@@ -13,9 +13,12 @@ typedef struct {
     size_t cache_size;    /* bytes of reconstructed chunks kept */
     char *readahead_arg;  /* -o readahead=SIZE as given, or NULL */
     size_t readahead;     /* bytes of the kernel's read-ahead window */
-    unsigned threads;     /* -o threads=N; 0: libfuse's default */
+    unsigned threads;     /* -o threads=N: request and encoder threads; 0:
+                           * libfuse's default and one encoder per CPU */
     int direct_io;        /* -o direct_io: no kernel page cache */
-    bool rw;              /* -o rw was asked for */
+    bool rw;              /* -o rw: a writable mount */
+    char *spool_dir;      /* -o spool_dir=DIR (rw), or NULL: the archive's */
+    unsigned max_chain;   /* -o max_chain=N (rw): deltas before a keyframe */
 } fs_options;
 
 /* Takes trajfs's options and the archive out of args, leaving libfuse's

@@ -1,6 +1,7 @@
 /* trajfs ARCHIVE MOUNTPOINT [-o OPTIONS] [-f] [-d]: mounts a trajfs
- * archive as a read-only directory with FUSE. Under the name mount.trajfs
- * it takes mount(8)'s arguments instead. See trajfs(1). */
+ * archive as a directory with FUSE, read-only or (-o rw) writable. Under
+ * the name mount.trajfs it takes mount(8)'s arguments instead. See
+ * trajfs(1). */
 #include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -14,27 +15,31 @@
 #include "fs/options.h"
 #include "fs/readahead.h"
 
-/* Blocks at least this large (reconstructed chunks, payloads) are mapped
- * on their own and given back to the system when freed, so the daemon's
- * memory follows the cache bound instead of the heap's high-water mark.
- * Setting it also stops glibc from raising it as large blocks are freed. */
+/* In a read-only mount, blocks at least this large (reconstructed chunks,
+ * payloads) are mapped on their own and given back to the system when
+ * freed, so the daemon's memory follows the cache bound instead of the
+ * heap's high-water mark. Setting it also stops glibc from raising it as
+ * large blocks are freed. A writable mount keeps glibc's own threshold:
+ * a commit allocates and frees chunk-sized buffers at a high rate, and
+ * mapping (and zeroing) each afresh made commits take 40% longer. */
 #define MMAP_THRESHOLD (64 << 10)
 
 static void usage(FILE *to)
 {
     fprintf(to, "usage: trajfs ARCHIVE MOUNTPOINT [-o OPTIONS] [-f] [-d]\n"
-                "Mount a trajfs archive read-only as a directory of its files.\n\n");
+                "Mount a trajfs archive as a directory of its files (read-only unless\n"
+                "-o rw).\n\n");
 }
 
-/* Adds the options every trajfs mount has: read-only, and the archive as
- * the source and "fuse.trajfs" as the type that mount tables show. */
-static int add_mount_options(struct fuse_args *args, const char *archive)
+/* Adds the options every trajfs mount has: ro unless rw, and the archive
+ * as the source and "fuse.trajfs" as the type that mount tables show. */
+static int add_mount_options(struct fuse_args *args, const char *archive, bool rw)
 {
     char *abs = realpath(archive, NULL);
     char *escaped = NULL, *opts = NULL;
     int rc = fuse_opt_add_opt_escaped(&escaped, abs ? abs : archive);
     free(abs);
-    if (rc == 0 && asprintf(&opts, "ro,subtype=trajfs,fsname=%s", escaped) < 0)
+    if (rc == 0 && asprintf(&opts, "%ssubtype=trajfs,fsname=%s", rw ? "" : "ro,", escaped) < 0)
         opts = NULL;
     free(escaped);
     if (!opts)
@@ -69,6 +74,11 @@ static int serve(fs_state *fs, struct fuse_args *args, const struct fuse_cmdline
     if (!cmd->foreground)
         fs_log_use_syslog();
     fs_readahead_start(&ra, cmd->mountpoint, o->readahead);
+    tf_error e;
+    if (fs_state_serving(fs, se, &e) < 0) {
+        fs_log(LOG_ERR, "%s", e.msg);
+        goto unmount;
+    }
     if (cmd->singlethread) {
         rc = fuse_session_loop(se);
     } else {
@@ -86,6 +96,8 @@ static int serve(fs_state *fs, struct fuse_args *args, const struct fuse_cmdline
      * unmount), or a negative errno. */
     rc = rc < 0 ? 1 : 0;
 unmount:
+    /* Changes still queued finish while a signal's mount still stands. */
+    fs_state_quiesce(fs);
     fuse_session_unmount(se);
     fs_readahead_join(&ra);
 handlers:
@@ -104,6 +116,8 @@ static int run(struct fuse_args *args)
     int rc = 1;
     if (fs_options_parse(args, &o) < 0 || fuse_parse_cmdline(args, &cmd) != 0)
         goto out;
+    if (!o.rw)
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
     if (cmd.show_help) {
         usage(stdout);
         fs_options_help();
@@ -125,17 +139,14 @@ static int run(struct fuse_args *args)
         fprintf(stderr, "Try 'trajfs --help' for the options.\n");
         goto out;
     }
-    if (o.rw) /* mount(8) passes rw unless told ro */
-        fprintf(stderr, "trajfs: read-write mounts are not supported yet: mounting read-only\n");
-    if (add_mount_options(args, o.archive) < 0) {
-        fprintf(stderr, "trajfs: out of memory\n");
-        goto out;
-    }
-    if (fs_state_open(&fs, &o, &e) < 0) {
+    if (fs_state_open(&fs, &o, &e) < 0) { /* first: it may create the archive */
         fprintf(stderr, "trajfs: %s\n", e.msg);
         goto out;
     }
-    rc = serve(&fs, args, &cmd, &o);
+    if (add_mount_options(args, o.archive, o.rw) < 0)
+        fprintf(stderr, "trajfs: out of memory\n");
+    else
+        rc = serve(&fs, args, &cmd, &o);
     if (rc == 0)
         log_counts(&fs, o.archive);
     fs_state_close(&fs);
@@ -147,7 +158,6 @@ out:
 
 int main(int argc, char **argv)
 {
-    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     if (fs_is_mount_helper(argv[0])) {
         args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);

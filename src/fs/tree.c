@@ -1,6 +1,7 @@
 #include "fs/tree.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,8 @@ static int link_parents(const tf_archive *ar, fs_tree *t, tf_error *e)
             return tf_fail(e, EIO, "catalog: \"%s\" has no parent directory", ent->path);
         t->nodes[i] = (fs_node){ .ino = ent->ino, .ent = ent, .name = name, .parent = parent };
         t->nodes[parent].nchildren++;
+        if (ent->kind == TF_ENTRY_FILE || ent->kind == TF_ENTRY_SAFETENSORS)
+            t->total_bytes += ent->size;
         if (ent->kind == TF_ENTRY_DIR) {
             t->nodes[parent].nsubdirs++;
             if (depth == TF_DEPTH_MAX)
@@ -161,4 +164,14 @@ const fs_node *fs_tree_nth_child(const fs_tree *t, const fs_node *dir, uint64_t 
 const fs_node *fs_tree_parent(const fs_tree *t, const fs_node *n)
 {
     return &t->nodes[n->parent];
+}
+
+int fs_tree_child_path(const fs_node *dir, const char *name, char out[TF_PATH_MAX + 1])
+{
+    const char *base = dir->ent ? dir->ent->path : "";
+    int n = snprintf(out, TF_PATH_MAX + 1, "%s%s%s", base, *base ? "/" : "", name);
+    if (n < 0 || n > TF_PATH_MAX || strlen(name) > TF_NAME_MAX)
+        return ENAMETOOLONG;
+    tf_error e;
+    return tf_path_check(out, (size_t)n, &e) < 0 ? e.errnum : 0;
 }

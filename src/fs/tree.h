@@ -3,8 +3,8 @@
  * every thread may use it without locks. Inode numbers are the archive's
  * own (root = 1): stable across remounts, as NFS file handles need.
  *
- * A read-write mount would build a new tree after each commit and
- * publish it in place of the old one. */
+ * A read-write mount builds a new tree after each commit and publishes it
+ * in place of the old one (see fs.h). */
 #ifndef TRAJFS_FS_TREE_H
 #define TRAJFS_FS_TREE_H
 
@@ -38,6 +38,7 @@ typedef struct {
     size_t nnodes;
     size_t *children;      /* node indices, grouped by directory */
     fs_ino_slot *by_ino;   /* sorted by inode number */
+    uint64_t total_bytes;  /* of all regular files */
 } fs_tree;
 
 /* Builds the tree of an archive's live entries; the archive must stay
@@ -56,6 +57,11 @@ const fs_node *fs_tree_child(const fs_tree *t, const fs_node *dir, const char *n
 /* The k-th child of dir in name order, or NULL past the last. */
 const fs_node *fs_tree_nth_child(const fs_tree *t, const fs_node *dir, uint64_t k);
 const fs_node *fs_tree_parent(const fs_tree *t, const fs_node *n);
+
+/* The archive path of entry `name` in directory dir (at most TF_PATH_MAX
+ * bytes and a valid archive path: ENAMETOOLONG or EINVAL otherwise).
+ * Returns 0 or an errno value. */
+int fs_tree_child_path(const fs_node *dir, const char *name, char out[TF_PATH_MAX + 1]);
 
 static inline bool fs_node_is_dir(const fs_node *n)
 {

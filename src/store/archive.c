@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "codec/codec.h"
 #include "common/idmap.h"
@@ -170,8 +171,7 @@ static long search(const tf_archive *ar, const char *path)
     return -(long)lo - 1;
 }
 
-/* Number of entries at and below position i (a directory's subtree). */
-static size_t subtree_len(const tf_archive *ar, size_t i)
+size_t tf_archive_subtree_len(const tf_archive *ar, size_t i)
 {
     size_t plen = strlen(ar->entries[i].path), j = i + 1;
     while (j < ar->nentries && strncmp(ar->entries[j].path, ar->entries[i].path, plen) == 0 &&
@@ -197,7 +197,7 @@ static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
     long at = search(ar, ent->path);
     if (ent->kind == TF_ENTRY_TOMBSTONE) {
         if (at >= 0)
-            remove_entries(ar, (size_t)at, subtree_len(ar, (size_t)at));
+            remove_entries(ar, (size_t)at, tf_archive_subtree_len(ar, (size_t)at));
         tf_entry_free(ent);
         return 0;
     }
@@ -206,8 +206,8 @@ static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
     if (at >= 0) {
         size_t i = (size_t)at;
         /* A directory replaced by a file loses its subtree. */
-        if (ent->kind != TF_ENTRY_DIR && subtree_len(ar, i) > 1)
-            remove_entries(ar, i + 1, subtree_len(ar, i) - 1);
+        if (ent->kind != TF_ENTRY_DIR && tf_archive_subtree_len(ar, i) > 1)
+            remove_entries(ar, i + 1, tf_archive_subtree_len(ar, i) - 1);
         tf_entry_free(&ar->entries[i]);
         ar->entries[i] = *ent;
         *ent = (tf_entry){ 0 };
@@ -316,13 +316,43 @@ static int load_catalog(tf_archive *ar, tf_error *e)
     return rc < 0 ? -1 : check_parents(ar, e);
 }
 
+/* Whether the file open as fd is still the one at path. */
+static int names_same_file(int fd, const char *path, bool *same, tf_error *e)
+{
+    struct stat named, held;
+    if (stat(path, &named) < 0 || fstat(fd, &held) < 0)
+        return tf_fail(e, errno, "%s: %s", path, strerror(errno));
+    *same = named.st_dev == held.st_dev && named.st_ino == held.st_ino;
+    return 0;
+}
+
+/* Opens the container. A writer checks, once it holds the lock, that the
+ * file it locked is still the archive: `trajpack gc` replaces the file
+ * under its lock, and appending to the replaced one would lose commits. */
+static int open_container(tf_container *c, const char *path, bool writable, tf_error *e)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (tf_container_open(c, path, writable, e) < 0)
+            return -1;
+        bool same = true;
+        if (writable && names_same_file(c->fd, path, &same, e) < 0) {
+            tf_container_close(c);
+            return -1;
+        }
+        if (same)
+            return 0;
+        tf_container_close(c);
+    }
+    return tf_fail(e, EAGAIN, "%s: replaced again and again while being opened", path);
+}
+
 int tf_archive_open(const char *path, bool writable, tf_archive **out, tf_error *e)
 {
     tf_archive *ar = calloc(1, sizeof *ar);
     if (!ar)
         return tf_fail(e, ENOMEM, "out of memory");
     ar->next_ino = 2; /* 1 is the root directory */
-    if (tf_container_open(&ar->c, path, writable, e) < 0) {
+    if (open_container(&ar->c, path, writable, e) < 0) {
         free(ar);
         return -1;
     }
@@ -364,6 +394,31 @@ long tf_archive_find(const tf_archive *ar, const char *path)
 {
     long at = search(ar, path);
     return at >= 0 ? at : -1;
+}
+
+static void *copy_bytes(const void *p, size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    if (q && n)
+        memcpy(q, p, n);
+    return q;
+}
+
+int tf_entry_clone(const tf_entry *src, const char *path, tf_entry *dst, tf_error *e)
+{
+    *dst = *src;
+    dst->path = strdup(path ? path : src->path);
+    size_t tensor_bytes = src->ntensors * sizeof *src->tensors;
+    dst->header = src->header ? copy_bytes(src->header, src->header_len) : NULL;
+    dst->tensors = src->tensors ? copy_bytes(src->tensors, tensor_bytes) : NULL;
+    dst->chunks = src->chunks ? copy_bytes(src->chunks, src->nchunks * sizeof *src->chunks) : NULL;
+    dst->target = src->target ? strdup(src->target) : NULL;
+    if (!dst->path || (src->header && !dst->header) || (src->tensors && !dst->tensors) ||
+        (src->chunks && !dst->chunks) || (src->target && !dst->target)) {
+        tf_entry_free(dst);
+        return tf_fail(e, ENOMEM, "out of memory");
+    }
+    return 0;
 }
 
 const tf_entry *tf_archive_lookup(const tf_archive *ar, const char *path)

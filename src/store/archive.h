@@ -14,7 +14,8 @@
 
 typedef struct tf_archive tf_archive;
 
-/* Opens an archive read-only, or, with writable, as its single writer. */
+/* Opens an archive read-only, or, with writable, as its single writer
+ * (EBUSY while another writer has it). */
 int tf_archive_open(const char *path, bool writable, tf_archive **out, tf_error *e);
 void tf_archive_close(tf_archive *ar);
 
@@ -31,6 +32,13 @@ const tf_entry *tf_archive_entry(const tf_archive *ar, size_t i);
 const tf_entry *tf_archive_lookup(const tf_archive *ar, const char *path);
 /* Index of the entry at path in the sorted order, or -1. */
 long tf_archive_find(const tf_archive *ar, const char *path);
+/* Number of entries at and below index i: a directory's subtree follows
+ * it in the sorted order. */
+size_t tf_archive_subtree_len(const tf_archive *ar, size_t i);
+
+/* A deep copy of src into dst, at path instead of src's when path is
+ * not NULL. */
+int tf_entry_clone(const tf_entry *src, const char *path, tf_entry *dst, tf_error *e);
 
 uint64_t tf_archive_nblobs(const tf_archive *ar);
 const tf_blob *tf_archive_blob(const tf_archive *ar, uint64_t idx);

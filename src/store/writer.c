@@ -2,17 +2,19 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "codec/codec.h"
 #include "common/idmap.h"
 #include "format/dtype.h"
 #include "format/safetensors.h"
+#include "store/commit.h"
 #include "store/encode.h"
 #include "store/natsort.h"
 #include "store/reader.h"
@@ -21,14 +23,15 @@
  * added just before. */
 #define WRITER_CACHE_BYTES ((size_t)256 << 20)
 
-/* A safetensors file in memory: the one being added, or the last one
- * added. When checkpoints are added in order the last one is the next
- * one's parent, and its bytes are exactly what the archive would
- * reconstruct, so no decoding is needed. */
+/* A file's bytes: the one being added, or the last one added. When
+ * checkpoints are added in order the last one is the next one's parent,
+ * and its bytes are exactly what the archive would reconstruct, so no
+ * decoding is needed. */
 typedef struct {
     char *path; /* archive path */
     uint8_t *data;
     uint64_t size;
+    bool mapped; /* data maps the file rather than holding a copy */
     tf_st_header hdr;
 } loaded_file;
 
@@ -37,6 +40,7 @@ struct tf_writer {
     tf_write_opts opts;
     tf_reader_ctx *reader;
     loaded_file last;
+    _Atomic uint64_t next_ino;
 };
 
 void tf_write_opts_default(tf_write_opts *o)
@@ -48,7 +52,10 @@ void tf_write_opts_default(tf_write_opts *o)
 static void loaded_file_clear(loaded_file *f)
 {
     free(f->path);
-    free(f->data);
+    if (f->mapped)
+        munmap(f->data, f->size);
+    else
+        free(f->data);
     tf_st_free(&f->hdr);
     *f = (loaded_file){ 0 };
 }
@@ -71,6 +78,7 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
         free(w);
         return -1;
     }
+    atomic_init(&w->next_ino, tf_archive_next_ino(w->ar));
     w->reader = tf_reader_new(w->ar, WRITER_CACHE_BYTES);
     if (!w->reader) {
         tf_archive_close(w->ar);
@@ -96,135 +104,34 @@ tf_archive *tf_writer_archive(tf_writer *w)
     return w->ar;
 }
 
-/* ---- the pending commit ---- */
-
-typedef struct {
-    tf_writer *w;
-    tf_segment seg;
-    uint64_t blobs_cap, entries_cap;
-    uint64_t next_ino;
-    tf_idmap pending; /* ids of blobs added by this commit */
-} commit;
-
-static void commit_free(commit *c)
+uint64_t tf_writer_new_ino(tf_writer *w)
 {
-    tf_segment_free(&c->seg);
-    tf_idmap_free(&c->pending);
+    return atomic_fetch_add(&w->next_ino, 1);
 }
 
-static tf_entry *new_entry(commit *c, const char *path, uint8_t kind, const struct stat *st,
-                           tf_error *e)
+static void begin_commit(tf_writer *w, tf_commit *c)
 {
-    if (c->seg.nentries == c->entries_cap) {
-        uint64_t cap = c->entries_cap ? c->entries_cap * 2 : 8;
-        tf_entry *n = realloc(c->seg.entries, cap * sizeof *n);
-        if (!n) {
-            tf_fail(e, ENOMEM, "out of memory");
-            return NULL;
-        }
-        c->seg.entries = n;
-        c->entries_cap = cap;
-    }
-    tf_entry *ent = &c->seg.entries[c->seg.nentries];
-    *ent = (tf_entry){ .kind = kind, .path = strdup(path) };
-    if (!ent->path) {
-        tf_fail(e, ENOMEM, "out of memory");
-        return NULL;
-    }
-    /* A directory added again keeps its inode (NFS handles stay valid);
-     * new content gets a new one, never reused. */
-    const tf_entry *old = tf_archive_lookup(c->w->ar, path);
-    ent->ino = old && old->kind == TF_ENTRY_DIR && kind == TF_ENTRY_DIR ? old->ino : c->next_ino++;
-    c->seg.nentries++;
-    struct timespec mtime;
-    if (st) {
-        ent->mode = st->st_mode & 07777;
-        mtime = st->st_mtim;
-    } else {
-        ent->mode = 0755;
-        clock_gettime(CLOCK_REALTIME, &mtime);
-    }
-    ent->mtime_sec = mtime.tv_sec;
-    ent->mtime_nsec = (uint32_t)mtime.tv_nsec;
-    return ent;
+    tf_commit_begin(c, w->ar, &w->opts, &w->next_ino);
 }
 
-/* Adds directory entries for the ancestors of path the archive lacks. */
-static int add_parents(commit *c, const char *path, tf_error *e)
+/* Commits when the entries went in (rc 0), else drops what was appended. */
+static int end_commit(tf_commit *c, int rc, tf_error *e)
 {
-    char buf[TF_PATH_MAX + 1];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *s = strchr(buf, '/'); s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        const tf_entry *have = tf_archive_lookup(c->w->ar, buf);
-        if (have && have->kind != TF_ENTRY_DIR)
-            return tf_fail(e, ENOTDIR, "%s: \"%s\" is not a directory in the archive", path, buf);
-        if (!have && !new_entry(c, buf, TF_ENTRY_DIR, NULL, e))
-            return -1;
-        *s = '/';
-    }
-    return 0;
-}
-
-/* Global index of a stored or pending blob with this content, or -1. */
-static int64_t find_blob(const commit *c, const tf_blob_id *id)
-{
-    uint64_t idx;
-    if (tf_idmap_get(&c->pending, id, &idx))
-        return (int64_t)idx;
-    return tf_archive_find_blob(c->w->ar, id);
-}
-
-/* Appends a blob's payload to the archive and records it. Returns its
- * global index, or -1. */
-static int64_t store_blob(commit *c, const tf_blob_id *id, const tf_buf *payload, uint64_t raw_len,
-                          uint8_t codec, uint8_t dtype, uint64_t ref, uint64_t model, tf_error *e)
-{
-    if (c->seg.nblobs == c->blobs_cap) {
-        uint64_t cap = c->blobs_cap ? c->blobs_cap * 2 : 64;
-        tf_blob *n = realloc(c->seg.blobs, cap * sizeof *n);
-        if (!n)
-            return tf_fail(e, ENOMEM, "out of memory");
-        c->seg.blobs = n;
-        c->blobs_cap = cap;
-    }
-    tf_blob *b = &c->seg.blobs[c->seg.nblobs];
-    *b = (tf_blob){ .id = *id, .enc_len = payload->len, .raw_len = raw_len,
-                    .enc_hash = tf_hash64(payload->data, payload->len),
-                    .codec = codec, .dtype = dtype, .ref = ref, .model = model };
-    if (tf_container_append(tf_archive_container(c->w->ar), payload->data, payload->len,
-                            &b->offset, e) < 0)
-        return -1;
-    uint64_t idx = c->seg.first_blob + c->seg.nblobs;
-    if (tf_idmap_put(&c->pending, id, idx) < 0)
-        return tf_fail(e, ENOMEM, "out of memory");
-    c->seg.nblobs++;
-    return (int64_t)idx;
+    if (rc == 0)
+        return tf_commit_finish(c, e);
+    tf_commit_abort(c);
+    return -1;
 }
 
 /* A model is stored like opaque bytes: compressed when that is smaller. */
-static int64_t store_model(commit *c, const tf_blob_id *id, const tf_buf *model, tf_error *e)
+static int64_t store_model(tf_commit *c, const tf_blob_id *id, const tf_buf *model, tf_error *e)
 {
     tf_chunk_job job = { .src = model->data, .len = model->len, .dtype = TF_DT_NONE };
     if (tf_encode_chunk(&job, e) < 0)
         return -1;
-    int64_t idx = store_blob(c, id, &job.out, model->len, job.codec, TF_DT_NONE, 0, 0, e);
+    int64_t idx = tf_commit_store_blob(c, id, &job.out, model->len, job.codec, TF_DT_NONE, 0, 0, e);
     tf_buf_free(&job.out);
     return idx;
-}
-
-static int finish_commit(commit *c, tf_error *e)
-{
-    tf_buf raw = { 0 };
-    int rc = tf_segment_encode(&c->seg, &raw, e);
-    tf_archive *ar = c->w->ar;
-    if (rc == 0)
-        rc = tf_container_commit(tf_archive_container(ar), raw.data, raw.len,
-                                 c->seg.first_blob + c->seg.nblobs, e);
-    tf_buf_free(&raw);
-    if (rc == 0)
-        rc = tf_archive_apply(ar, &c->seg, e); /* takes the segment */
-    return rc;
 }
 
 /* ---- chunked content ---- */
@@ -242,7 +149,8 @@ typedef struct {
 } span_job;
 
 typedef struct {
-    commit *c;
+    tf_writer *w;
+    tf_commit *c;
     span_job *spans;
     size_t nspans;
     tf_chunk_job *chunks;
@@ -285,7 +193,7 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
     if (job->codec == TF_CODEC_ULP) {
         if (s->model_blob < 0) {
             tf_blob_id mid = tf_blob_id_of(s->model.data, s->model.len);
-            s->model_blob = find_blob(f->c, &mid);
+            s->model_blob = tf_commit_find_blob(f->c, &mid);
             if (s->model_blob < 0)
                 s->model_blob = store_model(f->c, &mid, &s->model, e);
             if (s->model_blob < 0)
@@ -294,13 +202,13 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
         ref = f->ref_blob[i];
         model = (uint64_t)s->model_blob + 1;
     }
-    int64_t idx = store_blob(f->c, &f->ids[i], &job->out, job->len, job->codec, (uint8_t)job->dtype,
-                             ref, model, e);
+    int64_t idx = tf_commit_store_blob(f->c, &f->ids[i], &job->out, job->len, job->codec,
+                                       (uint8_t)job->dtype, ref, model, e);
     tf_buf_free(&job->out);
     if (idx < 0)
         return -1;
     f->job_blob[i] = (uint64_t)idx;
-    report_progress(f->c->w, job->len);
+    report_progress(f->w, job->len);
     return 0;
 }
 
@@ -308,8 +216,8 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
  * the rest as encoding jobs. */
 static int plan_chunks(file_job *f, tf_error *e)
 {
-    unsigned max_chain = f->c->w->opts.max_chain;
-    tf_archive *ar = f->c->w->ar;
+    unsigned max_chain = f->w->opts.max_chain;
+    tf_archive *ar = f->w->ar;
     for (size_t s = 0; s < f->nspans; s++)
         f->nchunks += tf_chunk_count(f->spans[s].nbytes, tf_dtype_get(f->spans[s].dtype)->size,
                                      f->chunk_shift);
@@ -332,12 +240,12 @@ static int plan_chunks(file_job *f, tf_error *e)
         for (uint64_t off = 0, c = 0; off < sp->nbytes; off += cb, c++, k++) {
             size_t len = (size_t)(sp->nbytes - off < cb ? sp->nbytes - off : cb);
             tf_blob_id id = tf_blob_id_of(sp->src + off, len);
-            int64_t have = find_blob(f->c, &id);
+            int64_t have = tf_commit_find_blob(f->c, &id);
             uint64_t first;
             if (have >= 0) {
                 f->stored[k] = (uint64_t)have;
                 f->job_of[k] = SIZE_MAX;
-                report_progress(f->c->w, len);
+                report_progress(f->w, len);
                 continue;
             }
             if (tf_idmap_get(&in_file, &id, &first)) { /* same content earlier in this file */
@@ -383,10 +291,10 @@ static void file_job_free(file_job *f)
 }
 
 /* Encodes all spans of a file and fills ent->chunks. */
-static int encode_spans(commit *c, tf_entry *ent, span_job *spans, size_t nspans, tf_error *e)
+static int encode_spans(tf_writer *w, tf_commit *c, tf_entry *ent, span_job *spans,
+                        size_t nspans, tf_error *e)
 {
-    tf_writer *w = c->w;
-    file_job f = { .c = c, .spans = spans, .nspans = nspans,
+    file_job f = { .w = w, .c = c, .spans = spans, .nspans = nspans,
                    .chunk_shift = tf_archive_chunk_shift(w->ar) };
     unsigned t = w->opts.threads;
     int rc = tf_run_ordered(nspans, t, nspans, fit_work, NULL, &f, e);
@@ -410,46 +318,73 @@ static int encode_spans(commit *c, tf_entry *ent, span_job *spans, size_t nspans
 
 /* ---- reading sources ---- */
 
-static int read_all(const char *src, uint64_t size, uint8_t **out, tf_error *e)
+/* A regular file to add. */
+typedef struct {
+    const char *name; /* for messages */
+    int fd;
+    uint64_t size;
+    bool map; /* map it rather than read it into memory */
+} source;
+
+static int map_all(const source *src, loaded_file *f, tf_error *e)
 {
-    int fd = open(src, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tf_fail(e, errno, "%s: %s", src, strerror(errno));
-    uint8_t *data = malloc(size ? size : 1);
-    if (!data) {
-        close(fd);
-        return tf_fail(e, ENOMEM, "%s: out of memory for %llu bytes", src, (unsigned long long)size);
-    }
+    if (src->size == 0)
+        return 0;
+    if (src->size > SIZE_MAX)
+        return tf_fail(e, EFBIG, "%s: too large to map", src->name);
+    void *p = mmap(NULL, (size_t)src->size, PROT_READ, MAP_SHARED, src->fd, 0);
+    if (p == MAP_FAILED)
+        return tf_fail(e, errno, "%s: cannot map: %s", src->name, strerror(errno));
+    f->data = p;
+    f->mapped = true;
+    return 0;
+}
+
+static int read_all(const source *src, loaded_file *f, tf_error *e)
+{
+    uint64_t size = src->size;
+    uint8_t *data = size <= SIZE_MAX ? malloc(size ? (size_t)size : 1) : NULL;
+    if (!data)
+        return tf_fail(e, ENOMEM, "%s: out of memory for %llu bytes", src->name,
+                       (unsigned long long)size);
     uint64_t got = 0;
     while (got < size) {
-        ssize_t n = pread(fd, data + got, size - got, (off_t)got);
+        ssize_t n = pread(src->fd, data + got, size - got, (off_t)got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
             int err = n < 0 ? errno : EIO;
             free(data);
-            close(fd);
-            return tf_fail(e, err, "%s: %s", src, n < 0 ? strerror(err) : "file shrank while reading");
+            return tf_fail(e, err, "%s: %s", src->name,
+                           n < 0 ? strerror(err) : "file shrank while reading");
         }
         got += (uint64_t)n;
     }
-    close(fd);
-    *out = data;
+    f->data = data;
     return 0;
 }
 
-static int add_opaque(commit *c, const char *src, const char *dest, const struct stat *st, tf_error *e)
+/* Makes the bytes of src available in f. */
+static int load(const source *src, loaded_file *f, tf_error *e)
 {
-    tf_entry *ent = new_entry(c, dest, TF_ENTRY_FILE, st, e);
+    f->size = src->size;
+    return src->map ? map_all(src, f, e) : read_all(src, f, e);
+}
+
+static int add_opaque(tf_writer *w, tf_commit *c, const char *dest, const tf_entry_attrs *attrs,
+                      const source *src, tf_error *e)
+{
+    tf_entry *ent = tf_commit_entry(c, dest, TF_ENTRY_FILE, attrs, e);
     if (!ent)
         return -1;
-    ent->size = (uint64_t)st->st_size;
-    uint8_t *data;
-    if (read_all(src, ent->size, &data, e) < 0)
+    ent->size = src->size;
+    loaded_file file = { 0 };
+    if (load(src, &file, e) < 0)
         return -1;
-    span_job span = { .src = data, .nbytes = ent->size, .dtype = TF_DT_NONE, .model_blob = -1 };
-    int rc = encode_spans(c, ent, &span, 1, e);
-    free(data);
+    span_job span = { .src = file.data, .nbytes = ent->size, .dtype = TF_DT_NONE,
+                      .model_blob = -1 };
+    int rc = encode_spans(w, c, ent, &span, 1, e);
+    loaded_file_clear(&file);
     return rc;
 }
 
@@ -507,10 +442,9 @@ static const uint8_t *parent_tensor(tf_writer *w, const tf_entry *parent, const 
     return *owned;
 }
 
-static int encode_safetensors(commit *c, tf_entry *ent, loaded_file *file, const tf_entry *parent,
-                              tf_error *e)
+static int encode_safetensors(tf_writer *w, tf_commit *c, tf_entry *ent, loaded_file *file,
+                              const tf_entry *parent, tf_error *e)
 {
-    tf_writer *w = c->w;
     const tf_st_header *h = &file->hdr;
     tf_st_header ph = { 0 };
     const tf_st_header *parent_hdr = NULL;
@@ -541,7 +475,7 @@ static int encode_safetensors(commit *c, tf_entry *ent, loaded_file *file, const
         }
     }
     if (rc == 0)
-        rc = encode_spans(c, ent, spans, n, e);
+        rc = encode_spans(w, c, ent, spans, n, e);
     for (size_t t = 0; owned && t < n; t++)
         free(owned[t]);
     free(owned);
@@ -550,24 +484,20 @@ static int encode_safetensors(commit *c, tf_entry *ent, loaded_file *file, const
     return rc;
 }
 
-static int add_safetensors(commit *c, const char *src, const char *dest, const char *parent_path,
-                           const struct stat *st, loaded_file *file, tf_error *e)
+/* Adds the safetensors file src whose header (json, parsed in file->hdr)
+ * was read already; takes json. Its parent: the archive path parent_path
+ * when given, else the previous checkpoint of series_path's series. */
+static int add_safetensors(tf_writer *w, tf_commit *c, const char *dest,
+                           const tf_entry_attrs *attrs, const char *parent_path,
+                           const char *series_path, const source *src, uint8_t *json,
+                           loaded_file *file, tf_error *e)
 {
-    file->size = (uint64_t)st->st_size;
-    int fd = open(src, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tf_fail(e, errno, "%s: %s", src, strerror(errno));
-    uint8_t *json = NULL;
-    int rc = tf_st_read(fd, file->size, src, &json, &file->hdr, e);
-    close(fd);
-    if (rc < 0)
-        return -1;
-    tf_entry *ent = new_entry(c, dest, TF_ENTRY_SAFETENSORS, st, e);
+    tf_entry *ent = tf_commit_entry(c, dest, TF_ENTRY_SAFETENSORS, attrs, e);
     if (!ent) {
         free(json);
         return -1;
     }
-    ent->size = file->size;
+    ent->size = src->size;
     ent->header = json;
     ent->header_len = file->hdr.header_len;
     ent->ntensors = file->hdr.ntensors;
@@ -580,14 +510,14 @@ static int add_safetensors(commit *c, const char *src, const char *dest, const c
         ent->tensors[t] = (tf_tensor_span){ .dtype = ts->dtype, .nbytes = ts->end - ts->begin,
                                             .data_off = ts->begin, .first_chunk = chunks };
         chunks += tf_chunk_count(ts->end - ts->begin, tf_dtype_get(ts->dtype)->size,
-                                 tf_archive_chunk_shift(c->w->ar));
+                                 tf_archive_chunk_shift(w->ar));
     }
-    if (read_all(src, file->size, &file->data, e) < 0)
+    if (load(src, file, e) < 0)
         return -1;
-    const tf_entry *parent = find_parent(c->w->ar, dest, parent_path, e);
+    const tf_entry *parent = find_parent(w->ar, series_path, parent_path, e);
     if (!parent && parent_path)
         return -1;
-    return encode_safetensors(c, ent, file, parent, e);
+    return encode_safetensors(w, c, ent, file, parent, e);
 }
 
 static bool has_suffix(const char *s, const char *suffix)
@@ -596,17 +526,40 @@ static bool has_suffix(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-static int add_entry(commit *c, const char *src, const char *dest, const char *parent,
-                     const struct stat *st, loaded_file *file, tf_error *e)
+/* A file from disk: by its name, a safetensors file or opaque bytes. */
+static int add_regular(tf_writer *w, tf_commit *c, const char *src_path, const char *dest,
+                       const char *parent, const struct stat *st, const tf_entry_attrs *attrs,
+                       loaded_file *file, tf_error *e)
 {
+    int fd = open(src_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return tf_fail(e, errno, "%s: %s", src_path, strerror(errno));
+    source src = { .name = src_path, .fd = fd, .size = (uint64_t)st->st_size };
+    int rc;
+    if (has_suffix(dest, ".safetensors")) {
+        uint8_t *json = NULL;
+        rc = tf_st_read(fd, src.size, src_path, &json, &file->hdr, e);
+        if (rc == 0)
+            rc = add_safetensors(w, c, dest, attrs, parent, dest, &src, json, file, e);
+    } else {
+        rc = add_opaque(w, c, dest, attrs, &src, e);
+    }
+    close(fd);
+    return rc;
+}
+
+static int add_entry(tf_writer *w, tf_commit *c, const char *src, const char *dest,
+                     const char *parent, const struct stat *st, loaded_file *file, tf_error *e)
+{
+    tf_entry_attrs attrs = { .mode = st->st_mode & 07777, .mtime = st->st_mtim };
     if (S_ISDIR(st->st_mode))
-        return new_entry(c, dest, TF_ENTRY_DIR, st, e) ? 0 : -1;
+        return tf_commit_entry(c, dest, TF_ENTRY_DIR, &attrs, e) ? 0 : -1;
     if (S_ISLNK(st->st_mode)) {
         char target[TF_PATH_MAX + 1];
         ssize_t n = readlink(src, target, sizeof target);
         if (n < 0 || n > TF_PATH_MAX)
             return tf_fail(e, n < 0 ? errno : ENAMETOOLONG, "%s: cannot read link", src);
-        tf_entry *ent = new_entry(c, dest, TF_ENTRY_SYMLINK, st, e);
+        tf_entry *ent = tf_commit_entry(c, dest, TF_ENTRY_SYMLINK, &attrs, e);
         if (!ent)
             return -1;
         if (!(ent->target = strndup(target, (size_t)n)))
@@ -616,9 +569,7 @@ static int add_entry(commit *c, const char *src, const char *dest, const char *p
     }
     if (!S_ISREG(st->st_mode))
         return tf_fail(e, EINVAL, "%s: not a regular file, directory or symlink", src);
-    if (has_suffix(dest, ".safetensors"))
-        return add_safetensors(c, src, dest, parent, st, file, e);
-    return add_opaque(c, src, dest, st, e);
+    return add_regular(w, c, src, dest, parent, st, &attrs, file, e);
 }
 
 int tf_writer_add(tf_writer *w, const char *src, const char *dest, const char *parent, tf_error *e)
@@ -630,17 +581,13 @@ int tf_writer_add(tf_writer *w, const char *src, const char *dest, const char *p
         tf_error_prefix(e, "%s", src);
         return -1;
     }
-    commit c = { .w = w, .seg = { .first_blob = tf_archive_nblobs(w->ar) },
-                 .next_ino = tf_archive_next_ino(w->ar) };
+    tf_commit c;
+    begin_commit(w, &c);
     loaded_file file = { 0 };
-    int rc = add_parents(&c, dest, e);
+    int rc = tf_commit_parents(&c, dest, e);
     if (rc == 0)
-        rc = add_entry(&c, src, dest, parent, &st, &file, e);
-    if (rc == 0)
-        rc = finish_commit(&c, e);
-    if (rc < 0)
-        tf_container_rollback(tf_archive_container(w->ar));
-    commit_free(&c);
+        rc = add_entry(w, &c, src, dest, parent, &st, &file, e);
+    rc = end_commit(&c, rc, e);
     if (rc == 0 && file.data && (file.path = strdup(dest))) {
         loaded_file_clear(&w->last);
         w->last = file;
@@ -648,4 +595,90 @@ int tf_writer_add(tf_writer *w, const char *src, const char *dest, const char *p
         loaded_file_clear(&file);
     }
     return rc;
+}
+
+/* ---- files a mount wrote ---- */
+
+/* A safetensors file by its content; an invalid one is an error only when
+ * its name says it is one. */
+static int add_by_content(tf_writer *w, tf_commit *c, const char *dest, const char *series_path,
+                          const tf_entry_attrs *attrs, const source *src, tf_error *e)
+{
+    loaded_file file = { 0 };
+    uint8_t *json = NULL;
+    tf_error why = { 0 };
+    if (tf_st_read(src->fd, src->size, dest, &json, &file.hdr, &why) == 0) {
+        int rc = add_safetensors(w, c, dest, attrs, NULL, series_path, src, json, &file, e);
+        loaded_file_clear(&file);
+        return rc;
+    }
+    bool claims = src->size > 0 && has_suffix(series_path, ".safetensors");
+    if (why.errnum != EINVAL || claims) {
+        if (e)
+            *e = why;
+        return -1;
+    }
+    return add_opaque(w, c, dest, attrs, src, e);
+}
+
+int tf_writer_add_fd(tf_writer *w, int fd, const char *dest, const char *series_path,
+                     const tf_entry_attrs *attrs, tf_error *e)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return tf_fail(e, errno, "%s: %s", dest, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return tf_fail(e, EINVAL, "%s: not a regular file", dest);
+    if (tf_path_check(dest, strlen(dest), e) < 0)
+        return -1;
+    loaded_file_clear(&w->last); /* it may be the file dest replaces */
+    source src = { .name = dest, .fd = fd, .size = (uint64_t)st.st_size, .map = true };
+    tf_commit c;
+    begin_commit(w, &c);
+    int rc = tf_commit_parents(&c, dest, e);
+    if (rc == 0)
+        rc = add_by_content(w, &c, dest, series_path ? series_path : dest, attrs, &src, e);
+    return end_commit(&c, rc, e);
+}
+
+/* ---- edits of the tree ---- */
+
+int tf_writer_mkdir(tf_writer *w, const char *path, const tf_entry_attrs *attrs, tf_error *e)
+{
+    tf_commit c;
+    begin_commit(w, &c);
+    return end_commit(&c, tf_commit_mkdir(&c, path, attrs, e), e);
+}
+
+int tf_writer_symlink(tf_writer *w, const char *path, const char *target,
+                      const tf_entry_attrs *attrs, tf_error *e)
+{
+    tf_commit c;
+    begin_commit(w, &c);
+    return end_commit(&c, tf_commit_symlink(&c, path, target, attrs, e), e);
+}
+
+/* Removing or moving entries may take the last file's path away. */
+int tf_writer_remove(tf_writer *w, const char *path, tf_error *e)
+{
+    loaded_file_clear(&w->last);
+    tf_commit c;
+    begin_commit(w, &c);
+    return end_commit(&c, tf_commit_remove(&c, path, e), e);
+}
+
+int tf_writer_move(tf_writer *w, const char *from, const char *to, tf_error *e)
+{
+    loaded_file_clear(&w->last);
+    tf_commit c;
+    begin_commit(w, &c);
+    return end_commit(&c, tf_commit_move(&c, from, to, e), e);
+}
+
+int tf_writer_set_attrs(tf_writer *w, const char *path, uint32_t mode, struct timespec mtime,
+                        tf_error *e)
+{
+    tf_commit c;
+    begin_commit(w, &c);
+    return end_commit(&c, tf_commit_set_attrs(&c, path, mode, mtime, e), e);
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "common/error.h"
 #include "store/archive.h"
@@ -24,7 +25,24 @@ typedef struct {
      * bytes consumed since the previous call (may be NULL). */
     void (*progress)(void *arg, uint64_t bytes);
     void *progress_arg;
+    /* Called on the writer's thread right before and right after each
+     * change of the in-memory catalog (when a commit is durable), so that
+     * other threads reading the archive (a mount) can hold off in between
+     * and update what they derive from it (may be NULL). */
+    void (*begin_update)(void *arg);
+    void (*end_update)(void *arg);
+    void *update_arg;
 } tf_write_opts;
+
+/* What a caller that manages inodes itself (a mount) says about an entry
+ * it adds. */
+typedef struct {
+    uint64_t ino;          /* from tf_writer_new_ino, and not live at another
+                            * path; 0: the writer's choice (a new number, or
+                            * the old one of a directory added again) */
+    uint32_t mode;         /* permission bits */
+    struct timespec mtime;
+} tf_entry_attrs;
 
 void tf_write_opts_default(tf_write_opts *o);
 
@@ -44,5 +62,32 @@ tf_archive *tf_writer_archive(tf_writer *w);
  * previous file of the same series in natural order. Each call commits. */
 int tf_writer_add(tf_writer *w, const char *src, const char *dest,
                   const char *parent, tf_error *e);
+
+/* A new inode number, never handed out before and never reused: for
+ * entries a caller adds with tf_entry_attrs. Any thread may call it. */
+uint64_t tf_writer_new_ino(tf_writer *w);
+
+/* Adds the regular file open as fd (all of it, from offset 0) as archive
+ * path dest, and commits. The file is mapped, not read into memory, and
+ * must not change until this returns. Unlike tf_writer_add, its content
+ * decides what it is: a valid safetensors file is stored per tensor
+ * whatever its name (temporary names are common when files are copied);
+ * a non-empty file named *.safetensors that is not one fails with EINVAL;
+ * anything else is stored as opaque bytes. series_path (dest when NULL)
+ * is the path whose series gives the parent checkpoint and whose name the
+ * .safetensors rule looks at. */
+int tf_writer_add_fd(tf_writer *w, int fd, const char *dest, const char *series_path,
+                     const tf_entry_attrs *attrs, tf_error *e);
+
+/* Edits of the tree, one commit each; the errors are rename(2)'s and
+ * mkdir(2)'s (see store/commit.h). */
+int tf_writer_mkdir(tf_writer *w, const char *path, const tf_entry_attrs *attrs, tf_error *e);
+int tf_writer_symlink(tf_writer *w, const char *path, const char *target,
+                      const tf_entry_attrs *attrs, tf_error *e);
+/* Removes path and everything below it (a tombstone). */
+int tf_writer_remove(tf_writer *w, const char *path, tf_error *e);
+int tf_writer_move(tf_writer *w, const char *from, const char *to, tf_error *e);
+int tf_writer_set_attrs(tf_writer *w, const char *path, uint32_t mode, struct timespec mtime,
+                        tf_error *e);
 
 #endif

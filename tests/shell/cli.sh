@@ -25,10 +25,11 @@ options_of() {
     list) echo -l --long --blobs -h --help ;;
     verify) echo -q --quiet -h --help ;;
     stats) echo --json -h --help ;;
+    gc) echo -q --quiet -h --help ;;
     esac
 }
 
-verbs="create add extract list verify stats"
+verbs="create add extract list verify stats gc"
 "$TRAJPACK" --help > "$TEST_TMP/help" 2> "$TEST_TMP/err" || fail "trajpack --help failed"
 [ ! -s "$TEST_TMP/err" ] || fail "trajpack --help wrote to stderr"
 for verb in $verbs; do
@@ -72,6 +73,7 @@ quiet "$TRAJPACK" extract -q "$archive" -C "$TEST_TMP/out"
 quiet "$TRAJPACK" list -l "$archive"
 quiet "$TRAJPACK" verify -q "$archive"
 quiet "$TRAJPACK" stats --json "$archive"
+quiet "$TRAJPACK" gc -q "$archive"
 
 # The same on a terminal, where a progress bar would be drawn without -q
 # (script(1) gives the command a pseudo-terminal; the output is all of it).

@@ -353,6 +353,134 @@ START_TEST(test_encode_refuses_uncovered_symbols)
 }
 END_TEST
 
+/* The symbols of s with their contexts spread out: context c becomes
+ * 2 + 3c, so that the occupied contexts start above 0 and have gaps. */
+static sample spread_contexts(sample s)
+{
+    unsigned n_ctx = 3 * s.n_ctx + 3;
+    uint64_t *counts = calloc((size_t)n_ctx * s.n_sym, sizeof *counts);
+    ck_assert(counts);
+    for (size_t i = 0; i < s.n; i++) {
+        s.ctx[i] = (uint16_t)(2 + 3 * s.ctx[i]);
+        counts[(size_t)s.ctx[i] * s.n_sym + s.sym[i]]++;
+    }
+    free(s.counts);
+    s.counts = counts;
+    s.n_ctx = n_ctx;
+    return s;
+}
+
+static unsigned bits_for(unsigned n_sym)
+{
+    unsigned b = 0;
+    while ((1u << b) < n_sym)
+        b++;
+    return b;
+}
+
+/* tf_rans_encode_indexed of s under the SIMD cap `simd` (NULL: none). */
+static int encode_indexed_with(const char *simd, const tf_rans_indexed *ix, const uint16_t *idx,
+                               size_t n, unsigned lanes, tf_buf *out, tf_error *e)
+{
+    if (simd)
+        setenv("TRAJFS_SIMD", simd, 1);
+    else
+        unsetenv("TRAJFS_SIMD");
+    int rc = tf_rans_encode_indexed(ix, idx, n, lanes, out, e);
+    unsetenv("TRAJFS_SIMD");
+    return rc;
+}
+
+START_TEST(test_indexed_encoder_writes_the_same_bytes)
+{
+    /* Every size around the 16-lane rounds, every lane count, with and
+     * without SIMD: byte for byte what tf_rans_encode writes. */
+    const size_t sizes[] = { 0, 1, 15, 16, 17, 63, 64, 65, 1000, 4099, 100003 };
+    const unsigned shapes[][3] = { { 1, 2, 11 }, { 37, 60, 11 }, { 5, 124, 10 }, { 9, 28, 8 } };
+    const char *levels[] = { "none", NULL };
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+            sample s = spread_contexts(
+                make_sample(shapes[k][0], shapes[k][1], sizes[z], 400 + 10 * k + z));
+            tf_rans_table t;
+            tf_rans_encoder enc;
+            tf_rans_indexed ix;
+            tf_error e;
+            ck_assert_int_eq(
+                tf_rans_table_fit(&t, s.n_ctx, s.n_sym, shapes[k][2], s.counts, &e), 0);
+            ck_assert_int_eq(tf_rans_encoder_init(&enc, &t, &e), 0);
+            ck_assert_msg(tf_rans_indexed_init(&ix, &t, bits_for(s.n_sym), &e) == 0, "%s", e.msg);
+            uint16_t *idx = malloc((s.n + 1) * sizeof *idx);
+            for (size_t i = 0; i < s.n; i++)
+                idx[i] = (uint16_t)tf_rans_index(&ix, s.ctx[i], s.sym[i]);
+            for (unsigned lanes = 1; lanes <= TF_RANS_MAX_LANES; lanes *= 2) {
+                tf_buf want = { 0 };
+                ck_assert_int_eq(tf_rans_encode(&enc, s.ctx, s.sym, s.n, lanes, &want, &e), 0);
+                for (size_t v = 0; v < 2; v++) {
+                    tf_buf got = { 0 };
+                    ck_assert_int_eq(
+                        encode_indexed_with(levels[v], &ix, idx, s.n, lanes, &got, &e), 0);
+                    ck_assert_msg(got.len == want.len && memcmp(got.data, want.data, got.len) == 0,
+                                  "shape %zu n %zu lanes %u simd %s", k, s.n, lanes,
+                                  levels[v] ? levels[v] : "any");
+                    tf_buf_free(&got);
+                }
+                tf_buf_free(&want);
+            }
+            free(idx);
+            tf_rans_indexed_free(&ix);
+            tf_rans_encoder_free(&enc);
+            tf_rans_table_free(&t);
+            free_sample(&s);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_indexed_encoder_refuses_uncovered_symbols)
+{
+    /* Contexts 2, 5, 8, ... are occupied; a symbol without frequency, or
+     * a context outside the span or in a gap of it, is refused wherever it
+     * falls: in the vector rounds or in the scalar tail. */
+    sample s = spread_contexts(make_sample(4, 20, 1000, 31));
+    tf_rans_table t;
+    tf_rans_indexed ix;
+    tf_error e;
+    ck_assert_int_eq(tf_rans_table_fit(&t, s.n_ctx, s.n_sym, 11, s.counts, &e), 0);
+    ck_assert_int_eq(tf_rans_indexed_init(&ix, &t, 5, &e), 0);
+    ck_assert_uint_eq(ix.ctx_lo, 2);
+    ck_assert_uint_eq(ix.n_rows, 10);
+    uint16_t *idx = malloc(s.n * sizeof *idx);
+    const size_t at[] = { 0, 500, 995, 999 };
+    const unsigned bad_ctx[] = { 0, 3, 14, 200 };
+    const char *levels[] = { "none", NULL };
+    for (size_t a = 0; a < 4; a++) {
+        for (size_t b = 0; b < 5; b++) {
+            for (size_t i = 0; i < s.n; i++)
+                idx[i] = (uint16_t)tf_rans_index(&ix, s.ctx[i], s.sym[i]);
+            unsigned ctx = b < 4 ? bad_ctx[b] : s.ctx[at[a]], sym = s.sym[at[a]];
+            if (b == 4) /* an occupied context, a symbol it never saw */
+                while (tf_rans_table_freq(&t, ctx, sym))
+                    sym = (sym + 1) % s.n_sym;
+            idx[at[a]] = (uint16_t)tf_rans_index(&ix, ctx, sym);
+            for (size_t v = 0; v < 2; v++) {
+                tf_buf out = { 0 };
+                ck_assert_int_eq(encode_indexed_with(levels[v], &ix, idx, s.n, 16, &out, &e), -1);
+                ck_assert_uint_eq(out.len, 0);
+                tf_buf_free(&out);
+            }
+        }
+    }
+    /* Indexes must fit 16 bits and every symbol its field. */
+    tf_rans_indexed small;
+    ck_assert_int_eq(tf_rans_indexed_init(&small, &t, 4, &e), -1);
+    free(idx);
+    tf_rans_indexed_free(&ix);
+    tf_rans_table_free(&t);
+    free_sample(&s);
+}
+END_TEST
+
 START_TEST(test_decode_rejects_truncation)
 {
     sample s = make_sample(3, 20, 333, 21);
@@ -422,6 +550,8 @@ static Suite *rans_suite(void)
     tcase_add_test(tc, test_certain_symbol_costs_nothing);
     tcase_add_test(tc, test_compresses_to_entropy);
     tcase_add_test(tc, test_encode_refuses_uncovered_symbols);
+    tcase_add_test(tc, test_indexed_encoder_writes_the_same_bytes);
+    tcase_add_test(tc, test_indexed_encoder_refuses_uncovered_symbols);
     tcase_add_test(tc, test_decode_rejects_truncation);
     tcase_add_test(tc, test_decode_survives_corruption);
     suite_add_tcase(s, tc);

@@ -3,10 +3,12 @@
  * refusal of hostile models and payloads. */
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec/ulp.h"
+#include "common/hash.h"
 #include "format/dtype.h"
 
 static const unsigned float_dtypes[] = { TF_DT_BF16, TF_DT_F16, TF_DT_F32,
@@ -258,6 +260,56 @@ START_TEST(test_roundtrip_all_dtypes)
 }
 END_TEST
 
+START_TEST(test_raw_tail_of_every_length)
+{
+    /* Chunks of every small length, residuals of every size: the last
+     * raw bits of a chunk, wherever they fall in a byte, are written
+     * (the heap is dirtied first, so that bytes left unwritten by the
+     * encoder would show). */
+    for (size_t d = 0; d < N_FLOAT_DTYPES; d++) {
+        for (size_t n = 1; n <= 80; n++) {
+            for (uint64_t seed = 0; seed < 3; seed++) {
+                size_t len = n * elem_size(float_dtypes[d]);
+                uint8_t *dirty = malloc(4 * len + 64);
+                memset(dirty, 0xa5, 4 * len + 64);
+                free(dirty);
+                roundtrip(float_dtypes[d], seed == 2 ? PAT_SPECIAL : PAT_RANDOM, n,
+                          5000 + 100 * n + seed);
+            }
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_raw_bits_that_run_out_early)
+{
+    /* Residuals with raw bits, then none (elements equal to the
+     * reference): the vector loops stop for want of raw bytes long before
+     * the end of the chunk, and the rest decodes element by element. */
+    const unsigned dtypes[] = { TF_DT_BF16, TF_DT_F16, TF_DT_F32 };
+    const size_t n = 6000, cuts[] = { 16, 100, 1000, 3000, 5990 };
+    for (size_t d = 0; d < 3; d++) {
+        for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+            size_t size = elem_size(dtypes[d]), len = n * size, k = cuts[c] * size;
+            uint8_t *x = malloc(len), *r = malloc(len), *got = malloc(len);
+            make_pair(dtypes[d], c % 2 ? PAT_RANDOM : PAT_TRAJECTORY, cuts[c], 40 + c, x, r);
+            make_pair(dtypes[d], PAT_SAME, n - cuts[c], 50 + c, x + k, r + k);
+            tf_buf model, enc = { 0 };
+            fit(dtypes[d], x, r, len, &model);
+            encode(dtypes[d], x, r, len, &model, &enc);
+            ck_assert_int_eq(decode_copy(dtypes[d], enc.data, enc.len, r, model.data, model.len,
+                                         got, len), 0);
+            ck_assert_msg(memcmp(got, x, len) == 0, "dtype %u cut %zu", dtypes[d], cuts[c]);
+            tf_buf_free(&model);
+            tf_buf_free(&enc);
+            free(x);
+            free(r);
+            free(got);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_every_bit_pattern_8bit)
 {
     /* All 256 x 256 (target, reference) pairs of both 8-bit formats. */
@@ -340,6 +392,61 @@ START_TEST(test_chunks_decode_alone_and_encode_deterministically)
     free(x);
     free(r);
     free(got);
+}
+END_TEST
+
+/* XXH3-64 of model || chunk || chunk ... for a fixed pseudo-random
+ * tensor of each dtype, recorded from the original implementation: the
+ * coded bytes must never change (archives exist), however fit and encode
+ * are optimized. The tensor mixes trajectory-like steps, special values
+ * and random bit patterns (wide residuals, every raw-bit length); its
+ * chunks include a one-lane one and ragged 16-lane ones. */
+static uint64_t pinned_output_hash(unsigned dtype)
+{
+    const size_t parts[] = { 60000, 3000, 2001 }; /* elements per pattern */
+    const pattern pats[] = { PAT_TRAJECTORY, PAT_SPECIAL, PAT_RANDOM };
+    const size_t chunks[] = { 40000, 1500, 2049, 21452 };
+    size_t size = elem_size(dtype), n = parts[0] + parts[1] + parts[2], len = n * size;
+    uint8_t *x = malloc(len), *r = malloc(len);
+    ck_assert(x && r);
+    for (size_t p = 0, at = 0; p < 3; at += parts[p], p++)
+        make_pair(dtype, pats[p], parts[p], 77 + p, x + at * size, r + at * size);
+    tf_buf model, all = { 0 };
+    fit(dtype, x, r, len, &model);
+    tf_buf_put(&all, model.data, model.len);
+    for (size_t c = 0, at = 0; c < 4; at += chunks[c], c++)
+        encode(dtype, x + at * size, r + at * size, chunks[c] * size, &model, &all);
+    uint64_t h = tf_hash64(all.data, all.len);
+    tf_buf_free(&model);
+    tf_buf_free(&all);
+    free(x);
+    free(r);
+    return h;
+}
+
+START_TEST(test_encode_output_is_pinned)
+{
+    static const struct {
+        unsigned dtype;
+        uint64_t hash;
+    } pinned[] = {
+        { TF_DT_BF16, 0xe0c4d0cab30b8096ull },
+        { TF_DT_F16, 0x8076de0eb9985d98ull },
+        { TF_DT_F32, 0x78e1bb27eca7305cull },
+        { TF_DT_F64, 0x5ecc7f81652b0d5cull },
+        { TF_DT_F8_E4M3, 0x09c9c477de222216ull },
+        { TF_DT_F8_E5M2, 0xa973a1c8ad4e4cfdull },
+    };
+    unsigned differ = 0;
+    for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) {
+        uint64_t h = pinned_output_hash(pinned[i].dtype);
+        if (h != pinned[i].hash) /* every dtype reported, not just the first */
+            fprintf(stderr, "%s: output hash 0x%016llx, pinned 0x%016llx\n",
+                    tf_dtype_get(pinned[i].dtype)->name, (unsigned long long)h,
+                    (unsigned long long)pinned[i].hash);
+        differ += h != pinned[i].hash;
+    }
+    ck_assert_msg(differ == 0, "%u dtypes code differently from the pinned output", differ);
 }
 END_TEST
 
@@ -570,9 +677,12 @@ static Suite *ulp_suite(void)
     tcase_add_test(tc, test_residual_values);
     tcase_add_test(tc, test_symbol_split);
     tcase_add_test(tc, test_roundtrip_all_dtypes);
+    tcase_add_test(tc, test_raw_tail_of_every_length);
+    tcase_add_test(tc, test_raw_bits_that_run_out_early);
     tcase_add_test(tc, test_every_bit_pattern_8bit);
     tcase_add_test(tc, test_same_as_reference_is_tiny);
     tcase_add_test(tc, test_chunks_decode_alone_and_encode_deterministically);
+    tcase_add_test(tc, test_encode_output_is_pinned);
     tcase_add_test(tc, test_refuses_what_does_not_apply);
     tcase_add_test(tc, test_uncovered_symbols);
     tcase_add_test(tc, test_truncated_payload_fails);

@@ -1,0 +1,358 @@
+/* prog_bench: the prog codec on real safetensors files, side by side with
+ * the bounds and baselines it is measured against. Prints figures; no
+ * thresholds.
+ *
+ * Per file (tensor data only; the JSON header is left out of every
+ * figure but the zstd -d timing, which decompresses the whole file):
+ *   prog          the chunks (2^20 elements each) and the distinct models
+ *                 (the archive stores a blob once, however many tensors
+ *                 share it), the prior learned from this file
+ *   plane order-0 sum over byte planes of n * H(plane) / 8, a plane being
+ *                 byte k of every element of a given size, over the file
+ *                 (and, for reference, the same per tensor)
+ *   bytegroup-19  the byte planes of the file, each one zstd frame at
+ *                 level 19 (zstd library)
+ *   decode        prog decoding every chunk, single-threaded, against
+ *                 ZSTD_decompress of one level-19 frame of the whole file;
+ *                 best of DECODE_ROUNDS, MB = 10^6 bytes
+ *
+ * Usage: prog_bench [--budget N] [--no-prior] FILE.safetensors...
+ * Real data: the corpus's first checkpoint
+ * (corpus-data/default/step-000025.safetensors) and the float32 weights of
+ * shared/corpus/extract_real_weights.py. */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zstd.h>
+
+#include "codec/prog.h"
+#include "format/dtype.h"
+#include "format/safetensors.h"
+
+#define CHUNK_ELEMS ((size_t)1 << 20)
+#define DECODE_ROUNDS 3
+#define MAX_PROGRAMS 64
+
+typedef struct {
+    const uint8_t *data;
+    size_t len;
+    unsigned dtype;
+    tf_buf model;
+    tf_buf *chunks;
+    size_t n_chunks;
+} tensor;
+
+typedef struct {
+    char text[160];
+    size_t count, bytes;
+} program_count;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint8_t *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    uint8_t *data = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long size = ftell(f);
+        data = size >= 0 ? malloc((size_t)size + 1) : NULL;
+        if (data && (fseek(f, 0, SEEK_SET) != 0 || fread(data, 1, (size_t)size, f) != (size_t)size)) {
+            free(data);
+            data = NULL;
+        }
+        *len = size >= 0 ? (size_t)size : 0;
+    }
+    fclose(f);
+    return data;
+}
+
+static unsigned elem_size(unsigned dtype)
+{
+    return tf_dtype_get(dtype)->size;
+}
+
+/* Bytes of plane k (of elements of size w) over all tensors of that size. */
+static uint8_t *gather_plane(const tensor *t, size_t nt, unsigned w, unsigned k, size_t *n)
+{
+    *n = 0;
+    for (size_t i = 0; i < nt; i++)
+        *n += elem_size(t[i].dtype) == w ? t[i].len / w : 0;
+    uint8_t *plane = malloc(*n ? *n : 1);
+    if (!plane)
+        return NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < nt; i++) {
+        if (elem_size(t[i].dtype) != w)
+            continue;
+        for (size_t j = k; j < t[i].len; j += w)
+            plane[at++] = t[i].data[j];
+    }
+    return plane;
+}
+
+static double order0_bytes(const uint8_t *p, size_t n)
+{
+    uint64_t hist[256] = { 0 };
+    for (size_t i = 0; i < n; i++)
+        hist[p[i]]++;
+    double bits = 0;
+    for (unsigned b = 0; b < 256; b++)
+        if (hist[b])
+            bits -= (double)hist[b] * log2((double)hist[b] / (double)n);
+    return bits / 8;
+}
+
+static size_t zstd19(const uint8_t *p, size_t n, void **frame)
+{
+    size_t cap = ZSTD_compressBound(n);
+    *frame = malloc(cap);
+    size_t got = *frame ? ZSTD_compress(*frame, cap, p, n, 19) : 0;
+    return ZSTD_isError(got) ? 0 : got;
+}
+
+/* Plane entropy and byte-grouped zstd -19 over the whole file. */
+static void plane_baselines(const tensor *t, size_t nt, double *entropy, size_t *grouped)
+{
+    *entropy = 0;
+    *grouped = 0;
+    for (unsigned w = 1; w <= 8; w *= 2)
+        for (unsigned k = 0; k < w; k++) {
+            size_t n;
+            uint8_t *plane = gather_plane(t, nt, w, k, &n);
+            if (!plane || n == 0) {
+                free(plane);
+                continue;
+            }
+            void *frame;
+            *entropy += order0_bytes(plane, n);
+            *grouped += zstd19(plane, n, &frame);
+            free(frame);
+            free(plane);
+        }
+}
+
+static double tensor_plane_entropy(const tensor *t, size_t nt)
+{
+    double total = 0;
+    for (size_t i = 0; i < nt; i++) {
+        unsigned w = elem_size(t[i].dtype);
+        size_t n = t[i].len / w;
+        uint8_t *plane = malloc(n ? n : 1);
+        for (unsigned k = 0; plane && k < w; k++) {
+            for (size_t j = 0; j < n; j++)
+                plane[j] = t[i].data[j * w + k];
+            total += order0_bytes(plane, n);
+        }
+        free(plane);
+    }
+    return total;
+}
+
+static void count_program(program_count *pc, size_t *n_pc, const char *text, size_t bytes)
+{
+    for (size_t i = 0; i < *n_pc; i++)
+        if (strcmp(pc[i].text, text) == 0) {
+            pc[i].count++;
+            pc[i].bytes += bytes;
+            return;
+        }
+    if (*n_pc < MAX_PROGRAMS) {
+        snprintf(pc[*n_pc].text, sizeof pc[*n_pc].text, "%s", text);
+        pc[*n_pc].count = 1;
+        pc[(*n_pc)++].bytes = bytes;
+    }
+}
+
+/* Whether an earlier tensor has the same model (stored once). */
+static bool model_seen(const tensor *t, size_t i)
+{
+    for (size_t k = 0; k < i; k++)
+        if (t[k].model.len == t[i].model.len &&
+            memcmp(t[k].model.data, t[i].model.data, t[i].model.len) == 0)
+            return true;
+    return false;
+}
+
+static int encode_tensor(tensor *all, size_t i, const tf_prog_fit_opts *opts, size_t *bytes,
+                         tf_error *e)
+{
+    tensor *t = &all[i];
+    if (tf_prog_fit(t->data, t->len, t->dtype, opts, &t->model, e) < 0)
+        return -1;
+    size_t chunk = CHUNK_ELEMS * elem_size(t->dtype);
+    t->n_chunks = t->len ? (t->len + chunk - 1) / chunk : 1;
+    t->chunks = calloc(t->n_chunks, sizeof *t->chunks);
+    if (!t->chunks)
+        return tf_fail(e, ENOMEM, "out of memory");
+    *bytes += model_seen(all, i) ? 0 : t->model.len;
+    tf_codec_ctx ctx = { .dtype = t->dtype, .model = t->model.data, .model_len = t->model.len };
+    for (size_t c = 0; c < t->n_chunks; c++) {
+        size_t at = c * chunk, len = t->len - at < chunk ? t->len - at : chunk;
+        if (tf_codec_prog.encode(t->data + at, len, &ctx, &t->chunks[c], e) < 0)
+            return -1;
+        *bytes += t->chunks[c].len;
+    }
+    return 0;
+}
+
+/* Seconds to decode every chunk once; checks the bytes. */
+static double decode_all(const tensor *t, size_t nt, uint8_t *scratch, bool *exact)
+{
+    double start = now();
+    *exact = true;
+    for (size_t i = 0; i < nt; i++) {
+        size_t chunk = CHUNK_ELEMS * elem_size(t[i].dtype);
+        tf_codec_ctx ctx = { .dtype = t[i].dtype };
+        for (size_t c = 0; c < t[i].n_chunks; c++) {
+            size_t at = c * chunk, len = t[i].len - at < chunk ? t[i].len - at : chunk;
+            tf_error e;
+            if (tf_codec_prog.decode(t[i].chunks[c].data, t[i].chunks[c].len, &ctx, scratch,
+                                     len, &e) < 0 ||
+                memcmp(scratch, t[i].data + at, len) != 0)
+                *exact = false;
+        }
+    }
+    return now() - start;
+}
+
+static double zstd_decode_seconds(const uint8_t *file, size_t len, size_t *frame_len)
+{
+    void *frame;
+    *frame_len = zstd19(file, len, &frame);
+    uint8_t *out = malloc(len ? len : 1);
+    double best = INFINITY;
+    for (int r = 0; r < DECODE_ROUNDS && out && *frame_len; r++) {
+        double start = now();
+        size_t got = ZSTD_decompress(out, len, frame, *frame_len);
+        double s = now() - start;
+        if (!ZSTD_isError(got) && got == len && s < best)
+            best = s;
+    }
+    free(out);
+    free(frame);
+    return best;
+}
+
+static int bench_file(const char *path, unsigned budget, bool learn_prior)
+{
+    size_t file_len;
+    uint8_t *file = read_file(path, &file_len);
+    tf_st_header h;
+    tf_error e = { 0 };
+    if (!file || file_len < 8) {
+        fprintf(stderr, "%s: cannot read\n", path);
+        free(file);
+        return -1;
+    }
+    uint64_t json_len = tf_le64_get(file);
+    if (json_len > file_len - 8 || tf_st_parse(file + 8, json_len, file_len, path, &h, &e) < 0) {
+        fprintf(stderr, "%s: %s\n", path, e.msg[0] ? e.msg : "bad header");
+        free(file);
+        return -1;
+    }
+    size_t nt = h.ntensors, raw = 0, prog = 0;
+    tensor *t = calloc(nt ? nt : 1, sizeof *t);
+    tf_prog_tensor *sample = calloc(nt ? nt : 1, sizeof *sample);
+    for (size_t i = 0; i < nt; i++) {
+        const tf_st_tensor *s = &h.tensors[i];
+        t[i] = (tensor){ .data = file + tf_st_data_offset(&h, s), .len = (size_t)(s->end - s->begin),
+                         .dtype = s->dtype };
+        sample[i] = (tf_prog_tensor){ t[i].data, t[i].len, t[i].dtype };
+        raw += t[i].len;
+    }
+    double t0 = now();
+    tf_prog_prior *prior = NULL;
+    if (learn_prior && tf_prog_prior_learn(sample, nt, &prior, &e) < 0)
+        fprintf(stderr, "%s: prior: %s\n", path, e.msg);
+    double t1 = now();
+    tf_prog_fit_opts opts = { .budget = budget, .prior = prior };
+    program_count pc[MAX_PROGRAMS];
+    size_t n_pc = 0, largest = 0;
+    for (size_t i = 0; i < nt; i++) {
+        size_t before = prog;
+        if (encode_tensor(t, i, &opts, &prog, &e) < 0) {
+            fprintf(stderr, "%s: tensor %s: %s\n", path, h.tensors[i].name, e.msg);
+            return -1;
+        }
+        char text[160];
+        tf_prog_describe(t[i].model.data, t[i].model.len, text, sizeof text);
+        count_program(pc, &n_pc, text, prog - before);
+        largest = t[i].len > largest ? t[i].len : largest;
+    }
+    double t2 = now();
+    uint8_t *scratch = malloc(CHUNK_ELEMS * 8);
+    double decode = INFINITY;
+    bool exact = true;
+    for (int r = 0; r < DECODE_ROUNDS; r++) {
+        bool ok;
+        double s = decode_all(t, nt, scratch, &ok);
+        exact &= ok;
+        decode = s < decode ? s : decode;
+    }
+    double entropy, per_tensor = tensor_plane_entropy(t, nt);
+    size_t grouped, frame_len;
+    plane_baselines(t, nt, &entropy, &grouped);
+    double zstd_s = zstd_decode_seconds(file, file_len, &frame_len);
+    double prog_mbs = (double)raw / decode / 1e6, zstd_mbs = (double)file_len / zstd_s / 1e6;
+
+    printf("%s: %zu tensors, %zu tensor bytes (budget %u, prior %s)\n", path, nt, raw,
+           opts.budget ? opts.budget : prior ? TF_PROG_DEFAULT_BUDGET : TF_PROG_UNIFORM_BUDGET,
+           prior ? "learned" : "uniform");
+    printf("  prog                  %12zu  %.4f of plane order-0  %.4f of bytegroup-19%s\n", prog,
+           (double)prog / entropy, (double)prog / (double)grouped, exact ? "" : "  NOT EXACT");
+    printf("  plane order-0 (file)  %12.0f  (per tensor: %.0f, prog %.4f of it)\n", entropy,
+           per_tensor, (double)prog / per_tensor);
+    printf("  bytegroup zstd -19    %12zu\n", grouped);
+    printf("  zstd -19 (file)       %12zu\n", frame_len);
+    printf("  decode  prog %.0f MB/s, zstd -d %.0f MB/s: %.2fx\n", prog_mbs, zstd_mbs,
+           prog_mbs / zstd_mbs);
+    printf("  time    prior %.1f s, fit+encode %.1f s\n", t1 - t0, t2 - t1);
+    printf("  programs (tensors, bytes):\n");
+    for (size_t i = 0; i < n_pc; i++)
+        printf("    %4zu %12zu  %s\n", pc[i].count, pc[i].bytes, pc[i].text);
+
+    for (size_t i = 0; i < nt; i++) {
+        tf_buf_free(&t[i].model);
+        for (size_t c = 0; c < t[i].n_chunks; c++)
+            tf_buf_free(&t[i].chunks[c]);
+        free(t[i].chunks);
+    }
+    free(scratch);
+    free(t);
+    free(sample);
+    tf_prog_prior_free(prior);
+    tf_st_free(&h);
+    free(file);
+    return exact ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    unsigned budget = 0;
+    bool learn_prior = true;
+    int rc = 0, i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc)
+            budget = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--no-prior") == 0)
+            learn_prior = false;
+        else {
+            fprintf(stderr, "usage: prog_bench [--budget N] [--no-prior] FILE...\n");
+            return 2;
+        }
+    }
+    for (; i < argc; i++)
+        rc |= bench_file(argv[i], budget, learn_prior) < 0;
+    return rc;
+}

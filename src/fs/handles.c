@@ -1,0 +1,242 @@
+#include "fs/handles.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/archive.h"
+
+void fs_handles_init(fs_handles *t)
+{
+    *t = (fs_handles){ 0 };
+    pthread_mutex_init(&t->lock, NULL);
+}
+
+size_t fs_handles_destroy(fs_handles *t)
+{
+    size_t lost = 0;
+    for (size_t i = 0; i < t->nslots; i++) {
+        fs_handle *h = t->slots[i];
+        if (h && h->writable && h->dirty && !h->unlinked && !h->failed)
+            lost++;
+        fs_handle_free(h);
+    }
+    free(t->slots);
+    pthread_mutex_destroy(&t->lock);
+    *t = (fs_handles){ 0 };
+    return lost;
+}
+
+fs_handle *fs_handle_new_read(uint64_t ino, const tf_entry *ent, bool copy)
+{
+    fs_handle *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->ino = ino;
+    h->spool = -1;
+    h->ent = ent;
+    if (copy) {
+        if (tf_entry_clone(ent, NULL, &h->copy, NULL) < 0) {
+            free(h);
+            return NULL;
+        }
+        h->ent = &h->copy;
+    }
+    return h;
+}
+
+fs_handle *fs_handle_new_write(const fs_write_attrs *attrs, const char *name, int spool,
+                               bool dirty)
+{
+    fs_handle *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->ino = attrs->ino;
+    h->writable = true;
+    h->spool = spool;
+    h->attrs = *attrs;
+    snprintf(h->name, sizeof h->name, "%s", name);
+    h->dirty = dirty;
+    pthread_mutex_init(&h->io, NULL);
+    return h;
+}
+
+void fs_handle_free(fs_handle *h)
+{
+    if (!h)
+        return;
+    if (h->writable) {
+        close(h->spool);
+        pthread_mutex_destroy(&h->io);
+    }
+    tf_entry_free(&h->copy);
+    free(h);
+}
+
+uint64_t fs_handles_add(fs_handles *t, fs_handle *h)
+{
+    pthread_mutex_lock(&t->lock);
+    size_t i = 0;
+    while (i < t->nslots && t->slots[i])
+        i++;
+    if (i == t->nslots) {
+        size_t n = t->nslots ? t->nslots * 2 : 16;
+        fs_handle **s = realloc(t->slots, n * sizeof *s);
+        if (!s) {
+            pthread_mutex_unlock(&t->lock);
+            return 0;
+        }
+        memset(s + t->nslots, 0, (n - t->nslots) * sizeof *s);
+        t->slots = s;
+        t->nslots = n;
+    }
+    t->slots[i] = h;
+    h->changed = ++t->clock;
+    pthread_mutex_unlock(&t->lock);
+    return i + 1;
+}
+
+static fs_handle *slot(const fs_handles *t, uint64_t fh)
+{
+    return fh >= 1 && fh <= t->nslots ? t->slots[fh - 1] : NULL;
+}
+
+fs_handle *fs_handles_get(fs_handles *t, uint64_t fh, uint64_t ino)
+{
+    pthread_mutex_lock(&t->lock);
+    fs_handle *h = slot(t, fh);
+    if (h && h->ino != ino)
+        h = NULL;
+    pthread_mutex_unlock(&t->lock);
+    return h;
+}
+
+fs_handle *fs_handles_take(fs_handles *t, uint64_t fh)
+{
+    pthread_mutex_lock(&t->lock);
+    fs_handle *h = slot(t, fh);
+    if (h)
+        t->slots[fh - 1] = NULL;
+    pthread_mutex_unlock(&t->lock);
+    return h;
+}
+
+/* ---- write handles ---- */
+
+static void now(struct timespec *ts)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+}
+
+void fs_handles_note_write(fs_handles *t, fs_handle *h, uint64_t size, bool grow)
+{
+    pthread_mutex_lock(&t->lock);
+    if (!grow || size > h->attrs.size)
+        h->attrs.size = size;
+    now(&h->attrs.mtime);
+    h->dirty = true;
+    h->failed = false;
+    h->changed = ++t->clock;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Calls fn on every write handle of inode ino, under the table's lock. */
+static void each_handle_of(fs_handles *t, uint64_t ino,
+                           void (*fn)(fs_handles *, fs_handle *, const void *), const void *arg)
+{
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < t->nslots; i++) {
+        fs_handle *h = t->slots[i];
+        if (h && h->writable && h->ino == ino)
+            fn(t, h, arg);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+bool fs_handles_attrs(fs_handles *t, uint64_t ino, fs_write_attrs *out)
+{
+    pthread_mutex_lock(&t->lock);
+    const fs_handle *best = NULL;
+    for (size_t i = 0; i < t->nslots; i++) {
+        const fs_handle *h = t->slots[i];
+        if (h && h->writable && h->ino == ino && (!best || h->changed > best->changed))
+            best = h;
+    }
+    if (best)
+        *out = best->attrs;
+    pthread_mutex_unlock(&t->lock);
+    return best != NULL;
+}
+
+typedef struct {
+    const uint32_t *mode;
+    const struct timespec *mtime;
+} new_attrs;
+
+static void set_attrs(fs_handles *t, fs_handle *h, const void *arg)
+{
+    const new_attrs *a = arg;
+    if (a->mode)
+        h->attrs.mode = *a->mode & 07777;
+    if (a->mtime)
+        h->attrs.mtime = *a->mtime;
+    h->changed = ++t->clock;
+}
+
+void fs_handles_set_attrs(fs_handles *t, uint64_t ino, const uint32_t *mode,
+                          const struct timespec *mtime)
+{
+    new_attrs a = { mode, mtime };
+    each_handle_of(t, ino, set_attrs, &a);
+}
+
+bool fs_handles_pending_commit(fs_handles *t, fs_handle *h, bool unreported,
+                               fs_write_attrs *attrs, char name[TF_NAME_MAX + 1])
+{
+    pthread_mutex_lock(&t->lock);
+    bool todo = h->dirty && !h->unlinked && !(unreported && h->failed);
+    *attrs = h->attrs;
+    memcpy(name, h->name, sizeof h->name);
+    pthread_mutex_unlock(&t->lock);
+    return todo;
+}
+
+void fs_handles_committed(fs_handles *t, fs_handle *h, bool ok)
+{
+    pthread_mutex_lock(&t->lock);
+    h->dirty = !ok;
+    h->failed = !ok;
+    pthread_mutex_unlock(&t->lock);
+}
+
+typedef struct {
+    uint64_t parent;
+    const char *name;
+} place;
+
+static void move_to(fs_handles *t, fs_handle *h, const void *arg)
+{
+    (void)t;
+    const place *p = arg;
+    h->attrs.parent = p->parent;
+    snprintf(h->name, sizeof h->name, "%s", p->name);
+}
+
+void fs_handles_move_ino(fs_handles *t, uint64_t ino, uint64_t parent, const char *name)
+{
+    place to = { parent, name };
+    each_handle_of(t, ino, move_to, &to);
+}
+
+static void unlink_one(fs_handles *t, fs_handle *h, const void *arg)
+{
+    (void)t;
+    (void)arg;
+    h->unlinked = true;
+}
+
+void fs_handles_unlink_ino(fs_handles *t, uint64_t ino)
+{
+    each_handle_of(t, ino, unlink_one, NULL);
+}

@@ -1,0 +1,109 @@
+/* Open files of a mount, by file handle (the fh the kernel echoes back).
+ *
+ * A read handle holds the version of the file it opened: a catalog entry
+ * that later commits do not change, so a reader sees one version from
+ * open to close.
+ *
+ * A write handle holds a private copy of the file in a spool file (session
+ * semantics, as in AFS): writes go there, and a commit makes it the
+ * file's content (see mutate.h); two writers of one file each commit
+ * their own copy, and the last commit wins. Until its first commit a new
+ * file has no name: lookups do not find it, so nobody can open, rename or
+ * remove it but through its descriptors. The handle commits at the path
+ * named by a directory inode and a name, which renames and removals of
+ * the committed file made through the mount update. */
+#ifndef TRAJFS_FS_HANDLES_H
+#define TRAJFS_FS_HANDLES_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "format/catalog.h"
+
+/* What a write handle would commit (a snapshot of its fields). */
+typedef struct {
+    uint64_t ino, size;
+    uint64_t parent; /* directory inode */
+    uint32_t mode;   /* permission bits */
+    struct timespec mtime;
+} fs_write_attrs;
+
+typedef struct {
+    uint64_t ino;
+    bool writable;
+    /* read handles: the version opened, `copy` when it is a private copy
+     * (in a read-write mount the catalog's entries move and change) */
+    const tf_entry *ent;
+    tf_entry copy;
+    /* write handles */
+    pthread_mutex_t io; /* spool I/O against a commit of the spool */
+    int spool;
+    /* Write handles, under the table's lock: */
+    fs_write_attrs attrs;
+    char name[TF_NAME_MAX + 1]; /* in directory attrs.parent */
+    bool dirty;         /* changed since the last commit */
+    bool failed;        /* its last commit failed, and the caller was told */
+    bool unlinked;      /* its name was removed: nothing to commit */
+    uint64_t changed;   /* when it last changed (table order), to pick
+                         * among several handles of one inode */
+} fs_handle;
+
+typedef struct {
+    pthread_mutex_t lock;
+    fs_handle **slots; /* fh - 1 indexes it; NULL when free */
+    size_t nslots;
+    uint64_t clock;    /* counts changes, for fs_handle.changed */
+} fs_handles;
+
+void fs_handles_init(fs_handles *t);
+/* Frees every handle left (their files were never closed); returns how
+ * many write handles had changes that were never committed. */
+size_t fs_handles_destroy(fs_handles *t);
+
+/* A new read handle for the entry (copied when copy is true), or a new
+ * write handle on the spool file (owned from now on) committing at name
+ * (at most TF_NAME_MAX bytes) in directory attrs->parent. NULL when out
+ * of memory. */
+fs_handle *fs_handle_new_read(uint64_t ino, const tf_entry *ent, bool copy);
+fs_handle *fs_handle_new_write(const fs_write_attrs *attrs, const char *name, int spool,
+                               bool dirty);
+void fs_handle_free(fs_handle *h);
+
+/* Puts h in the table; returns its fh, 0 when out of memory. */
+uint64_t fs_handles_add(fs_handles *t, fs_handle *h);
+/* The handle fh of inode ino, or NULL (a bad fh or the wrong inode). */
+fs_handle *fs_handles_get(fs_handles *t, uint64_t fh, uint64_t ino);
+/* Takes handle fh out of the table (the caller frees it). */
+fs_handle *fs_handles_take(fs_handles *t, uint64_t fh);
+
+/* ---- write handles (under the table's lock) ---- */
+
+/* After a write or truncation of h's spool to at least/exactly size
+ * bytes (grow: size is a lower bound): marks h changed. */
+void fs_handles_note_write(fs_handles *t, fs_handle *h, uint64_t size, bool grow);
+/* The attributes of the most recently changed write handle of ino, the
+ * writer's view of the file; false when it has none. */
+bool fs_handles_attrs(fs_handles *t, uint64_t ino, fs_write_attrs *out);
+/* New permission bits and/or modification time (NULL: unchanged) for
+ * every write handle of ino. */
+void fs_handles_set_attrs(fs_handles *t, uint64_t ino, const uint32_t *mode,
+                          const struct timespec *mtime);
+/* Snapshot of what h would commit: false when there is nothing to
+ * commit (clean, or unlinked); with unreported, also when its last
+ * failure was reported already. */
+bool fs_handles_pending_commit(fs_handles *t, fs_handle *h, bool unreported,
+                               fs_write_attrs *attrs, char name[TF_NAME_MAX + 1]);
+/* The outcome of a commit of the snapshot taken before (no change can
+ * come in between: the caller holds h->io). */
+void fs_handles_committed(fs_handles *t, fs_handle *h, bool ok);
+
+/* A committed file was renamed or removed: its write handles commit at
+ * its new name, or not at all. (A file not committed yet has no name the
+ * kernel could rename or remove.) */
+void fs_handles_move_ino(fs_handles *t, uint64_t ino, uint64_t parent, const char *name);
+void fs_handles_unlink_ino(fs_handles *t, uint64_t ino);
+
+#endif

@@ -1,0 +1,105 @@
+#include "fs/spool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+#include "fs/log.h"
+
+/* Bytes copied per step when a spool file is filled. */
+#define FILL_STEP ((size_t)4 << 20)
+
+int fs_spool_create(int dirfd)
+{
+    int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+        return fd >= 0 ? fd : -errno;
+    /* A file system without O_TMPFILE: a named file, unlinked at once
+     * (a crash in between leaves it behind, named for what it is). */
+    char name[64];
+    static _Atomic unsigned counter;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        snprintf(name, sizeof name, ".trajfs-spool-%ld-%u", (long)getpid(), counter++);
+        fd = openat(dirfd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            unlinkat(dirfd, name, 0);
+            return fd;
+        }
+        if (errno != EEXIST)
+            break;
+    }
+    return -errno;
+}
+
+int fs_spool_open_dir(const char *dir, tf_error *e)
+{
+    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return tf_fail(e, errno, "spool directory %s: %s", dir, strerror(errno));
+    int fd = fs_spool_create(dirfd);
+    if (fd < 0) {
+        close(dirfd);
+        return tf_fail(e, -fd, "cannot make spool files in %s: %s", dir, strerror(-fd));
+    }
+    close(fd);
+    return dirfd;
+}
+
+int fs_spool_write(int fd, const void *p, size_t len, uint64_t off)
+{
+    const char *b = p;
+    while (len) {
+        ssize_t n = pwrite(fd, b, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        b += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+int fs_spool_read(int fd, void *p, size_t len, uint64_t off, size_t *got)
+{
+    char *b = p;
+    *got = 0;
+    while (*got < len) {
+        ssize_t n = pread(fd, b + *got, len - *got, (off_t)(off + *got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        *got += (size_t)n;
+    }
+    return 0;
+}
+
+int fs_spool_fill(fs_state *fs, int fd, const tf_entry *ent, uint64_t len, tf_error *e)
+{
+    size_t step = len < FILL_STEP ? (size_t)len : FILL_STEP;
+    uint8_t *buf = malloc(step ? step : 1);
+    if (!buf)
+        return ENOMEM;
+    int err = 0;
+    for (uint64_t off = 0; off < len && !err; off += step) {
+        size_t n = len - off < step ? (size_t)(len - off) : step;
+        ssize_t got = fs_read_entry(fs, ent, off, n, buf, e);
+        if (got != (ssize_t)n) {
+            if (got < 0)
+                fs_log_error_once(e->msg);
+            err = EIO;
+        } else {
+            err = -fs_spool_write(fd, buf, n, off);
+        }
+    }
+    free(buf);
+    return err;
+}

@@ -1,0 +1,281 @@
+#include "store/commit.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hash.h"
+
+void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
+                     _Atomic uint64_t *next_ino)
+{
+    *c = (tf_commit){ .ar = ar, .opts = opts, .next_ino = next_ino,
+                      .seg = { .first_blob = tf_archive_nblobs(ar) } };
+}
+
+static void commit_free(tf_commit *c)
+{
+    tf_segment_free(&c->seg);
+    tf_idmap_free(&c->pending);
+}
+
+void tf_commit_abort(tf_commit *c)
+{
+    tf_container_rollback(tf_archive_container(c->ar));
+    commit_free(c);
+}
+
+int tf_commit_finish(tf_commit *c, tf_error *e)
+{
+    int rc = 0;
+    if (c->seg.nentries || c->seg.nblobs) {
+        tf_buf raw = { 0 };
+        rc = tf_segment_encode(&c->seg, &raw, e);
+        if (rc == 0)
+            rc = tf_container_commit(tf_archive_container(c->ar), raw.data, raw.len,
+                                     c->seg.first_blob + c->seg.nblobs, e);
+        tf_buf_free(&raw);
+        if (rc == 0) {
+            const tf_write_opts *o = c->opts;
+            if (o->begin_update)
+                o->begin_update(o->update_arg);
+            rc = tf_archive_apply(c->ar, &c->seg, e); /* takes the segment */
+            if (o->end_update)
+                o->end_update(o->update_arg);
+        }
+    }
+    if (rc < 0)
+        tf_container_rollback(tf_archive_container(c->ar)); /* no-op once committed */
+    commit_free(c);
+    return rc;
+}
+
+/* ---- entries ---- */
+
+/* A zeroed entry appended to the segment (counted at once, so that a
+ * failure after this frees whatever was filled in). */
+static tf_entry *append_entry(tf_commit *c, tf_error *e)
+{
+    if (c->seg.nentries == c->entries_cap) {
+        uint64_t cap = c->entries_cap ? c->entries_cap * 2 : 8;
+        tf_entry *n = realloc(c->seg.entries, cap * sizeof *n);
+        if (!n) {
+            tf_fail(e, ENOMEM, "out of memory");
+            return NULL;
+        }
+        c->seg.entries = n;
+        c->entries_cap = cap;
+    }
+    tf_entry *ent = &c->seg.entries[c->seg.nentries++];
+    *ent = (tf_entry){ 0 };
+    return ent;
+}
+
+tf_entry *tf_commit_entry(tf_commit *c, const char *path, uint8_t kind,
+                          const tf_entry_attrs *attrs, tf_error *e)
+{
+    tf_entry *ent = append_entry(c, e);
+    if (!ent)
+        return NULL;
+    ent->kind = kind;
+    if (!(ent->path = strdup(path))) {
+        tf_fail(e, ENOMEM, "out of memory");
+        return NULL;
+    }
+    struct timespec mtime;
+    if (attrs) {
+        ent->mode = attrs->mode & 07777;
+        mtime = attrs->mtime;
+        ent->ino = attrs->ino;
+    } else {
+        ent->mode = 0755;
+        clock_gettime(CLOCK_REALTIME, &mtime);
+    }
+    if (!ent->ino) {
+        /* A directory added again keeps its inode (NFS handles stay
+         * valid); new content gets a new one, never reused. */
+        const tf_entry *old = tf_archive_lookup(c->ar, path);
+        ent->ino = old && old->kind == TF_ENTRY_DIR && kind == TF_ENTRY_DIR
+                   ? old->ino : atomic_fetch_add(c->next_ino, 1);
+    }
+    ent->mtime_sec = mtime.tv_sec;
+    ent->mtime_nsec = (uint32_t)mtime.tv_nsec;
+    return ent;
+}
+
+int tf_commit_parents(tf_commit *c, const char *path, tf_error *e)
+{
+    char buf[TF_PATH_MAX + 1];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *s = strchr(buf, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        const tf_entry *have = tf_archive_lookup(c->ar, buf);
+        if (have && have->kind != TF_ENTRY_DIR)
+            return tf_fail(e, ENOTDIR, "%s: \"%s\" is not a directory in the archive", path, buf);
+        if (!have && !tf_commit_entry(c, buf, TF_ENTRY_DIR, NULL, e))
+            return -1;
+        *s = '/';
+    }
+    return 0;
+}
+
+/* ---- blobs ---- */
+
+int64_t tf_commit_find_blob(const tf_commit *c, const tf_blob_id *id)
+{
+    uint64_t idx;
+    if (tf_idmap_get(&c->pending, id, &idx))
+        return (int64_t)idx;
+    return tf_archive_find_blob(c->ar, id);
+}
+
+int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
+                             uint64_t raw_len, uint8_t codec, uint8_t dtype, uint64_t ref,
+                             uint64_t model, tf_error *e)
+{
+    if (c->seg.nblobs == c->blobs_cap) {
+        uint64_t cap = c->blobs_cap ? c->blobs_cap * 2 : 64;
+        tf_blob *n = realloc(c->seg.blobs, cap * sizeof *n);
+        if (!n)
+            return tf_fail(e, ENOMEM, "out of memory");
+        c->seg.blobs = n;
+        c->blobs_cap = cap;
+    }
+    tf_blob *b = &c->seg.blobs[c->seg.nblobs];
+    *b = (tf_blob){ .id = *id, .enc_len = payload->len, .raw_len = raw_len,
+                    .enc_hash = tf_hash64(payload->data, payload->len),
+                    .codec = codec, .dtype = dtype, .ref = ref, .model = model };
+    if (tf_container_append(tf_archive_container(c->ar), payload->data, payload->len,
+                            &b->offset, e) < 0)
+        return -1;
+    uint64_t idx = c->seg.first_blob + c->seg.nblobs;
+    if (tf_idmap_put(&c->pending, id, idx) < 0)
+        return tf_fail(e, ENOMEM, "out of memory");
+    c->seg.nblobs++;
+    return (int64_t)idx;
+}
+
+/* ---- edits of the tree ---- */
+
+static int check_new_path(const tf_commit *c, const char *path, tf_error *e)
+{
+    if (tf_path_check(path, strlen(path), e) < 0)
+        return -1;
+    if (tf_archive_lookup(c->ar, path))
+        return tf_fail(e, EEXIST, "%s: exists", path);
+    return 0;
+}
+
+int tf_commit_mkdir(tf_commit *c, const char *path, const tf_entry_attrs *attrs, tf_error *e)
+{
+    if (check_new_path(c, path, e) < 0 || tf_commit_parents(c, path, e) < 0)
+        return -1;
+    return tf_commit_entry(c, path, TF_ENTRY_DIR, attrs, e) ? 0 : -1;
+}
+
+int tf_commit_symlink(tf_commit *c, const char *path, const char *target,
+                      const tf_entry_attrs *attrs, tf_error *e)
+{
+    size_t n = strlen(target);
+    if (n == 0 || n > TF_PATH_MAX)
+        return tf_fail(e, n ? ENAMETOOLONG : ENOENT, "%s: link target of %zu bytes", path, n);
+    if (check_new_path(c, path, e) < 0 || tf_commit_parents(c, path, e) < 0)
+        return -1;
+    tf_entry *ent = tf_commit_entry(c, path, TF_ENTRY_SYMLINK, attrs, e);
+    if (!ent)
+        return -1;
+    ent->size = n;
+    if (!(ent->target = strdup(target)))
+        return tf_fail(e, ENOMEM, "out of memory");
+    return 0;
+}
+
+/* The live entry at path, or NULL after an ENOENT. */
+static const tf_entry *existing(const tf_commit *c, const char *path, long *at, tf_error *e)
+{
+    *at = tf_archive_find(c->ar, path);
+    if (*at < 0) {
+        tf_fail(e, ENOENT, "%s: no such file or directory in the archive", path);
+        return NULL;
+    }
+    return tf_archive_entry(c->ar, (size_t)*at);
+}
+
+static int add_tombstone(tf_commit *c, const tf_entry *gone, tf_error *e)
+{
+    tf_entry_attrs a = { .ino = gone->ino };
+    clock_gettime(CLOCK_REALTIME, &a.mtime);
+    return tf_commit_entry(c, gone->path, TF_ENTRY_TOMBSTONE, &a, e) ? 0 : -1;
+}
+
+int tf_commit_remove(tf_commit *c, const char *path, tf_error *e)
+{
+    long at;
+    const tf_entry *gone = existing(c, path, &at, e);
+    return gone ? add_tombstone(c, gone, e) : -1;
+}
+
+/* rename(2)'s rules for replacing `dst` with `src`. */
+static int check_replace(const tf_commit *c, const tf_entry *src, const char *to, tf_error *e)
+{
+    long at = tf_archive_find(c->ar, to);
+    if (at < 0)
+        return 0;
+    const tf_entry *dst = tf_archive_entry(c->ar, (size_t)at);
+    bool src_dir = src->kind == TF_ENTRY_DIR, dst_dir = dst->kind == TF_ENTRY_DIR;
+    if (src_dir && !dst_dir)
+        return tf_fail(e, ENOTDIR, "%s: not a directory", to);
+    if (!src_dir && dst_dir)
+        return tf_fail(e, EISDIR, "%s: is a directory", to);
+    if (dst_dir && tf_archive_subtree_len(c->ar, (size_t)at) > 1)
+        return tf_fail(e, ENOTEMPTY, "%s: directory not empty", to);
+    return 0;
+}
+
+int tf_commit_move(tf_commit *c, const char *from, const char *to, tf_error *e)
+{
+    long at;
+    const tf_entry *src = existing(c, from, &at, e);
+    if (!src || tf_path_check(to, strlen(to), e) < 0)
+        return -1;
+    if (strcmp(from, to) == 0)
+        return 0;
+    size_t flen = strlen(from);
+    if (strncmp(to, from, flen) == 0 && to[flen] == '/')
+        return tf_fail(e, EINVAL, "cannot move %s into itself", from);
+    if (check_replace(c, src, to, e) < 0 || tf_commit_parents(c, to, e) < 0 ||
+        add_tombstone(c, src, e) < 0)
+        return -1;
+    /* The subtree follows its root in archive order; the tombstone comes
+     * first so that the moved entries are the only ones with their inodes
+     * once applied. */
+    size_t n = tf_archive_subtree_len(c->ar, (size_t)at);
+    char path[TF_PATH_MAX + 1];
+    for (size_t k = 0; k < n; k++) {
+        const tf_entry *old = tf_archive_entry(c->ar, (size_t)at + k);
+        int len = snprintf(path, sizeof path, "%s%s", to, old->path + flen);
+        if (len < 0 || (size_t)len > TF_PATH_MAX)
+            return tf_fail(e, ENAMETOOLONG, "%s%s: path too long", to, old->path + flen);
+        if (tf_path_check(path, (size_t)len, e) < 0)
+            return -1;
+        tf_entry *ent = append_entry(c, e);
+        if (!ent || tf_entry_clone(old, path, ent, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int tf_commit_set_attrs(tf_commit *c, const char *path, uint32_t mode, struct timespec mtime,
+                        tf_error *e)
+{
+    long at;
+    const tf_entry *old = existing(c, path, &at, e);
+    tf_entry *ent = old ? append_entry(c, e) : NULL;
+    if (!ent || tf_entry_clone(old, NULL, ent, e) < 0)
+        return -1;
+    ent->mode = mode & 07777;
+    ent->mtime_sec = mtime.tv_sec;
+    ent->mtime_nsec = (uint32_t)mtime.tv_nsec;
+    return 0;
+}

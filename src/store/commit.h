@@ -1,0 +1,76 @@
+/* One commit being built by the archive's writer: the entries it adds or
+ * replaces and the blobs it appends. Blobs go to the end of the archive
+ * file as they come; tf_commit_finish makes the commit durable and applies
+ * it to the in-memory catalog, tf_commit_abort cuts the appended bytes off
+ * again and the archive is as before. One commit at a time per archive.
+ *
+ * The tf_commit_* edits below check the catalog as committed before this
+ * commit: each commit holds one of them. */
+#ifndef TRAJFS_STORE_COMMIT_H
+#define TRAJFS_STORE_COMMIT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/idmap.h"
+#include "format/catalog.h"
+#include "store/archive.h"
+#include "store/writer.h"
+
+typedef struct {
+    tf_archive *ar;
+    const tf_write_opts *opts;  /* for the update hooks */
+    _Atomic uint64_t *next_ino; /* the writer's inode counter */
+    tf_segment seg;
+    uint64_t blobs_cap, entries_cap;
+    tf_idmap pending; /* ids of the blobs this commit appends */
+} tf_commit;
+
+void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
+                     _Atomic uint64_t *next_ino);
+/* Makes the commit durable, then applies it to the archive's in-memory
+ * catalog between opts->begin_update and opts->end_update. Frees the
+ * commit; on failure the archive file is as before. */
+int tf_commit_finish(tf_commit *c, tf_error *e);
+/* Drops the commit and the bytes it appended. */
+void tf_commit_abort(tf_commit *c);
+
+/* Adds an entry of the given kind at path. attrs NULL: mode 0755, the
+ * current time, and a new inode number (a directory added again keeps
+ * its number). The returned entry is the commit's, to be filled in. */
+tf_entry *tf_commit_entry(tf_commit *c, const char *path, uint8_t kind,
+                          const tf_entry_attrs *attrs, tf_error *e);
+/* Adds directory entries for the ancestors of path the archive lacks;
+ * ENOTDIR when one of them is not a directory. */
+int tf_commit_parents(tf_commit *c, const char *path, tf_error *e);
+
+/* Global index of a blob with this content, stored or appended by this
+ * commit, or -1. */
+int64_t tf_commit_find_blob(const tf_commit *c, const tf_blob_id *id);
+/* Appends a blob's payload and records it. Returns its global index, or
+ * -1. */
+int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
+                             uint64_t raw_len, uint8_t codec, uint8_t dtype, uint64_t ref,
+                             uint64_t model, tf_error *e);
+
+/* ---- edits of the tree (each fails with an errno-style reason) ---- */
+
+/* A new directory or symbolic link; EEXIST when path exists. */
+int tf_commit_mkdir(tf_commit *c, const char *path, const tf_entry_attrs *attrs, tf_error *e);
+int tf_commit_symlink(tf_commit *c, const char *path, const char *target,
+                      const tf_entry_attrs *attrs, tf_error *e);
+/* A tombstone: path and everything below it go; ENOENT when absent. */
+int tf_commit_remove(tf_commit *c, const char *path, tf_error *e);
+/* Moves the entry at from, with everything below it, to `to`, keeping
+ * inode numbers and contents, replacing what `to` holds (rename(2)'s
+ * rules: ENOENT, EINVAL for a move into itself, ENOTDIR, EISDIR,
+ * ENOTEMPTY). */
+int tf_commit_move(tf_commit *c, const char *from, const char *to, tf_error *e);
+/* The entry at path with new permission bits and modification time. */
+int tf_commit_set_attrs(tf_commit *c, const char *path, uint32_t mode, struct timespec mtime,
+                        tf_error *e);
+
+#endif

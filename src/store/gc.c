@@ -1,0 +1,229 @@
+#include "store/gc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "format/catalog.h"
+#include "format/container.h"
+#include "store/archive.h"
+
+typedef struct {
+    tf_archive *old;
+    uint64_t *renumber; /* per old blob: its new index + 1, 0 when dropped */
+    uint64_t kept;
+    tf_container out;
+    tf_segment seg;
+    void (*progress)(void *arg, uint64_t bytes);
+    void *progress_arg;
+} rewrite;
+
+/* Marks the blobs live entries use, then, from the last blob down, the
+ * references and models of marked blobs (always earlier blobs, so one
+ * pass reaches them all), and numbers the marked ones in order. */
+static int mark_live(rewrite *r, tf_error *e)
+{
+    uint64_t n = tf_archive_nblobs(r->old);
+    r->renumber = calloc(n ? n : 1, sizeof *r->renumber);
+    if (!r->renumber)
+        return tf_fail(e, ENOMEM, "out of memory");
+    for (size_t i = 0; i < tf_archive_nentries(r->old); i++) {
+        const tf_entry *ent = tf_archive_entry(r->old, i);
+        for (uint64_t c = 0; c < ent->nchunks; c++)
+            r->renumber[ent->chunks[c]] = 1;
+    }
+    for (uint64_t i = n; i-- > 0;) {
+        const tf_blob *b = tf_archive_blob(r->old, i);
+        if (r->renumber[i] && b->ref)
+            r->renumber[b->ref - 1] = 1;
+        if (r->renumber[i] && b->model)
+            r->renumber[b->model - 1] = 1;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if (r->renumber[i])
+            r->renumber[i] = ++r->kept;
+    return 0;
+}
+
+/* Copies the payloads of the kept blobs into the new archive. */
+static int copy_blobs(rewrite *r, tf_error *e)
+{
+    r->seg.blobs = calloc(r->kept ? r->kept : 1, sizeof *r->seg.blobs);
+    if (!r->seg.blobs)
+        return tf_fail(e, ENOMEM, "out of memory");
+    tf_buf payload = { 0 };
+    int rc = 0;
+    for (uint64_t i = 0; rc == 0 && i < tf_archive_nblobs(r->old); i++) {
+        if (!r->renumber[i])
+            continue;
+        tf_blob b = *tf_archive_blob(r->old, i);
+        payload.len = 0;
+        uint8_t *p = tf_buf_reserve(&payload, b.enc_len);
+        if (!p) {
+            rc = tf_fail(e, ENOMEM, "out of memory");
+            break;
+        }
+        rc = tf_container_pread(tf_archive_container(r->old), b.offset, p, b.enc_len, e);
+        if (rc == 0)
+            rc = tf_container_append(&r->out, p, b.enc_len, &b.offset, e);
+        b.ref = b.ref ? r->renumber[b.ref - 1] : 0; /* both are index + 1 */
+        b.model = b.model ? r->renumber[b.model - 1] : 0;
+        r->seg.blobs[r->seg.nblobs++] = b;
+        if (rc == 0 && r->progress)
+            r->progress(r->progress_arg, b.enc_len);
+    }
+    tf_buf_free(&payload);
+    return rc;
+}
+
+/* The live entries with their chunks renumbered, after a tombstone that
+ * carries the highest inode number ever given when no live entry does:
+ * applied to the empty archive it removes nothing, but numbers below it
+ * are never given again. */
+static int copy_entries(rewrite *r, tf_error *e)
+{
+    size_t n = tf_archive_nentries(r->old);
+    r->seg.entries = calloc(n + 1, sizeof *r->seg.entries);
+    if (!r->seg.entries)
+        return tf_fail(e, ENOMEM, "out of memory");
+    uint64_t max_ino = 1;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t ino = tf_archive_entry(r->old, i)->ino;
+        max_ino = ino > max_ino ? ino : max_ino;
+    }
+    uint64_t next_ino = tf_archive_next_ino(r->old);
+    if (next_ino > max_ino + 1) {
+        tf_entry *keep = &r->seg.entries[r->seg.nentries++];
+        *keep = (tf_entry){ .kind = TF_ENTRY_TOMBSTONE, .ino = next_ino - 1,
+                            .path = strdup("inode-counter") };
+        if (!keep->path)
+            return tf_fail(e, ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        tf_entry *ent = &r->seg.entries[r->seg.nentries++];
+        if (tf_entry_clone(tf_archive_entry(r->old, i), NULL, ent, e) < 0)
+            return -1;
+        for (uint64_t c = 0; c < ent->nchunks; c++)
+            ent->chunks[c] = r->renumber[ent->chunks[c]] - 1;
+    }
+    return 0;
+}
+
+/* The new archive reads back with every entry and blob. */
+static int check_written(const char *tmp, const rewrite *r, tf_error *e)
+{
+    tf_archive *ar;
+    if (tf_archive_open(tmp, false, &ar, e) < 0)
+        return -1;
+    bool ok = tf_archive_nentries(ar) == tf_archive_nentries(r->old) &&
+              tf_archive_nblobs(ar) == r->kept &&
+              tf_archive_next_ino(ar) == tf_archive_next_ino(r->old);
+    tf_archive_close(ar);
+    return ok ? 0 : tf_fail(e, EIO, "%s: the rewritten archive does not read back whole", tmp);
+}
+
+/* The old file's owner and permissions: a gc must not hand the archive
+ * to whoever ran it. */
+static int copy_owner(tf_archive *old, int fd, tf_error *e)
+{
+    struct stat st;
+    if (fstat(tf_archive_container(old)->fd, &st) < 0)
+        return tf_fail(e, errno, "stat: %s", strerror(errno));
+    if ((st.st_uid != geteuid() || st.st_gid != getegid()) && fchown(fd, st.st_uid, st.st_gid) < 0)
+        return tf_fail(e, errno, "cannot give the rewritten archive its owner: %s",
+                       strerror(errno));
+    if (fchmod(fd, st.st_mode & 07777) < 0)
+        return tf_fail(e, errno, "cannot give the rewritten archive its mode: %s", strerror(errno));
+    return 0;
+}
+
+/* Writes the new archive at tmp, durable (tf_container_commit syncs). */
+static int write_archive(rewrite *r, const char *tmp, tf_error *e)
+{
+    if (tf_container_create(tmp, tf_archive_chunk_shift(r->old), e) < 0 ||
+        tf_container_open(&r->out, tmp, true, e) < 0)
+        return -1;
+    tf_buf raw = { 0 };
+    int rc = copy_owner(r->old, r->out.fd, e);
+    if (rc == 0)
+        rc = copy_blobs(r, e);
+    if (rc == 0)
+        rc = copy_entries(r, e);
+    if (rc == 0)
+        rc = tf_segment_encode(&r->seg, &raw, e);
+    if (rc == 0)
+        rc = tf_container_commit(&r->out, raw.data, raw.len, r->kept, e);
+    tf_buf_free(&raw);
+    tf_container_close(&r->out);
+    return rc;
+}
+
+/* The rename must be durable too. */
+static int sync_dir_of(const char *path, tf_error *e)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return tf_fail(e, ENOMEM, "out of memory");
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = fd >= 0 && fsync(fd) == 0
+             ? 0 : tf_fail(e, errno, "cannot sync the directory of %s: %s", path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    free(copy);
+    return rc;
+}
+
+static uint64_t size_of(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+int tf_gc(const char *path, void (*progress)(void *arg, uint64_t bytes), void *progress_arg,
+          tf_gc_stats *stats, tf_error *e)
+{
+    char *real = realpath(path, NULL), *tmp = NULL;
+    if (!real)
+        return tf_fail(e, errno, "%s: %s", path, strerror(errno));
+    rewrite r = { .progress = progress, .progress_arg = progress_arg, .out = { .fd = -1 } };
+    int rc = tf_archive_open(real, true, &r.old, e); /* the writer's lock, held to the end */
+    if (rc == 0) {
+        *stats = (tf_gc_stats){ .blobs_before = tf_archive_nblobs(r.old),
+                                .bytes_before = tf_archive_file_size(r.old),
+                                .commits_before = tf_archive_commits(r.old) };
+        rc = mark_live(&r, e);
+    }
+    bool nothing_to_do = rc == 0 && r.kept == stats->blobs_before && stats->commits_before <= 1;
+    if (rc == 0 && !nothing_to_do && asprintf(&tmp, "%s.gc-tmp", real) < 0) {
+        tmp = NULL;
+        rc = tf_fail(e, ENOMEM, "out of memory");
+    }
+    if (tmp) {
+        unlink(tmp); /* left by a gc that died: nobody else writes it under our lock */
+        rc = write_archive(&r, tmp, e);
+        if (rc == 0)
+            rc = check_written(tmp, &r, e);
+        if (rc == 0 && rename(tmp, real) < 0)
+            rc = tf_fail(e, errno, "cannot rename %s to %s: %s", tmp, real, strerror(errno));
+        if (rc == 0)
+            rc = sync_dir_of(real, e);
+        else
+            unlink(tmp);
+    }
+    if (rc == 0) {
+        stats->blobs_after = r.kept;
+        stats->bytes_after = nothing_to_do ? stats->bytes_before : size_of(real);
+    }
+    tf_segment_free(&r.seg);
+    free(r.renumber);
+    tf_archive_close(r.old);
+    free(tmp);
+    free(real);
+    return rc;
+}

@@ -1,0 +1,207 @@
+#!/bin/sh
+# Crash and fault injection of `trajpack add`: what an add reported as
+# done survives anything that happens after it.
+#
+# 1. kill -9 at random moments: each trial adds checkpoints one by one
+#    (one commit each) in the background, logging every add that exited 0,
+#    and kills the adds (process group) at a random moment. Then the
+#    archive opens, `verify` passes, every logged file is listed, and every
+#    listed file extracts byte-identical to its source (no partial file).
+#    The next trial appends to the same archive (cutting the torn tail).
+# 2. ENOSPC: the archive on a 256 KiB tmpfs; adds until one fails. It must
+#    say "No space left on device", and the archive must still open,
+#    verify and hold every earlier file; a small add then succeeds.
+# 3. A device that fails writes: ext4 on a loop device whose backing file
+#    lies on a full tmpfs. write() succeeds into the page cache and the
+#    block layer fails the writeback ("Buffer I/O error" in the kernel
+#    log), which fsync reports: the commit must fail saying so, and after
+#    a remount the archive holds every earlier file. (dm-error would give
+#    EIO proper; where the kernel has no device-mapper, as in the usual
+#    container, this is the closest device-level failure. The loop
+#    driver reports a full backing store as ENOSPC.)
+# Parts 2 and 3 need root (mount, losetup) and are skipped with a note
+# otherwise. KILLADD_TRIALS sets the number of kills (default 200).
+set -eu
+. "$(dirname "$0")/lib.sh"
+
+TRIALS=${KILLADD_TRIALS:-200}
+PER_TRIAL=6 # adds started per trial
+
+traj=$TEST_TMP/traj
+generate_trajectory "$traj" --layers 1 --width 32 --heads 2 --ctx 16 --batch 2 \
+    --steps 24 --interval 2 --max-chars 20000 --dtype bf16,fp32
+(cd "$traj" && find . -name '*.safetensors' | sed 's|^\./||' | LC_ALL=C sort) > "$TEST_TMP/files"
+nfiles=$(wc -l < "$TEST_TMP/files")
+[ "$nfiles" -ge 20 ] || fail "the generator wrote $nfiles checkpoints"
+
+# Set up by parts 2 and 3, undone on exit in this order.
+DISK_MOUNT="" LOOP="" BACK_MOUNT="" SMALL_MOUNT=""
+cleanup() {
+    for _m in "$DISK_MOUNT" "$LOOP" "$BACK_MOUNT" "$SMALL_MOUNT"; do
+        case $_m in
+        "") ;;
+        /dev/*) losetup -d "$_m" 2> /dev/null || true ;;
+        *) umount "$_m" 2> /dev/null || umount -l "$_m" 2> /dev/null || true ;;
+        esac
+    done
+    rm -rf "$TEST_TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+bytes_checked=0
+
+# check_archive ARCHIVE LOG WHAT: the archive opens and verifies, lists
+# every file of LOG, and every file it lists is byte-identical to its
+# source in $traj.
+check_archive() {
+    _a=$1 _log=$2 _what=$3
+    "$TRAJPACK" list "$_a" > "$TEST_TMP/list" 2> "$TEST_TMP/err" ||
+        fail "$_what: the archive does not open: $(cat "$TEST_TMP/err")"
+    "$TRAJPACK" verify -q "$_a" > "$TEST_TMP/verify" 2> "$TEST_TMP/err" ||
+        fail "$_what: verify failed: $(cat "$TEST_TMP/err")"
+    while IFS= read -r _f; do
+        grep -qxF "$_f" "$TEST_TMP/list" || fail "$_what: $_f was added (add exited 0) but is not listed"
+    done < "$_log"
+    rm -rf "$TEST_TMP/out"
+    mkdir "$TEST_TMP/out"
+    "$TRAJPACK" extract -q "$_a" -C "$TEST_TMP/out" 2> "$TEST_TMP/err" ||
+        fail "$_what: extract failed: $(cat "$TEST_TMP/err")"
+    grep -v '/$' "$TEST_TMP/list" > "$TEST_TMP/listed-files" || true
+    while IFS= read -r _f; do
+        cmp -s "$traj/$_f" "$TEST_TMP/out/$_f" || fail "$_what: $_f is not whole"
+        bytes_checked=$((bytes_checked + $(file_size "$traj/$_f")))
+    done < "$TEST_TMP/listed-files"
+}
+
+# new_archive PATH LOG: an archive of config.json (small chunks: many
+# blobs, so commits append many pieces), and an empty log.
+new_archive() {
+    rm -f "$1"
+    "$TRAJPACK" create -q --chunk-shift 10 "$1" "$traj/config.json" || fail "create $1 failed"
+    echo config.json > "$2"
+}
+
+# add_one ARCHIVE FILE LOG: adds $traj/FILE as FILE and logs it when the
+# add exits 0; returns the add's status.
+add_one() {
+    "$TRAJPACK" add -q --as "$2" "$1" "$traj/$2" 2> "$TEST_TMP/add.err" || return $?
+    echo "$2" >> "$3"
+}
+
+# ---- 1. kill -9 at random moments ---------------------------------------------
+
+archive=$TEST_TMP/kill.traj
+log=$TEST_TMP/kill.log
+new_archive "$archive" "$log"
+# Kill moments spread over three quarters of the time the trial's adds
+# take here (timed on the first few), so that nearly every kill lands
+# inside an add, in any of its phases.
+start=$(date +%s%N)
+for f in $(head -n 4 "$TEST_TMP/files"); do
+    add_one "$archive" "$f" "$log" || fail "add $f failed: $(cat "$TEST_TMP/add.err")"
+done
+per_add=$(( ($(date +%s%N) - start) / 4 )) # ns
+awk -v n="$TRIALS" -v span="$per_add" -v k="$PER_TRIAL" \
+    'BEGIN { srand(7); for (i = 0; i < n; i++) printf "%.4f\n", rand() * 0.75 * k * span / 1e9 }' \
+    > "$TEST_TMP/delays"
+killed=0 torn=0 archives=1 trial=0
+while IFS= read -r delay; do
+    trial=$((trial + 1))
+    done_count=$(wc -l < "$log")
+    if [ "$done_count" -gt "$nfiles" ]; then # all added: start over
+        new_archive "$archive" "$log"
+        archives=$((archives + 1))
+        done_count=1
+    fi
+    next=$(sed -n "${done_count},$((done_count + PER_TRIAL - 1))p" "$TEST_TMP/files")
+    # A session of its own: one kill reaches the loop and its add at once.
+    # shellcheck disable=SC2086
+    setsid sh -c '
+        trajpack=$1 archive=$2 traj=$3 log=$4
+        shift 4
+        for f; do
+            "$trajpack" add -q --as "$f" "$archive" "$traj/$f" || exit 1
+            echo "$f" >> "$log"
+        done' killadd "$TRAJPACK" "$archive" "$traj" "$log" $next 2> "$TEST_TMP/add.err" &
+    group=$!
+    sleep "$delay"
+    kill -9 "-$group" 2> /dev/null || true # dash: no "kill -s KILL --"
+    status=0
+    wait "$group" 2> /dev/null || status=$? # (dash reports "Killed")
+    case $status in
+    0) ;;
+    137) killed=$((killed + 1)) ;;
+    *) fail "trial $trial: an add failed without being killed: $(cat "$TEST_TMP/add.err")" ;;
+    esac
+    check_archive "$archive" "$log" "trial $trial (killed after ${delay} s)"
+    grep -q 'after the last commit are ignored' "$TEST_TMP/verify" && torn=$((torn + 1))
+done < "$TEST_TMP/delays"
+[ "$trial" -eq "$TRIALS" ] || fail "ran $trial trials, not $TRIALS"
+[ "$killed" -ge $((TRIALS / 2)) ] || fail "only $killed of $TRIALS kills hit a running add"
+[ "$torn" -ge 1 ] || fail "no kill left a torn commit behind: the moments are too coarse"
+echo "killadd: $TRIALS kills ($killed during adds, $torn left a torn commit; an add takes $((per_add / 1000000)) ms), $archives archives, $bytes_checked bytes compared"
+
+# ---- 2. ENOSPC on a tiny tmpfs ---------------------------------------------------
+
+# fill ARCHIVE LOG: adds the checkpoints in order until one fails; that
+# one's message is in $TEST_TMP/add.err. Fails when all fit.
+fill() {
+    while IFS= read -r _f; do
+        add_one "$1" "$_f" "$2" || return 0
+    done < "$TEST_TMP/files"
+    fail "$1: every checkpoint fitted"
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "NOTE: killadd: not root: ENOSPC and device-error parts skipped"
+    exit 0
+fi
+small=$TEST_TMP/small
+mkdir "$small"
+if ! mount -t tmpfs -o size=256k tmpfs "$small" 2> "$TEST_TMP/err"; then
+    echo "NOTE: killadd: cannot mount a tmpfs ($(cat "$TEST_TMP/err")): ENOSPC and device-error parts skipped"
+    exit 0
+fi
+SMALL_MOUNT=$small
+new_archive "$small/a.traj" "$TEST_TMP/small.log"
+fill "$small/a.traj" "$TEST_TMP/small.log"
+grep -q 'No space left on device' "$TEST_TMP/add.err" ||
+    fail "ENOSPC: the failed add says: $(cat "$TEST_TMP/add.err")"
+[ "$(wc -l < "$TEST_TMP/small.log")" -ge 3 ] || fail "ENOSPC: too few adds before the disk filled"
+check_archive "$small/a.traj" "$TEST_TMP/small.log" "after ENOSPC"
+grep -q 'after the last commit' "$TEST_TMP/verify" && fail "ENOSPC: the failed commit's bytes were left behind"
+"$TRAJPACK" add -q --as after-enospc.json "$small/a.traj" "$traj/config.json" ||
+    fail "ENOSPC: a small add after the failure failed"
+echo "killadd: ENOSPC after $(wc -l < "$TEST_TMP/small.log") files: $(cat "$TEST_TMP/add.err")"
+
+# ---- 3. a device that fails writes back ------------------------------------------
+
+back=$TEST_TMP/back disk=$TEST_TMP/disk
+mkdir "$back" "$disk"
+if ! command -v losetup > /dev/null || ! command -v mkfs.ext4 > /dev/null ||
+    ! mount -t tmpfs -o size=640k tmpfs "$back" 2> /dev/null; then
+    echo "NOTE: killadd: no losetup, mkfs.ext4 or tmpfs: device-error part skipped"
+    exit 0
+fi
+BACK_MOUNT=$back
+truncate -s 16M "$back/disk.img"
+if ! LOOP=$(losetup -f --show "$back/disk.img" 2> "$TEST_TMP/err"); then
+    LOOP=""
+    echo "NOTE: killadd: no loop device ($(cat "$TEST_TMP/err")): device-error part skipped"
+    exit 0
+fi
+mkfs.ext4 -q -O ^has_journal "$LOOP" || fail "mkfs.ext4 $LOOP failed"
+mount "$LOOP" "$disk" || fail "mount $LOOP failed"
+DISK_MOUNT=$disk
+new_archive "$disk/a.traj" "$TEST_TMP/disk.log"
+fill "$disk/a.traj" "$TEST_TMP/disk.log"
+grep -qE 'fsync.*(Input/output error|No space left on device)' "$TEST_TMP/add.err" ||
+    fail "device error: the failed add says: $(cat "$TEST_TMP/add.err")"
+# What is on the device, not in the page cache: remount.
+umount "$disk" || fail "umount $disk failed"
+mount -o ro "$LOOP" "$disk" || fail "remount of $LOOP failed"
+check_archive "$disk/a.traj" "$TEST_TMP/disk.log" "after the device error, remounted"
+echo "killadd: device write error after $(wc -l < "$TEST_TMP/disk.log") files: $(cat "$TEST_TMP/add.err")"
+echo "killadd: $bytes_checked bytes compared with their sources"
+exit 0

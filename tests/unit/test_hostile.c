@@ -1,0 +1,508 @@
+/* Hostile archives: catalogs that no writer produces, committed as real
+ * archives (tf_segment_encode + tf_container_commit), must make
+ * tf_archive_open fail with a message naming the archive and the problem,
+ * or, where only reading shows it, make the read fail cleanly. Names with
+ * "..", absolute paths, NUL and control characters, over-long and deeply
+ * nested names, huge declared sizes, chunk counts and chunk sizes that do
+ * not match the tensors, reference cycles and reference chains longer than
+ * the loader's bound. test_catalog.c checks the segment decoder alone;
+ * these go through the whole open. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codec/codec.h"
+#include "common/hash.h"
+#include "format/catalog.h"
+#include "format/container.h"
+#include "format/dtype.h"
+#include "store/archive.h"
+#include "store/reader.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define SHIFT 8                        /* 256 elements per chunk */
+#define TENSOR_BYTES 512               /* one BF16 chunk */
+#define CHAIN_HARD_MAX 4096            /* src/store/archive.c */
+#define PAYLOAD_AT TF_SUPERBLOCK_SIZE  /* the first appended byte */
+
+static char dir[] = "/tmp/trajfs-hostile-XXXXXX";
+static char archive_path[64];
+
+static void make_dir(void)
+{
+    strcpy(dir, "/tmp/trajfs-hostile-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(archive_path, sizeof archive_path, "%s/a.traj", dir);
+}
+
+static void remove_dir(void)
+{
+    unlink(archive_path);
+    rmdir(dir);
+}
+
+/* ---- a small valid catalog to break ---- */
+
+/* Blob payloads: a 10-byte text file and one BF16 chunk, stored raw. */
+static uint8_t payload[10 + TENSOR_BYTES];
+
+/* One commit's catalog: the entries point into `chunks`, `tensor` and
+ * `header`, which the mutations may change. */
+typedef struct {
+    tf_blob blobs[4];
+    tf_entry entries[4];
+    tf_segment seg;
+    uint64_t file_chunks[2], model_chunks[2];
+    tf_tensor_span tensor;
+    char header[128];
+    /* A path with this marker gets a NUL in its place once encoded
+     * (tf_segment_encode takes C strings). */
+    const char *nul_marker;
+} plan;
+
+enum { E_DIR, E_FILE, E_MODEL };
+
+static tf_blob raw_blob(uint64_t offset, uint64_t len, uint8_t dtype)
+{
+    return (tf_blob){ .id = tf_blob_id_of(payload + offset - PAYLOAD_AT, len), .offset = offset,
+                      .enc_len = len, .raw_len = len,
+                      .enc_hash = tf_hash64(payload + offset - PAYLOAD_AT, len),
+                      .codec = TF_CODEC_RAW, .dtype = dtype };
+}
+
+static void make_plan(plan *p)
+{
+    for (size_t i = 0; i < sizeof payload; i++)
+        payload[i] = (uint8_t)(i * 7 + 3);
+    *p = (plan){ 0 };
+    p->blobs[0] = raw_blob(PAYLOAD_AT, 10, TF_DT_NONE);
+    p->blobs[1] = raw_blob(PAYLOAD_AT + 10, TENSOR_BYTES, TF_DT_BF16);
+    int hlen = snprintf(p->header, sizeof p->header,
+                        "{\"w\":{\"dtype\":\"BF16\",\"shape\":[256],\"data_offsets\":[0,%d]}}",
+                        TENSOR_BYTES);
+    p->file_chunks[0] = 0;
+    p->model_chunks[0] = 1;
+    p->tensor = (tf_tensor_span){ .dtype = TF_DT_BF16, .nbytes = TENSOR_BYTES };
+    p->entries[E_DIR] = (tf_entry){ .kind = TF_ENTRY_DIR, .ino = 2, .path = "run", .mode = 0755 };
+    p->entries[E_FILE] = (tf_entry){ .kind = TF_ENTRY_FILE, .ino = 3, .path = "run/a.txt",
+                                     .mode = 0644, .size = 10, .nchunks = 1,
+                                     .chunks = p->file_chunks };
+    p->entries[E_MODEL] = (tf_entry){ .kind = TF_ENTRY_SAFETENSORS, .ino = 4,
+                                      .path = "run/m.safetensors", .mode = 0644,
+                                      .size = 8 + (uint64_t)hlen + TENSOR_BYTES,
+                                      .header = (uint8_t *)p->header, .header_len = (uint64_t)hlen,
+                                      .ntensors = 1, .tensors = &p->tensor, .nchunks = 1,
+                                      .chunks = p->model_chunks };
+    p->seg = (tf_segment){ .nblobs = 2, .blobs = p->blobs, .nentries = 3, .entries = p->entries };
+}
+
+static void encode(const plan *p, const tf_segment *seg, tf_buf *out)
+{
+    out->len = 0;
+    ck_assert_int_eq(tf_segment_encode(seg, out, NULL), 0);
+    if (!p || !p->nul_marker)
+        return;
+    size_t n = strlen(p->nul_marker);
+    for (size_t i = 0; i + n <= out->len; i++)
+        if (memcmp(out->data + i, p->nul_marker, n) == 0)
+            out->data[i] = '\0';
+}
+
+/* Writes an archive of the payload and one commit per segment. */
+static void write_archive(const plan *p, const tf_segment *const *segs, size_t nsegs)
+{
+    tf_error e = { 0 };
+    unlink(archive_path);
+    ck_assert_msg(tf_container_create(archive_path, SHIFT, &e) == 0, "%s", e.msg);
+    tf_container c;
+    ck_assert_msg(tf_container_open(&c, archive_path, true, &e) == 0, "%s", e.msg);
+    uint64_t off, nblobs = 0;
+    ck_assert_int_eq(tf_container_append(&c, payload, sizeof payload, &off, &e), 0);
+    ck_assert_uint_eq(off, PAYLOAD_AT);
+    tf_buf seg = { 0 };
+    for (size_t k = 0; k < nsegs; k++) {
+        encode(p, segs[k], &seg);
+        nblobs += segs[k]->nblobs;
+        ck_assert_msg(tf_container_commit(&c, seg.data, seg.len, nblobs, &e) == 0, "%s", e.msg);
+    }
+    tf_buf_free(&seg);
+    tf_container_close(&c);
+}
+
+static void write_plan(const plan *p)
+{
+    const tf_segment *segs[] = { &p->seg };
+    write_archive(p, segs, 1);
+}
+
+/* Opening fails, and the message names the archive and says `want`. */
+static void expect_open_fails(const char *want)
+{
+    tf_archive *ar = NULL;
+    tf_error e = { 0 };
+    int rc = tf_archive_open(archive_path, false, &ar, &e);
+    if (rc == 0)
+        tf_archive_close(ar);
+    ck_assert_msg(rc == -1, "opened an archive that should say \"%s\"", want);
+    ck_assert_msg(strncmp(e.msg, archive_path, strlen(archive_path)) == 0,
+                  "the message does not name the archive: %s", e.msg);
+    ck_assert_msg(strstr(e.msg, want) != NULL, "expected \"%s\" in: %s", want, e.msg);
+    ck_assert_int_ne(e.errnum, 0);
+    for (const char *c = e.msg; *c; c++)
+        ck_assert_msg((unsigned char)*c >= 0x20 && *c != 0x7f,
+                      "the message holds control character 0x%02x: %s", *c, e.msg);
+}
+
+static tf_archive *open_ok(void)
+{
+    tf_archive *ar = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(archive_path, false, &ar, &e) == 0, "%s", e.msg);
+    return ar;
+}
+
+/* ---- the valid plan opens and reads back ---- */
+
+START_TEST(valid_plan_opens)
+{
+    plan p;
+    make_plan(&p);
+    write_plan(&p);
+    tf_archive *ar = open_ok();
+    tf_reader_ctx *r = tf_reader_new(ar, 1 << 20);
+    ck_assert_ptr_nonnull(r);
+    uint8_t buf[TENSOR_BYTES];
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_reader_pread(r, tf_archive_lookup(ar, "run/a.txt"), 0, 10, buf, &e), 10);
+    ck_assert_mem_eq(buf, payload, 10);
+    const tf_entry *m = tf_archive_lookup(ar, "run/m.safetensors");
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(tf_reader_pread(r, m, m->size - TENSOR_BYTES, TENSOR_BYTES, buf, &e),
+                     TENSOR_BYTES);
+    ck_assert_mem_eq(buf, payload + 10, TENSOR_BYTES);
+    tf_reader_free(r);
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* ---- names, sizes, shapes, links: each refused at open ---- */
+
+static char long_name[8192];
+
+/* n components of comp_len bytes. */
+static char *long_path(size_t n, size_t comp_len)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            long_name[k++] = '/';
+        memset(long_name + k, 'a' + (int)(i % 26), comp_len);
+        k += comp_len;
+    }
+    long_name[k] = '\0';
+    return long_name;
+}
+
+static void name_dotdot(plan *p) { p->entries[E_FILE].path = "run/../a.txt"; }
+static void name_dot(plan *p) { p->entries[E_FILE].path = "run/./a.txt"; }
+static void name_only_dotdot(plan *p) { p->entries[E_DIR].path = ".."; }
+static void name_absolute(plan *p) { p->entries[E_FILE].path = "/etc/passwd"; }
+static void name_nul(plan *p) { p->entries[E_FILE].path = "run/a@NUL@"; p->nul_marker = "@NUL@"; }
+static void name_newline(plan *p) { p->entries[E_FILE].path = "run/a\nb"; }
+static void name_escape(plan *p) { p->entries[E_FILE].path = "run/\x1b[2J"; }
+static void name_delete(plan *p) { p->entries[E_FILE].path = "run/a\x7f"; }
+static void name_empty_component(plan *p) { p->entries[E_FILE].path = "run//a.txt"; }
+static void name_component_256(plan *p) { p->entries[E_DIR].path = long_path(1, 256); }
+static void name_path_4113(plan *p) { p->entries[E_DIR].path = long_path(17, 241); }
+static void name_depth_65(plan *p) { p->entries[E_DIR].path = long_path(65, 1); }
+static void name_without_parent(plan *p) { p->entries[E_FILE].path = "nodir/a.txt"; }
+static void name_under_a_file(plan *p) { p->entries[E_MODEL].path = "run/a.txt/m"; }
+static void link_target_nul(plan *p)
+{
+    p->entries[E_FILE] = (tf_entry){ .kind = TF_ENTRY_SYMLINK, .ino = 3, .path = "run/l",
+                                     .mode = 0777, .target = "x@NUL@y", .size = 7 };
+    p->nul_marker = "@NUL@";
+}
+static void link_target_4113(plan *p)
+{
+    p->entries[E_FILE] = (tf_entry){ .kind = TF_ENTRY_SYMLINK, .ino = 3, .path = "run/l",
+                                     .mode = 0777, .target = long_path(17, 241) };
+    p->entries[E_FILE].size = strlen(p->entries[E_FILE].target);
+}
+
+static void file_size_huge(plan *p) { p->entries[E_FILE].size = (uint64_t)1 << 62; }
+static void file_size_max(plan *p) { p->entries[E_FILE].size = UINT64_MAX; }
+static void file_chunks_too_many(plan *p)
+{
+    p->entries[E_FILE].nchunks = 2;
+    p->file_chunks[1] = 0;
+}
+static void file_chunks_none(plan *p) { p->entries[E_FILE].nchunks = 0; }
+static void file_chunk_too_short(plan *p) { p->entries[E_FILE].size = 9; }
+static void file_chunk_of_tensor(plan *p) { p->file_chunks[0] = 1, p->entries[E_FILE].size = 256; }
+static void file_chunk_missing(plan *p) { p->file_chunks[0] = 2; }
+static void tensor_bytes_huge(plan *p)
+{
+    p->tensor.nbytes = (uint64_t)1 << 50; /* 2^41 chunks */
+    p->entries[E_MODEL].size += p->tensor.nbytes - TENSOR_BYTES;
+}
+static void tensor_bytes_wrap(plan *p)
+{
+    p->tensor.nbytes = UINT64_MAX - 1;
+    p->entries[E_MODEL].size += p->tensor.nbytes - TENSOR_BYTES; /* wraps */
+}
+static void tensor_two_chunks(plan *p)
+{
+    p->tensor.nbytes = 2 * TENSOR_BYTES; /* 2 chunks, 1 stored */
+    p->entries[E_MODEL].size += TENSOR_BYTES;
+}
+static void tensor_half_chunk(plan *p)
+{
+    p->tensor.nbytes = TENSOR_BYTES / 2; /* 1 chunk of 256 bytes, blob has 512 */
+    p->entries[E_MODEL].size -= TENSOR_BYTES / 2;
+}
+static void tensor_other_dtype(plan *p)
+{
+    p->tensor.dtype = TF_DT_F16; /* same size, blob is BF16 */
+}
+static void tensor_f32_chunk(plan *p)
+{
+    p->tensor.dtype = TF_DT_F32; /* 4-byte elements: a chunk is 1024 bytes */
+}
+static void tensor_odd_bytes(plan *p)
+{
+    p->tensor.nbytes = TENSOR_BYTES - 1;
+    p->entries[E_MODEL].size -= 1;
+}
+static void safetensors_size_huge(plan *p) { p->entries[E_MODEL].size = UINT64_MAX; }
+static void blob_raw_huge(plan *p) { p->blobs[1].raw_len = (uint64_t)1 << 40; }
+static void blob_enc_huge(plan *p) { p->blobs[1].enc_len = (uint64_t)1 << 40; }
+static void blob_offset_huge(plan *p) { p->blobs[1].offset = UINT64_MAX - 4; }
+static void blob_unknown_codec(plan *p) { p->blobs[1].codec = 200; }
+static void blob_raw_with_ref(plan *p) { p->blobs[1].ref = 1; }
+static void blob_delta_without_ref(plan *p) { p->blobs[1].codec = TF_CODEC_ULP; }
+static void blob_model_on_raw(plan *p) { p->blobs[1].model = 1; }
+
+/* Cycles: a blob may only name an earlier blob as reference or model. */
+static void ref_self(plan *p) { p->blobs[1].ref = 2, p->blobs[1].codec = TF_CODEC_ULP; }
+static void ref_forward(plan *p) { p->blobs[0].ref = 2, p->blobs[0].codec = TF_CODEC_ULP; }
+static void ref_far(plan *p) { p->blobs[1].ref = UINT64_MAX, p->blobs[1].codec = TF_CODEC_ULP; }
+static void model_self(plan *p) { p->blobs[1].model = 2, p->blobs[1].codec = TF_CODEC_ULP; }
+static void model_forward(plan *p) { p->blobs[0].model = 2, p->blobs[0].codec = TF_CODEC_ULP; }
+static void ref_other_size(plan *p)
+{
+    p->blobs[1].ref = 1; /* the 10-byte file blob */
+    p->blobs[1].codec = TF_CODEC_ULP;
+}
+
+static const struct {
+    const char *name;
+    void (*mutate)(plan *p);
+    const char *want;
+} cases[] = {
+    { "name with ..", name_dotdot, "invalid path" },
+    { "name with .", name_dot, "invalid path" },
+    { "name ..", name_only_dotdot, "invalid path" },
+    { "absolute name", name_absolute, "invalid path" },
+    { "name with a NUL", name_nul, "invalid path: it holds a NUL" },
+    { "name with a newline", name_newline, "control character 0x0a" },
+    { "name with an escape sequence", name_escape, "control character 0x1b" },
+    { "name with DEL", name_delete, "control character 0x7f" },
+    { "name with an empty component", name_empty_component, "invalid path" },
+    { "component of 256 bytes", name_component_256, "longer than 255" },
+    { "path of 4113 bytes", name_path_4113, "path of 4113 bytes" },
+    { "path 65 deep", name_depth_65, "nested deeper than 64" },
+    { "no parent directory", name_without_parent, "\"nodir/a.txt\" has no parent directory" },
+    { "parent is a file", name_under_a_file, "has no parent directory" },
+    { "link target with a NUL", link_target_nul, "link target holds a NUL" },
+    { "link target of 4113 bytes", link_target_4113, "bad link target" },
+    { "file of 2^62 bytes", file_size_huge, "has 1 chunks for 4611686018427387904 bytes" },
+    { "file of 2^64-1 bytes", file_size_max, "has 1 chunks for" },
+    { "file with a chunk too many", file_chunks_too_many, "has 2 chunks for 10 bytes" },
+    { "file without its chunk", file_chunks_none, "has 0 chunks for 10 bytes" },
+    { "file chunk longer than the file", file_chunk_too_short, "chunk 0 has 10 bytes of dtype 0, expected 9" },
+    { "file chunk of a tensor", file_chunk_of_tensor, "chunk 0 has 512 bytes of dtype 11, expected 256 of 0" },
+    { "file chunk not stored", file_chunk_missing, "names blob 2 of 2" },
+    { "tensor of 2^50 bytes", tensor_bytes_huge, "segment too short" },
+    { "tensor size wrapping", tensor_bytes_wrap, "chunks, segment too short" },
+    { "tensor needing 2 chunks, 1 stored", tensor_two_chunks, "needs 2 chunks, segment too short" },
+    { "tensor smaller than its chunk", tensor_half_chunk, "has 512 bytes of dtype 11, expected 256" },
+    { "tensor dtype unlike its chunk's", tensor_other_dtype, "dtype 11, expected 512 of 10" },
+    { "F32 tensor on a BF16 chunk", tensor_f32_chunk, "dtype 11, expected 512 of 12" },
+    { "tensor of a partial element", tensor_odd_bytes, "bad dtype or size" },
+    { "safetensors of 2^64-1 bytes", safetensors_size_huge, "does not match header and tensors" },
+    { "blob of 2^40 bytes", blob_raw_huge, "more than a chunk" },
+    { "blob payload of 2^40 bytes", blob_enc_huge, "lies outside the archive" },
+    { "blob at 2^64-5", blob_offset_huge, "lies outside the archive" },
+    { "blob of an unknown codec", blob_unknown_codec, "unknown codec 200" },
+    { "raw blob with a reference", blob_raw_with_ref, "codec raw takes no a reference" },
+    { "delta blob without reference", blob_delta_without_ref, "codec ulp needs a reference" },
+    { "raw blob with a model", blob_model_on_raw, "codec raw takes no model" },
+    { "reference to itself", ref_self, "blob 1 has reference 1 that is not an earlier blob" },
+    { "reference forward", ref_forward, "blob 0 has reference 1 that is not an earlier blob" },
+    { "reference 2^64-2", ref_far, "not an earlier blob" },
+    { "model itself", model_self, "blob 1 has model 1 that is not an earlier blob" },
+    { "model forward", model_forward, "blob 0 has model 1 that is not an earlier blob" },
+    { "reference of another size", ref_other_size, "differs in size or dtype" },
+};
+
+START_TEST(hostile_catalog_is_refused)
+{
+    plan p;
+    make_plan(&p);
+    cases[_i].mutate(&p);
+    write_plan(&p);
+    expect_open_fails(cases[_i].want);
+}
+END_TEST
+
+/* ---- across commits ---- */
+
+/* A second commit whose blobs start elsewhere than where the first ended,
+ * or that names blobs of a later commit. */
+START_TEST(second_commit_cannot_reach_forward)
+{
+    plan p;
+    make_plan(&p);
+    /* Commit 2 holds a blob whose reference is commit 2's own later blob
+     * (a cycle across the boundary is impossible: it is not there yet). */
+    tf_blob b[2] = { p.blobs[1], p.blobs[1] };
+    b[0].codec = TF_CODEC_ULP;
+    b[0].ref = 4; /* global blob 3: the next one */
+    tf_segment second = { .first_blob = 2, .nblobs = 2, .blobs = b };
+    const tf_segment *segs[] = { &p.seg, &second };
+    write_archive(&p, segs, 2);
+    expect_open_fails("blob 2 has reference 3 that is not an earlier blob");
+}
+END_TEST
+
+/* A replaced entry may not change what a later commit's entry under it
+ * needs: a directory replaced by a file takes its subtree away. */
+START_TEST(dir_replaced_by_file_drops_subtree)
+{
+    plan p;
+    make_plan(&p);
+    tf_entry file = p.entries[E_FILE];
+    file.path = "run";
+    file.ino = 5;
+    tf_segment second = { .first_blob = 2, .nentries = 1, .entries = &file };
+    const tf_segment *segs[] = { &p.seg, &second };
+    write_archive(&p, segs, 2);
+    tf_archive *ar = open_ok();
+    ck_assert_uint_eq(tf_archive_nentries(ar), 1);
+    ck_assert_int_eq(tf_archive_lookup(ar, "run")->kind, TF_ENTRY_FILE);
+    ck_assert_ptr_null(tf_archive_lookup(ar, "run/a.txt"));
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* ---- reference chains ---- */
+
+/* Blob 0 holds the BF16 chunk raw; blobs 1..n are ulp deltas, each on
+ * the previous one (their payloads empty: opening reads none). */
+static void write_chain(uint64_t n)
+{
+    plan p;
+    make_plan(&p);
+    tf_blob *b = calloc(n + 1, sizeof *b);
+    ck_assert_ptr_nonnull(b);
+    b[0] = p.blobs[1];
+    for (uint64_t i = 1; i <= n; i++) {
+        b[i] = b[0];
+        b[i].codec = TF_CODEC_ULP;
+        b[i].enc_len = 0;
+        b[i].ref = i; /* blob i - 1 */
+    }
+    tf_segment seg = { .nblobs = n + 1, .blobs = b };
+    const tf_segment *segs[] = { &seg };
+    write_archive(NULL, segs, 1);
+    free(b);
+}
+
+START_TEST(chain_at_the_bound_opens)
+{
+    write_chain(CHAIN_HARD_MAX);
+    tf_archive *ar = open_ok();
+    ck_assert_uint_eq(tf_archive_chain_depth(ar, CHAIN_HARD_MAX), CHAIN_HARD_MAX);
+    tf_archive_close(ar);
+}
+END_TEST
+
+START_TEST(chain_past_the_bound_is_refused)
+{
+    write_chain(CHAIN_HARD_MAX + 1);
+    expect_open_fails("reference chain longer than 4096");
+}
+END_TEST
+
+/* Models are one level deep: a blob whose model has a model of its own,
+ * and so on, would make reading recurse once per blob. Blob 1 is a raw
+ * BF16 chunk, blob 2 a raw model; blob i > 2 is a ulp delta on blob 1
+ * whose model is blob i - 1. Opening must refuse it, or reading the last
+ * blob must fail cleanly: not overflow the stack. */
+START_TEST(model_chain_is_refused)
+{
+    enum { N = 200000 };
+    plan p;
+    make_plan(&p);
+    tf_blob *b = calloc(N, sizeof *b);
+    ck_assert_ptr_nonnull(b);
+    b[0] = p.blobs[0];
+    b[1] = p.blobs[1];
+    for (uint64_t i = 2; i < N; i++) {
+        b[i] = b[1];
+        b[i].codec = TF_CODEC_ULP;
+        b[i].ref = 2;     /* blob 1 */
+        b[i].model = i;   /* blob i - 1 */
+        b[i].enc_len = 0;
+        b[i].id.b[0] = (uint8_t)i; /* distinct ids */
+        b[i].id.b[1] = (uint8_t)(i >> 8);
+        b[i].id.b[2] = (uint8_t)(i >> 16);
+    }
+    tf_segment seg = { .nblobs = N, .blobs = b };
+    const tf_segment *segs[] = { &seg };
+    write_archive(NULL, segs, 1);
+    free(b);
+    tf_archive *ar = NULL;
+    tf_error e = { 0 };
+    if (tf_archive_open(archive_path, false, &ar, &e) < 0) {
+        ck_assert_msg(strstr(e.msg, "model") != NULL, "refused, but not for its model: %s", e.msg);
+        return;
+    }
+    tf_reader_ctx *r = tf_reader_new(ar, 1 << 20);
+    uint8_t buf[TENSOR_BYTES];
+    ck_assert_int_eq(tf_reader_blob(r, N - 1, buf, &e), -1);
+    ck_assert_str_ne(e.msg, "");
+    tf_reader_free(r);
+    tf_archive_close(ar);
+}
+END_TEST
+
+static Suite *hostile_suite(void)
+{
+    Suite *s = suite_create("hostile");
+    TCase *tc = tcase_create("archive");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, make_dir, remove_dir);
+    tcase_add_test(tc, valid_plan_opens);
+    tcase_add_loop_test(tc, hostile_catalog_is_refused, 0, ARRAY_LEN(cases));
+    tcase_add_test(tc, second_commit_cannot_reach_forward);
+    tcase_add_test(tc, dir_replaced_by_file_drops_subtree);
+    tcase_add_test(tc, chain_at_the_bound_opens);
+    tcase_add_test(tc, chain_past_the_bound_is_refused);
+    tcase_add_test(tc, model_chain_is_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(hostile_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

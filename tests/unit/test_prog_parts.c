@@ -1,0 +1,455 @@
+/* The parts of prog below the codec row: canonical Huffman codes, the
+ * word operators in both directions, every literal coding on its own,
+ * hand-built programs of every operator executed against the words they
+ * mean, and the validation of programs that break the typing rules. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/huffman.h"
+#include "codec/prog_exec.h"
+#include "codec/prog_leaf.h"
+#include "codec/prog_ops.h"
+#include "codec/prog_serialize.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* ---- Huffman ---- */
+
+static uint32_t kraft(const uint8_t *len, unsigned n)
+{
+    uint32_t k = 0;
+    for (unsigned s = 0; s < n; s++)
+        k += len[s] ? 1u << (TF_HUFF_MAX_LEN - len[s]) : 0;
+    return k;
+}
+
+START_TEST(test_huffman_lengths)
+{
+    rng_state = 1;
+    for (int round = 0; round < 200; round++) {
+        uint64_t count[256] = { 0 };
+        unsigned n = 1 + (unsigned)(rng_next() % 256), shape = round % 3;
+        double total = 0;
+        for (unsigned s = 0; s < n; s++) {
+            /* uniform, geometric (deep trees, past the limit), sparse */
+            count[s] = shape == 0   ? 1 + rng_next() % 1000
+                       : shape == 1 ? (uint64_t)1 << (s < 40 ? 40 - s : 0)
+                                    : (rng_next() % 4 == 0) * (1 + rng_next() % 50);
+            total += (double)count[s];
+        }
+        uint8_t len[256];
+        tf_huff_lengths(count, n, len);
+        unsigned present = 0;
+        double entropy = 0;
+        for (unsigned s = 0; s < n; s++) {
+            ck_assert_int_le(len[s], TF_HUFF_MAX_LEN);
+            ck_assert_int_eq(len[s] > 0, count[s] > 0);
+            present += count[s] > 0;
+            if (count[s])
+                entropy -= (double)count[s] * log2((double)count[s] / total);
+        }
+        ck_assert_uint_le(kraft(len, n), 1u << TF_HUFF_MAX_LEN);
+        if (present >= 2 && shape == 0) /* within a bit per symbol of the entropy */
+            ck_assert_double_le((double)tf_huff_cost_bits(count, len, n), entropy + total);
+    }
+}
+END_TEST
+
+START_TEST(test_huffman_table)
+{
+    uint8_t len[256] = { 0 }, back[256];
+    len[3] = 1;
+    len[4] = 2;
+    len[9] = 3;
+    len[10] = 3;
+    tf_buf b = { 0 };
+    tf_error e;
+    ck_assert_int_eq(tf_huff_table_write(len, 256, &b, &e), 0);
+    ck_assert_uint_eq(b.len, tf_huff_table_size(len, 256));
+    tf_reader r = tf_reader_make(b.data, b.len);
+    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &e), 0);
+    ck_assert_mem_eq(len, back, 256);
+    ck_assert_uint_eq(tf_reader_left(&r), 0);
+    r = tf_reader_make(b.data, b.len);
+    ck_assert_int_eq(tf_huff_table_read(&r, 10, back, &e), -1); /* symbols out of range */
+    /* over-full: Kraft sum above 1 */
+    static const uint8_t over[] = { 3, 3, 0x11, 0x01 };
+    r = tf_reader_make(over, sizeof over);
+    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &e), -1);
+    /* a length past the limit, a nonzero padding nibble */
+    static const uint8_t deep[] = { 0, 2, 0xd1 }, pad[] = { 0, 1, 0x11 };
+    r = tf_reader_make(deep, sizeof deep);
+    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &e), -1);
+    r = tf_reader_make(pad, sizeof pad);
+    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &e), -1);
+    tf_buf_free(&b);
+}
+END_TEST
+
+/* ---- word operators ---- */
+
+START_TEST(test_ops_are_inverse)
+{
+    rng_state = 2;
+    uint64_t x[257], child[257], back[257];
+    for (unsigned width = 1; width <= 64; width++) {
+        for (size_t i = 0; i < ARRAY_LEN(x); i++)
+            x[i] = rng_next() & tf_prog_mask(width);
+        for (unsigned kind = 0; kind < TF_PROG_MAP_KINDS; kind++) {
+            if (kind == TF_PROG_MAP_ROTL && width < 2)
+                continue;
+            uint64_t param = kind == TF_PROG_MAP_ROTL ? 1 + rng_next() % (width - 1)
+                                                     : rng_next() & tf_prog_mask(width);
+            tf_prog_map_invert(kind, param, width, x, child, ARRAY_LEN(x));
+            memcpy(back, child, sizeof back);
+            tf_prog_map_apply(kind, param, width, back, ARRAY_LEN(x));
+            ck_assert_msg(memcmp(back, x, sizeof x) == 0, "map %u of width %u", kind, width);
+            for (size_t i = 0; i < ARRAY_LEN(x); i++)
+                ck_assert_uint_le(child[i], tf_prog_mask(width));
+        }
+        for (unsigned kind = 0; kind < TF_PROG_SCAN_KINDS; kind++) {
+            tf_prog_scan_invert(kind, width, x, child, ARRAY_LEN(x));
+            uint64_t carry = x[0];
+            tf_prog_scan_apply(kind, width, &carry, child, back + 1, ARRAY_LEN(x) - 1);
+            back[0] = x[0];
+            ck_assert_msg(memcmp(back, x, sizeof x) == 0, "scan %u of width %u", kind, width);
+        }
+        unsigned low = width / 3, high = width - low;
+        memset(back, 0, sizeof back);
+        tf_prog_split_field(x, low, high, child, ARRAY_LEN(x));
+        tf_prog_merge_field(child, low, back, ARRAY_LEN(x));
+        tf_prog_split_field(x, 0, low ? low : 1, child, ARRAY_LEN(x));
+        if (low)
+            tf_prog_merge_field(child, 0, back, ARRAY_LEN(x));
+        ck_assert_msg(memcmp(back, x, sizeof x) == 0, "fields of width %u", width);
+    }
+}
+END_TEST
+
+/* ---- literals ---- */
+
+static void lit_round_trip(const uint64_t *v, size_t n, unsigned width, tf_prog_lit_plan plan,
+                           const tf_prog_ctx_source *src, unsigned n_src)
+{
+    tf_buf body = { 0 };
+    tf_error e = { 0 };
+    ck_assert_msg(tf_prog_lit_write(v, n, width, src, &plan, &body, &e) == 0, "%s", e.msg);
+    uint8_t *exact = malloc(body.len);
+    memcpy(exact, body.data, body.len);
+    tf_prog_siblings sib = { .count = n_src };
+    for (unsigned j = 0; j < n_src; j++)
+        sib.width[j] = (uint8_t)src[j].width;
+    tf_prog_lit_reader r;
+    ck_assert_msg(tf_prog_lit_open(&r, exact, body.len, width, n, &sib, &e) == 0,
+                  "coding %u width %u n %zu: %s", plan.coding, width, n, e.msg);
+    uint64_t *out = malloc((n + 1) * sizeof *out);
+    for (size_t at = 0; at < n;) { /* in uneven pieces, as a program pulls */
+        size_t k = 1 + rng_next() % 700;
+        k = k < n - at ? k : n - at;
+        tf_prog_lit_read(&r, out + at, k, src && plan.ctx_sibling ? src[plan.ctx_sibling - 1].v + at : NULL);
+        at += k;
+    }
+    ck_assert_msg(tf_prog_lit_finish(&r, &e) == 0, "coding %u: %s", plan.coding, e.msg);
+    ck_assert_msg(n == 0 || memcmp(out, v, n * sizeof *v) == 0, "coding %u width %u n %zu",
+                  plan.coding, width, n);
+    tf_prog_lit_close(&r);
+    free(out);
+    free(exact);
+    tf_buf_free(&body);
+}
+
+START_TEST(test_every_coding)
+{
+    static const size_t counts[] = { 1, 2, 15, 16, 17, 2047, 2048, 5003 };
+    rng_state = 3 + _i;
+    size_t n = counts[_i];
+    uint64_t *v = malloc(n * sizeof *v), *exp = malloc(n * sizeof *exp);
+    for (unsigned width = 1; width <= 64; width += width < 12 ? 1 : 13) {
+        for (size_t i = 0; i < n; i++)
+            v[i] = (rng_next() >> (rng_next() % 64)) & tf_prog_mask(width);
+        lit_round_trip(v, n, width, (tf_prog_lit_plan){ .coding = TF_PROG_CODE_RAW }, NULL, 0);
+        uint64_t all = 0;
+        for (size_t i = 0; i < n; i++)
+            all |= v[i];
+        unsigned w = all ? 64 - (unsigned)__builtin_clzll(all) : 1;
+        if (w < width)
+            lit_round_trip(v, n, width,
+                           (tf_prog_lit_plan){ .coding = TF_PROG_CODE_PACK, .pack_width = (uint8_t)w },
+                           NULL, 0);
+        for (size_t i = 0; i < n; i++) /* byte symbols, skewed */
+            v[i] = (rng_next() % 7 ? rng_next() % 5 : rng_next() % 256) & tf_prog_mask(width);
+        lit_round_trip(v, n, width, (tf_prog_lit_plan){ .coding = TF_PROG_CODE_HUFF }, NULL, 0);
+        for (unsigned prec = TF_RANS_MIN_PREC; prec <= TF_RANS_MAX_PREC; prec++)
+            lit_round_trip(v, n, width,
+                           (tf_prog_lit_plan){ .coding = TF_PROG_CODE_RANS, .prec = (uint8_t)prec },
+                           NULL, 0);
+        /* contexts from a sibling: an exponent-like source */
+        for (size_t i = 0; i < n; i++)
+            exp[i] = 120 + rng_next() % 9;
+        tf_prog_ctx_source src[2] = { { v, width }, { exp, 8 } };
+        lit_round_trip(v, n, width,
+                       (tf_prog_lit_plan){ .coding = TF_PROG_CODE_RANS, .prec = 11, .ctx_sibling = 2,
+                                           .ctx_base = 121, .ctx_count = 5 },
+                       src, 2);
+        /* and the planner's choice */
+        tf_prog_lit_plan best;
+        tf_error e;
+        ck_assert_int_eq(tf_prog_lit_plan_best(v, n, width, src, 2, &best, &e), 0);
+        tf_buf body = { 0 };
+        ck_assert_int_eq(tf_prog_lit_write(v, n, width, src, &best, &body, &e), 0);
+        ck_assert_uint_eq(body.len, best.size); /* the plan's size is exact */
+        tf_buf_free(&body);
+        lit_round_trip(v, n, width, best, src, 2);
+    }
+    free(v);
+    free(exp);
+}
+END_TEST
+
+START_TEST(test_empty_literal)
+{
+    lit_round_trip(NULL, 0, 13, (tf_prog_lit_plan){ .coding = TF_PROG_CODE_RAW }, NULL, 0);
+    tf_prog_lit_plan best;
+    tf_error e;
+    ck_assert_int_eq(tf_prog_lit_plan_best(NULL, 0, 13, NULL, 0, &best, &e), 0);
+    ck_assert_uint_eq(best.coding, TF_PROG_CODE_RAW);
+    ck_assert_uint_eq(best.size, 1);
+}
+END_TEST
+
+/* ---- hand-built programs ---- */
+
+typedef struct {
+    tf_prog p;
+    tf_buf bodies[TF_PROG_MAX_NODES];
+} builder;
+
+static unsigned node(builder *b, unsigned parent, unsigned op, unsigned width, uint64_t n)
+{
+    int i = tf_prog_add_kids(&b->p, parent, 1);
+    ck_assert_int_ge(i, 0);
+    tf_prog_node *k = &b->p.node[i];
+    k->op = (uint8_t)op;
+    k->width = (uint8_t)width;
+    k->n = n;
+    return (unsigned)i;
+}
+
+/* Children must be added in one go to be contiguous: kids(b, parent, k). */
+static unsigned kids(builder *b, unsigned parent, unsigned count)
+{
+    int first = tf_prog_add_kids(&b->p, parent, count);
+    ck_assert_int_ge(first, 0);
+    return (unsigned)first;
+}
+
+static void set(builder *b, unsigned i, unsigned op, unsigned width, uint64_t n, uint64_t param)
+{
+    tf_prog_node *k = &b->p.node[i];
+    k->op = (uint8_t)op;
+    k->width = (uint8_t)width;
+    k->n = n;
+    k->param = param;
+}
+
+static void raw_lit(builder *b, unsigned i, const uint64_t *v)
+{
+    tf_prog_node *k = &b->p.node[i];
+    tf_prog_lit_plan plan = { .coding = TF_PROG_CODE_RAW };
+    tf_error e;
+    ck_assert_int_eq(tf_prog_lit_write(v, k->n, k->width, NULL, &plan, &b->bodies[i], &e), 0);
+    k->op = TF_PROG_LIT;
+    k->body = b->bodies[i].data;
+    k->body_len = b->bodies[i].len;
+}
+
+/* Writes the program, reads it back as width[n], executes it, and checks
+ * the result against expect (little-endian words of width / 8 bytes). */
+static void check_program(builder *b, const uint64_t *expect)
+{
+    tf_buf enc = { 0 };
+    tf_error e = { 0 };
+    const tf_prog_node *root = &b->p.node[0];
+    ck_assert_int_eq(tf_prog_write(&b->p, &enc, &e), 0);
+    tf_prog *p = malloc(sizeof *p);
+    ck_assert_msg(tf_prog_read(enc.data, enc.len, root->width, root->n, p, &e) == 0, "%s", e.msg);
+    size_t bytes = root->width / 8;
+    uint8_t *out = malloc(root->n * bytes + 1), *want = malloc(root->n * bytes + 1);
+    ck_assert_msg(tf_prog_exec(p, out, &e) == 0, "%s", e.msg);
+    tf_prog_words_store(expect, root->n, (unsigned)bytes, want);
+    ck_assert_mem_eq(out, want, root->n * bytes);
+    free(out);
+    free(want);
+    free(p);
+    tf_buf_free(&enc);
+    for (unsigned i = 0; i < TF_PROG_MAX_NODES; i++)
+        tf_buf_free(&b->bodies[i]);
+}
+
+START_TEST(test_programs_execute)
+{
+    builder *b = calloc(1, sizeof *b);
+    uint64_t expect[4100], v[4100];
+    /* concat(const, lit) */
+    unsigned root = node(b, 0, TF_PROG_CONCAT, 16, 7), k = kids(b, root, 2);
+    set(b, k, TF_PROG_CONST, 16, 4, 0xbeef);
+    set(b, k + 1, TF_PROG_LIT, 16, 3, 0);
+    static const uint64_t tail[] = { 1, 2, 65535 };
+    raw_lit(b, k + 1, tail);
+    for (int i = 0; i < 7; i++)
+        expect[i] = i < 4 ? 0xbeef : tail[i - 4];
+    check_program(b, expect);
+    /* repeat with a cut last copy, across blocks */
+    memset(b, 0, sizeof *b);
+    root = node(b, 0, TF_PROG_REPEAT, 32, 4100);
+    b->p.node[root].param = 3;
+    k = kids(b, root, 1);
+    set(b, k, TF_PROG_LIT, 32, 3, 0);
+    static const uint64_t period[] = { 7, 0xffffffff, 0 };
+    raw_lit(b, k, period);
+    for (int i = 0; i < 4100; i++)
+        expect[i] = period[i % 3];
+    check_program(b, expect);
+    /* scan_add(v0, map_zigzag(lit)): deltas of a ramp */
+    memset(b, 0, sizeof *b);
+    root = node(b, 0, TF_PROG_SCAN, 64, 4100);
+    b->p.node[root].kind = TF_PROG_SCAN_ADD;
+    b->p.node[root].param = 1000;
+    k = kids(b, root, 1);
+    set(b, k, TF_PROG_MAP, 64, 4099, 0);
+    b->p.node[k].kind = TF_PROG_MAP_ZIGZAG;
+    unsigned leaf = kids(b, k, 1);
+    set(b, leaf, TF_PROG_LIT, 64, 4099, 0);
+    rng_state = 4;
+    expect[0] = 1000;
+    for (int i = 0; i < 4099; i++) {
+        int64_t d = (int64_t)(rng_next() % 21) - 10;
+        v[i] = tf_prog_zigzag_encode((uint64_t)d, 64);
+        expect[i + 1] = expect[i] + (uint64_t)d;
+    }
+    raw_lit(b, leaf, v);
+    check_program(b, expect);
+    /* merge(8: map_rotl3(lit), 8: scan_xor(lit)) */
+    memset(b, 0, sizeof *b);
+    root = node(b, 0, TF_PROG_MERGE, 16, 50);
+    k = kids(b, root, 2);
+    set(b, k, TF_PROG_MAP, 8, 50, 3);
+    b->p.node[k].kind = TF_PROG_MAP_ROTL;
+    set(b, k + 1, TF_PROG_SCAN, 8, 50, 0x5a);
+    b->p.node[k + 1].kind = TF_PROG_SCAN_XOR;
+    unsigned high = kids(b, k, 1), low = kids(b, k + 1, 1);
+    set(b, high, TF_PROG_LIT, 8, 50, 0);
+    set(b, low, TF_PROG_LIT, 8, 49, 0);
+    uint64_t hv[50], lv[49], prev = 0x5a;
+    for (int i = 0; i < 50; i++) {
+        hv[i] = rng_next() & 0xff;
+        uint64_t hi = tf_prog_rotl(hv[i], 3, 8);
+        if (i)
+            prev ^= lv[i - 1] = rng_next() & 0xff;
+        expect[i] = hi << 8 | prev;
+    }
+    raw_lit(b, high, hv);
+    raw_lit(b, low, lv);
+    check_program(b, expect);
+    free(b);
+}
+END_TEST
+
+/* Each broken instance as bytes: version-less programs of type 16[8]. */
+START_TEST(test_validation_rejects)
+{
+    static const struct {
+        const char *what;
+        uint8_t bytes[16];
+        size_t len;
+    } bad[] = {
+        { "unknown op", { 9 }, 1 },
+        { "const too wide", { 1, 0x80, 0x80, 0x04 }, 4 },
+        { "concat arity 1", { 2, 1, 1, 5 }, 4 },
+        { "concat lengths past n", { 2, 2, 8, 1, 1, 1, 2 }, 7 },
+        { "concat zero length", { 2, 2, 0, 1, 1, 1, 2 }, 7 },
+        { "repeat period n", { 3, 8, 1, 0 }, 4 },
+        { "repeat period 0", { 3, 0, 1, 0 }, 4 },
+        { "map kind", { 4, 9, 1, 0 }, 4 },
+        { "rotation 0", { 4, 5, 0, 1, 0 }, 5 },
+        { "rotation 16", { 4, 5, 16, 1, 0 }, 5 },
+        { "merge widths short", { 6, 2, 8, 7, 1, 0, 1, 0 }, 8 },
+        { "merge widths long", { 6, 2, 8, 9, 1, 0, 1, 0 }, 8 },
+        { "merge width 0", { 6, 2, 16, 0, 1, 0, 1, 0 }, 8 },
+        { "scan child short", { 5, 1, 0, 0, 2, 1 }, 6 },
+        { "literal body past end", { 0, 20, 0 }, 3 },
+        { "trailing bytes", { 1, 5, 0 }, 3 },
+        { "truncated", { 6, 2, 8 }, 3 },
+    };
+    tf_prog *p = malloc(sizeof *p);
+    tf_error e;
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++)
+        ck_assert_msg(tf_prog_read(bad[i].bytes, bad[i].len, 16, 8, p, &e) == -1, "accepted: %s",
+                      bad[i].what);
+    /* the same shapes made valid are accepted */
+    static const uint8_t good_const[] = { 1, 5 }, good_repeat[] = { 3, 7, 1, 0 };
+    ck_assert_int_eq(tf_prog_read(good_const, sizeof good_const, 16, 8, p, &e), 0);
+    ck_assert_int_eq(tf_prog_read(good_repeat, sizeof good_repeat, 16, 8, p, &e), 0);
+    /* nesting past the depth limit */
+    uint8_t deep[2 * TF_PROG_MAX_DEPTH + 2];
+    size_t len = 0;
+    for (unsigned d = 0; d < TF_PROG_MAX_DEPTH; d++) {
+        deep[len++] = TF_PROG_MAP;
+        deep[len++] = TF_PROG_MAP_BITREV;
+    }
+    deep[len++] = TF_PROG_CONST;
+    deep[len++] = 1;
+    ck_assert_int_eq(tf_prog_read(deep, len, 16, 8, p, &e), -1);
+    ck_assert_int_eq(tf_prog_read(deep + 2, len - 2, 16, 8, p, &e), 0);
+    /* more nodes than allowed: a merge of 64 one-bit constants */
+    uint8_t wide[2 + 64 + 128];
+    len = 0;
+    wide[len++] = TF_PROG_MERGE;
+    wide[len++] = 64;
+    for (int c = 0; c < 64; c++)
+        wide[len++] = 1;
+    for (int c = 0; c < 64; c++) {
+        wide[len++] = TF_PROG_CONST;
+        wide[len++] = (uint8_t)(c & 1);
+    }
+    ck_assert_int_eq(tf_prog_read(wide, len, 64, 8, p, &e), -1); /* 65 nodes */
+    free(p);
+}
+END_TEST
+
+static Suite *parts_suite(void)
+{
+    Suite *s = suite_create("prog_parts");
+    TCase *tc = tcase_create("prog_parts");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_huffman_lengths);
+    tcase_add_test(tc, test_huffman_table);
+    tcase_add_test(tc, test_ops_are_inverse);
+    tcase_add_loop_test(tc, test_every_coding, 0, 8);
+    tcase_add_test(tc, test_empty_literal);
+    tcase_add_test(tc, test_programs_execute);
+    tcase_add_test(tc, test_validation_rejects);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(parts_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
