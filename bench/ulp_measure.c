@@ -20,6 +20,8 @@
  * -s adds the design studies: table precision and joint vs separate
  * coding of (b, q1, q2). The last line is a digest of every byte fit and
  * encode wrote: an optimization of the codec must leave it unchanged.
+ * TRAJFS_SIMD=none or avx2 in the environment caps the codec's SIMD code
+ * (codec/rans.h); -c with a small chunk shows per-call setup costs.
  *
  * Build (from the repository root; not part of `make`):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Isrc src/common/buf.c src/common/error.c \

@@ -1,7 +1,8 @@
 /* trajpack verify: reconstructs every blob that a live file uses (payload
  * checksum, decode against the reference chain, content id of the
- * result), names every tensor or file that uses a bad one, and goes on
- * past errors. */
+ * result), names every tensor or file that uses a bad one or whose stored
+ * safetensors header does not describe its tensors, and goes on past
+ * errors. */
 #include "cli/cli.h"
 
 #include <stdlib.h>
@@ -42,7 +43,7 @@ typedef struct {
     blob_state *state;  /* per blob */
     char **why;         /* per bad blob: the error */
     cli_progress *bar;
-    uint64_t blobs_checked, blobs_bad, files, files_bad, bytes;
+    uint64_t blobs_checked, blobs_bad, headers_bad, files, files_bad, bytes;
 } verifier;
 
 /* Reconstructs blob b once; later uses get the remembered verdict. */
@@ -103,7 +104,12 @@ static void report_bad_chunk(verifier *v, const tf_entry *ent, uint64_t c)
 
 static void verify_file(verifier *v, const tf_entry *ent)
 {
-    bool bad = false;
+    tf_error e;
+    bool bad = tf_reader_check_header(ent, &e) < 0;
+    if (bad) {
+        cli_error("%s", e.msg);
+        v->headers_bad++;
+    }
     for (uint64_t c = 0; c < ent->nchunks; c++) {
         if (check_blob(v, ent->chunks[c]) == BLOB_BAD) {
             report_bad_chunk(v, ent, c);
@@ -149,10 +155,14 @@ static void print_summary(const verifier *v, const char *archive)
     cli_format_size(v->bytes, bytes);
     printf("verified %llu files, %llu blobs, %s: ", (unsigned long long)v->files,
            (unsigned long long)v->blobs_checked, bytes);
-    if (v->blobs_bad == 0)
+    if (v->blobs_bad == 0 && v->headers_bad == 0)
         puts("OK");
-    else
+    else if (v->headers_bad == 0)
         printf("%llu bad blobs in %llu files\n", (unsigned long long)v->blobs_bad,
+               (unsigned long long)v->files_bad);
+    else
+        printf("%llu bad blobs, %llu headers unlike their tensors in %llu files\n",
+               (unsigned long long)v->blobs_bad, (unsigned long long)v->headers_bad,
                (unsigned long long)v->files_bad);
 }
 
@@ -175,7 +185,7 @@ static int verify_archive(tf_archive *ar, const char *archive, bool quiet)
                 verify_file(&v, tf_archive_entry(ar, i));
         cli_progress_end(v.bar);
         print_summary(&v, archive);
-        status = v.blobs_bad ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+        status = v.blobs_bad || v.headers_bad ? CLI_EXIT_FAIL : CLI_EXIT_OK;
     }
     for (uint64_t b = 0; v.why && b < nblobs; b++)
         free(v.why[b]);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "codec/bytegroup.h"
+#include "codec/prog.h"
 #include "codec/raw.h"
 #include "codec/ulp.h"
 #include "codec/zstd_codec.h"
@@ -12,6 +13,7 @@ static const tf_codec *const table[TF_CODEC_COUNT] = {
     [TF_CODEC_ZSTD] = &tf_codec_zstd,
     [TF_CODEC_BYTEGROUP] = &tf_codec_bytegroup,
     [TF_CODEC_ULP] = &tf_codec_ulp,
+    [TF_CODEC_PROG] = &tf_codec_prog,
 };
 
 const tf_codec *tf_codec_get(unsigned id)

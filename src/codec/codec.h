@@ -19,6 +19,7 @@ typedef enum {
     TF_CODEC_ZSTD = 1,      /* one zstd frame */
     TF_CODEC_BYTEGROUP = 2, /* float bytes grouped by significance, then zstd */
     TF_CODEC_ULP = 3,       /* ULPack delta against a reference chunk */
+    TF_CODEC_PROG = 4,      /* Brevis-style program of reversible operators */
     TF_CODEC_COUNT
 } tf_codec_id;
 

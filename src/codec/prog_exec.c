@@ -29,6 +29,8 @@ static void pull_concat(executor *x, unsigned i, uint64_t *out, size_t count)
         unsigned kid = k->kid0 + x->part[i];
         uint64_t left = x->p->node[kid].n - x->done[kid];
         size_t take = left < count ? (size_t)left : count;
+        if (take == 0) /* never for a validated program; never a hang either */
+            break;
         pull(x, kid, out, take, NULL);
         out += take;
         count -= take;

@@ -1,7 +1,8 @@
 /* Literal leaves in static rANS (rans.h), optionally under contexts taken
  * from an earlier sibling of the parent merge (e.g. the mantissa under the
- * exponent). Variants (precision, context source) are ranked by a close
- * estimate, and the few near the best are encoded to get exact sizes. */
+ * exponent). Variants (precision, context source and window) are ranked
+ * by a close estimate, and the few near the best are encoded to get exact
+ * sizes. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -13,15 +14,19 @@
  * the 15 more lane states (60 bytes) cost about 1% of a stream of 16384
  * symbols of 3 bits, and more below. */
 #define LANES_FROM 16384
-/* Contexts a window of source values may hold (plus context 0 for the
- * rest). Table rows cost bytes; a few dozen capture an exponent. */
-#define MAX_WINDOW 32
+/* Context windows tried: how many source values get contexts of their
+ * own (the rest share context 0). Rows cost table bytes; which number
+ * pays depends on the chunk (on prog_bench's files, offering the small
+ * windows too saved 0.2% over a window of 32 alone). */
+static const unsigned windows[] = { 2, 4, 8, 16, 32 };
 /* Sources wider than this are not histogrammed for a window. */
 #define MAX_SOURCE_WIDTH 16
 /* Candidates whose estimate is within this many bytes of the best are
  * encoded to find the exact smallest. */
 #define EXACT_SLACK 8
 
+/* Table precisions tried: lower ones make smaller tables (8 never won
+ * on prog_bench's files). */
 static const unsigned precisions[] = { 9, 10, 11 };
 
 static unsigned lanes_for(size_t n)
@@ -35,9 +40,10 @@ static inline unsigned ctx_of(uint64_t v, uint64_t base, unsigned count)
     return d < count ? (unsigned)d + 1 : 0;
 }
 
-/* The window of at most MAX_WINDOW consecutive source values holding the
- * most words (the first such), trimmed to values that occur. */
-static int best_window(const tf_prog_ctx_source *src, size_t n, uint64_t *base, unsigned *count)
+/* The window of at most `max` consecutive source values holding the most
+ * words (the first such), trimmed to values that occur. */
+static int best_window(const tf_prog_ctx_source *src, size_t n, unsigned max, uint64_t *base,
+                       unsigned *count)
 {
     size_t span = (size_t)1 << src->width;
     uint32_t *hist = calloc(span, sizeof *hist);
@@ -45,7 +51,7 @@ static int best_window(const tf_prog_ctx_source *src, size_t n, uint64_t *base, 
         return -1;
     for (size_t i = 0; i < n; i++)
         hist[src->v[i]]++;
-    size_t w = span < MAX_WINDOW ? span : MAX_WINDOW, best = 0;
+    size_t w = span < max ? span : max, best = 0;
     uint64_t mass = 0, best_mass = 0;
     for (size_t v = 0; v < span; v++) {
         mass += hist[v];
@@ -210,47 +216,62 @@ static int exact_size(const uint8_t *sym, size_t n, unsigned n_sym,
     return rc;
 }
 
-#define MAX_VARIANTS (sizeof precisions / sizeof precisions[0] * (1 + TF_PROG_MAX_ARITY))
+#define N_PRECISIONS (sizeof precisions / sizeof precisions[0])
+#define N_WINDOWS (sizeof windows / sizeof windows[0])
+#define MAX_VARIANTS (N_PRECISIONS * (1 + N_WINDOWS * TF_PROG_MAX_ARITY))
 
 typedef struct {
     tf_prog_lit_plan plan;
     size_t estimate;
 } variant;
 
-/* Every (source, precision) variant with its estimate. */
+/* The variants of one context setting (base), one per precision. */
+static int add_variants(const uint8_t *sym, size_t n, unsigned n_sym,
+                        const tf_prog_ctx_source *sources, const tf_prog_lit_plan *base,
+                        variant *vars, unsigned *n_vars, tf_error *e)
+{
+    bool oom;
+    uint16_t *ctx = contexts(sources, base, n, &oom);
+    if (oom)
+        return tf_fail(e, ENOMEM, "prog: out of memory for contexts");
+    int rc = 0;
+    for (size_t p = 0; p < N_PRECISIONS && rc == 0; p++) {
+        variant *v = &vars[(*n_vars)++];
+        v->plan = *base;
+        v->plan.prec = (uint8_t)precisions[p];
+        rc = estimate(sym, ctx, n, n_sym, &v->plan, &v->estimate, e);
+    }
+    free(ctx);
+    return rc;
+}
+
+/* Every (context source and window, precision) variant with its
+ * estimate. */
 static int list_variants(const uint8_t *sym, size_t n, unsigned n_sym,
                          const tf_prog_ctx_source *sources, unsigned n_src, variant *vars,
                          unsigned *n_vars, tf_error *e)
 {
     *n_vars = 0;
-    for (unsigned j = 0; j <= n_src; j++) {
-        tf_prog_lit_plan base = { .coding = TF_PROG_CODE_RANS };
-        if (j > 0) {
-            const tf_prog_ctx_source *src = &sources[j - 1];
-            if (!src->v || src->width > MAX_SOURCE_WIDTH)
-                continue;
+    tf_prog_lit_plan base = { .coding = TF_PROG_CODE_RANS };
+    if (add_variants(sym, n, n_sym, sources, &base, vars, n_vars, e) < 0)
+        return -1;
+    for (unsigned j = 1; j <= n_src; j++) {
+        const tf_prog_ctx_source *src = &sources[j - 1];
+        if (!src->v || src->width > MAX_SOURCE_WIDTH)
+            continue;
+        unsigned last = 0;
+        for (size_t w = 0; w < N_WINDOWS; w++) {
             unsigned count;
-            if (best_window(src, n, &base.ctx_base, &count) < 0)
+            if (best_window(src, n, windows[w], &base.ctx_base, &count) < 0)
                 return tf_fail(e, ENOMEM, "prog: out of memory for a context window");
-            if (count < 2)
-                continue; /* one context is no context */
+            if (count < 2 || count == last)
+                continue; /* one context is no context; a window seen */
+            last = count;
             base.ctx_sibling = (uint8_t)j;
             base.ctx_count = (uint8_t)count;
-        }
-        bool oom;
-        uint16_t *ctx = contexts(sources, &base, n, &oom);
-        if (oom)
-            return tf_fail(e, ENOMEM, "prog: out of memory for contexts");
-        for (size_t p = 0; p < sizeof precisions / sizeof precisions[0]; p++) {
-            variant *v = &vars[(*n_vars)++];
-            v->plan = base;
-            v->plan.prec = (uint8_t)precisions[p];
-            if (estimate(sym, ctx, n, n_sym, &v->plan, &v->estimate, e) < 0) {
-                free(ctx);
+            if (add_variants(sym, n, n_sym, sources, &base, vars, n_vars, e) < 0)
                 return -1;
-            }
         }
-        free(ctx);
     }
     return 0;
 }

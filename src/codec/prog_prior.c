@@ -7,7 +7,10 @@
 #include "codec/prog_derive.h"
 
 /* Additive smoothing of the counts. A calibration sees a few programs;
- * a small beta lets what it saw stand out (measured: see README). */
+ * with beta 1 an unseen production costs barely more than a seen one
+ * (on the bf16 checkpoint of prog_bench, one expansion with a single
+ * rollout completed a map of a raw literal ahead of the merge the
+ * calibration had chosen); 0.1 lets what the calibration saw stand out. */
 #define BETA 0.1
 /* Features look at most this many words; distinct values this many. */
 #define FEATURE_SAMPLE 65536

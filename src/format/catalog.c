@@ -291,7 +291,7 @@ static int read_entry(decoder *d, tf_entry *ent)
     uint64_t nsec = tf_read_varint(&d->r);
     if (d->r.bad)
         return short_segment(d);
-    if (mode > 07777 || nsec >= 1000000000u || ent->ino == 0)
+    if (mode > 07777 || nsec >= 1000000000u || ent->ino < 2 || ent->ino > TF_INO_MAX)
         return tf_fail(d->e, EIO, "catalog: \"%s\" has a bad mode, mtime or inode", ent->path);
     ent->mode = (uint32_t)mode;
     ent->mtime_nsec = (uint32_t)nsec;

@@ -19,6 +19,9 @@
 #define TF_PATH_MAX 4096 /* bytes in a path, like Linux PATH_MAX */
 #define TF_NAME_MAX 255  /* bytes in one path component */
 #define TF_DEPTH_MAX 64  /* components in a path */
+/* Inode numbers of entries: 1 is the root directory, entries have 2 to
+ * TF_INO_MAX, so that the next number (the largest + 1) never wraps. */
+#define TF_INO_MAX ((uint64_t)1 << 62)
 
 /* Entry kinds (stored values: never renumber). */
 typedef enum {

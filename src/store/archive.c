@@ -65,6 +65,11 @@ static int check_blob(tf_archive *ar, uint64_t idx, tf_error *e)
     if (b->model && !codec->fit)
         return tf_fail(e, EIO, "blob %llu: codec %s takes no model", (unsigned long long)idx,
                        codec->name);
+    /* A model is decoded while its user is being decoded: it must stand
+     * alone, or a chain of models would nest decodes without bound. */
+    if (b->model && (ar->blobs[b->model - 1].ref || ar->blobs[b->model - 1].model))
+        return tf_fail(e, EIO, "blob %llu: model blob %llu is not self-contained",
+                       (unsigned long long)idx, (unsigned long long)(b->model - 1));
     unsigned depth = 0;
     if (b->ref) {
         const tf_blob *r = &ar->blobs[b->ref - 1];

@@ -32,10 +32,17 @@ int tf_encode_chunk(tf_chunk_job *job, tf_error *e)
     unsigned best_id = TF_CODEC_RAW;
     size_t best_len = job->len;
 
-    unsigned ids[2] = { standalone_codec(job->dtype), TF_CODEC_ULP };
-    int ncand = job->ref && job->model ? 2 : 1;
-    for (int k = 0; k < ncand; k++) {
+    unsigned ids[3] = { standalone_codec(job->dtype), TF_CODEC_PROG, TF_CODEC_ULP };
+    for (int k = 0; k < 3; k++) {
+        if (ids[k] == TF_CODEC_PROG) {
+            if (!job->program)
+                continue;
+            ctx.model = job->program;
+            ctx.model_len = job->program_len;
+        }
         if (ids[k] == TF_CODEC_ULP) {
+            if (!job->ref || !job->model)
+                continue;
             ctx.ref = job->ref;
             ctx.ref_len = job->len;
             ctx.model = job->model;
@@ -61,6 +68,13 @@ int tf_encode_chunk(tf_chunk_job *job, tf_error *e)
     job->codec = (uint8_t)best_id;
     job->out = best;
     return 0;
+}
+
+int tf_fit_program(const uint8_t *src, size_t len, unsigned dtype, tf_buf *program)
+{
+    tf_codec_ctx ctx = { .dtype = dtype };
+    program->len = 0;
+    return tf_codec_get(TF_CODEC_PROG)->fit(src, len, &ctx, program, NULL);
 }
 
 int tf_fit_delta_model(const uint8_t *src, const uint8_t *ref, size_t len, unsigned dtype,

@@ -13,7 +13,8 @@
 /* One chunk to encode. The chosen codec is the one whose output is
  * smallest among: the delta codec (when ref and model are given, charged
  * its share of the model, which small tensors cannot amortize), the
- * self-contained codec for the dtype, and raw. */
+ * program codec (when a program template is given; its chunks decode
+ * without the template), the zstd-based codec for the dtype, and raw. */
 typedef struct {
     const uint8_t *src;
     size_t len;
@@ -22,6 +23,8 @@ typedef struct {
     const uint8_t *model; /* delta codec's model for the tensor, or NULL */
     size_t model_len;
     size_t model_share;   /* this chunk's share of the model's stored size */
+    const uint8_t *program; /* program template for the tensor, or NULL */
+    size_t program_len;
     /* results */
     uint8_t codec;
     tf_buf out;
@@ -39,6 +42,10 @@ int tf_run_ordered(size_t n, unsigned threads, size_t window,
 /* Encodes one chunk job (a `work` function for tf_run_ordered over an
  * array of tf_chunk_job). */
 int tf_encode_chunk(tf_chunk_job *job, tf_error *e);
+
+/* Synthesizes the program template of a tensor without a reference;
+ * returns 0 with it in *program, or -1 when none applies. */
+int tf_fit_program(const uint8_t *src, size_t len, unsigned dtype, tf_buf *program);
 
 /* Fits the delta codec's model on a whole tensor and its reference;
  * returns 0 with the model in *model, or -1 when the codec does not apply

@@ -356,6 +356,29 @@ ssize_t tf_reader_pread(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, siz
     return rc < 0 ? -1 : (ssize_t)len;
 }
 
+int tf_reader_check_header(const tf_entry *ent, tf_error *e)
+{
+    tf_st_header h;
+    if (ent->kind != TF_ENTRY_SAFETENSORS)
+        return 0;
+    if (tf_st_parse(ent->header, ent->header_len, ent->size, ent->path, &h, e) < 0)
+        return -1;
+    int rc = h.ntensors == ent->ntensors ? 0
+             : tf_fail(e, EIO, "%s: the header has %zu tensors, the catalog %llu", ent->path,
+                       h.ntensors, (unsigned long long)ent->ntensors);
+    for (size_t t = 0; rc == 0 && t < h.ntensors; t++) {
+        const tf_st_tensor *ht = &h.tensors[t];
+        const tf_tensor_span *ts = &ent->tensors[t];
+        if (ht->dtype != ts->dtype || ht->end - ht->begin != ts->nbytes)
+            rc = tf_fail(e, EIO, "%s: tensor %zu: the header says %s x %llu bytes, the catalog "
+                         "%s x %llu", ent->path, t, tf_dtype_get(ht->dtype)->name,
+                         (unsigned long long)(ht->end - ht->begin),
+                         tf_dtype_get(ts->dtype)->name, (unsigned long long)ts->nbytes);
+    }
+    tf_st_free(&h);
+    return rc;
+}
+
 const char *tf_reader_tensor_name(tf_reader_ctx *r, const tf_entry *ent, uint64_t t)
 {
     if (ent->kind != TF_ENTRY_SAFETENSORS)

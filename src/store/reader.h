@@ -40,6 +40,14 @@ int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e);
 ssize_t tf_reader_pread(tf_reader_ctx *r, const tf_entry *ent, uint64_t off,
                         size_t len, uint8_t *out, tf_error *e);
 
+/* Whether a safetensors entry's stored header describes its stored
+ * tensors: as many, in data order each of the dtype and byte size of its
+ * span. Opening checks the spans against the chunks, not against the
+ * header (that would parse every header); a catalog pairing a header
+ * with other tensors reads back as a file whose header lies, so `trajpack
+ * verify` checks this. 0, or -1 naming the first difference. */
+int tf_reader_check_header(const tf_entry *ent, tf_error *e);
+
 /* Name of the tensor with index t of a safetensors entry (parsed from the
  * stored header), for messages and statistics; NULL if unavailable. The
  * string is owned by the reader and valid until the next call. Not for

@@ -146,6 +146,8 @@ typedef struct {
     tf_buf model;
     bool fitted;
     int64_t model_blob; /* -1 until stored */
+    tf_buf program;     /* program template, for tensors without a reference */
+    bool programmed;
 } span_job;
 
 typedef struct {
@@ -176,6 +178,8 @@ static int fit_work(void *arg, size_t i, tf_error *e)
     span_job *s = &((file_job *)arg)->spans[i];
     if (s->ref && tf_dtype_is_float(s->dtype))
         s->fitted = tf_fit_delta_model(s->src, s->ref, s->nbytes, s->dtype, &s->model) == 0;
+    else if (s->dtype != TF_DT_NONE && s->nbytes)
+        s->programmed = tf_fit_program(s->src, s->nbytes, s->dtype, &s->program) == 0;
     return 0;
 }
 
@@ -262,6 +266,10 @@ static int plan_chunks(file_job *f, tf_error *e)
             f->chunk_span[j] = s;
             tf_chunk_job *job = &f->chunks[j];
             *job = (tf_chunk_job){ .src = sp->src + off, .len = len, .dtype = sp->dtype };
+            if (sp->programmed) {
+                job->program = sp->program.data;
+                job->program_len = sp->program.len;
+            }
             if (sp->fitted && tf_archive_chain_depth(ar, sp->ref_blobs[c]) + 1u <= max_chain) {
                 job->ref = sp->ref + off;
                 job->model = sp->model.data;
@@ -279,8 +287,10 @@ static void file_job_free(file_job *f)
 {
     for (size_t j = 0; j < f->njobs; j++)
         tf_buf_free(&f->chunks[j].out);
-    for (size_t s = 0; s < f->nspans; s++)
+    for (size_t s = 0; s < f->nspans; s++) {
         tf_buf_free(&f->spans[s].model);
+        tf_buf_free(&f->spans[s].program);
+    }
     free(f->chunks);
     free(f->chunk_span);
     free(f->ids);

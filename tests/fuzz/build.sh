@@ -35,11 +35,11 @@ sources=$(sed -n '/^libtrajfs_a_SOURCES *=/,/[^\\]$/p' "$src/Makefile.am" |
     tr -s ' \t\\' '\n\n\n' | grep '\.c$')
 defs=
 # prog (Brevis-style programs) is fuzzed as soon as its codec exists, also
-# before Makefile.am builds it into the library.
-if grep -q 'tf_codec_prog' "$src/src/codec/prog.h" 2> /dev/null &&
-    ! printf '%s\n' $sources | grep -qx 'src/codec/prog.c'; then
-    sources="$sources $(cd "$src" && ls src/codec/prog*.c src/codec/huffman.c)"
+# before it joins the codec table or Makefile.am builds it.
+if grep -q 'tf_codec_prog' "$src/src/codec/prog.h" 2> /dev/null; then
     defs=-DTF_FUZZ_PROG
+    printf '%s\n' $sources | grep -qx 'src/codec/prog.c' ||
+        sources="$sources $(cd "$src" && ls src/codec/prog*.c src/codec/huffman.c)"
 fi
 # The targets' code goes into the library too: targets share helpers.
 sources="$(printf '%s\n' $sources | sort -u) tests/fuzz/codec_input.c
@@ -82,7 +82,7 @@ for t in $targets; do
 done
 # shellcheck disable=SC2086
 $CLANG $cflags -fsanitize=fuzzer-no-link "$src/tests/fuzz/make_seeds.c" \
-    "$out/libtrajfs-fuzz.a" $FUZZ_LIBS -o "$out/make_seeds"
+    "$src/tests/fuzz/seed_values.c" "$out/libtrajfs-fuzz.a" $FUZZ_LIBS -o "$out/make_seeds"
 
 # ---- seed corpora ----
 rm -rf "$out/seeds" "$out/st"

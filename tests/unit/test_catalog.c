@@ -122,7 +122,7 @@ static void make_sample(sample *s)
     tf_entry *e = s->entries;
     e[E_RUN] = (tf_entry){ .kind = TF_ENTRY_DIR, .ino = 2, .path = "run", .mode = 0755,
                            .mtime_sec = -1, .mtime_nsec = 999999999 };
-    e[E_STEP] = (tf_entry){ .kind = TF_ENTRY_DIR, .ino = UINT64_MAX, .path = "run/step-1",
+    e[E_STEP] = (tf_entry){ .kind = TF_ENTRY_DIR, .ino = TF_INO_MAX, .path = "run/step-1",
                             .mode = 07777, .mtime_sec = INT64_MIN };
     e[E_CONFIG] = (tf_entry){ .kind = TF_ENTRY_FILE, .ino = 4, .path = "run/config.json",
                               .mode = 0644, .mtime_sec = INT64_MAX, .size = 300, .nchunks = 2,

@@ -355,7 +355,7 @@ END_TEST
 
 START_TEST(codec_table_lookups)
 {
-    static const char *const names[] = { "raw", "zstd", "bytegroup", "ulp" };
+    static const char *const names[] = { "raw", "zstd", "bytegroup", "ulp", "prog" };
     for (unsigned id = 0; id < ARRAY_LEN(names); id++) {
         const tf_codec *c = tf_codec_get(id);
         ck_assert_ptr_nonnull(c);

@@ -4,11 +4,11 @@
  * or, where only reading shows it, make the read fail cleanly. Names with
  * "..", absolute paths, NUL and control characters, over-long and deeply
  * nested names, huge declared sizes, chunk counts and chunk sizes that do
- * not match the tensors, reference cycles and reference chains longer than
- * the loader's bound. test_catalog.c checks the segment decoder alone;
+ * not match the tensors, stored headers whose shapes do not match them
+ * (found by verify), reference cycles, model chains and reference chains
+ * longer than the loader's bound. test_catalog.c checks the segment decoder alone;
  * these go through the whole open. */
 #include <check.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +233,9 @@ static void link_target_4113(plan *p)
     p->entries[E_FILE].size = strlen(p->entries[E_FILE].target);
 }
 
+static void ino_root(plan *p) { p->entries[E_FILE].ino = 1; }
+static void ino_past_max(plan *p) { p->entries[E_FILE].ino = TF_INO_MAX + 1; }
+static void ino_wrapping(plan *p) { p->entries[E_MODEL].ino = UINT64_MAX; }
 static void file_size_huge(plan *p) { p->entries[E_FILE].size = (uint64_t)1 << 62; }
 static void file_size_max(plan *p) { p->entries[E_FILE].size = UINT64_MAX; }
 static void file_chunks_too_many(plan *p)
@@ -319,6 +322,10 @@ static const struct {
     { "parent is a file", name_under_a_file, "has no parent directory" },
     { "link target with a NUL", link_target_nul, "link target holds a NUL" },
     { "link target of 4113 bytes", link_target_4113, "bad link target" },
+    { "the root's inode number", ino_root, "\"run/a.txt\" has a bad mode, mtime or inode" },
+    { "inode number 2^62 + 1", ino_past_max, "\"run/a.txt\" has a bad mode, mtime or inode" },
+    /* The next inode number would wrap to 0, which the next add would use. */
+    { "inode number 2^64 - 1", ino_wrapping, "bad mode, mtime or inode" },
     { "file of 2^62 bytes", file_size_huge, "has 1 chunks for 4611686018427387904 bytes" },
     { "file of 2^64-1 bytes", file_size_max, "has 1 chunks for" },
     { "file with a chunk too many", file_chunks_too_many, "has 2 chunks for 10 bytes" },
@@ -359,16 +366,54 @@ START_TEST(hostile_catalog_is_refused)
 }
 END_TEST
 
+/* ---- headers unlike their tensors: opening takes them, verify does not ---- */
+
+static const struct {
+    const char *header, *want;
+} header_cases[] = {
+    { "{\"w\":{\"dtype\":\"BF16\",\"shape\":[10],\"data_offsets\":[0,20]}}",
+      "492 trailing bytes after the last tensor" },
+    { "{\"w\":{\"dtype\":\"F16\",\"shape\":[256],\"data_offsets\":[0,512]}}",
+      "tensor 0: the header says F16 x 512 bytes, the catalog BF16 x 512" },
+    { "{\"v\":{\"dtype\":\"BF16\",\"shape\":[128],\"data_offsets\":[0,256]},"
+      "\"w\":{\"dtype\":\"BF16\",\"shape\":[128],\"data_offsets\":[256,512]}}",
+      "the header has 2 tensors, the catalog 1" },
+    { "{\"w\":{\"dtype\":\"BF16\",\"shape\":[256],\"data_offsets\":[0,512]}}", NULL },
+};
+
+START_TEST(header_unlike_tensors_fails_verify)
+{
+    plan p;
+    make_plan(&p);
+    snprintf(p.header, sizeof p.header, "%s", header_cases[_i].header);
+    tf_entry *m = &p.entries[E_MODEL];
+    m->header_len = strlen(p.header);
+    m->size = 8 + m->header_len + TENSOR_BYTES;
+    write_plan(&p);
+    tf_archive *ar = open_ok();
+    tf_error e = { 0 };
+    int rc = tf_reader_check_header(tf_archive_lookup(ar, "run/m.safetensors"), &e);
+    if (!header_cases[_i].want) {
+        ck_assert_msg(rc == 0, "%s", e.msg);
+    } else {
+        ck_assert_int_eq(rc, -1);
+        ck_assert_msg(strstr(e.msg, header_cases[_i].want) && strstr(e.msg, "run/m.safetensors"),
+                      "expected \"%s\" in: %s", header_cases[_i].want, e.msg);
+    }
+    ck_assert_int_eq(tf_reader_check_header(tf_archive_lookup(ar, "run/a.txt"), &e), 0);
+    tf_archive_close(ar);
+}
+END_TEST
+
 /* ---- across commits ---- */
 
-/* A second commit whose blobs start elsewhere than where the first ended,
- * or that names blobs of a later commit. */
+/* Blob numbers are global: a blob of a second commit that refers to the
+ * blob after it is refused like any forward reference (a cycle through
+ * an earlier commit cannot be written: its blobs come first). */
 START_TEST(second_commit_cannot_reach_forward)
 {
     plan p;
     make_plan(&p);
-    /* Commit 2 holds a blob whose reference is commit 2's own later blob
-     * (a cycle across the boundary is impossible: it is not there yet). */
     tf_blob b[2] = { p.blobs[1], p.blobs[1] };
     b[0].codec = TF_CODEC_ULP;
     b[0].ref = 4; /* global blob 3: the next one */
@@ -379,8 +424,8 @@ START_TEST(second_commit_cannot_reach_forward)
 }
 END_TEST
 
-/* A replaced entry may not change what a later commit's entry under it
- * needs: a directory replaced by a file takes its subtree away. */
+/* A commit that replaces a directory by a file removes what was below
+ * it: the tree stays a tree. */
 START_TEST(dir_replaced_by_file_drops_subtree)
 {
     plan p;
@@ -489,6 +534,7 @@ static Suite *hostile_suite(void)
     tcase_add_checked_fixture(tc, make_dir, remove_dir);
     tcase_add_test(tc, valid_plan_opens);
     tcase_add_loop_test(tc, hostile_catalog_is_refused, 0, ARRAY_LEN(cases));
+    tcase_add_loop_test(tc, header_unlike_tensors_fails_verify, 0, ARRAY_LEN(header_cases));
     tcase_add_test(tc, second_commit_cannot_reach_forward);
     tcase_add_test(tc, dir_replaced_by_file_drops_subtree);
     tcase_add_test(tc, chain_at_the_bound_opens);
