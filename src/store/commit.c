@@ -26,10 +26,20 @@ void tf_commit_abort(tf_commit *c)
     commit_free(c);
 }
 
+/* Inode numbers past the catalog's bound would make the archive
+ * unreadable: refuse the commit instead (after 2^62 files). */
+static int check_inos(const tf_commit *c, tf_error *e)
+{
+    for (uint64_t i = 0; i < c->seg.nentries; i++)
+        if (c->seg.entries[i].ino > TF_INO_MAX)
+            return tf_fail(e, EOVERFLOW, "the archive has used up its inode numbers");
+    return 0;
+}
+
 int tf_commit_finish(tf_commit *c, tf_error *e)
 {
-    int rc = 0;
-    if (c->seg.nentries || c->seg.nblobs) {
+    int rc = check_inos(c, e);
+    if (rc == 0 && (c->seg.nentries || c->seg.nblobs)) {
         tf_buf raw = { 0 };
         rc = tf_segment_encode(&c->seg, &raw, e);
         if (rc == 0)

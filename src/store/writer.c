@@ -188,6 +188,15 @@ static int chunk_work(void *arg, size_t i, tf_error *e)
     return tf_encode_chunk(&((file_job *)arg)->chunks[i], e);
 }
 
+/* True when blob idx (stored, or appended by this commit) decodes alone. */
+static bool blob_stands_alone(const file_job *f, uint64_t idx)
+{
+    const tf_segment *seg = &f->c->seg;
+    const tf_blob *b = idx >= seg->first_blob ? &seg->blobs[idx - seg->first_blob]
+                                              : tf_archive_blob(f->c->ar, idx);
+    return !b->ref && !b->model;
+}
+
 static int chunk_sink(void *arg, size_t i, tf_error *e)
 {
     file_job *f = arg;
@@ -198,6 +207,10 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
         if (s->model_blob < 0) {
             tf_blob_id mid = tf_blob_id_of(s->model.data, s->model.len);
             s->model_blob = tf_commit_find_blob(f->c, &mid);
+            /* Same bytes stored as a delta cannot serve as a model, which
+             * must decode alone. */
+            if (s->model_blob >= 0 && !blob_stands_alone(f, (uint64_t)s->model_blob))
+                s->model_blob = -1;
             if (s->model_blob < 0)
                 s->model_blob = store_model(f->c, &mid, &s->model, e);
             if (s->model_blob < 0)
