@@ -65,6 +65,12 @@ typedef struct {
  * of CLI_OPT_HELP / CLI_OPT_BAD. */
 int cli_getopt(int argc, char **argv, const cli_cmd *cmd);
 
+/* Parses the arguments of a verb whose only option is -q and that takes
+ * exactly one ARCHIVE (its shortopts are "qh"). Returns -1 to go on, with
+ * *archive and *quiet set, or the exit status to return. */
+int cli_parse_quiet_archive(int argc, char **argv, const cli_cmd *cmd, const char **archive,
+                            bool *quiet);
+
 /* Parses a decimal integer in [min, max] given to option opt. Prints a
  * usage error and returns -1 when it is not one. */
 int cli_parse_uint(const char *verb, const char *opt, const char *s,

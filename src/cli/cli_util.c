@@ -73,6 +73,24 @@ int cli_usage_error(const char *verb, const char *fmt, ...)
 
 /* ---- option parsing ---------------------------------------------------- */
 
+int cli_parse_quiet_archive(int argc, char **argv, const cli_cmd *cmd, const char **archive,
+                            bool *quiet)
+{
+    int c;
+    *quiet = false;
+    while ((c = cli_getopt(argc, argv, cmd)) != -1) {
+        switch (c) {
+        case 'q': *quiet = true; break;
+        case CLI_OPT_HELP: return CLI_EXIT_OK;
+        default: return CLI_EXIT_USAGE;
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage_error(cmd->verb, "expected exactly one ARCHIVE");
+    *archive = argv[optind];
+    return -1;
+}
+
 /* How the user may have spelled the option with value val: "-T" when it
  * has a short form, else "--name". */
 static void option_spelling(const cli_cmd *cmd, int val, char *out, size_t outsz)

@@ -47,18 +47,11 @@ int cmd_gc(int argc, char **argv)
 {
     const cli_cmd cmd = { .verb = argv[0], .usage = gc_usage,
                           .shortopts = "qh", .longopts = gc_longopts };
-    bool quiet = false;
-    int c;
-    while ((c = cli_getopt(argc, argv, &cmd)) != -1) {
-        switch (c) {
-        case 'q': quiet = true; break;
-        case CLI_OPT_HELP: return CLI_EXIT_OK;
-        default: return CLI_EXIT_USAGE;
-        }
-    }
-    if (argc - optind != 1)
-        return cli_usage_error(cmd.verb, "expected exactly one ARCHIVE");
-    const char *archive = argv[optind];
+    const char *archive;
+    bool quiet;
+    int status = cli_parse_quiet_archive(argc, argv, &cmd, &archive, &quiet);
+    if (status >= 0)
+        return status;
     struct stat st;
     cli_progress *bar = cli_progress_start("gc", stat(archive, &st) == 0 ? (uint64_t)st.st_size : 0,
                                            quiet);

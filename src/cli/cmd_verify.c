@@ -201,21 +201,15 @@ int cmd_verify(int argc, char **argv)
 {
     const cli_cmd cmd = { .verb = argv[0], .usage = verify_usage,
                           .shortopts = "qh", .longopts = verify_longopts };
-    bool quiet = false;
-    int c;
-    while ((c = cli_getopt(argc, argv, &cmd)) != -1) {
-        switch (c) {
-        case 'q': quiet = true; break;
-        case CLI_OPT_HELP: return CLI_EXIT_OK;
-        default: return CLI_EXIT_USAGE;
-        }
-    }
-    if (argc - optind != 1)
-        return cli_usage_error(cmd.verb, "expected exactly one ARCHIVE");
-    tf_archive *ar = cli_open_archive(argv[optind]);
+    const char *archive;
+    bool quiet;
+    int status = cli_parse_quiet_archive(argc, argv, &cmd, &archive, &quiet);
+    if (status >= 0)
+        return status;
+    tf_archive *ar = cli_open_archive(archive);
     if (!ar)
         return CLI_EXIT_FAIL;
-    int status = verify_archive(ar, argv[optind], quiet);
+    status = verify_archive(ar, archive, quiet);
     tf_archive_close(ar);
     return status;
 }
