@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "cli/size.h" /* cli_format_size, for the verbs' output */
 #include "common/error.h"
 #include "store/archive.h"
 
@@ -37,6 +38,11 @@ int cmd_stats(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 
 /* ---- messages ---------------------------------------------------------- */
+
+/* Writes s with each control character (a newline, an escape sequence
+ * from a hostile name) as \xNN: for text from a file system or an
+ * archive that is shown on a terminal. */
+void cli_put_visible(FILE *f, const char *s);
 
 /* "trajpack: MESSAGE" on stderr (after clearing any progress bar). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -77,10 +83,6 @@ int cli_parse_uint(const char *verb, const char *opt, const char *s,
                    unsigned min, unsigned max, unsigned *out);
 
 /* ---- output ------------------------------------------------------------ */
-
-/* Human-readable size with SI units: "512 B", "39.5 kB", "21.7 MB". */
-#define CLI_SIZE_LEN 16
-void cli_format_size(uint64_t bytes, char out[CLI_SIZE_LEN]);
 
 /* Writes s as a JSON string (escaped, between double quotes): for JSON
  * output, and for names that may hold any character (tensor names). */

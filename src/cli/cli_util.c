@@ -16,9 +16,19 @@
 
 /* ---- messages ---------------------------------------------------------- */
 
-/* Messages name files from file systems and archives: a control
- * character in one (an escape sequence) is written as \xNN, never sent
- * to the terminal, and keeps the message on one line. */
+void cli_put_visible(FILE *f, const char *s)
+{
+    for (const char *c = s; *c; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            fprintf(f, "\\x%02x", (unsigned char)*c);
+        else
+            fputc(*c, f);
+    }
+}
+
+/* Messages name files from file systems and archives: written with
+ * cli_put_visible, so that a control character in one (an escape
+ * sequence) never reaches the terminal and the message stays one line. */
 void cli_error(const char *fmt, ...)
 {
     va_list ap;
@@ -29,12 +39,7 @@ void cli_error(const char *fmt, ...)
         msg = NULL;
     va_end(ap);
     fputs("trajpack: ", stderr);
-    for (const char *c = msg ? msg : "out of memory"; *c; c++) {
-        if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            fprintf(stderr, "\\x%02x", (unsigned char)*c);
-        else
-            fputc(*c, stderr);
-    }
+    cli_put_visible(stderr, msg ? msg : "out of memory");
     fputc('\n', stderr);
     free(msg);
 }
@@ -153,23 +158,6 @@ int cli_parse_uint(const char *verb, const char *opt, const char *s,
 }
 
 /* ---- output ------------------------------------------------------------ */
-
-void cli_format_size(uint64_t bytes, char out[CLI_SIZE_LEN])
-{
-    static const char *const units[] = { "kB", "MB", "GB", "TB", "PB", "EB" };
-    if (bytes < 1000) {
-        snprintf(out, CLI_SIZE_LEN, "%u B", (unsigned)bytes);
-        return;
-    }
-    double v = (double)bytes / 1000;
-    size_t u = 0;
-    /* 999.96 kB would print as "1000.0 kB": switch units before rounding. */
-    while (v >= 999.95 && u + 1 < sizeof units / sizeof units[0]) {
-        v /= 1000;
-        u++;
-    }
-    snprintf(out, CLI_SIZE_LEN, "%.1f %s", v, units[u]);
-}
 
 /* Length of the valid UTF-8 sequence at p (1 to 4), or 0 when p does not
  * start one (stray continuation byte, overlong form, surrogate, > U+10FFFF). */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/progress.h"
+#include "codec/prog.h"
 #include "format/container.h"
 #include "store/writer.h"
 
@@ -17,13 +18,15 @@
 #define STR(x) STR_(x)
 
 #define MAX_THREADS 1024
-#define MAX_CHAIN_LIMIT 65535
 
 #define COMMON_OPTIONS \
     "  -T, --threads N      encoder threads (default: the number of online CPUs)\n" \
     "      --max-chain N    longest chain of deltas before a keyframe, 0 to " \
-    STR(MAX_CHAIN_LIMIT) "\n" \
+    STR(TF_CHAIN_MAX) "\n" \
     "                       (default " STR(TF_MAX_CHAIN_DEFAULT) ")\n" \
+    "      --budget N       search budget of the prog codec: expansions per\n" \
+    "                       tensor, 1 to " STR(TF_PROG_BUDGET_MAX) " (default " \
+    STR(TF_PROG_DEFAULT_BUDGET) ")\n" \
     "      --as NAME        store the single PATH as archive path NAME\n" \
     "      --parent APATH   encode the single file PATH as a delta against the\n" \
     "                       archive file APATH (default: the previous checkpoint\n" \
@@ -53,11 +56,12 @@ static const char add_usage[] =
     "\nOptions:\n"
     COMMON_OPTIONS;
 
-enum { OPT_MAX_CHAIN = 256, OPT_CHUNK_SHIFT, OPT_AS, OPT_PARENT };
+enum { OPT_MAX_CHAIN = 256, OPT_BUDGET, OPT_CHUNK_SHIFT, OPT_AS, OPT_PARENT };
 
 static const struct option add_longopts[] = {
     { "threads", required_argument, NULL, 'T' },
     { "max-chain", required_argument, NULL, OPT_MAX_CHAIN },
+    { "budget", required_argument, NULL, OPT_BUDGET },
     { "chunk-shift", required_argument, NULL, OPT_CHUNK_SHIFT },
     { "as", required_argument, NULL, OPT_AS },
     { "parent", required_argument, NULL, OPT_PARENT },
@@ -105,8 +109,11 @@ static int parse_option(add_args *a, int c)
         return cli_parse_uint(a->verb, "--threads", optarg, 1, MAX_THREADS,
                               &a->wopts.threads);
     case OPT_MAX_CHAIN:
-        return cli_parse_uint(a->verb, "--max-chain", optarg, 0, MAX_CHAIN_LIMIT,
+        return cli_parse_uint(a->verb, "--max-chain", optarg, 0, TF_CHAIN_MAX,
                               &a->wopts.max_chain);
+    case OPT_BUDGET:
+        return cli_parse_uint(a->verb, "--budget", optarg, 1, TF_PROG_BUDGET_MAX,
+                              &a->wopts.prog_budget);
     case OPT_CHUNK_SHIFT:
         if (!a->create) {
             cli_usage_error(a->verb, "--chunk-shift is only for create: an archive's "

@@ -145,8 +145,12 @@ static void print_long(const tf_entry *ent, const file_cost *fc)
     }
     printf("%s %9s %9s %7s  %-30s %s%s", mode, size, stored, ratio, mix, ent->path,
            ent->kind == TF_ENTRY_DIR ? "/" : "");
-    if (ent->kind == TF_ENTRY_SYMLINK)
-        printf(" -> %s", ent->target);
+    if (ent->kind == TF_ENTRY_SYMLINK) {
+        /* Paths are checked when the catalog is read; a link target may
+         * hold any byte but NUL. */
+        fputs(" -> ", stdout);
+        cli_put_visible(stdout, ent->target);
+    }
     putchar('\n');
 }
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "codec/codec.h"
+#include "codec/prog.h"
 #include "codec/ulp_stats.h"
 #include "common/buf.h"
 #include "common/hash.h"
@@ -32,6 +33,7 @@
 
 static const char stats_usage[] =
     "Usage: trajpack stats [OPTIONS] ARCHIVE\n"
+    "       trajpack stats --tensors [OPTIONS] ARCHIVE [FILE...]\n"
     "Show the bits per weight (stored bits / tensor elements) of ARCHIVE by\n"
     "dtype, by codec and by checkpoint (safetensors file), totals and the\n"
     "compression ratio. Stored bytes are charged to the first file that uses\n"
@@ -39,13 +41,21 @@ static const char stats_usage[] =
     "The bits of ulp deltas are broken down by dtype into the bit length b,\n"
     "the refinement bits q1 and q2, the raw tail, tables and framing.\n"
     "\nOptions:\n"
-    "      --json   print one JSON object instead of tables\n"
-    "  -h, --help   show this help\n";
+    "      --tensors  instead, one tab-separated line per tensor of the\n"
+    "                 safetensors files FILE... (and those below them; default:\n"
+    "                 all): file, tensor name (quoted), dtype, bytes, stored\n"
+    "                 bytes (its chunks and their models, shared or not), chunks\n"
+    "                 per codec (e.g. prog:1,ulp:3), and the program of its\n"
+    "                 first prog chunk (e.g. merge_bf16(lit_huff, lit_rans|exp,\n"
+    "                 lit_raw)) or \"-\"\n"
+    "      --json     print one JSON object instead of tables\n"
+    "  -h, --help     show this help\n";
 
-enum { OPT_JSON = 256 };
+enum { OPT_JSON = 256, OPT_TENSORS };
 
 static const struct option stats_longopts[] = {
     { "json", no_argument, NULL, OPT_JSON },
+    { "tensors", no_argument, NULL, OPT_TENSORS },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -545,34 +555,200 @@ static void print_json(const tf_archive *ar, const char *archive, const stats *s
            (unsigned long long)overhead_bytes(ar, st));
 }
 
-int cmd_stats(int argc, char **argv)
+/* ---- per tensor (--tensors) -------------------------------------------- */
+
+/* Program texts longer than this are cut (a program has at most
+ * TF_PROG_MAX_NODES nodes, each a short name). */
+#define PROGRAM_TEXT_LEN 4096
+
+/* How one tensor is stored. */
+typedef struct {
+    uint64_t stored;              /* bytes of its chunk blobs and their models */
+    uint64_t chunks[CODEC_SLOTS]; /* chunks per codec */
+    uint64_t first_prog;          /* blob + 1 of its first prog chunk, or 0 */
+} tensor_cost;
+
+static void cost_tensor(const tf_archive *ar, const tf_entry *ent, const tf_tensor_span *ts,
+                        tensor_cost *tc)
 {
-    const cli_cmd cmd = { .verb = argv[0], .usage = stats_usage,
-                          .shortopts = "h", .longopts = stats_longopts };
-    bool json = false;
-    int c;
-    while ((c = cli_getopt(argc, argv, &cmd)) != -1) {
-        switch (c) {
-        case OPT_JSON: json = true; break;
-        case CLI_OPT_HELP: return CLI_EXIT_OK;
-        default: return CLI_EXIT_USAGE;
+    const tf_dtype_info *info = tf_dtype_get(ts->dtype);
+    uint64_t n = tf_chunk_count(ts->nbytes, info ? info->size : 1, tf_archive_chunk_shift(ar));
+    uint64_t model = 0; /* the chunks of a tensor share one model: count it once */
+    *tc = (tensor_cost){ 0 };
+    for (uint64_t k = 0; k < n && ts->first_chunk + k < ent->nchunks; k++) {
+        uint64_t b = ent->chunks[ts->first_chunk + k];
+        const tf_blob *blob = tf_archive_blob(ar, b);
+        tc->stored += blob->enc_len;
+        if (blob->model && blob->model != model) {
+            model = blob->model;
+            tc->stored += tf_archive_blob(ar, model - 1)->enc_len;
+        }
+        tc->chunks[blob->codec < TF_CODEC_COUNT ? blob->codec : TF_CODEC_COUNT]++;
+        if (blob->codec == TF_CODEC_PROG && !tc->first_prog)
+            tc->first_prog = b + 1;
+    }
+}
+
+/* The text of the program of the tensor's first prog chunk, or "-"; false
+ * (after a message) when that chunk cannot be read or parsed. */
+static bool describe_program(stats_ctx *cx, const tf_entry *ent, const char *tensor,
+                             const tensor_cost *tc, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "-");
+    if (!tc->first_prog)
+        return true;
+    uint64_t b = tc->first_prog - 1;
+    const tf_blob *blob = tf_archive_blob(cx->ar, b);
+    tf_error e;
+    bool ok = read_payload(cx, blob, &e) == 0;
+    if (!ok)
+        cli_error("%s: %s: blob %llu: %s", ent->path, tensor, (unsigned long long)b, e.msg);
+    else if (tf_prog_describe_chunk(cx->payload.data, cx->payload.len, blob->dtype,
+                                    (size_t)blob->raw_len, out, outsz) < 0) {
+        cli_error("%s: %s: blob %llu: not a valid program", ent->path, tensor,
+                  (unsigned long long)b);
+        ok = false;
+    }
+    if (!ok)
+        snprintf(out, outsz, "?");
+    return ok;
+}
+
+/* One tensor: a tab-separated line, or a JSON object after *first. */
+static void print_tensor(const tf_entry *ent, const char *tensor, const tf_tensor_span *ts,
+                         const tensor_cost *tc, const char *program, bool json, bool *first)
+{
+    if (json) {
+        printf("%s\n    {\"file\": ", *first ? "" : ",");
+        cli_put_quoted(stdout, ent->path);
+        fputs(", \"tensor\": ", stdout);
+        cli_put_quoted(stdout, tensor);
+        printf(", \"dtype\": \"%s\", \"bytes\": %llu, \"stored_bytes\": %llu, \"chunks\": {",
+               dtype_name(ts->dtype), (unsigned long long)ts->nbytes,
+               (unsigned long long)tc->stored);
+    } else {
+        printf("%s\t", ent->path);
+        cli_put_quoted(stdout, tensor);
+        printf("\t%s\t%llu\t%llu\t", dtype_name(ts->dtype), (unsigned long long)ts->nbytes,
+               (unsigned long long)tc->stored);
+    }
+    bool none = true;
+    for (unsigned k = 0; k < CODEC_SLOTS; k++) {
+        if (!tc->chunks[k])
+            continue;
+        printf(json ? "%s\"%s\": %llu" : "%s%s:%llu", none ? "" : json ? ", " : ",",
+               codec_name(k), (unsigned long long)tc->chunks[k]);
+        none = false;
+    }
+    if (json) {
+        fputs("}, \"program\": ", stdout);
+        if (strcmp(program, "-") == 0)
+            fputs("null", stdout);
+        else
+            cli_put_quoted(stdout, program);
+        putchar('}');
+    } else {
+        printf("%s\t%s\n", none ? "-" : "", program);
+    }
+    *first = false;
+}
+
+/* The per-tensor view of the selected entries; 0, or -1 when a program
+ * could not be read (the others are still printed). */
+static int print_tensors(tf_archive *ar, const char *archive, const bool *selected, bool json)
+{
+    stats_ctx cx = { .ar = ar, .reader = tf_reader_new(ar, CACHE_BYTES) };
+    if (!cx.reader) {
+        cli_error("out of memory");
+        return -1;
+    }
+    if (json) {
+        fputs("{\n  \"archive\": ", stdout);
+        cli_put_quoted(stdout, archive);
+        fputs(",\n  \"tensors\": [", stdout);
+    }
+    int rc = 0;
+    bool first = true;
+    char program[PROGRAM_TEXT_LEN];
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        if (!selected[i] || ent->kind != TF_ENTRY_SAFETENSORS)
+            continue;
+        for (uint64_t t = 0; t < ent->ntensors; t++) {
+            const char *name = tf_reader_tensor_name(cx.reader, ent, t);
+            tensor_cost tc;
+            cost_tensor(ar, ent, &ent->tensors[t], &tc);
+            if (!describe_program(&cx, ent, name ? name : "?", &tc, program, sizeof program))
+                rc = -1;
+            print_tensor(ent, name ? name : "?", &ent->tensors[t], &tc, program, json, &first);
         }
     }
-    if (argc - optind != 1)
-        return cli_usage_error(cmd.verb, "expected exactly one ARCHIVE");
-    tf_archive *ar = cli_open_archive(argv[optind]);
-    if (!ar)
-        return CLI_EXIT_FAIL;
+    if (json)
+        fputs("\n  ]\n}\n", stdout);
+    stats_ctx_free(&cx);
+    return rc;
+}
+
+/* The summary of the whole archive. */
+static int print_stats(tf_archive *ar, const char *archive, bool json)
+{
     stats st = { 0 };
     int status = CLI_EXIT_FAIL;
     if (gather(ar, &st) == 0) {
         if (json)
-            print_json(ar, argv[optind], &st);
+            print_json(ar, archive, &st);
         else
-            print_text(ar, argv[optind], &st);
+            print_text(ar, archive, &st);
         status = st.ulp_undecoded.blobs ? CLI_EXIT_FAIL : CLI_EXIT_OK;
     }
     free(st.by_entry);
+    return status;
+}
+
+/* --tensors: the entries named (all when none is), one line per tensor. */
+static int run_tensors(tf_archive *ar, const char *archive, char **args, size_t nargs, bool json)
+{
+    char **paths = cli_archive_paths(args, nargs);
+    size_t n = tf_archive_nentries(ar);
+    bool *selected = paths ? malloc((n ? n : 1) * sizeof *selected) : NULL;
+    int status = CLI_EXIT_FAIL;
+    if (paths && !selected)
+        cli_error("out of memory");
+    if (selected) {
+        size_t missing = cli_select_entries(ar, paths, nargs, selected);
+        if (print_tensors(ar, archive, selected, json) == 0 && !missing)
+            status = CLI_EXIT_OK;
+    }
+    free(selected);
+    cli_free_paths(paths, nargs);
+    return status;
+}
+
+int cmd_stats(int argc, char **argv)
+{
+    const cli_cmd cmd = { .verb = argv[0], .usage = stats_usage,
+                          .shortopts = "h", .longopts = stats_longopts };
+    bool json = false, tensors = false;
+    int c;
+    while ((c = cli_getopt(argc, argv, &cmd)) != -1) {
+        switch (c) {
+        case OPT_JSON: json = true; break;
+        case OPT_TENSORS: tensors = true; break;
+        case CLI_OPT_HELP: return CLI_EXIT_OK;
+        default: return CLI_EXIT_USAGE;
+        }
+    }
+    if (argc - optind < 1)
+        return cli_usage_error(cmd.verb, "expected an ARCHIVE");
+    if (!tensors && argc - optind != 1)
+        return cli_usage_error(cmd.verb, "FILE arguments are for --tensors");
+    const char *archive = argv[optind];
+    tf_archive *ar = cli_open_archive(archive);
+    if (!ar)
+        return CLI_EXIT_FAIL;
+    int status = tensors ? run_tensors(ar, archive, argv + optind + 1,
+                                       (size_t)(argc - optind - 1), json)
+                         : print_stats(ar, archive, json);
     tf_archive_close(ar);
     return status;
 }

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/size.h"
 
 #define REDRAW_INTERVAL 0.1 /* seconds between two drawings of the bar */
 

@@ -11,7 +11,7 @@ static const cli_verb verbs[] = {
     { "extract", "write files of an archive to disk or stdout", cmd_extract },
     { "list", "list the files of an archive, sizes and codecs", cmd_list },
     { "verify", "check every stored blob of every file", cmd_verify },
-    { "stats", "bits per weight by dtype, codec and checkpoint", cmd_stats },
+    { "stats", "bits per weight by dtype, codec and checkpoint, or per tensor", cmd_stats },
     { "gc", "rewrite an archive without data no file uses any more", cmd_gc },
 };
 

@@ -158,17 +158,32 @@ void tf_huff_encoder_init(tf_huff_encoder *enc, const uint8_t *len, unsigned n_s
     }
 }
 
-void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_sym)
+void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_sym,
+                          uint64_t codes)
 {
     uint16_t code[TF_HUFF_MAX_SYMBOLS];
-    memset(dec->entry, 0, sizeof dec->entry);
+    dec->bits = 1;
+    for (unsigned s = 0; s < n_sym; s++)
+        dec->bits = len[s] > dec->bits ? len[s] : dec->bits;
+    memset(dec->entry, 0, sizeof dec->entry[0] << dec->bits);
     canonical_codes(len, n_sym, code);
     for (unsigned s = 0; s < n_sym; s++) {
         if (!len[s])
             continue;
         unsigned first = reverse_bits(code[s], len[s]);
-        for (unsigned pattern = first; pattern < (1u << TF_HUFF_MAX_LEN); pattern += 1u << len[s])
+        for (unsigned pattern = first; pattern < (1u << dec->bits); pattern += 1u << len[s])
             dec->entry[pattern] = (uint16_t)(s | (unsigned)len[s] << 8);
+    }
+    dec->has_pairs = codes >= 1u << dec->bits;
+    for (unsigned pattern = 0; dec->has_pairs && pattern < (1u << dec->bits); pattern++) {
+        unsigned e1 = dec->entry[pattern], l1 = e1 >> 8;
+        /* the bits after the first code, zeros above them: a second code
+         * of at most bits - l1 bits is found on them alone */
+        unsigned e2 = l1 ? dec->entry[pattern >> l1] : 0, l2 = e2 >> 8;
+        dec->pair[pattern] = !l1 ? 0
+                             : l2 && l1 + l2 <= dec->bits
+                                 ? (e1 & 0xff) | (e2 & 0xff) << 8 | (l1 + l2) << 16 | 2u << 24
+                                 : (e1 & 0xff) | l1 << 16 | 1u << 24;
     }
 }
 

@@ -12,6 +12,7 @@
 #ifndef TRAJFS_CODEC_HUFFMAN_H
 #define TRAJFS_CODEC_HUFFMAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,12 +45,25 @@ int tf_huff_table_write(const uint8_t *len, unsigned n_sym, tf_buf *out, tf_erro
  * validating ranges and the Kraft sum. */
 int tf_huff_table_read(tf_reader *r, unsigned max_sym, uint8_t *len, tf_error *e);
 
-/* Decoding table: entry = symbol | length << 8 for every TF_HUFF_MAX_LEN
- * bit pattern (read LSB first); length 0 marks a pattern no code starts. */
+/* Decoding table: entry = symbol | length << 8 for every pattern of
+ * `bits` bits (read LSB first), bits being the longest code's length
+ * (a smaller table to fill for a short code); length 0 marks a pattern no
+ * code starts. */
 typedef struct {
+    unsigned bits;
     uint16_t entry[1u << TF_HUFF_MAX_LEN];
+    /* When built (has_pairs), the same patterns read as the one or two
+     * codes they begin with: symbol 1 | symbol 2 << 8 | their total
+     * length << 16 | how many (1 or 2; 0 where no code starts) << 24.
+     * Decoding two symbols a lookup halves the chain of dependent
+     * lookups, which pays for the table on streams of more codes than
+     * it has entries. */
+    bool has_pairs;
+    uint32_t pair[1u << TF_HUFF_MAX_LEN];
 } tf_huff_decoder;
 
-void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_sym);
+/* codes: how many the decoder will read (to choose whether pairs pay). */
+void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_sym,
+                          uint64_t codes);
 
 #endif

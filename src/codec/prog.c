@@ -211,3 +211,32 @@ const tf_codec tf_codec_prog = {
     .encode = prog_encode,
     .decode = prog_decode,
 };
+
+int tf_prog_describe_chunk(const uint8_t *enc, size_t len, unsigned dtype, size_t raw_len,
+                           char *out, size_t outsz)
+{
+    unsigned bytes = element_bytes(dtype, raw_len);
+    tf_prog *p = malloc(sizeof *p);
+    bool ok = bytes && p && len >= 1 && enc[0] == PROG_VERSION &&
+              tf_prog_read(enc + 1, len - 1, 8 * bytes, raw_len / bytes, p, NULL) == 0;
+    /* An instance keeps each literal's coding in its body: opening the
+     * body (with the earlier siblings of a merge as possible context
+     * sources, as the executor does) names it. */
+    for (unsigned i = 0; ok && i < p->n_nodes; i++) {
+        tf_prog_node *k = &p->node[i];
+        if (k->op != TF_PROG_LIT)
+            continue;
+        tf_prog_siblings sib = { 0 };
+        if (i != 0 && p->node[k->parent].op == TF_PROG_MERGE)
+            for (; sib.count < k->pos; sib.count++)
+                sib.width[sib.count] = p->node[p->node[k->parent].kid0 + sib.count].width;
+        tf_prog_lit_reader r;
+        ok = tf_prog_lit_open(&r, k->body, k->body_len, k->width, k->n, &sib, NULL) == 0;
+        k->lit = (tf_prog_lit_hint){ .coding = r.coding, .ctx_sibling = (uint8_t)r.ctx_sibling,
+                                     .ctx_self = r.ctx_self };
+        tf_prog_lit_close(&r);
+    }
+    size_t n = ok ? tf_prog_describe_tree(p, dtype, out, outsz) : 0;
+    free(p);
+    return !ok ? -1 : n > INT32_MAX ? INT32_MAX : (int)n;
+}

@@ -86,4 +86,11 @@ typedef struct {
 int tf_prog_prior_learn(const tf_prog_tensor *tensors, size_t n, tf_prog_prior **out,
                         tf_error *e);
 
+/* The one-line text form of a stored chunk (u8 version | instance) of
+ * raw_len bytes of dtype, like tf_prog_describe's, each literal named by
+ * the coding its body uses; -1 when the chunk is invalid, else the length
+ * of the full text (out gets at most outsz - 1 characters and a NUL). */
+int tf_prog_describe_chunk(const uint8_t *enc, size_t len, unsigned dtype, size_t raw_len,
+                           char *out, size_t outsz);
+
 #endif

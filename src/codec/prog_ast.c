@@ -128,6 +128,8 @@ static void put_node(text *t, const tf_prog *p, unsigned i, unsigned dtype)
     switch (k->op) {
     case TF_PROG_LIT:
         put(t, "lit_%s", k->lit.coding < TF_PROG_CODINGS ? coding[k->lit.coding] : "?");
+        if (k->lit.ctx_self)
+            put(t, "|self");
         if (k->lit.ctx_sibling) {
             put(t, "|");
             put_sibling_name(t, p, &p->node[k->parent], k->lit.ctx_sibling - 1u, dtype);

@@ -80,6 +80,7 @@ typedef struct {
     uint8_t ctx_sibling; /* 0: no context; else 1 + the index, among the
                             parent merge's children, of an earlier sibling
                             whose words give the rANS contexts */
+    bool ctx_self;       /* the rANS contexts come from its own words */
 } tf_prog_lit_hint;
 
 typedef struct {

@@ -1,7 +1,7 @@
 /* LSB-first bit packing for the literal leaves of prog (fixed-width words
- * and Huffman codes). The writer appends to a tf_buf; the reader is
- * bounded: wanting bits past the end sets `bad` and yields zeros, so a
- * decoder checks once at the end. */
+ * and Huffman codes). The writer appends to a tf_buf; the reader (of
+ * Huffman codes) is bounded: its refill never reads past the end, and
+ * the decoder notes codes longer than the bits left. */
 #ifndef TRAJFS_CODEC_PROG_BITS_H
 #define TRAJFS_CODEC_PROG_BITS_H
 
@@ -64,11 +64,32 @@ static inline int tf_bits_flush(tf_bit_writer *w)
     return w->oom ? -1 : 0;
 }
 
+/* 8 bytes little-endian in one load (tf_le64_get's byte loop does not
+ * compile to one, and these are the readers' inner loops). */
+static inline uint64_t tf_bits_load64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline uint32_t tf_bits_load32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return v;
+}
+
 typedef struct {
     const uint8_t *p, *end;
     uint64_t acc;
     unsigned count; /* valid bits in acc */
-    bool bad;
 } tf_bit_reader;
 
 static inline tf_bit_reader tf_bit_reader_make(const uint8_t *p, size_t len)
@@ -80,7 +101,7 @@ static inline tf_bit_reader tf_bit_reader_make(const uint8_t *p, size_t len)
 static inline void tf_bits_refill(tf_bit_reader *r)
 {
     if (r->end - r->p >= 8) {
-        uint64_t v = tf_le64_get(r->p);
+        uint64_t v = tf_bits_load64(r->p);
         r->acc |= v << r->count;
         r->p += (63 - r->count) >> 3;
         r->count |= 56;
@@ -92,44 +113,12 @@ static inline void tf_bits_refill(tf_bit_reader *r)
     }
 }
 
-/* The next n <= 57 bits without consuming them; missing bits are zero. */
-static inline uint64_t tf_bits_peek(tf_bit_reader *r, unsigned n)
-{
-    if (r->count < n)
-        tf_bits_refill(r);
-    return r->acc & (((uint64_t)1 << n) - 1);
-}
-
-static inline void tf_bits_skip(tf_bit_reader *r, unsigned n)
-{
-    if (r->count < n) {
-        r->bad = true;
-        r->count = n;
-    }
-    r->acc >>= n;
-    r->count -= n;
-}
-
-static inline uint64_t tf_bits_get(tf_bit_reader *r, unsigned n) /* n <= 57 */
-{
-    uint64_t v = tf_bits_peek(r, n);
-    tf_bits_skip(r, n);
-    return v;
-}
-
-static inline uint64_t tf_bits_get_wide(tf_bit_reader *r, unsigned n) /* n <= 64 */
-{
-    if (n <= 32)
-        return tf_bits_get(r, n);
-    uint64_t low = tf_bits_get(r, 32);
-    return low | tf_bits_get(r, n - 32) << 32;
-}
-
 /* True when the reader consumed exactly its input: no whole byte left,
- * the padding bits of the last byte zero, and no read past the end. */
+ * and the padding bits of the last byte zero (a read past the end is
+ * the caller's to note). */
 static inline bool tf_bits_exhausted(const tf_bit_reader *r)
 {
-    return !r->bad && r->p == r->end && r->count < 8 && r->acc == 0;
+    return r->p == r->end && r->count < 8 && r->acc == 0;
 }
 
 #endif

@@ -6,7 +6,8 @@
  * proposes it only when its guard holds: Repeat only on exact copies,
  * Const only on constant words, Concat at the boundaries of long constant
  * runs, Map and Scan only when they make the words smaller or more
- * alike, Merge along float fields, byte or bit planes or the measured
+ * alike, Merge along float fields (the top mantissa bits apart where the
+ * exponent tells much of them), byte or bit planes or the measured
  * per-bit profile. */
 #ifndef TRAJFS_CODEC_PROG_DERIVE_H
 #define TRAJFS_CODEC_PROG_DERIVE_H
@@ -34,6 +35,7 @@ typedef enum {
     TF_PROG_R_MERGE_IEEE,       /* sign | exponent | mantissa */
     TF_PROG_R_MERGE_IEEE_BYTES, /* sign | exponent | mantissa bytes from the top */
     TF_PROG_R_MERGE_IEEE_ROT,   /* exponent | mantissa | sign: the layout after rotl 1 */
+    TF_PROG_R_MERGE_IEEE_HIGH,  /* sign | exponent | the top mantissa bits | the rest */
     TF_PROG_R_MERGE_BYTES,
     TF_PROG_R_MERGE_BITS,
     TF_PROG_R_MERGE_HEAD,       /* the top byte | the rest */

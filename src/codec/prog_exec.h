@@ -15,5 +15,9 @@
  * (its coding, tables and payload bounds validated) before any word is
  * produced; a payload that proves corrupt while decoding is an error. */
 int tf_prog_exec(const tf_prog *p, uint8_t *dst, tf_error *e);
+/* The same on the general executor alone, without the fast path for a
+ * merge of literals (prog_exec.c): the same bytes, which the tests
+ * compare. */
+int tf_prog_exec_general(const tf_prog *p, uint8_t *dst, tf_error *e);
 
 #endif

@@ -8,6 +8,11 @@
 
 #include "codec/prog_leaf_codings.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define LEAF_HAVE_AVX2 1
+#endif
+
 static unsigned bit_length(uint64_t v)
 {
     return v ? 64 - (unsigned)__builtin_clzll(v) : 0;
@@ -103,14 +108,15 @@ static int open_fixed(tf_prog_lit_reader *r, tf_reader *in, unsigned bits, tf_er
         return tf_fail(e, EIO, "prog: literal of %llu words of %u bits has %zu bytes, not %zu",
                        (unsigned long long)r->n, bits, tf_reader_left(in), need);
     r->pack_width = bits;
-    r->bits = tf_bit_reader_make(tf_read_bytes(in, need), need);
+    r->fixed = tf_read_bytes(in, need);
+    r->fixed_len = need;
     return 0;
 }
 
 int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, unsigned width,
                      uint64_t n, const tf_prog_siblings *siblings, tf_error *e)
 {
-    *r = (tf_prog_lit_reader){ .width = width, .n = n };
+    *r = (tf_prog_lit_reader){ .width = width, .n = n, .simd = tf_simd_level_get() };
     tf_reader in = tf_reader_make(body, len);
     r->coding = tf_read_u8(&in);
     if (in.bad)
@@ -131,100 +137,188 @@ int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, uns
     return tf_fail(e, EIO, "prog: unknown literal coding %u", r->coding);
 }
 
-/* Whole bytes per word: read straight from the payload. */
-static void read_bytes_le(tf_bit_reader *b, unsigned bytes, uint64_t *out, size_t count)
+bool tf_prog_lit_narrow(const tf_prog_lit_reader *r)
 {
-    const uint8_t *p = b->p;
-    switch (bytes) {
-    case 1:
-        for (size_t i = 0; i < count; i++)
-            out[i] = p[i];
-        break;
-    case 2:
-        for (size_t i = 0; i < count; i++)
-            out[i] = (uint64_t)p[2 * i] | (uint64_t)p[2 * i + 1] << 8;
-        break;
-    case 4:
-        for (size_t i = 0; i < count; i++)
-            out[i] = tf_le32_get(p + 4 * i);
-        break;
+    bool fixed = r->coding == TF_PROG_CODE_RAW || r->coding == TF_PROG_CODE_PACK;
+    return !fixed || r->pack_width <= 32;
+}
+
+/* Bits [bit, bit + bits) of the payload (bits <= 57), LSB first, from
+ * one unaligned load where 8 bytes are left, else byte by byte. Never
+ * reads past the payload. */
+static inline uint64_t fixed_get(const uint8_t *p, size_t len, uint64_t bit, unsigned bits)
+{
+    size_t at = (size_t)(bit >> 3);
+    unsigned shift = (unsigned)(bit & 7);
+    uint64_t v = 0;
+    if (at <= len && len - at >= 8) {
+        v = tf_bits_load64(p + at) >> shift;
+    } else {
+        for (unsigned k = 0; at + k < len && 8 * k < shift + bits; k++)
+            v |= (uint64_t)p[at + k] << (8 * k);
+        v >>= shift;
+    }
+    return v & tf_prog_mask(bits);
+}
+
+#ifdef LEAF_HAVE_AVX2
+/* Words of bits < 32 bits from bit `first` on, eight at a time while the
+ * 32 bytes from the first one's byte lie in the payload; returns how many.
+ * Lane k's word starts at bit o = k * bits + first % 8 of those bytes and
+ * ends in their 32-bit words o / 32 and o / 32 + 1 (the second one
+ * within them too: 8 * bits + 7 <= 256). */
+__attribute__((target("avx2"))) static size_t avx2_unpack(const uint8_t *p, size_t len,
+                                                           uint64_t first, unsigned bits,
+                                                           uint32_t *out, size_t count)
+{
+    const __m256i lane = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                            _mm256_set1_epi32((int)bits));
+    const __m256i mask = _mm256_set1_epi32((int)((1u << bits) - 1));
+    const __m256i one = _mm256_set1_epi32(1), n32 = _mm256_set1_epi32(32);
+    size_t i = 0;
+    for (uint64_t bit = first; count - i >= 8 && len - (bit >> 3) >= 32;
+         i += 8, bit += 8 * (uint64_t)bits) {
+        __m256i data = _mm256_loadu_si256((const __m256i *)(p + (bit >> 3)));
+        __m256i off = _mm256_add_epi32(lane, _mm256_set1_epi32((int)(bit & 7)));
+        __m256i word = _mm256_srli_epi32(off, 5), shift = _mm256_and_si256(off, _mm256_set1_epi32(31));
+        __m256i lo = _mm256_permutevar8x32_epi32(data, word);
+        __m256i hi = _mm256_permutevar8x32_epi32(data, _mm256_add_epi32(word, one));
+        __m256i v = _mm256_or_si256(_mm256_srlv_epi32(lo, shift),
+                                    _mm256_sllv_epi32(hi, _mm256_sub_epi32(n32, shift)));
+        _mm256_storeu_si256((__m256i *)(out + i), _mm256_and_si256(v, mask));
+    }
+    return i;
+}
+#endif
+
+/* The next RAW or PACK words of at most 32 bits. open_fixed sized the
+ * payload for exactly n words, and the caller never asks for more. */
+static void read_fixed32(const tf_prog_lit_reader *r, uint32_t *out, size_t count)
+{
+    const unsigned bits = r->pack_width;
+    const uint8_t *p = r->fixed;
+    const uint64_t first = r->done * bits;
+    switch (bits) { /* whole bytes: straight loads */
     case 8:
         for (size_t i = 0; i < count; i++)
-            out[i] = tf_le64_get(p + 8 * i);
-        break;
-    default:
-        for (size_t i = 0; i < count; i++) {
-            uint64_t v = 0;
-            for (unsigned k = 0; k < bytes; k++)
-                v |= (uint64_t)p[bytes * i + k] << (8 * k);
-            out[i] = v;
-        }
-    }
-    b->p += count * bytes;
-}
-
-static void read_fixed(tf_prog_lit_reader *r, uint64_t *out, size_t count)
-{
-    unsigned bits = r->pack_width;
-    /* open_fixed sized the payload for exactly n words, and the caller
-     * never asks for more, so whole-byte words need no checks. */
-    if (bits % 8 == 0) {
-        read_bytes_le(&r->bits, bits / 8, out, count);
+            out[i] = p[r->done + i];
+        return;
+    case 16:
+        for (size_t i = 0; i < count; i++)
+            out[i] = (uint32_t)p[2 * (r->done + i)] | (uint32_t)p[2 * (r->done + i) + 1] << 8;
+        return;
+    case 32:
+        for (size_t i = 0; i < count; i++)
+            out[i] = tf_bits_load32(p + 4 * (r->done + i));
         return;
     }
-    /* One refill serves `group` words while the payload lasts. */
-    const unsigned group = bits <= 28 ? 56 / bits : 1;
-    const uint64_t mask = tf_prog_mask(bits);
-    tf_bit_reader *b = &r->bits;
+    /* Each load of 8 bytes serves the `per` words wholly in its 57 bits
+     * past the bit offset; the last words of the payload, which may lie
+     * in fewer than 8 bytes, go one by one. */
+    const unsigned per = 57 / bits;
+    const uint32_t mask = (uint32_t)tf_prog_mask(bits);
     size_t i = 0;
-    while (i < count) {
-        size_t take = count - i < group ? count - i : group;
-        tf_bits_refill(b);
-        if (bits > 28 || b->count < take * bits) {
-            out[i++] = tf_bits_get_wide(b, bits);
-            continue;
-        }
-        for (size_t j = 0; j < take; j++, i++) {
-            out[i] = b->acc & mask;
-            b->acc >>= bits;
-        }
-        b->count -= (unsigned)(take * bits);
+#ifdef LEAF_HAVE_AVX2
+    if (r->simd >= TF_SIMD_AVX2)
+        i = avx2_unpack(p, r->fixed_len, first, bits, out, count);
+#endif
+    for (uint64_t bit = first + (uint64_t)i * bits;
+         count - i >= per && r->fixed_len - (bit >> 3) >= 8; i += per, bit += (uint64_t)per * bits) {
+        uint64_t v = tf_bits_load64(p + (bit >> 3)) >> (bit & 7);
+        for (unsigned k = 0; k < per; k++)
+            out[i + k] = (uint32_t)(v >> (k * bits)) & mask;
+    }
+    for (; i < count; i++)
+        out[i] = (uint32_t)fixed_get(p, r->fixed_len, first + (uint64_t)i * bits, bits);
+}
+
+/* RAW and PACK words of more than 32 bits, in two halves. */
+static void read_fixed_wide(const tf_prog_lit_reader *r, uint64_t *out, size_t count)
+{
+    const unsigned bits = r->pack_width;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t bit = (r->done + i) * bits;
+        out[i] = fixed_get(r->fixed, r->fixed_len, bit, 32) |
+                 fixed_get(r->fixed, r->fixed_len, bit + 32, bits - 32) << 32;
     }
 }
 
-void tf_prog_lit_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,
-                      const uint64_t *ctx_words)
+/* A caller bug, never a read past the payload. */
+static bool read_too_far(tf_prog_lit_reader *r, size_t count)
 {
-    if (count > r->n - r->done) { /* a caller bug; never read past the payload */
+    if (count <= r->n - r->done)
+        return false;
+    r->bad = true;
+    return true;
+}
+
+void tf_prog_lit_read32(tf_prog_lit_reader *r, uint32_t *out, size_t count,
+                        const uint32_t *ctx_words)
+{
+    if (read_too_far(r, count) || !tf_prog_lit_narrow(r)) {
         r->bad = true;
         memset(out, 0, count * sizeof *out);
         return;
     }
     switch (r->coding) {
     case TF_PROG_CODE_RAW:
-    case TF_PROG_CODE_PACK: read_fixed(r, out, count); break;
+    case TF_PROG_CODE_PACK: read_fixed32(r, out, count); break;
     case TF_PROG_CODE_HUFF: tf_prog_huff_read(r, out, count); break;
     case TF_PROG_CODE_RANS: tf_prog_rans_read(r, out, count, ctx_words); break;
     }
     r->done += count;
 }
 
+/* Words per piece when tf_prog_lit_read goes through 32-bit words. */
+#define PIECE 256
+
+void tf_prog_lit_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,
+                      const uint64_t *ctx_words)
+{
+    if (!tf_prog_lit_narrow(r)) {
+        if (read_too_far(r, count)) {
+            memset(out, 0, count * sizeof *out);
+            return;
+        }
+        read_fixed_wide(r, out, count);
+        r->done += count;
+        return;
+    }
+    uint32_t word[PIECE], ctx[PIECE];
+    for (size_t at = 0; at < count; at += PIECE) {
+        size_t take = count - at < PIECE ? count - at : PIECE;
+        /* a source is at most 16 bits wide (tf_prog_rans_open) */
+        for (size_t i = 0; ctx_words && i < take; i++)
+            ctx[i] = (uint32_t)ctx_words[at + i];
+        tf_prog_lit_read32(r, word, take, ctx_words ? ctx : NULL);
+        for (size_t i = 0; i < take; i++)
+            out[at + i] = word[i];
+    }
+}
+
 int tf_prog_lit_finish(const tf_prog_lit_reader *r, tf_error *e)
 {
     if (r->bad)
         return tf_fail(e, EIO, "prog: literal payload is corrupt or truncated");
+    for (unsigned st = 0; r->coding == TF_PROG_CODE_RANS && st < r->n_streams; st++)
+        if (tf_rans_stream_close(&r->stream[st], e) < 0)
+            return -1;
     if (r->coding == TF_PROG_CODE_RANS)
-        return tf_rans_stream_close(&r->stream, e);
-    bool exact = r->pack_width % 8 == 0 && r->coding != TF_PROG_CODE_HUFF
-                     ? r->bits.p == r->bits.end
-                     : tf_bits_exhausted(&r->bits);
-    return exact ? 0 : tf_fail(e, EIO, "prog: literal payload has trailing data");
+        return 0;
+    if (r->coding == TF_PROG_CODE_HUFF)
+        return tf_bits_exhausted(&r->bits)
+                   ? 0 : tf_fail(e, EIO, "prog: literal payload has trailing data");
+    /* RAW, PACK: the size was exact; the padding bits must be zero */
+    uint64_t used = r->n * r->pack_width;
+    bool clean = used % 8 == 0 || r->fixed[r->fixed_len - 1] >> (used % 8) == 0;
+    return clean ? 0 : tf_fail(e, EIO, "prog: literal payload has trailing data");
 }
 
 void tf_prog_lit_close(tf_prog_lit_reader *r)
 {
     free(r->huff);
-    tf_rans_decoder_free(&r->dec);
+    free(r->slots);
     tf_rans_table_free(&r->table);
     r->huff = NULL;
+    r->slots = NULL;
 }

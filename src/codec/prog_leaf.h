@@ -9,11 +9,18 @@
  *   HUFF  Huffman lengths (huffman.h) over symbols < min(256, 2^b) |
  *         the codes, LSB first, zero-padded
  *   RANS  u8 context source (0: none; 1 + j: the words of sibling j of the
- *         parent merge, decoded before this leaf) | when a source:
- *         varint base, u8 count (1..255): a source word v is context
+ *         parent merge, decoded before this leaf; 255: this literal's own
+ *         word a turn earlier, word i - L for the L = streams x lanes of
+ *         its rANS streams, words 0..L-1 being under context 0) | when a
+ *         source:
+ *         varint base, u8 count (1..64): a source word v is context
  *         1 + v - base when v - base < count, else context 0 |
  *         varint n_sym (1..min(256, 2^b)) | rANS table (rans.h) over
- *         1 or count + 1 contexts | one rANS stream of the n symbols
+ *         1 or count + 1 contexts | the rANS streams of the n symbols:
+ *         one, or for n >= 2^17 two of 16 lanes each that take turns by
+ *         rounds of 16 symbols (rans.h, tf_rans_decode_rows);
+ *         a source sibling is at most 16 bits wide, base below 2^width
+ *         (of the sibling; for its own words, below 2^min(width, 8))
  * Every part must be consumed exactly. */
 #ifndef TRAJFS_CODEC_PROG_LEAF_H
 #define TRAJFS_CODEC_PROG_LEAF_H
@@ -35,12 +42,19 @@ typedef struct {
     unsigned width;
 } tf_prog_ctx_source;
 
+/* The context source byte of a rANS literal that takes its contexts from
+ * its own words, each from the word a turn of its streams earlier. */
+#define TF_PROG_CTX_SELF 255
+/* The longest turn of rANS streams: how far back such a context looks. */
+#define TF_PROG_SELF_MAX (TF_RANS_MAX_STREAMS * TF_RANS_MAX_LANES)
+
 /* How to code one literal, and what that costs. */
 typedef struct {
     uint8_t coding;      /* tf_prog_coding */
     uint8_t pack_width;  /* PACK */
     uint8_t prec;        /* RANS */
     uint8_t ctx_sibling; /* RANS: 0 or 1 + j */
+    bool ctx_self;       /* RANS: the source is the literal's own words */
     uint8_t ctx_count;   /* RANS with a source */
     uint64_t ctx_base;
     size_t size;         /* exact bytes of the body */
@@ -67,17 +81,23 @@ typedef struct {
 typedef struct {
     uint8_t coding;
     unsigned width, pack_width, ctx_sibling, ctx_count, source_width;
+    bool ctx_self;       /* RANS: contexts from its own words */
+    /* ctx_self: the last turn of words decoded, word i at i % turn */
+    uint32_t last[TF_PROG_SELF_MAX];
     uint64_t ctx_base;
     uint64_t n, done;
-    tf_bit_reader bits;   /* RAW, PACK, HUFF */
+    const uint8_t *fixed; /* RAW, PACK: the payload, exactly n words */
+    size_t fixed_len;
+    tf_bit_reader bits;   /* HUFF */
     tf_huff_decoder *huff;
     tf_rans_table table;  /* RANS */
-    tf_rans_decoder dec;
-    tf_rans_stream stream;
-    /* RANS: decoding slots by context (context 0 first), or, for a source
-     * of at most 8 bits, by source word; a stand-in row where the table
-     * has none (prog_leaf_rans.c). */
-    const uint32_t *slots[256];
+    /* Dense decoding slots of the contexts as tf_rans_decode_rows wants
+     * them: context 1 + j (source word ctx_base + j) at row j, context 0
+     * at row ctx_count (prog_leaf_rans.c). */
+    uint32_t *slots;
+    tf_rans_stream stream[TF_RANS_MAX_STREAMS];
+    unsigned n_streams;
+    tf_simd_level simd;
     bool bad; /* the data ran out, or a code or context does not exist */
 } tf_prog_lit_reader;
 
@@ -90,6 +110,11 @@ int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, uns
  * positions (RANS with a source), else unused. Problems set r->bad. */
 void tf_prog_lit_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,
                       const uint64_t *ctx_words);
+/* The same into 32-bit words, for a literal whose words fit them: not RAW
+ * or PACK of more than 32 bits (tf_prog_lit_narrow). */
+void tf_prog_lit_read32(tf_prog_lit_reader *r, uint32_t *out, size_t count,
+                        const uint32_t *ctx_words);
+bool tf_prog_lit_narrow(const tf_prog_lit_reader *r);
 /* After all n words: checks the body was consumed exactly. */
 int tf_prog_lit_finish(const tf_prog_lit_reader *r, tf_error *e);
 void tf_prog_lit_close(tf_prog_lit_reader *r);

@@ -14,7 +14,7 @@ unsigned tf_prog_leaf_symbols(const uint64_t *v, size_t n, uint8_t *sym);
 int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, tf_prog_lit_plan *plan);
 int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, tf_buf *out, tf_error *e);
 int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e);
-void tf_prog_huff_read(tf_prog_lit_reader *r, uint64_t *out, size_t count);
+void tf_prog_huff_read(tf_prog_lit_reader *r, uint32_t *out, size_t count);
 
 int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
                       const tf_prog_ctx_source *sources, unsigned n_src, tf_prog_lit_plan *plan,
@@ -24,7 +24,7 @@ int tf_prog_rans_write(const uint8_t *sym, size_t n, unsigned n_sym,
                        tf_buf *out, tf_error *e);
 int tf_prog_rans_open(tf_prog_lit_reader *r, tf_reader *in, const tf_prog_siblings *siblings,
                       tf_error *e);
-void tf_prog_rans_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,
-                       const uint64_t *ctx_words);
+void tf_prog_rans_read(tf_prog_lit_reader *r, uint32_t *out, size_t count,
+                       const uint32_t *ctx_words);
 
 #endif

@@ -52,26 +52,48 @@ int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e)
     r->huff = malloc(sizeof *r->huff);
     if (!r->huff)
         return tf_fail(e, ENOMEM, "prog: out of memory for a Huffman table");
-    tf_huff_decoder_init(r->huff, len, max_sym);
+    tf_huff_decoder_init(r->huff, len, max_sym, r->n);
     size_t left = tf_reader_left(in);
     r->bits = tf_bit_reader_make(tf_read_bytes(in, left), left);
     return 0;
 }
 
-void tf_prog_huff_read(tf_prog_lit_reader *r, uint64_t *out, size_t count)
+/* Takes len bits, or what is left when that is less (never shifting past
+ * it); returns whether all were there. */
+static inline bool take_bits(tf_bit_reader *b, unsigned len)
 {
-    const uint16_t *entry = r->huff->entry;
+    bool there = len <= b->count;
+    len = there ? len : b->count;
+    b->acc >>= len;
+    b->count -= len;
+    return there;
+}
+
+void tf_prog_huff_read(tf_prog_lit_reader *r, uint32_t *out, size_t count)
+{
+    const tf_huff_decoder *dec = r->huff;
+    const uint64_t mask = ((uint64_t)1 << dec->bits) - 1;
     tf_bit_reader b = r->bits;
     bool bad = false;
-    for (size_t i = 0; i < count; i++) {
-        /* One refill serves four codes of at most 12 bits. */
-        if (i % 4 == 0 && b.count < 4 * TF_HUFF_MAX_LEN)
+    size_t i = 0;
+    /* With pairs, two codes a lookup where they fit the table's bits (one
+     * where not), while two more symbols are wanted: out[i + 1] is
+     * overwritten next when only one came. Then a code a lookup. */
+    while (dec->has_pairs && i + 2 <= count) {
+        if (b.count < 2 * TF_HUFF_MAX_LEN)
             tf_bits_refill(&b);
-        unsigned ent = entry[b.acc & ((1u << TF_HUFF_MAX_LEN) - 1)], len = ent >> 8;
-        bad |= len == 0 || len > b.count;
-        len = len > b.count ? b.count : len; /* never shift past what is there */
-        b.acc >>= len;
-        b.count -= len;
+        uint32_t e = dec->pair[b.acc & mask];
+        unsigned n = e >> 24;
+        bad |= n == 0 || !take_bits(&b, e >> 16 & 0xff);
+        out[i] = e & 0xff;
+        out[i + 1] = e >> 8 & 0xff;
+        i += n + (n == 0); /* a pattern no code starts: bad, and on */
+    }
+    for (; i < count; i++) {
+        if (b.count < TF_HUFF_MAX_LEN)
+            tf_bits_refill(&b);
+        unsigned ent = dec->entry[b.acc & mask], len = ent >> 8;
+        bad |= len == 0 || !take_bits(&b, len);
         out[i] = ent & 0xff;
     }
     r->bits = b;

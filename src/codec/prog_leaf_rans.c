@@ -1,8 +1,9 @@
 /* Literal leaves in static rANS (rans.h), optionally under contexts taken
  * from an earlier sibling of the parent merge (e.g. the mantissa under the
- * exponent). Variants (precision, context source and window) are ranked
- * by a close estimate, and the few near the best are encoded to get exact
- * sizes. */
+ * exponent) or from the literal's own words a turn earlier (an exponent
+ * under a nearby one: neighbouring weights share a scale). Variants
+ * (precision, context source and window) are ranked by a close estimate,
+ * and the few near the best are encoded to get exact sizes. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,10 +11,13 @@
 
 #include "codec/prog_leaf_codings.h"
 
-/* Streams this long get 16 lanes (faster to decode); shorter ones 1:
- * the 15 more lane states (60 bytes) cost about 1% of a stream of 16384
- * symbols of 3 bits, and more below. */
+/* Streams this long get 16 lanes (faster to decode): the 15 more lane
+ * states (60 bytes) cost about 1% of a stream of 16384 symbols of 3
+ * bits, and more below. Shorter ones down to SOME_LANES_FROM get 4
+ * lanes, which decode about as many times faster as a single lane (its
+ * steps are one dependency chain) for 12 bytes; the shortest, 1. */
 #define LANES_FROM 16384
+#define SOME_LANES_FROM 1024
 /* Context windows tried: how many source values get contexts of their
  * own (the rest share context 0). Rows cost table bytes; which number
  * pays depends on the chunk (on prog_bench's files, offering the small
@@ -21,6 +25,9 @@
 static const unsigned windows[] = { 2, 4, 8, 16, 32 };
 /* Sources wider than this are not histogrammed for a window. */
 #define MAX_SOURCE_WIDTH 16
+/* A decoder refuses wider windows: its dense slots take 2^prec x 4 bytes
+ * a context (present or not), which a hostile table would not pay for. */
+#define MAX_WINDOW 64
 /* Candidates whose estimate is within this many bytes of the best are
  * encoded to find the exact smallest. */
 #define EXACT_SLACK 8
@@ -29,9 +36,29 @@ static const unsigned windows[] = { 2, 4, 8, 16, 32 };
  * on prog_bench's files). */
 static const unsigned precisions[] = { 9, 10, 11 };
 
+/* Streams this long are split in two streams of 16 lanes that take
+ * turns by rounds of 16 symbols: decoding overlaps the two (the
+ * dependency chains of one stream leave a decoder waiting, on a Zen 4
+ * most of the time). The second stream's head (66 bytes) costs at most
+ * about 0.2% of a stream of 2^17 symbols of 2 bits. */
+#define SPLIT_FROM 131072
+
 static unsigned lanes_for(size_t n)
 {
-    return n >= LANES_FROM ? 16 : 1;
+    return n >= LANES_FROM ? 16 : n >= SOME_LANES_FROM ? 4 : 1;
+}
+
+static unsigned streams_for(uint64_t n)
+{
+    return n >= SPLIT_FROM ? 2 : 1;
+}
+
+/* A literal under its own words takes the context of word i from word
+ * i - lag, a turn of its streams earlier: decoding a turn needs only the
+ * one before (prog_leaf.h). */
+static unsigned self_lag(unsigned streams, unsigned lanes)
+{
+    return streams * lanes;
 }
 
 static inline unsigned ctx_of(uint64_t v, uint64_t base, unsigned count)
@@ -41,16 +68,11 @@ static inline unsigned ctx_of(uint64_t v, uint64_t base, unsigned count)
 }
 
 /* The window of at most `max` consecutive source values holding the most
- * words (the first such), trimmed to values that occur. */
-static int best_window(const tf_prog_ctx_source *src, size_t n, unsigned max, uint64_t *base,
-                       unsigned *count)
+ * words (the first such) by the histogram hist[0..span), trimmed to values
+ * that occur. */
+static void best_window(const uint32_t *hist, size_t span, unsigned max, uint64_t *base,
+                        unsigned *count)
 {
-    size_t span = (size_t)1 << src->width;
-    uint32_t *hist = calloc(span, sizeof *hist);
-    if (!hist)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        hist[src->v[i]]++;
     size_t w = span < max ? span : max, best = 0;
     uint64_t mass = 0, best_mass = 0;
     for (size_t v = 0; v < span; v++) {
@@ -67,23 +89,28 @@ static int best_window(const tf_prog_ctx_source *src, size_t n, unsigned max, ui
         lo++;
     while (hi > lo && !hist[hi - 1])
         hi--;
-    free(hist);
     *base = lo;
     *count = (unsigned)(hi > lo ? hi - lo : 1);
-    return 0;
 }
 
 /* Context of every symbol under a plan (NULL when it has no source). */
-static uint16_t *contexts(const tf_prog_ctx_source *sources, const tf_prog_lit_plan *plan,
-                          size_t n, bool *oom)
+static uint16_t *contexts(const uint8_t *sym, const tf_prog_ctx_source *sources,
+                          const tf_prog_lit_plan *plan, size_t n, bool *oom)
 {
     *oom = false;
-    if (!plan->ctx_sibling)
+    if (!plan->ctx_sibling && !plan->ctx_self)
         return NULL;
-    uint16_t *ctx = malloc(n * sizeof *ctx);
+    uint16_t *ctx = malloc((n ? n : 1) * sizeof *ctx);
     if (!ctx) {
         *oom = true;
         return NULL;
+    }
+    if (plan->ctx_self) {
+        const size_t lag = self_lag(streams_for(n), lanes_for(n));
+        for (size_t i = 0; i < n; i++)
+            ctx[i] = (uint16_t)(i >= lag ? ctx_of(sym[i - lag], plan->ctx_base, plan->ctx_count)
+                                         : 0);
+        return ctx;
     }
     const uint64_t *v = sources[plan->ctx_sibling - 1].v;
     for (size_t i = 0; i < n; i++)
@@ -93,7 +120,7 @@ static uint16_t *contexts(const tf_prog_ctx_source *sources, const tf_prog_lit_p
 
 static unsigned n_contexts(const tf_prog_lit_plan *plan)
 {
-    return plan->ctx_sibling ? plan->ctx_count + 1u : 1u;
+    return plan->ctx_sibling || plan->ctx_self ? plan->ctx_count + 1u : 1u;
 }
 
 /* counts[ctx * n_sym + sym] of the plan's contexts; NULL when out of
@@ -128,8 +155,8 @@ static int fit_table(const uint8_t *sym, const uint16_t *ctx, size_t n, unsigned
 static int write_head(unsigned n_sym, const tf_prog_lit_plan *plan, const tf_rans_table *t,
                       tf_buf *out, tf_error *e)
 {
-    int rc = tf_buf_u8(out, plan->ctx_sibling);
-    if (plan->ctx_sibling)
+    int rc = tf_buf_u8(out, plan->ctx_self ? TF_PROG_CTX_SELF : plan->ctx_sibling);
+    if (plan->ctx_sibling || plan->ctx_self)
         rc |= tf_buf_varint(out, plan->ctx_base) | tf_buf_u8(out, plan->ctx_count);
     rc |= tf_buf_varint(out, n_sym);
     if (rc)
@@ -144,7 +171,29 @@ static int write_body(const uint8_t *sym, const uint16_t *ctx, size_t n, unsigne
     tf_rans_encoder enc;
     if (write_head(n_sym, plan, t, out, e) < 0 || tf_rans_encoder_init(&enc, t, e) < 0)
         return -1;
-    int rc = tf_rans_encode(&enc, ctx, sym, n, lanes_for(n), out, e);
+    const unsigned k = streams_for(n), lanes = lanes_for(n);
+    if (k == 1) {
+        int rc = tf_rans_encode(&enc, ctx, sym, n, lanes, out, e);
+        tf_rans_encoder_free(&enc);
+        return rc;
+    }
+    /* stream t: the rounds of `lanes` symbols whose number is t mod k */
+    uint8_t *part = malloc(n);
+    uint16_t *part_ctx = ctx ? malloc(n * sizeof *part_ctx) : NULL;
+    int rc = !part || (ctx && !part_ctx) ? tf_fail(e, ENOMEM, "prog: out of memory for streams")
+                                         : 0;
+    for (unsigned st = 0; st < k && rc == 0; st++) {
+        size_t m = 0;
+        for (size_t i = (size_t)st * lanes; i < n; i += (size_t)k * lanes)
+            for (size_t j = i; j < i + lanes && j < n; j++, m++) {
+                part[m] = sym[j];
+                if (ctx)
+                    part_ctx[m] = ctx[j];
+            }
+        rc = tf_rans_encode(&enc, part_ctx, part, m, lanes, out, e);
+    }
+    free(part);
+    free(part_ctx);
     tf_rans_encoder_free(&enc);
     return rc;
 }
@@ -154,7 +203,7 @@ int tf_prog_rans_write(const uint8_t *sym, size_t n, unsigned n_sym,
                        tf_buf *out, tf_error *e)
 {
     bool oom;
-    uint16_t *ctx = contexts(sources, plan, n, &oom);
+    uint16_t *ctx = contexts(sym, sources, plan, n, &oom);
     if (oom)
         return tf_fail(e, ENOMEM, "prog: out of memory for contexts");
     tf_rans_table t;
@@ -190,11 +239,15 @@ static int estimate(const uint8_t *sym, const uint16_t *ctx, size_t n, unsigned 
             if (k)
                 bits += (double)k * (plan->prec - log2(tf_rans_table_freq(&t, c, s)));
         }
-    /* The stream: varint length | u8 lanes | lane states | u16 words. */
-    size_t stream = 1 + 4 * (size_t)lanes_for(n) + 2 * (size_t)((bits + 15) / 16);
-    if (write_head(n_sym, plan, &t, &head, e) < 0 || tf_buf_varint(&head, stream) < 0)
+    /* Each stream: varint length | u8 lanes | lane states | u16 words. */
+    const unsigned k = streams_for(n);
+    size_t stream = 1 + 4 * (size_t)lanes_for(n) + 2 * (size_t)((bits / k + 15) / 16);
+    if (write_head(n_sym, plan, &t, &head, e) < 0)
         goto done;
-    *size = head.len + stream;
+    for (unsigned st = 0; st < k; st++)
+        if (tf_buf_varint(&head, stream) < 0)
+            goto done;
+    *size = head.len + k * stream;
     rc = 0;
 done:
     free(counts);
@@ -218,7 +271,7 @@ static int exact_size(const uint8_t *sym, size_t n, unsigned n_sym,
 
 #define N_PRECISIONS (sizeof precisions / sizeof precisions[0])
 #define N_WINDOWS (sizeof windows / sizeof windows[0])
-#define MAX_VARIANTS (N_PRECISIONS * (1 + N_WINDOWS * TF_PROG_MAX_ARITY))
+#define MAX_VARIANTS (N_PRECISIONS * (1 + N_WINDOWS * (TF_PROG_MAX_ARITY + 1)))
 
 typedef struct {
     tf_prog_lit_plan plan;
@@ -231,7 +284,7 @@ static int add_variants(const uint8_t *sym, size_t n, unsigned n_sym,
                         variant *vars, unsigned *n_vars, tf_error *e)
 {
     bool oom;
-    uint16_t *ctx = contexts(sources, base, n, &oom);
+    uint16_t *ctx = contexts(sym, sources, base, n, &oom);
     if (oom)
         return tf_fail(e, ENOMEM, "prog: out of memory for contexts");
     int rc = 0;
@@ -245,8 +298,28 @@ static int add_variants(const uint8_t *sym, size_t n, unsigned n_sym,
     return rc;
 }
 
+/* The variants of one context source (base names it) by the histogram
+ * of its words, one per window (and precision). */
+static int add_windows(const uint8_t *sym, size_t n, unsigned n_sym,
+                       const tf_prog_ctx_source *sources, const uint32_t *hist, size_t span,
+                       tf_prog_lit_plan *base, variant *vars, unsigned *n_vars, tf_error *e)
+{
+    unsigned last = 0;
+    for (size_t w = 0; w < N_WINDOWS; w++) {
+        unsigned count;
+        best_window(hist, span, windows[w], &base->ctx_base, &count);
+        if (count < 2 || count == last)
+            continue; /* one context is no context; a window seen */
+        last = count;
+        base->ctx_count = (uint8_t)count;
+        if (add_variants(sym, n, n_sym, sources, base, vars, n_vars, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Every (context source and window, precision) variant with its
- * estimate. */
+ * estimate: no source, each usable sibling, the literal's own words. */
 static int list_variants(const uint8_t *sym, size_t n, unsigned n_sym,
                          const tf_prog_ctx_source *sources, unsigned n_src, variant *vars,
                          unsigned *n_vars, tf_error *e)
@@ -255,25 +328,31 @@ static int list_variants(const uint8_t *sym, size_t n, unsigned n_sym,
     tf_prog_lit_plan base = { .coding = TF_PROG_CODE_RANS };
     if (add_variants(sym, n, n_sym, sources, &base, vars, n_vars, e) < 0)
         return -1;
-    for (unsigned j = 1; j <= n_src; j++) {
+    uint32_t *hist = malloc(((size_t)1 << MAX_SOURCE_WIDTH) * sizeof *hist);
+    if (!hist)
+        return tf_fail(e, ENOMEM, "prog: out of memory for a context window");
+    int rc = 0;
+    for (unsigned j = 1; j <= n_src && rc == 0; j++) {
         const tf_prog_ctx_source *src = &sources[j - 1];
         if (!src->v || src->width > MAX_SOURCE_WIDTH)
             continue;
-        unsigned last = 0;
-        for (size_t w = 0; w < N_WINDOWS; w++) {
-            unsigned count;
-            if (best_window(src, n, windows[w], &base.ctx_base, &count) < 0)
-                return tf_fail(e, ENOMEM, "prog: out of memory for a context window");
-            if (count < 2 || count == last)
-                continue; /* one context is no context; a window seen */
-            last = count;
-            base.ctx_sibling = (uint8_t)j;
-            base.ctx_count = (uint8_t)count;
-            if (add_variants(sym, n, n_sym, sources, &base, vars, n_vars, e) < 0)
-                return -1;
-        }
+        size_t span = (size_t)1 << src->width;
+        memset(hist, 0, span * sizeof *hist);
+        for (size_t i = 0; i < n; i++)
+            hist[src->v[i]]++;
+        base.ctx_sibling = (uint8_t)j;
+        rc = add_windows(sym, n, n_sym, sources, hist, span, &base, vars, n_vars, e);
     }
-    return 0;
+    if (rc == 0) {
+        memset(hist, 0, n_sym * sizeof *hist);
+        for (size_t i = 0; i < n; i++)
+            hist[sym[i]]++;
+        base.ctx_sibling = 0;
+        base.ctx_self = true;
+        rc = add_windows(sym, n, n_sym, sources, hist, n_sym, &base, vars, n_vars, e);
+    }
+    free(hist);
+    return rc;
 }
 
 int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
@@ -306,113 +385,89 @@ int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
 
 /* ---- decoding ---- */
 
-/* A row of zero slots stands in for a context the table has no row for:
- * decoding through it is harmless, and the decoder notes that it did. */
-static const uint32_t no_row[1u << TF_RANS_MAX_PREC];
-
-static void index_rows(tf_prog_lit_reader *r, unsigned n_ctx)
+/* The dense slots (prog_leaf.h), a row of zeros for a context the table
+ * has no row for: decoding through it is harmless, and
+ * tf_rans_decode_rows notes that it happened. */
+static int build_slots(tf_prog_lit_reader *r, unsigned n_ctx, tf_error *e)
 {
-    bool by_word = r->ctx_sibling && r->source_width <= 8;
-    unsigned n_index = by_word ? 1u << r->source_width : n_ctx;
-    for (unsigned i = 0; i < n_index; i++) {
-        unsigned c = by_word ? ctx_of(i, r->ctx_base, r->ctx_count) : i;
-        const uint32_t *row = tf_rans_slots(&r->dec, c);
-        r->slots[i] = row ? row : no_row;
-    }
+    const size_t row = (size_t)1 << r->table.prec;
+    r->slots = malloc(n_ctx * row * sizeof *r->slots);
+    if (!r->slots)
+        return tf_fail(e, ENOMEM, "prog: out of memory for rANS slots");
+    for (unsigned c = 0; c < n_ctx; c++)
+        tf_rans_row_slots(&r->table, c, r->slots + (c ? c - 1 : r->ctx_count) * row);
+    return 0;
 }
 
 int tf_prog_rans_open(tf_prog_lit_reader *r, tf_reader *in, const tf_prog_siblings *siblings,
                       tf_error *e)
 {
-    r->ctx_sibling = tf_read_u8(in);
-    if (r->ctx_sibling) {
+    unsigned source = tf_read_u8(in);
+    r->ctx_self = source == TF_PROG_CTX_SELF;
+    r->ctx_sibling = r->ctx_self ? 0 : source;
+    if (source) {
         r->ctx_base = tf_read_varint(in);
         r->ctx_count = tf_read_u8(in);
-        if (in->bad || !siblings || r->ctx_sibling > siblings->count || r->ctx_count == 0)
+        if (in->bad || r->ctx_count == 0 || r->ctx_count > MAX_WINDOW ||
+            (!r->ctx_self && (!siblings || source > siblings->count ||
+                              siblings->width[source - 1] > MAX_SOURCE_WIDTH)))
             return tf_fail(e, EIO, "prog: rANS literal has an invalid context source");
-        r->source_width = siblings->width[r->ctx_sibling - 1];
+        r->source_width = r->ctx_self ? (r->width < 8 ? r->width : 8)
+                                      : siblings->width[source - 1];
+        if (r->ctx_base >> r->source_width) /* then no word could have a context */
+            return tf_fail(e, EIO, "prog: rANS literal has an invalid context base");
     }
     uint64_t n_sym = tf_read_varint(in);
     uint64_t max_sym = r->width >= 8 ? 256 : (uint64_t)1 << r->width;
     if (in->bad || n_sym == 0 || n_sym > max_sym)
         return tf_fail(e, EIO, "prog: rANS literal of %llu symbols in %u bits",
                        (unsigned long long)n_sym, r->width);
-    unsigned n_ctx = r->ctx_sibling ? r->ctx_count + 1u : 1u;
-    if (tf_rans_table_read(&r->table, in, n_ctx, (unsigned)n_sym, e) < 0)
+    unsigned n_ctx = source ? r->ctx_count + 1u : 1u;
+    if (tf_rans_table_read(&r->table, in, n_ctx, (unsigned)n_sym, e) < 0 ||
+        build_slots(r, n_ctx, e) < 0)
         return -1;
-    if (tf_rans_decoder_init(&r->dec, &r->table, NULL, false, e) < 0 ||
-        tf_rans_stream_open(&r->stream, in, e) < 0)
-        return -1;
+    r->n_streams = streams_for(r->n);
+    for (unsigned st = 0; st < r->n_streams; st++)
+        if (tf_rans_stream_open(&r->stream[st], in, e) < 0)
+            return -1;
+    if (r->stream[r->n_streams - 1].lanes != r->stream[0].lanes)
+        return tf_fail(e, EIO, "prog: rANS literal has streams of different lanes");
     if (tf_reader_left(in))
         return tf_fail(e, EIO, "prog: rANS literal has trailing bytes");
-    index_rows(r, n_ctx);
+    for (unsigned j = 0; j < TF_PROG_SELF_MAX; j++) /* no word yet: context 0 */
+        r->last[j] = (uint32_t)r->ctx_base + r->ctx_count;
     return 0;
 }
 
-/* Decodes count symbols; symbol i under the slot row rows(i). Whole
- * rounds of 16 lanes go without bounds checks while the words last; the
- * rest (a stream of fewer lanes, its start and end) with checks. Lane
- * counts are powers of two. A symbol under no_row marks the literal
- * bad. */
-#define DECODE_SYMBOLS(rows)                                                          \
-    do {                                                                              \
-        const unsigned prec = r->table.prec, mask = s->lanes - 1;                     \
-        bool missing = false;                                                         \
-        size_t i = 0;                                                                 \
-        for (; i < count && ((r->done + i) & mask); i++) {                            \
-            const uint32_t *row = rows(i);                                            \
-            missing |= row == no_row;                                                 \
-            out[i] = tf_rans_get_checked(s, (unsigned)((r->done + i) & mask), row, prec); \
-        }                                                                             \
-        if (s->lanes == 16)                                                           \
-            for (; i + 16 <= count && tf_rans_words_suffice(s, 16); i += 16) {        \
-                _Pragma("GCC unroll 16") for (unsigned l = 0; l < 16; l++) {          \
-                    const uint32_t *row = rows(i + l);                                \
-                    missing |= row == no_row;                                         \
-                    out[i + l] = tf_rans_get_fast(s, l, row, prec);                   \
-                }                                                                     \
-            }                                                                         \
-        for (; i < count; i++) {                                                      \
-            const uint32_t *row = rows(i);                                            \
-            missing |= row == no_row;                                                 \
-            out[i] = tf_rans_get_checked(s, (unsigned)((r->done + i) & mask), row, prec); \
-        }                                                                             \
-        r->bad |= missing;                                                            \
-    } while (0)
-
-static void read_one_row(tf_prog_lit_reader *r, tf_rans_stream *s, uint64_t *out, size_t count)
+void tf_prog_rans_read(tf_prog_lit_reader *r, uint32_t *out, size_t count,
+                       const uint32_t *ctx_words)
 {
-    const uint32_t *slots = r->slots[0];
-#define ONE_ROW(i) slots
-    DECODE_SYMBOLS(ONE_ROW);
-#undef ONE_ROW
-}
-
-static void read_with_contexts(tf_prog_lit_reader *r, tf_rans_stream *s, uint64_t *out,
-                               size_t count, const uint64_t *ctx_words)
-{
-    const uint32_t *const *slots = r->slots;
-    if (r->source_width <= 8) { /* rows by source word */
-#define BY_WORD(i) slots[ctx_words[i]]
-        DECODE_SYMBOLS(BY_WORD);
-#undef BY_WORD
+    /* ctx_base < 2^16 (tf_prog_rans_open) */
+    const uint32_t base = (uint32_t)r->ctx_base;
+    const unsigned prec = r->table.prec, k = r->n_streams;
+    if (!r->ctx_self) {
+        r->bad |= !tf_rans_decode_rows(r->stream, k, r->done, r->slots, prec,
+                                       r->ctx_sibling ? ctx_words : NULL, base, r->ctx_count,
+                                       out, count, r->simd);
     } else {
-        const uint64_t base = r->ctx_base;
-        const unsigned n = r->ctx_count;
-#define BY_CONTEXT(i) slots[ctx_of(ctx_words[i], base, n)]
-        DECODE_SYMBOLS(BY_CONTEXT);
-#undef BY_CONTEXT
+        /* The context of a word is the word a turn earlier: for the first
+         * turn of these, a word of earlier calls (r->last holds the last
+         * turn, by position); then one of these, a turn behind (which
+         * tf_rans_decode_rows allows). */
+        const unsigned turn = self_lag(k, r->stream[0].lanes);
+        const size_t head = count < turn ? count : turn;
+        uint32_t earlier[TF_PROG_SELF_MAX] = { 0 };
+        for (size_t j = 0; j < head; j++)
+            earlier[j] = r->last[(r->done + j) % turn];
+        bool ok = tf_rans_decode_rows(r->stream, k, r->done, r->slots, prec, earlier, base,
+                                      r->ctx_count, out, head, r->simd);
+        if (count > head)
+            ok &= tf_rans_decode_rows(r->stream, k, r->done + head, r->slots, prec, out, base,
+                                      r->ctx_count, out + head, count - head, r->simd);
+        for (size_t j = count - head; j < count; j++)
+            r->last[(r->done + j) % turn] = out[j];
+        r->bad |= !ok;
     }
-}
-
-void tf_prog_rans_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,
-                       const uint64_t *ctx_words)
-{
-    tf_rans_stream s = r->stream; /* a local copy stays in registers */
-    if (r->ctx_sibling)
-        read_with_contexts(r, &s, out, count, ctx_words);
-    else
-        read_one_row(r, &s, out, count);
-    r->stream = s;
-    r->bad |= s.bad;
+    for (unsigned st = 0; st < k; st++)
+        r->bad |= r->stream[st].bad;
 }

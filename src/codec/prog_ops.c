@@ -143,8 +143,13 @@ void tf_prog_words_store(const uint64_t *v, size_t n, unsigned bytes, uint8_t *d
         for (size_t i = 0; i < n; i++)
             tf_le32_put(dst + 4 * i, (uint32_t)v[i]);
         break;
-    default:
+    case 8:
         for (size_t i = 0; i < n; i++)
             tf_le64_put(dst + 8 * i, v[i]);
+        break;
+    default: /* no dtype's, but a program's root may be any whole bytes */
+        for (size_t i = 0; i < n; i++)
+            for (unsigned k = 0; k < bytes; k++)
+                dst[bytes * i + k] = (uint8_t)(v[i] >> (8 * k));
     }
 }

@@ -26,9 +26,14 @@
 #include "codec/prog_tree.h"
 #include "common/error.h"
 
-/* Target words the open states of one search may hold by default (the
- * paper's 512 MiB for open decompositions). */
-#define TF_PROG_SEARCH_MEMORY ((size_t)512 << 20)
+/* Target words the open states of one search may hold by default. The
+ * paper allows 512 MiB; a writer runs one search per thread, inside a
+ * mount too, so the bound is what a search may add to its memory. At
+ * 32 MiB (bench/prog_bench, prior learned, budget 4) programs are as
+ * small: corpus step 25 bf16 14110524 B (512 MiB: 14109071), OCR rec
+ * f32 8980784 B (8987855), and `trajpack create -T 2` of step 25 peaks
+ * at 151 MB of RSS instead of 557 MB with one thread. */
+#define TF_PROG_SEARCH_MEMORY ((size_t)32 << 20)
 
 typedef struct {
     unsigned budget;             /* expansions */

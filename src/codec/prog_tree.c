@@ -83,7 +83,8 @@ int tf_prog_tree_close_lit(tf_prog_tree *t, unsigned i, tf_error *e)
     }
     tf_prog_node *k = &t->prog.node[i];
     k->op = TF_PROG_LIT;
-    k->lit = (tf_prog_lit_hint){ .coding = s->plan.coding, .ctx_sibling = s->plan.ctx_sibling };
+    k->lit = (tf_prog_lit_hint){ .coding = s->plan.coding, .ctx_sibling = s->plan.ctx_sibling,
+                                 .ctx_self = s->plan.ctx_self };
     k->body_len = s->plan.size;
     t->plan[i] = s->plan;
     return 0;

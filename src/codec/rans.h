@@ -22,9 +22,11 @@
  * was consumed and every lane is back to the encoder's initial state
  * TF_RANS_L.
  *
- * Two ways to decode: tf_rans_decode() fills a symbol array; codecs that
+ * Three ways to decode: tf_rans_decode() fills a symbol array; codecs that
  * want to do per-symbol work in the same loop use tf_rans_stream_open(),
- * the inline tf_rans_get_*() and tf_rans_stream_close(). */
+ * the inline tf_rans_get_*() and tf_rans_stream_close(); and
+ * tf_rans_decode_rows() decodes a piece of open streams at a time, with
+ * rows computed from context words (SIMD where it can). */
 #ifndef TRAJFS_CODEC_RANS_H
 #define TRAJFS_CODEC_RANS_H
 
@@ -44,6 +46,14 @@
  * (12 bits each) in 32 bits. */
 #define TF_RANS_MIN_PREC 8
 #define TF_RANS_MAX_PREC 11
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* AVX2 renormalization of eight lanes: for each mask of renormalizing
+ * lanes (bit l: lane l), the index of each such lane's word among the
+ * words they take, the number of those lanes before it (0 for the other
+ * lanes). Shared with the ULP codec's fused decoding loop. */
+extern const int32_t tf_rans_avx2_word_lane[256][8];
+#endif
 
 typedef struct {
     unsigned n_ctx, n_sym, prec, n_rows;
@@ -155,6 +165,10 @@ void tf_rans_decoder_free(tf_rans_decoder *dec);
 int tf_rans_decode(const tf_rans_decoder *dec, tf_reader *r, const uint16_t *ctx,
                    uint8_t *sym, size_t n, tf_error *e);
 
+/* The 1 << prec decoding slots of ctx into slots, all zero when the
+ * table has no row for it (see tf_rans_decode_rows). */
+void tf_rans_row_slots(const tf_rans_table *t, unsigned ctx, uint32_t *slots);
+
 /* Decoding slots of ctx (NULL when not built) for the inline getters. */
 static inline const uint32_t *tf_rans_slots(const tf_rans_decoder *dec, unsigned ctx)
 {
@@ -179,37 +193,48 @@ static inline bool tf_rans_words_suffice(const tf_rans_stream *s, size_t symbols
     return (size_t)(s->end - s->p) / 2 >= symbols;
 }
 
-/* One decoding step of a lane state: the symbol, and the state before
- * renormalization. */
-static inline unsigned tf_rans_step(uint32_t *x, const uint32_t *slots, unsigned prec)
+/* One decoding step of a lane state: its slot (symbol in the low 8 bits;
+ * 0 in a row of zeros standing for a missing one, see
+ * tf_rans_decode_rows), and the state before renormalization. */
+static inline uint32_t tf_rans_step_slot(uint32_t *x, const uint32_t *slots, unsigned prec)
 {
     uint32_t slot = slots[*x & ((1u << prec) - 1)];
     *x = (slot >> 20) * (*x >> prec) + (slot >> 8 & 0xfff);
-    return slot & 0xff;
+    return slot;
 }
 
-/* Decodes a symbol; the caller guarantees a word is available
- * (tf_rans_words_suffice). The renormalization is arithmetic, not a
+/* The same, for the symbol. */
+static inline unsigned tf_rans_step(uint32_t *x, const uint32_t *slots, unsigned prec)
+{
+    return tf_rans_step_slot(x, slots, prec) & 0xff;
+}
+
+/* Renormalizes lane state x and stores it; the caller guarantees a word
+ * is available (tf_rans_words_suffice). Arithmetic, not a
  * branch (a conditional here compiles to a branch that mispredicts often:
  * whether a lane needs a word is close to a coin flip). */
+static inline void tf_rans_renorm_fast(tf_rans_stream *s, unsigned lane, uint32_t x)
+{
+    uint32_t need = x < TF_RANS_L;
+    uint32_t word = (uint32_t)s->p[0] | (uint32_t)s->p[1] << 8;
+    s->x[lane] = x << (16 * need) | (word & (0 - need));
+    s->p += 2 * need;
+}
+
+/* Decodes a symbol, a word being available. */
 static inline unsigned tf_rans_get_fast(tf_rans_stream *s, unsigned lane, const uint32_t *slots,
                                         unsigned prec)
 {
     uint32_t x = s->x[lane];
     unsigned sym = tf_rans_step(&x, slots, prec);
-    uint32_t need = x < TF_RANS_L;
-    uint32_t word = (uint32_t)s->p[0] | (uint32_t)s->p[1] << 8;
-    s->x[lane] = x << (16 * need) | (word & (0 - need));
-    s->p += 2 * need;
+    tf_rans_renorm_fast(s, lane, x);
     return sym;
 }
 
-/* Decodes a symbol near the end of the stream, never reading past it. */
-static inline unsigned tf_rans_get_checked(tf_rans_stream *s, unsigned lane,
-                                           const uint32_t *slots, unsigned prec)
+/* Renormalizes lane state x near the end of the stream, never reading
+ * past it, and stores it. */
+static inline void tf_rans_renorm_checked(tf_rans_stream *s, unsigned lane, uint32_t x)
 {
-    uint32_t x = s->x[lane];
-    unsigned sym = tf_rans_step(&x, slots, prec);
     if (x < TF_RANS_L) {
         if (s->end - s->p < 2) {
             s->bad = true;
@@ -219,7 +244,36 @@ static inline unsigned tf_rans_get_checked(tf_rans_stream *s, unsigned lane,
         }
     }
     s->x[lane] = x;
+}
+
+/* Decodes a symbol near the end of the stream, never reading past it. */
+static inline unsigned tf_rans_get_checked(tf_rans_stream *s, unsigned lane,
+                                           const uint32_t *slots, unsigned prec)
+{
+    uint32_t x = s->x[lane];
+    unsigned sym = tf_rans_step(&x, slots, prec);
+    tf_rans_renorm_checked(s, lane, x);
     return sym;
 }
+
+/* At most this many streams decode as one (tf_rans_decode_rows). */
+#define TF_RANS_MAX_STREAMS 2
+
+/* Decodes symbols at .. at + count - 1 of k streams (1 or 2) of the same
+ * number of lanes, which take turns by rounds: symbol i is on stream
+ * (i / lanes) % k, lane i % lanes (more streams, more independent
+ * dependency chains to overlap). Symbol at + j goes to sym[j], decoded
+ * under the row min(ctx[j] - ctx_lo, n_rows) (unsigned; row 0 for all
+ * when ctx is NULL) of dense slots: row r at slots + (r << prec), rows
+ * 0..n_rows all present, as zeros where the table has none. Returns false
+ * when some symbol fell on a zero slot (the data needs a row the table
+ * lacks); a stream running out of words gets s[t].bad. Whole rounds go
+ * unchecked while the words suffice (with AVX2 for 16 lanes when simd
+ * allows it); the same symbols either way. The rows of a turn depend on
+ * nothing decoded in it, so ctx may be sym - k * lanes: each symbol
+ * under the one a turn earlier. */
+bool tf_rans_decode_rows(tf_rans_stream *s, unsigned k, uint64_t at, const uint32_t *slots,
+                         unsigned prec, const uint32_t *ctx, uint32_t ctx_lo, uint32_t n_rows,
+                         uint32_t *sym, size_t count, tf_simd_level simd);
 
 #endif

@@ -1059,23 +1059,6 @@ ULP_ALWAYS_INLINE uint32_t decode_sized(const uint32_t *const *row_of, tf_rans_s
  * cost F32 a fifth). 16-bit formats convert back sixteen elements at a
  * time in 16-bit lanes. */
 
-/* For each mask of renormalizing lanes (bit l: lane l of eight), the
- * index of each such lane's word among the words they take: the number
- * of those lanes before it. A constant table, so that no call builds it. */
-#define WL_BIT(m, l) ((m) >> (l) & 1)
-#define WL_BEFORE(m, l) \
-    ((l) > 0 && WL_BIT(m, 0)) + ((l) > 1 && WL_BIT(m, 1)) + ((l) > 2 && WL_BIT(m, 2)) + \
-        ((l) > 3 && WL_BIT(m, 3)) + ((l) > 4 && WL_BIT(m, 4)) + ((l) > 5 && WL_BIT(m, 5)) + \
-        ((l) > 6 && WL_BIT(m, 6))
-#define WL(m, l) (WL_BIT(m, l) ? WL_BEFORE(m, l) : 0)
-#define WL_ROW(m) \
-    { WL(m, 0), WL(m, 1), WL(m, 2), WL(m, 3), WL(m, 4), WL(m, 5), WL(m, 6), WL(m, 7) },
-#define WL_ROWS4(m) WL_ROW(m) WL_ROW((m) + 1) WL_ROW((m) + 2) WL_ROW((m) + 3)
-#define WL_ROWS16(m) WL_ROWS4(m) WL_ROWS4((m) + 4) WL_ROWS4((m) + 8) WL_ROWS4((m) + 12)
-#define WL_ROWS64(m) WL_ROWS16(m) WL_ROWS16((m) + 16) WL_ROWS16((m) + 32) WL_ROWS16((m) + 48)
-static const int32_t avx2_word_lane[256][8] = {
-    WL_ROWS64(0) WL_ROWS64(64) WL_ROWS64(128) WL_ROWS64(192)
-};
 
 /* What the loop needs besides its elements. */
 typedef struct {
@@ -1105,7 +1088,7 @@ ULP_AVX2_INLINE __m256i avx2_renormalize(__m256i next, const uint8_t **words)
     unsigned mask = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need));
     __m256i word = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)*words));
     word = _mm256_permutevar8x32_epi32(
-        word, _mm256_loadu_si256((const __m256i *)avx2_word_lane[mask]));
+        word, _mm256_loadu_si256((const __m256i *)tf_rans_avx2_word_lane[mask]));
     *words += 2 * (unsigned)_mm_popcnt_u32(mask);
     return _mm256_blendv_epi8(next, _mm256_or_si256(_mm256_slli_epi32(next, 16), word), need);
 }
@@ -1259,19 +1242,6 @@ ULP_AVX2_INLINE void avx2_round_rows(const avx2_tables *t, const uint8_t *ref, _
     }
 }
 
-/* The first stage of the round of elements at ref. */
-ULP_AVX2_INLINE avx2_round avx2_round_slots(avx2_loop *lp, const uint8_t *ref, unsigned bytes,
-                                            unsigned man, unsigned exp)
-{
-    __m256i row0, row1;
-    avx2_round round;
-    avx2_round_rows(lp->t, ref, &row0, &row1, bytes, man, exp);
-    lp->x0 = avx2_renormalize(avx2_rans_step(lp->x0, row0, lp->t, &round.slot0), &lp->words);
-    lp->x1 = avx2_renormalize(avx2_rans_step(lp->x1, row1, lp->t, &round.slot1), &lp->words);
-    lp->min_slot = _mm256_min_epu32(lp->min_slot, _mm256_min_epu32(round.slot0, round.slot1));
-    return round;
-}
-
 /* The second stage. */
 ULP_AVX2_INLINE void avx2_round_elements(avx2_loop *lp, avx2_round round, const uint8_t *ref,
                                          uint8_t *dst, unsigned bytes)
@@ -1349,39 +1319,60 @@ ULP_AVX2_INLINE void avx2_loop_end(avx2_loop *lp, avx2_round pending, size_t at,
     }
 }
 
-/* The loop, from the start of a chunk; returns the elements done. */
-ULP_AVX2_INLINE size_t avx2_rounds_sized(const avx2_tables *t, tf_rans_stream *s,
-                                         bit_reader *br, const uint8_t *ref, uint8_t *dst,
-                                         size_t n, uint32_t *min_slot, unsigned bytes,
-                                         unsigned man, unsigned exp)
-{
-    avx2_loop lp;
-    if (!avx2_loop_begin(&lp, t, s, br, n))
-        return 0;
-    avx2_round pending = avx2_round_slots(&lp, ref, bytes, man, exp);
-    size_t i = ULP_LANES; /* the next round's first element */
-    for (; avx2_loop_round_fits(&lp, i, n); i += ULP_LANES) {
-        avx2_round next = avx2_round_slots(&lp, ref + i * bytes, bytes, man, exp);
-        avx2_round_elements(&lp, pending, ref + (i - ULP_LANES) * bytes,
-                            dst + (i - ULP_LANES) * bytes, bytes);
-        pending = next;
+/* The decoding loop of one instruction set: ULP_SIMD_ROUNDS(isa,
+ * INLINE, FUNCTION, renormalize, round_elements) defines
+ *   isa_round_slots: the first stage of the round of elements at ref,
+ *       with `renormalize` for the rANS states;
+ *   isa_rounds_sized: the loop, from the start of a chunk, with
+ *       `round_elements` its second stage; returns the elements done;
+ *   isa_rounds: the loop for the formats it handles (BF16, F16, F32).
+ * A macro, not a function: each instance must be compiled for its own
+ * target, and a function of one target cannot inline another's code. */
+#define ULP_SIMD_ROUNDS(isa, INLINE, FUNCTION, renormalize, round_elements)                     \
+    INLINE avx2_round isa##_round_slots(avx2_loop *lp, const uint8_t *ref, unsigned bytes,        \
+                                        unsigned man, unsigned exp)                               \
+    {                                                                                             \
+        __m256i row0, row1;                                                                       \
+        avx2_round round;                                                                         \
+        avx2_round_rows(lp->t, ref, &row0, &row1, bytes, man, exp);                               \
+        lp->x0 = renormalize(avx2_rans_step(lp->x0, row0, lp->t, &round.slot0), &lp->words);      \
+        lp->x1 = renormalize(avx2_rans_step(lp->x1, row1, lp->t, &round.slot1), &lp->words);      \
+        lp->min_slot = _mm256_min_epu32(lp->min_slot, _mm256_min_epu32(round.slot0, round.slot1)); \
+        return round;                                                                             \
+    }                                                                                             \
+                                                                                                  \
+    INLINE size_t isa##_rounds_sized(const avx2_tables *t, tf_rans_stream *s, bit_reader *br,     \
+                                     const uint8_t *ref, uint8_t *dst, size_t n,                  \
+                                     uint32_t *min_slot, unsigned bytes, unsigned man,            \
+                                     unsigned exp)                                                \
+    {                                                                                             \
+        avx2_loop lp;                                                                             \
+        if (!avx2_loop_begin(&lp, t, s, br, n))                                                   \
+            return 0;                                                                             \
+        avx2_round pending = isa##_round_slots(&lp, ref, bytes, man, exp);                        \
+        size_t i = ULP_LANES; /* the next round's first element */                                \
+        for (; avx2_loop_round_fits(&lp, i, n); i += ULP_LANES) {                                 \
+            avx2_round next = isa##_round_slots(&lp, ref + i * bytes, bytes, man, exp);           \
+            round_elements(&lp, pending, ref + (i - ULP_LANES) * bytes,                           \
+                           dst + (i - ULP_LANES) * bytes, bytes);                                 \
+            pending = next;                                                                       \
+        }                                                                                         \
+        avx2_loop_end(&lp, pending, i - ULP_LANES, s, br, ref, dst, min_slot, bytes);             \
+        return i;                                                                                 \
+    }                                                                                             \
+                                                                                                  \
+    FUNCTION size_t isa##_rounds(unsigned dtype, const avx2_tables *t, tf_rans_stream *s,         \
+                                 bit_reader *br, const uint8_t *ref, uint8_t *dst, size_t n,      \
+                                 uint32_t *min_slot)                                              \
+    {                                                                                             \
+        switch (dtype) {                                                                          \
+        case TF_DT_BF16: return isa##_rounds_sized(t, s, br, ref, dst, n, min_slot, 2, 7, 8);     \
+        case TF_DT_F16: return isa##_rounds_sized(t, s, br, ref, dst, n, min_slot, 2, 10, 5);     \
+        default: return isa##_rounds_sized(t, s, br, ref, dst, n, min_slot, 4, 23, 8);            \
+        }                                                                                         \
     }
-    avx2_loop_end(&lp, pending, i - ULP_LANES, s, br, ref, dst, min_slot, bytes);
-    return i;
-}
 
-/* Rounds decoded with AVX2 for the formats it handles (BF16, F16, F32),
- * from the start of a chunk; returns the elements done. */
-ULP_AVX2_FUNCTION size_t avx2_rounds(unsigned dtype, const avx2_tables *t, tf_rans_stream *s,
-                                     bit_reader *br, const uint8_t *ref, uint8_t *dst, size_t n,
-                                     uint32_t *min_slot)
-{
-    switch (dtype) {
-    case TF_DT_BF16: return avx2_rounds_sized(t, s, br, ref, dst, n, min_slot, 2, 7, 8);
-    case TF_DT_F16: return avx2_rounds_sized(t, s, br, ref, dst, n, min_slot, 2, 10, 5);
-    default: return avx2_rounds_sized(t, s, br, ref, dst, n, min_slot, 4, 23, 8);
-    }
-}
+ULP_SIMD_ROUNDS(avx2, ULP_AVX2_INLINE, ULP_AVX2_FUNCTION, avx2_renormalize, avx2_round_elements)
 
 #define ULP_AVX512_TARGET "avx2,popcnt,avx512f,avx512vl,avx512bw,avx512dq,avx512vbmi"
 #define ULP_AVX512_INLINE static inline __attribute__((always_inline, target(ULP_AVX512_TARGET)))
@@ -1437,63 +1428,21 @@ ULP_AVX512_INLINE __m512i avx512_residuals16(avx2_round round, const uint8_t **b
     return _mm512_or_si512(lead, _mm512_and_si512(bits, keep));
 }
 
-/* avx2_round_elements for 16-bit formats. */
-ULP_AVX512_INLINE void avx512_round_elements16(avx2_loop *lp, avx2_round round,
-                                               const uint8_t *ref, uint8_t *dst)
+/* The second stage: 16-bit formats the AVX-512 way, F32 as AVX2 does. */
+ULP_AVX512_INLINE void avx512_round_elements(avx2_loop *lp, avx2_round round, const uint8_t *ref,
+                                             uint8_t *dst, unsigned bytes)
 {
+    if (bytes != 2) {
+        avx2_round_elements(lp, round, ref, dst, bytes);
+        return;
+    }
     __m256i z = _mm512_cvtepi32_epi16(avx512_residuals16(round, &lp->base, &lp->bit));
     __m256i r = _mm256_loadu_si256((const __m256i *)ref);
     _mm256_storeu_si256((__m256i *)dst, avx2_unresidual16(z, r));
 }
 
-/* avx2_round_slots, but for the renormalization. */
-ULP_AVX512_INLINE avx2_round avx512_round_slots(avx2_loop *lp, const uint8_t *ref,
-                                                unsigned bytes, unsigned man, unsigned exp)
-{
-    __m256i row0, row1;
-    avx2_round round;
-    avx2_round_rows(lp->t, ref, &row0, &row1, bytes, man, exp);
-    lp->x0 = avx512_renormalize(avx2_rans_step(lp->x0, row0, lp->t, &round.slot0), &lp->words);
-    lp->x1 = avx512_renormalize(avx2_rans_step(lp->x1, row1, lp->t, &round.slot1), &lp->words);
-    lp->min_slot = _mm256_min_epu32(lp->min_slot, _mm256_min_epu32(round.slot0, round.slot1));
-    return round;
-}
-
-/* avx2_rounds_sized with avx512_round_slots. */
-ULP_AVX512_INLINE size_t avx512_rounds_sized(const avx2_tables *t, tf_rans_stream *s,
-                                             bit_reader *br, const uint8_t *ref, uint8_t *dst,
-                                             size_t n, uint32_t *min_slot, unsigned bytes,
-                                             unsigned man, unsigned exp)
-{
-    avx2_loop lp;
-    if (!avx2_loop_begin(&lp, t, s, br, n))
-        return 0;
-    avx2_round pending = avx512_round_slots(&lp, ref, bytes, man, exp);
-    size_t i = ULP_LANES;
-    for (; avx2_loop_round_fits(&lp, i, n); i += ULP_LANES) {
-        avx2_round next = avx512_round_slots(&lp, ref + i * bytes, bytes, man, exp);
-        if (bytes == 2)
-            avx512_round_elements16(&lp, pending, ref + (i - ULP_LANES) * bytes,
-                                    dst + (i - ULP_LANES) * bytes);
-        else
-            avx2_round_elements(&lp, pending, ref + (i - ULP_LANES) * bytes,
-                                dst + (i - ULP_LANES) * bytes, bytes);
-        pending = next;
-    }
-    avx2_loop_end(&lp, pending, i - ULP_LANES, s, br, ref, dst, min_slot, bytes);
-    return i;
-}
-
-ULP_AVX512_FUNCTION size_t avx512_rounds(unsigned dtype, const avx2_tables *t,
-                                         tf_rans_stream *s, bit_reader *br, const uint8_t *ref,
-                                         uint8_t *dst, size_t n, uint32_t *min_slot)
-{
-    switch (dtype) {
-    case TF_DT_BF16: return avx512_rounds_sized(t, s, br, ref, dst, n, min_slot, 2, 7, 8);
-    case TF_DT_F16: return avx512_rounds_sized(t, s, br, ref, dst, n, min_slot, 2, 10, 5);
-    default: return avx512_rounds_sized(t, s, br, ref, dst, n, min_slot, 4, 23, 8);
-    }
-}
+ULP_SIMD_ROUNDS(avx512, ULP_AVX512_INLINE, ULP_AVX512_FUNCTION, avx512_renormalize,
+                avx512_round_elements)
 
 /* fill_row's runs, eight slots per store. */
 ULP_AVX2_FUNCTION void fill_row_avx2(uint32_t *row, const uint16_t *freq, unsigned n_sym)

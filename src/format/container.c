@@ -318,7 +318,9 @@ int tf_container_append(tf_container *c, const void *p, size_t len, uint64_t *of
 
 void tf_container_rollback(tf_container *c)
 {
-    if (c->file_size != c->end && ftruncate(c->fd, (off_t)c->end) == 0)
+    /* Unconditionally: a failed append may have written part of its bytes
+     * (a disk filling up mid-write) without counting them in file_size. */
+    if (ftruncate(c->fd, (off_t)c->end) == 0)
         c->file_size = c->end;
 }
 

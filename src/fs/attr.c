@@ -88,5 +88,14 @@ int fs_attr_of_ino(fs_state *fs, uint64_t ino, struct stat *st, double *timeout)
         fs_attr_of_node(fs, n, st);
     pthread_rwlock_unlock(&fs->view_lock);
     *timeout = fs_cache_timeout(fs);
+    /* A file replaced (a rename over it) or removed while open: fstat of
+     * its descriptor gives the version it reads, with no link, as on a
+     * local file system. */
+    if (!n && fs->writer && fs_handles_read_attrs(&fs->handles, ino, &w)) {
+        fs_attr_of_writing(fs, &w, st);
+        st->st_nlink = 0;
+        *timeout = 0;
+        return 0;
+    }
     return n ? 0 : ENOENT;
 }

@@ -69,15 +69,27 @@ static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
     tf_write_opts_default(&wo);
     wo.threads = o->threads ? o->threads : online_cpus();
     wo.max_chain = o->max_chain;
+    wo.prog_budget = o->prog_budget;
     wo.begin_update = begin_update;
     wo.end_update = end_update;
     wo.update_arg = fs;
+    wo.cache_bytes = o->cache_size; /* the mount reads through this cache too */
     if (create_if_missing(o->archive, e) < 0 ||
         tf_writer_open(o->archive, false, 0, &wo, &fs->writer, e) < 0)
         return -1;
     fs->ar = tf_writer_archive(fs->writer);
     fs->spool_dir = open_spool_dir(o, e);
     return fs->spool_dir < 0 ? -1 : 0;
+}
+
+/* A writable mount reads through its writer's reader: the cache of the
+ * parents its commits decode is the one reads use, and cache_size bounds
+ * both (a reader of its own would add the writer's 256 MiB). */
+static void free_reader(fs_state *fs)
+{
+    if (!fs->writer)
+        tf_reader_free(fs->reader);
+    fs->reader = NULL;
 }
 
 static void close_archive(fs_state *fs)
@@ -119,7 +131,7 @@ int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
         tf_error_prefix(e, "%s", archive);
         goto fail;
     }
-    fs->reader = tf_reader_new(fs->ar, o->cache_size);
+    fs->reader = fs->writer ? tf_writer_reader(fs->writer) : tf_reader_new(fs->ar, o->cache_size);
     if (!fs->reader || fs_readbuf_init(&fs->readbuf) < 0) {
         tf_fail(e, ENOMEM, "out of memory");
         goto fail;
@@ -128,7 +140,7 @@ int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
     fs_handles_init(&fs->handles);
     return 0;
 fail:
-    tf_reader_free(fs->reader);
+    free_reader(fs);
     fs_tree_free(&fs->tree);
     close_archive(fs);
     return -1;
@@ -158,7 +170,7 @@ void fs_state_close(fs_state *fs)
         fs_log(LOG_WARNING, "%zu files open for writing at unmount were never closed: "
                "their changes are not in the archive", lost);
     fs_readbuf_destroy(&fs->readbuf);
-    tf_reader_free(fs->reader);
+    free_reader(fs);
     fs_tree_free(&fs->tree);
     close_archive(fs);
     pthread_rwlock_destroy(&fs->view_lock);

@@ -22,6 +22,9 @@ size_t fs_handles_destroy(fs_handles *t)
             lost++;
         fs_handle_free(h);
     }
+    for (size_t i = 0; i < FS_RETIRED_MAX; i++)
+        if (t->retired[i].ino)
+            tf_entry_free(&t->retired[i].ent);
     free(t->slots);
     pthread_mutex_destroy(&t->lock);
     *t = (fs_handles){ 0 };
@@ -167,6 +170,61 @@ bool fs_handles_attrs(fs_handles *t, uint64_t ino, fs_write_attrs *out)
         *out = best->attrs;
     pthread_mutex_unlock(&t->lock);
     return best != NULL;
+}
+
+/* The newest retired version of ino, or NULL; under the table's lock. */
+static const tf_entry *retired_version(const fs_handles *t, uint64_t ino)
+{
+    for (size_t k = 1; k <= FS_RETIRED_MAX; k++) {
+        const fs_retired *r = &t->retired[(t->next_retired + FS_RETIRED_MAX - k) % FS_RETIRED_MAX];
+        if (r->ino == ino)
+            return &r->ent;
+    }
+    return NULL;
+}
+
+bool fs_handles_read_attrs(fs_handles *t, uint64_t ino, fs_write_attrs *out)
+{
+    pthread_mutex_lock(&t->lock); /* no handle in the table is freed meanwhile */
+    const tf_entry *found = NULL;
+    for (size_t i = 0; i < t->nslots && !found; i++) {
+        const fs_handle *h = t->slots[i];
+        if (h && !h->writable && h->ino == ino)
+            found = h->ent;
+    }
+    if (!found)
+        found = retired_version(t, ino);
+    if (found)
+        *out = (fs_write_attrs){
+            .ino = ino, .size = found->size, .mode = found->mode,
+            .mtime = { .tv_sec = found->mtime_sec, .tv_nsec = found->mtime_nsec },
+        };
+    pthread_mutex_unlock(&t->lock);
+    return found != NULL;
+}
+
+void fs_handles_retire(fs_handles *t, uint64_t ino, const tf_entry *ent)
+{
+    tf_entry copy;
+    if ((ent->kind != TF_ENTRY_FILE && ent->kind != TF_ENTRY_SAFETENSORS) ||
+        tf_entry_clone(ent, NULL, &copy, NULL) < 0)
+        return;
+    pthread_mutex_lock(&t->lock);
+    fs_retired *r = &t->retired[t->next_retired];
+    if (r->ino)
+        tf_entry_free(&r->ent);
+    *r = (fs_retired){ .ino = ino, .ent = copy };
+    t->next_retired = (t->next_retired + 1) % FS_RETIRED_MAX;
+    pthread_mutex_unlock(&t->lock);
+}
+
+fs_handle *fs_handles_open_retired(fs_handles *t, uint64_t ino)
+{
+    pthread_mutex_lock(&t->lock);
+    const tf_entry *ent = retired_version(t, ino);
+    fs_handle *h = ent ? fs_handle_new_read(ino, ent, true) : NULL;
+    pthread_mutex_unlock(&t->lock);
+    return h;
 }
 
 typedef struct {

@@ -51,11 +51,23 @@ typedef struct {
                          * among several handles of one inode */
 } fs_handle;
 
+/* Versions of files that left the tree (unlinked, or replaced by a rename
+ * over them), the last FS_RETIRED_MAX: an open or fstat by inode that
+ * raced with the change still finds the file, as on a local file system
+ * (the kernel resolved the name before the change, and asks after it). */
+#define FS_RETIRED_MAX 16
+typedef struct {
+    uint64_t ino; /* 0: unused */
+    tf_entry ent; /* a private copy */
+} fs_retired;
+
 typedef struct {
     pthread_mutex_t lock;
     fs_handle **slots; /* fh - 1 indexes it; NULL when free */
     size_t nslots;
     uint64_t clock;    /* counts changes, for fs_handle.changed */
+    fs_retired retired[FS_RETIRED_MAX];
+    size_t next_retired; /* the slot the next one takes */
 } fs_handles;
 
 void fs_handles_init(fs_handles *t);
@@ -87,6 +99,16 @@ void fs_handles_note_write(fs_handles *t, fs_handle *h, uint64_t size, bool grow
 /* The attributes of the most recently changed write handle of ino, the
  * writer's view of the file; false when it has none. */
 bool fs_handles_attrs(fs_handles *t, uint64_t ino, fs_write_attrs *out);
+/* The attributes (size, mode, mtime) of a version of ino that left the
+ * tree, as an open read handle or the retired versions hold it; false
+ * when none does. */
+bool fs_handles_read_attrs(fs_handles *t, uint64_t ino, fs_write_attrs *out);
+/* Keeps a copy of the regular file ent, inode ino, that a change is about
+ * to remove from the tree (the oldest version kept goes). */
+void fs_handles_retire(fs_handles *t, uint64_t ino, const tf_entry *ent);
+/* A new read handle of the retired version of ino; NULL when none is
+ * kept (or out of memory). */
+fs_handle *fs_handles_open_retired(fs_handles *t, uint64_t ino);
 /* New permission bits and/or modification time (NULL: unchanged) for
  * every write handle of ino. */
 void fs_handles_set_attrs(fs_handles *t, uint64_t ino, const uint32_t *mode,

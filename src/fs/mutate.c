@@ -216,6 +216,8 @@ static int remove_entry(fs_state *fs, const struct fs_job *j)
     if (want_dir && n->nchildren)
         return ENOTEMPTY;
     uint64_t ino = n->ino;
+    if (!want_dir)
+        fs_handles_retire(&fs->handles, ino, n->ent);
     tf_error e;
     if (tf_writer_remove(fs->writer, path, &e) < 0)
         return failure(&e);
@@ -241,6 +243,8 @@ static int rename_entry(fs_state *fs, const struct fs_job *j)
     if (!src)
         return ENOENT;
     uint64_t src_ino = src->ino, dst_ino = dst ? dst->ino : 0;
+    if (dst_ino && dst_ino != src_ino && dst->ent)
+        fs_handles_retire(&fs->handles, dst_ino, dst->ent);
     tf_error e;
     if (tf_writer_move(fs->writer, from, to, &e) < 0)
         return failure(&e);

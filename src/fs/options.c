@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "codec/prog.h"
 #include "store/writer.h"
 
 #define CACHE_MIN ((size_t)64 << 20)
@@ -20,7 +21,6 @@
  * takes with the kernel's default 128 KiB (more gained nothing). */
 #define READAHEAD_DEFAULT ((size_t)4 << 20)
 #define READAHEAD_MAX ((size_t)1 << 30)
-#define MAX_CHAIN_LIMIT 65535 /* as trajpack's --max-chain */
 
 enum { KEY_RW };
 
@@ -31,6 +31,7 @@ static const struct fuse_opt trajfs_opts[] = {
     { "direct_io", offsetof(fs_options, direct_io), 1 },
     { "spool_dir=%s", offsetof(fs_options, spool_dir), 0 },
     { "max_chain=%u", offsetof(fs_options, max_chain), 0 },
+    { "prog_budget=%s", offsetof(fs_options, prog_budget_arg), 0 },
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_END,
 };
@@ -112,6 +113,26 @@ static int parse_size_option(const char *name, const char *arg, size_t max, size
     return 0;
 }
 
+/* Parses -o prog_budget=N into *out when given (arg not NULL). */
+static int parse_budget_option(const char *arg, unsigned *out)
+{
+    if (!arg)
+        return 0;
+    char *end = NULL;
+    unsigned long v = 0;
+    if (*arg >= '0' && *arg <= '9') {
+        errno = 0;
+        v = strtoul(arg, &end, 10);
+    }
+    if (!end || *end || errno || v < 1 || v > TF_PROG_BUDGET_MAX) {
+        fprintf(stderr, "trajfs: prog_budget=%s: expected a whole number from 1 to %d\n", arg,
+                TF_PROG_BUDGET_MAX);
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
 int fs_options_parse(struct fuse_args *args, fs_options *o)
 {
     *o = (fs_options){ .max_chain = TF_MAX_CHAIN_DEFAULT };
@@ -120,14 +141,15 @@ int fs_options_parse(struct fuse_args *args, fs_options *o)
     o->cache_size = fs_default_cache_size();
     o->readahead = READAHEAD_DEFAULT;
     if (parse_size_option("cache_size", o->cache_size_arg, SIZE_MAX, &o->cache_size) < 0 ||
-        parse_size_option("readahead", o->readahead_arg, READAHEAD_MAX, &o->readahead) < 0)
+        parse_size_option("readahead", o->readahead_arg, READAHEAD_MAX, &o->readahead) < 0 ||
+        parse_budget_option(o->prog_budget_arg, &o->prog_budget) < 0)
         return -1;
     if (o->threads > THREADS_MAX) {
         fprintf(stderr, "trajfs: threads=%u: at most %d\n", o->threads, THREADS_MAX);
         return -1;
     }
-    if (o->max_chain > MAX_CHAIN_LIMIT) {
-        fprintf(stderr, "trajfs: max_chain=%u: at most %d\n", o->max_chain, MAX_CHAIN_LIMIT);
+    if (o->max_chain > TF_CHAIN_MAX) {
+        fprintf(stderr, "trajfs: max_chain=%u: at most %d\n", o->max_chain, TF_CHAIN_MAX);
         return -1;
     }
     return 0;
@@ -139,6 +161,7 @@ void fs_options_free(fs_options *o)
     free(o->cache_size_arg);
     free(o->readahead_arg);
     free(o->spool_dir);
+    free(o->prog_budget_arg);
 }
 
 void fs_options_help(void)
@@ -159,6 +182,9 @@ void fs_options_help(void)
            "    -o spool_dir=DIR       with rw: where written bytes wait for their commit\n"
            "                           (default: the archive's directory)\n"
            "    -o max_chain=N         with rw: longest chain of deltas before a keyframe,\n"
-           "                           0 to %d (default %d)\n",
-           fs_default_cache_size() >> 20, MAX_CHAIN_LIMIT, TF_MAX_CHAIN_DEFAULT);
+           "                           0 to %d (default %d)\n"
+           "    -o prog_budget=N       with rw: search budget of the prog codec,\n"
+           "                           expansions per tensor, 1 to %d (default %d)\n",
+           fs_default_cache_size() >> 20, TF_CHAIN_MAX, TF_MAX_CHAIN_DEFAULT,
+           TF_PROG_BUDGET_MAX, TF_PROG_DEFAULT_BUDGET);
 }

@@ -19,6 +19,8 @@ typedef struct {
     bool rw;              /* -o rw: a writable mount */
     char *spool_dir;      /* -o spool_dir=DIR (rw), or NULL: the archive's */
     unsigned max_chain;   /* -o max_chain=N (rw): deltas before a keyframe */
+    char *prog_budget_arg; /* -o prog_budget=N (rw) as given, or NULL */
+    unsigned prog_budget; /* its value; 0: the writer's default */
 } fs_options;
 
 /* Takes trajfs's options and the archive out of args, leaving libfuse's

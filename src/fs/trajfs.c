@@ -31,15 +31,39 @@ static void usage(FILE *to)
                 "-o rw).\n\n");
 }
 
+enum { KEY_ALLOW_OTHER };
+
+static const struct fuse_opt allow_other_opt[] = {
+    FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
+    FUSE_OPT_END,
+};
+
+/* Notes -o allow_other and keeps every argument for libfuse. */
+static int note_allow_other(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+    (void)arg;
+    (void)outargs;
+    if (key == KEY_ALLOW_OTHER)
+        *(bool *)data = true;
+    return 1;
+}
+
 /* Adds the options every trajfs mount has: ro unless rw, and the archive
- * as the source and "fuse.trajfs" as the type that mount tables show. */
+ * as the source and "fuse.trajfs" as the type that mount tables show.
+ * With allow_other it adds default_permissions: trajfs checks no
+ * permissions itself, so without the kernel's checks every user of a
+ * shared mount could read every file, whatever its mode. */
 static int add_mount_options(struct fuse_args *args, const char *archive, bool rw)
 {
+    bool allow_other = false;
+    if (fuse_opt_parse(args, &allow_other, allow_other_opt, note_allow_other) < 0)
+        return -1;
     char *abs = realpath(archive, NULL);
     char *escaped = NULL, *opts = NULL;
     int rc = fuse_opt_add_opt_escaped(&escaped, abs ? abs : archive);
     free(abs);
-    if (rc == 0 && asprintf(&opts, "%ssubtype=trajfs,fsname=%s", rw ? "" : "ro,", escaped) < 0)
+    if (rc == 0 && asprintf(&opts, "%ssubtype=trajfs,fsname=%s%s", rw ? "" : "ro,", escaped,
+                            allow_other ? ",default_permissions" : "") < 0)
         opts = NULL;
     free(escaped);
     if (!opts)

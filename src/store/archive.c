@@ -9,11 +9,6 @@
 #include "common/idmap.h"
 #include "format/dtype.h"
 
-/* Longest reference chain an archive may contain, whatever the writer's
- * keyframe setting was: readers walk chains iteratively, but the bound
- * keeps a hostile archive from making one read decode forever. */
-#define CHAIN_HARD_MAX 4096
-
 struct tf_archive {
     tf_container c;
     uint64_t commits;
@@ -53,9 +48,20 @@ int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id)
     return tf_idmap_get(&ar->ids, id, &idx) ? (int64_t)idx : -1;
 }
 
-static int check_blob(tf_archive *ar, uint64_t idx, tf_error *e)
+/* Blob idx of the archive as it is once seg is applied: stored, or in seg.
+ * (While seg is being applied, every blob below idx is already stored.) */
+static const tf_blob *blob_after(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
-    const tf_blob *b = &ar->blobs[idx];
+    return idx < ar->nblobs ? &ar->blobs[idx] : &seg->blobs[idx - seg->first_blob];
+}
+
+/* Checks blob idx (in seg, its references and models earlier) and sets
+ * *depth to its chain depth; seg_depth holds the depths of seg's blobs
+ * below idx that are not stored yet. */
+static int check_blob(const tf_archive *ar, const tf_segment *seg, const uint16_t *seg_depth,
+                      uint64_t idx, uint16_t *depth, tf_error *e)
+{
+    const tf_blob *b = blob_after(ar, seg, idx);
     const tf_codec *codec = tf_codec_get(b->codec);
     if (!codec)
         return tf_fail(e, EIO, "blob %llu: unknown codec %u", (unsigned long long)idx, b->codec);
@@ -67,21 +73,23 @@ static int check_blob(tf_archive *ar, uint64_t idx, tf_error *e)
                        codec->name);
     /* A model is decoded while its user is being decoded: it must stand
      * alone, or a chain of models would nest decodes without bound. */
-    if (b->model && (ar->blobs[b->model - 1].ref || ar->blobs[b->model - 1].model))
+    const tf_blob *m = b->model ? blob_after(ar, seg, b->model - 1) : NULL;
+    if (m && (m->ref || m->model))
         return tf_fail(e, EIO, "blob %llu: model blob %llu is not self-contained",
                        (unsigned long long)idx, (unsigned long long)(b->model - 1));
-    unsigned depth = 0;
+    *depth = 0;
     if (b->ref) {
-        const tf_blob *r = &ar->blobs[b->ref - 1];
+        uint64_t ri = b->ref - 1;
+        const tf_blob *r = blob_after(ar, seg, ri);
         if (r->raw_len != b->raw_len || r->dtype != b->dtype)
             return tf_fail(e, EIO, "blob %llu: reference blob %llu differs in size or dtype",
-                           (unsigned long long)idx, (unsigned long long)(b->ref - 1));
-        depth = ar->depth[b->ref - 1] + 1u;
-        if (depth > CHAIN_HARD_MAX)
+                           (unsigned long long)idx, (unsigned long long)ri);
+        unsigned d = (ri < ar->nblobs ? ar->depth[ri] : seg_depth[ri - seg->first_blob]) + 1u;
+        if (d > TF_CHAIN_MAX)
             return tf_fail(e, EIO, "blob %llu: reference chain longer than %d",
-                           (unsigned long long)idx, CHAIN_HARD_MAX);
+                           (unsigned long long)idx, TF_CHAIN_MAX);
+        *depth = (uint16_t)d;
     }
-    ar->depth[idx] = (uint16_t)depth;
     return 0;
 }
 
@@ -106,9 +114,9 @@ static int add_blobs(tf_archive *ar, const tf_segment *seg, tf_error *e)
     }
     for (uint64_t i = 0; i < seg->nblobs; i++) {
         uint64_t idx = ar->nblobs;
-        ar->blobs[idx] = seg->blobs[i];
-        if (check_blob(ar, idx, e) < 0)
+        if (check_blob(ar, seg, NULL, idx, &ar->depth[idx], e) < 0)
             return -1;
+        ar->blobs[idx] = seg->blobs[i];
         if (tf_idmap_put(&ar->ids, &ar->blobs[idx].id, idx) < 0)
             return tf_fail(e, ENOMEM, "blob index: out of memory");
         ar->nblobs++;
@@ -119,43 +127,63 @@ static int add_blobs(tf_archive *ar, const tf_segment *seg, tf_error *e)
 /* ---- entries ---- */
 
 /* Each chunk blob must hold exactly the bytes its place in the file says,
- * with the tensor's dtype, so reads can copy without further checks. */
-static int check_chunk(const tf_archive *ar, const tf_entry *ent, uint64_t chunk, uint64_t want,
-                       unsigned dtype, tf_error *e)
+ * so reads can copy without further checks. Its dtype is only what its
+ * codec was told: a chunk may share the blob of equal bytes stored for a
+ * tensor of another dtype. */
+static int check_chunk(const tf_archive *ar, const tf_segment *seg, const tf_entry *ent,
+                       uint64_t chunk, uint64_t want, tf_error *e)
 {
-    const tf_blob *b = &ar->blobs[ent->chunks[chunk]];
-    if (b->raw_len != want || b->dtype != dtype)
-        return tf_fail(e, EIO, "catalog: \"%s\" chunk %llu has %llu bytes of dtype %u, expected %llu of %u",
+    const tf_blob *b = blob_after(ar, seg, ent->chunks[chunk]);
+    if (b->raw_len != want)
+        return tf_fail(e, EIO, "catalog: \"%s\" chunk %llu has %llu bytes, expected %llu",
                        ent->path, (unsigned long long)chunk, (unsigned long long)b->raw_len,
-                       b->dtype, (unsigned long long)want, dtype);
+                       (unsigned long long)want);
     return 0;
 }
 
-static int check_span(const tf_archive *ar, const tf_entry *ent, uint64_t first, uint64_t nbytes,
-                      unsigned dtype, tf_error *e)
+static int check_span(const tf_archive *ar, const tf_segment *seg, const tf_entry *ent,
+                      uint64_t first, uint64_t nbytes, unsigned dtype, tf_error *e)
 {
     uint64_t chunk_bytes = (uint64_t)tf_dtype_get(dtype)->size << ar->c.chunk_shift;
     for (uint64_t i = first; nbytes; i++) {
         uint64_t want = nbytes < chunk_bytes ? nbytes : chunk_bytes;
-        if (check_chunk(ar, ent, i, want, dtype, e) < 0)
+        if (check_chunk(ar, seg, ent, i, want, e) < 0)
             return -1;
         nbytes -= want;
     }
     return 0;
 }
 
-static int check_entry(const tf_archive *ar, const tf_entry *ent, tf_error *e)
+static int check_entry(const tf_archive *ar, const tf_segment *seg, const tf_entry *ent,
+                       tf_error *e)
 {
     if (ent->kind == TF_ENTRY_FILE)
-        return check_span(ar, ent, 0, ent->size, TF_DT_NONE, e);
+        return check_span(ar, seg, ent, 0, ent->size, TF_DT_NONE, e);
     if (ent->kind != TF_ENTRY_SAFETENSORS)
         return 0;
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         const tf_tensor_span *ts = &ent->tensors[t];
-        if (check_span(ar, ent, ts->first_chunk, ts->nbytes, ts->dtype, e) < 0)
+        if (check_span(ar, seg, ent, ts->first_chunk, ts->nbytes, ts->dtype, e) < 0)
             return -1;
     }
     return 0;
+}
+
+int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_error *e)
+{
+    if (seg->first_blob != ar->nblobs)
+        return tf_fail(e, EIO, "catalog: segment blobs start at %llu, expected %llu",
+                       (unsigned long long)seg->first_blob, (unsigned long long)ar->nblobs);
+    uint16_t *depth = malloc((seg->nblobs ? seg->nblobs : 1) * sizeof *depth);
+    if (!depth)
+        return tf_fail(e, ENOMEM, "out of memory");
+    int rc = 0;
+    for (uint64_t i = 0; rc == 0 && i < seg->nblobs; i++)
+        rc = check_blob(ar, seg, depth, ar->nblobs + i, &depth[i], e);
+    for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)
+        rc = check_entry(ar, seg, &seg->entries[i], e);
+    free(depth);
+    return rc;
 }
 
 /* Binary search; returns the index of path or, negated minus one, where it
@@ -206,7 +234,7 @@ static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
         tf_entry_free(ent);
         return 0;
     }
-    if (check_entry(ar, ent, e) < 0)
+    if (check_entry(ar, NULL, ent, e) < 0)
         return -1;
     if (at >= 0) {
         size_t i = (size_t)at;
@@ -265,6 +293,36 @@ static int check_parents(const tf_archive *ar, tf_error *e)
     return 0;
 }
 
+/* Every live entry must have an inode number of its own: the mount finds
+ * files by it (NFS handles too), and two entries with one number would
+ * make one of them unreachable or a handle open the wrong file. Commits
+ * never produce that (a moved entry keeps its number, its old path is a
+ * tombstone); a hostile or damaged catalog may. */
+static int cmp_ino_of(const void *a, const void *b)
+{
+    const tf_entry *x = *(const tf_entry *const *)a, *y = *(const tf_entry *const *)b;
+    if (x->ino != y->ino)
+        return x->ino > y->ino ? 1 : -1;
+    return (x > y) - (x < y); /* path order: the message names them alike every time */
+}
+
+static int check_inodes(const tf_archive *ar, tf_error *e)
+{
+    const tf_entry **by_ino = malloc((ar->nentries ? ar->nentries : 1) * sizeof *by_ino);
+    if (!by_ino)
+        return tf_fail(e, ENOMEM, "out of memory");
+    for (size_t i = 0; i < ar->nentries; i++)
+        by_ino[i] = &ar->entries[i];
+    qsort(by_ino, ar->nentries, sizeof *by_ino, cmp_ino_of);
+    int rc = 0;
+    for (size_t i = 1; rc == 0 && i < ar->nentries; i++)
+        if (by_ino[i]->ino == by_ino[i - 1]->ino)
+            rc = tf_fail(e, EIO, "catalog: inode number %llu is used twice, by \"%s\" and \"%s\"",
+                         (unsigned long long)by_ino[i]->ino, by_ino[i - 1]->path, by_ino[i]->path);
+    free(by_ino);
+    return rc;
+}
+
 /* ---- open ---- */
 
 /* Trailers link backwards; collect their offsets so segments can be
@@ -318,7 +376,7 @@ static int load_catalog(tf_archive *ar, tf_error *e)
     }
     tf_buf_free(&raw);
     free(offs);
-    return rc < 0 ? -1 : check_parents(ar, e);
+    return rc < 0 || check_parents(ar, e) < 0 ? -1 : check_inodes(ar, e);
 }
 
 /* Whether the file open as fd is still the one at path. */

@@ -48,6 +48,16 @@ int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id);
 unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx);
 uint64_t tf_archive_next_ino(const tf_archive *ar);
 
+/* Longest reference chain an archive may contain, whatever the writer's
+ * keyframe setting: readers walk chains iteratively, but the bound keeps
+ * a hostile archive from making one read decode forever. */
+#define TF_CHAIN_MAX 4096
+
+/* Writer: whether seg, applied next, passes every check an open makes of
+ * its blobs and entries, so that a commit never makes the archive
+ * unreadable. Changes nothing. */
+int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_error *e);
+
 /* Writer: applies a freshly committed segment to the in-memory view
  * (takes ownership of its contents). */
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e);

@@ -39,6 +39,10 @@ static int check_inos(const tf_commit *c, tf_error *e)
 int tf_commit_finish(tf_commit *c, tf_error *e)
 {
     int rc = check_inos(c, e);
+    /* Once its trailer is written a commit is part of the archive: what
+     * an open would refuse must be refused here, before. */
+    if (rc == 0)
+        rc = tf_archive_check_segment(c->ar, &c->seg, e);
     if (rc == 0 && (c->seg.nentries || c->seg.nblobs)) {
         tf_buf raw = { 0 };
         rc = tf_segment_encode(&c->seg, &raw, e);

@@ -70,11 +70,11 @@ int tf_encode_chunk(tf_chunk_job *job, tf_error *e)
     return 0;
 }
 
-int tf_fit_program(const uint8_t *src, size_t len, unsigned dtype, tf_buf *program)
+int tf_fit_program(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fit_opts *opts,
+                   tf_buf *program)
 {
-    tf_codec_ctx ctx = { .dtype = dtype };
     program->len = 0;
-    return tf_codec_get(TF_CODEC_PROG)->fit(src, len, &ctx, program, NULL);
+    return tf_prog_fit(src, len, dtype, opts, program, NULL);
 }
 
 int tf_fit_delta_model(const uint8_t *src, const uint8_t *ref, size_t len, unsigned dtype,

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec/prog.h"
 #include "common/buf.h"
 #include "common/error.h"
 
@@ -43,9 +44,11 @@ int tf_run_ordered(size_t n, unsigned threads, size_t window,
  * array of tf_chunk_job). */
 int tf_encode_chunk(tf_chunk_job *job, tf_error *e);
 
-/* Synthesizes the program template of a tensor without a reference;
- * returns 0 with it in *program, or -1 when none applies. */
-int tf_fit_program(const uint8_t *src, size_t len, unsigned dtype, tf_buf *program);
+/* Synthesizes the program template of a tensor (opts: the search budget
+ * and the checkpoint's prior, may be NULL); returns 0 with it in
+ * *program, or -1 when none applies. */
+int tf_fit_program(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fit_opts *opts,
+                   tf_buf *program);
 
 /* Fits the delta codec's model on a whole tensor and its reference;
  * returns 0 with the model in *model, or -1 when the codec does not apply

@@ -16,11 +16,18 @@
 #include "store/archive.h"
 
 #define TF_MAX_CHAIN_DEFAULT 16
+/* Largest prog search budget (expansions per tensor) a writer accepts:
+ * far past where programs stop improving (codec/prog.h), and a bound on
+ * the time one tensor's search may take. */
+#define TF_PROG_BUDGET_MAX 4096
 
 typedef struct {
     unsigned threads;     /* encoder threads, >= 1 */
     unsigned max_chain;   /* longest delta chain before a keyframe */
     int zstd_level;       /* for the zstd-based codecs */
+    unsigned prog_budget; /* prog search expansions per tensor, at most
+                             TF_PROG_BUDGET_MAX; 0: the codec's default
+                             (TF_PROG_DEFAULT_BUDGET) */
     /* Called on the calling thread with the number of tensor or file
      * bytes consumed since the previous call (may be NULL). */
     void (*progress)(void *arg, uint64_t bytes);
@@ -32,6 +39,9 @@ typedef struct {
     void (*begin_update)(void *arg);
     void (*end_update)(void *arg);
     void *update_arg;
+    /* Bytes of reconstructed chunks the writer's reader caches (for a
+     * parent that is not the file added just before); 0: 256 MiB. */
+    size_t cache_bytes;
 } tf_write_opts;
 
 /* What a caller that manages inodes itself (a mount) says about an entry
@@ -54,6 +64,10 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
                    const tf_write_opts *opts, tf_writer **out, tf_error *e);
 void tf_writer_close(tf_writer *w);
 tf_archive *tf_writer_archive(tf_writer *w);
+/* The reader the writer reconstructs parents with (its cache bounded by
+ * opts.cache_bytes), until tf_writer_close. Other threads may read the
+ * archive through it too (a mount does: one cache, one bound). */
+struct tf_reader_ctx *tf_writer_reader(tf_writer *w);
 
 /* Adds the file, directory or symlink at src (not recursive) as archive
  * path dest, creating missing parent directories. A regular file whose

@@ -13,7 +13,6 @@
 #define PIECE ((size_t)64 << 10)          /* bytes per read, like a mount's */
 #define READ_BUDGET ((uint64_t)16 << 20)  /* file bytes read per input */
 #define MAX_RAW_BYTES ((uint64_t)8 << 24) /* no chunk is larger (as verify) */
-#define CHAIN_HARD_MAX 4096                /* src/store/archive.c */
 
 static void broken(const char *what, const char *path)
 {
@@ -56,7 +55,7 @@ static int read_blobs(tf_archive *ar, tf_reader_ctx *r, tf_error *e)
         return tf_fail(e, ENOMEM, "out of memory");
     for (uint64_t i = 0; i < tf_archive_nblobs(ar); i++) {
         tf_error got = { 0 };
-        if (tf_archive_chain_depth(ar, i) > CHAIN_HARD_MAX)
+        if (tf_archive_chain_depth(ar, i) > TF_CHAIN_MAX)
             broken("a reference chain is longer than the bound at blob", "");
         if (tf_archive_blob(ar, i)->raw_len <= MAX_RAW_BYTES && tf_reader_blob(r, i, buf, &got) < 0)
             rc = note(e, &got);

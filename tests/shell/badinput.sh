@@ -89,13 +89,12 @@ expect_fail 2 "--parent needs a single regular file PATH" \
 expect_fail 2 "unknown option '--bogus'" "$T" list --bogus "$archive"
 expect_fail 2 "unknown option '-z'" "$T" list -z "$archive"
 expect_fail 2 "--long and --blobs exclude each other" "$T" list -l --blobs "$archive"
-for verb in extract list; do
+for verb in extract list stats; do
     expect_fail 2 "expected an ARCHIVE" "$T" $verb
 done
-for verb in verify stats; do
-    expect_fail 2 "expected exactly one ARCHIVE" "$T" $verb
-    expect_fail 2 "expected exactly one ARCHIVE" "$T" $verb "$archive" "$archive"
-done
+expect_fail 2 "expected exactly one ARCHIVE" "$T" verify
+expect_fail 2 "expected exactly one ARCHIVE" "$T" verify "$archive" "$archive"
+expect_fail 2 "FILE arguments are for --tensors" "$T" stats "$archive" "$archive"
 expect_fail 2 "--stdout needs exactly one PATH" "$T" extract -O "$archive"
 expect_fail 2 "--stdout needs exactly one PATH" "$T" extract -O "$archive" seed.txt mixed
 expect_fail 2 "--stdout needs exactly one PATH and no -C" \

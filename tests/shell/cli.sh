@@ -19,12 +19,12 @@ has_option() {
 # The options of each verb; every one must be in --help and in the man page.
 options_of() {
     case $1 in
-    create) echo -T --threads --max-chain --chunk-shift --as --parent -q --quiet -h --help ;;
-    add) echo -T --threads --max-chain --as --parent -q --quiet -h --help ;;
+    create) echo -T --threads --max-chain --budget --chunk-shift --as --parent -q --quiet -h --help ;;
+    add) echo -T --threads --max-chain --budget --as --parent -q --quiet -h --help ;;
     extract) echo -C --directory -O --stdout -f --force -q --quiet -h --help ;;
     list) echo -l --long --blobs -h --help ;;
     verify) echo -q --quiet -h --help ;;
-    stats) echo --json -h --help ;;
+    stats) echo --json --tensors -h --help ;;
     gc) echo -q --quiet -h --help ;;
     esac
 }
@@ -74,6 +74,53 @@ quiet "$TRAJPACK" list -l "$archive"
 quiet "$TRAJPACK" verify -q "$archive"
 quiet "$TRAJPACK" stats --json "$archive"
 quiet "$TRAJPACK" gc -q "$archive"
+
+# --budget: what is not a whole number from 1 to 4096 is refused (status
+# 2, a message naming the option, no archive); a budget in range writes
+# an archive that extracts byte for byte.
+for bad in 0 4097 -1 abc 4x ""; do
+    status=0
+    "$TRAJPACK" create -q --budget "$bad" "$TEST_TMP/b.traj" "$TEST_TMP/run/bf16" \
+        > /dev/null 2> "$TEST_TMP/err" || status=$?
+    [ "$status" -eq 2 ] || fail "--budget '$bad': status $status, expected 2"
+    grep -q -- "--budget: expected a whole number from 1 to 4096, got '$bad'" "$TEST_TMP/err" ||
+        fail "--budget '$bad': unclear message: $(cat "$TEST_TMP/err")"
+    [ ! -e "$TEST_TMP/b.traj" ] || fail "--budget '$bad' created an archive"
+done
+status=0
+"$TRAJPACK" add -q --budget 0 "$archive" "$TEST_TMP/run/bf16" 2> "$TEST_TMP/err" || status=$?
+[ "$status" -eq 2 ] || fail "add --budget 0: status $status, expected 2"
+quiet "$TRAJPACK" create -q --budget 1 "$TEST_TMP/b.traj" "$TEST_TMP/run/bf16"
+quiet "$TRAJPACK" add -q --budget 64 "$TEST_TMP/b.traj" "$TEST_TMP/run/fp32"
+rm -rf "$TEST_TMP/out" && mkdir "$TEST_TMP/out"
+quiet "$TRAJPACK" extract -q "$TEST_TMP/b.traj" -C "$TEST_TMP/out"
+for d in bf16 fp32; do
+    diff -r "$TEST_TMP/run/$d" "$TEST_TMP/out/$d" > /dev/null || fail "--budget: $d differs"
+done
+
+# stats --tensors: a line per tensor (7 tab-separated fields) of the files
+# named; the first checkpoint, with no parent, has programs.
+"$TRAJPACK" stats --tensors "$archive" bf16 > "$TEST_TMP/tensors" ||
+    fail "stats --tensors failed"
+awk -F '\t' 'NF != 7 { exit 1 } $1 !~ /^bf16\// { exit 1 }' "$TEST_TMP/tensors" ||
+    fail "stats --tensors: bad lines: $(head -3 "$TEST_TMP/tensors")"
+grep -qE "$(printf '\tprog:[0-9]+\t(merge|lit|const|repeat|concat|map|scan)')" "$TEST_TMP/tensors" ||
+    fail "stats --tensors names no program: $(head -3 "$TEST_TMP/tensors")"
+"$TRAJPACK" stats --tensors --json "$archive" > "$TEST_TMP/tensors.json" ||
+    fail "stats --tensors --json failed"
+"$PYTHON" -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["tensors"]
+assert t and any(x["program"] for x in t), "no program"
+assert all(set(x) == {"file", "tensor", "dtype", "bytes", "stored_bytes", "chunks", "program"}
+           for x in t)
+' "$TEST_TMP/tensors.json" || fail "stats --tensors --json: bad output"
+status=0
+"$TRAJPACK" stats --tensors "$archive" no-such-file > /dev/null 2>&1 || status=$?
+[ "$status" -eq 1 ] || fail "stats --tensors of a missing file: status $status, expected 1"
+status=0
+"$TRAJPACK" stats "$archive" bf16 > /dev/null 2>&1 || status=$?
+[ "$status" -eq 2 ] || fail "stats FILE without --tensors: status $status, expected 2"
 
 # The same on a terminal, where a progress bar would be drawn without -q
 # (script(1) gives the command a pseudo-terminal; the output is all of it).

@@ -72,6 +72,27 @@ refuse 'path of 4097 bytes is longer than 4096' --as "$path4097" "$archive" "$se
 refuse 'path is nested deeper than 64' --as "$deep" "$archive" "$seed"
 refuse 'path contains control character 0x1b' --as "$(printf 'x\033[31m')" "$archive" "$seed"
 
+# ---- link targets with control characters -----------------------------------
+
+# A link target may hold any byte but NUL, in an archive as on disk: the
+# long listing shows the control characters of one as \xNN, so that no
+# escape sequence reaches the terminal and the entry stays on one line.
+links=$TEST_TMP/links
+mkdir "$links"
+ln -s "$(printf 'x\033]0;owned\007\033[2J\ny\177_')" "$links/bad-link"
+links_archive=$TEST_TMP/links.traj
+"$TRAJPACK" create -q "$links_archive" "$links" || fail "create of a link failed"
+"$TRAJPACK" list -l "$links_archive" > "$TEST_TMP/links.list" ||
+    fail "list -l failed: $(cat "$TEST_TMP/links.list")"
+grep -qF -- 'links/bad-link -> x\x1b]0;owned\x07\x1b[2J\x0ay\x7f_' "$TEST_TMP/links.list" ||
+    fail "list -l does not show the link target escaped: $(od -c "$TEST_TMP/links.list" | head -20)"
+if tr -d '\n' < "$TEST_TMP/links.list" | LC_ALL=C grep -q '[[:cntrl:]]'; then
+    fail "list -l sends control characters: $(od -c "$TEST_TMP/links.list" | head -20)"
+fi
+# links/, links/bad-link and the total line
+[ "$(wc -l < "$TEST_TMP/links.list")" -eq 3 ] ||
+    fail "list -l is not one line per entry: $(cat "$TEST_TMP/links.list")"
+
 # ---- safetensors files that declare a huge header ----------------------------
 
 # The 8-byte length is checked against the limit and the file size before

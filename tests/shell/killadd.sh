@@ -10,7 +10,8 @@
 #    The next trial appends to the same archive (cutting the torn tail).
 # 2. ENOSPC: the archive on a 256 KiB tmpfs; adds until one fails. It must
 #    say "No space left on device", and the archive must still open,
-#    verify and hold every earlier file; a small add then succeeds.
+#    verify and hold every earlier file, and no byte of the failed add;
+#    once space is freed, the next add succeeds.
 # 3. A device that fails writes: ext4 on a loop device whose backing file
 #    lies on a full tmpfs. write() succeeds into the page cache and the
 #    block layer fails the writeback ("Buffer I/O error" in the kernel
@@ -19,10 +20,11 @@
 #    EIO proper; where the kernel has no device-mapper, as in the usual
 #    container, this is the closest device-level failure. The loop
 #    driver reports a full backing store as ENOSPC.)
-# Parts 2 and 3 need root (mount, losetup) and are skipped with a note
-# otherwise. KILLADD_TRIALS sets the number of kills (default 200).
+# Parts 2 and 3 need root (mount, losetup): they print SKIP otherwise.
+# KILLADD_TRIALS sets the number of kills (default 200).
 set -eu
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/faultlib.sh"
 
 TRIALS=${KILLADD_TRIALS:-200}
 PER_TRIAL=6 # adds started per trial
@@ -34,48 +36,8 @@ generate_trajectory "$traj" --layers 1 --width 32 --heads 2 --ctx 16 --batch 2 \
 nfiles=$(wc -l < "$TEST_TMP/files")
 [ "$nfiles" -ge 20 ] || fail "the generator wrote $nfiles checkpoints"
 
-# Set up by parts 2 and 3, undone on exit in this order.
-DISK_MOUNT="" LOOP="" BACK_MOUNT="" SMALL_MOUNT=""
-cleanup() {
-    for _m in "$DISK_MOUNT" "$LOOP" "$BACK_MOUNT" "$SMALL_MOUNT"; do
-        case $_m in
-        "") ;;
-        /dev/*) losetup -d "$_m" 2> /dev/null || true ;;
-        *) umount "$_m" 2> /dev/null || umount -l "$_m" 2> /dev/null || true ;;
-        esac
-    done
-    rm -rf "$TEST_TMP"
-}
-trap cleanup EXIT
+trap 'fault_cleanup; rm -rf "$TEST_TMP"' EXIT
 trap 'exit 1' INT TERM HUP
-
-bytes_checked=0
-
-# check_archive ARCHIVE LOG WHAT: the archive opens and verifies, lists
-# every file of LOG, and every file it lists is byte-identical to its
-# source in $traj (a few processes per call: it runs after every kill).
-check_archive() {
-    _a=$1 _log=$2 _what=$3
-    "$TRAJPACK" list "$_a" > "$TEST_TMP/list" 2> "$TEST_TMP/err" ||
-        fail "$_what: the archive does not open: $(cat "$TEST_TMP/err")"
-    "$TRAJPACK" verify -q "$_a" > "$TEST_TMP/verify" 2> "$TEST_TMP/err" ||
-        fail "$_what: verify failed: $(cat "$TEST_TMP/err")"
-    if grep -vxFf "$TEST_TMP/list" "$_log" > "$TEST_TMP/missing"; then
-        fail "$_what: added (add exited 0) but not listed: $(cat "$TEST_TMP/missing")"
-    fi
-    rm -rf "$TEST_TMP/out"
-    mkdir "$TEST_TMP/out"
-    "$TRAJPACK" extract -q "$_a" -C "$TEST_TMP/out" 2> "$TEST_TMP/err" ||
-        fail "$_what: extract failed: $(cat "$TEST_TMP/err")"
-    # What was extracted is a part of the sources, byte for byte: only
-    # files not added yet may be missing.
-    diff -rq "$TEST_TMP/out" "$traj" > "$TEST_TMP/diff" 2>&1 || true
-    if grep -vF "Only in $traj" "$TEST_TMP/diff" > "$TEST_TMP/diff.bad"; then
-        fail "$_what: not whole: $(head -n 3 "$TEST_TMP/diff.bad")"
-    fi
-    bytes_checked=$((bytes_checked + $(find "$TEST_TMP/out" -type f -printf '%s\n' |
-        awk '{ s += $1 } END { print s + 0 }')))
-}
 
 # new_archive PATH LOG: an archive of config.json (small chunks: many
 # blobs, so commits append many pieces), and an empty log.
@@ -142,7 +104,7 @@ while IFS= read -r delay; do
     137) killed=$((killed + 1)) ;;
     *) fail "trial $trial: an add failed without being killed: $(cat "$TEST_TMP/add.err")" ;;
     esac
-    check_archive "$archive" "$log" "trial $trial (killed after ${delay} s)"
+    check_archive "$archive" "$log" "$traj" "" "trial $trial (killed after ${delay} s)"
     grep -q 'after the last commit are ignored' "$TEST_TMP/verify" && torn=$((torn + 1))
 done < "$TEST_TMP/delays"
 [ "$trial" -eq "$TRIALS" ] || fail "ran $trial trials, not $TRIALS"
@@ -166,13 +128,13 @@ fill() {
 }
 
 if [ "$(id -u)" -ne 0 ]; then
-    echo "NOTE: killadd: not root: ENOSPC and device-error parts skipped"
+    echo "SKIP: killadd: not root: the ENOSPC and device-error parts"
     exit 0
 fi
 small=$TEST_TMP/small
 mkdir "$small"
 if ! mount -t tmpfs -o size=256k tmpfs "$small" 2> "$TEST_TMP/err"; then
-    echo "NOTE: killadd: cannot mount a tmpfs ($(cat "$TEST_TMP/err")): ENOSPC and device-error parts skipped"
+    echo "SKIP: killadd: cannot mount a tmpfs ($(cat "$TEST_TMP/err")): the ENOSPC and device-error parts"
     exit 0
 fi
 SMALL_MOUNT=$small
@@ -181,42 +143,27 @@ fill "$small/a.traj" "$TEST_TMP/small.log"
 grep -q 'No space left on device' "$TEST_TMP/add.err" ||
     fail "ENOSPC: the failed add says: $(cat "$TEST_TMP/add.err")"
 [ "$(wc -l < "$TEST_TMP/small.log")" -ge 3 ] || fail "ENOSPC: too few adds before the disk filled"
-check_archive "$small/a.traj" "$TEST_TMP/small.log" "after ENOSPC"
-grep -q 'after the last commit' "$TEST_TMP/verify" && fail "ENOSPC: the failed commit's bytes were left behind"
+check_archive "$small/a.traj" "$TEST_TMP/small.log" "$traj" "" "after ENOSPC"
+grep -q "after the last commit" "$TEST_TMP/verify" &&
+    fail "ENOSPC: the failed commit's bytes were left behind: $(cat "$TEST_TMP/verify")"
+# Space freed (the tmpfs grown: the failed add may have left less than a
+# page), the archive takes the next add.
+mount -o remount,size=512k "$small" || fail "cannot grow the tmpfs"
 "$TRAJPACK" add -q --as after-enospc.json "$small/a.traj" "$traj/config.json" ||
-    fail "ENOSPC: a small add after the failure failed"
+    fail "ENOSPC: an add once space was freed failed"
 echo "killadd: ENOSPC after $(wc -l < "$TEST_TMP/small.log") files: $(cat "$TEST_TMP/add.err")"
 
 # ---- 3. a device that fails writes back ------------------------------------------
 
-back=$TEST_TMP/back disk=$TEST_TMP/disk
-mkdir "$back" "$disk"
-if ! command -v losetup > /dev/null || ! command -v mkfs.ext4 > /dev/null ||
-    ! mount -t tmpfs -o size=640k tmpfs "$back" 2> /dev/null; then
-    echo "NOTE: killadd: no losetup, mkfs.ext4 or tmpfs: device-error part skipped"
-    exit 0
-fi
-BACK_MOUNT=$back
-truncate -s 16M "$back/disk.img"
-if ! LOOP=$(losetup -f --show "$back/disk.img" 2> "$TEST_TMP/err"); then
-    LOOP=""
-    echo "NOTE: killadd: no loop device ($(cat "$TEST_TMP/err")): device-error part skipped"
-    exit 0
-fi
-# Inode tables written now (no lazy init filling the backing file later).
-mkfs.ext4 -q -O ^has_journal -N 32 -E lazy_itable_init=0,nodiscard "$LOOP" ||
-    fail "mkfs.ext4 $LOOP failed"
-mount "$LOOP" "$disk" || fail "mount $LOOP failed"
-DISK_MOUNT=$disk
+failing_disk 640k 16M || exit 0
+disk=$DISK_MOUNT
 new_archive "$disk/a.traj" "$TEST_TMP/disk.log"
 fill "$disk/a.traj" "$TEST_TMP/disk.log"
 grep -qE 'fsync.*(Input/output error|No space left on device)' "$TEST_TMP/add.err" ||
     fail "device error: the failed add says: $(cat "$TEST_TMP/add.err")"
 [ "$(wc -l < "$TEST_TMP/disk.log")" -ge 3 ] || fail "device error: too few adds before it"
-# What is on the device, not in the page cache: remount.
-umount "$disk" || fail "umount $disk failed"
-mount -o ro "$LOOP" "$disk" || fail "remount of $LOOP failed"
-check_archive "$disk/a.traj" "$TEST_TMP/disk.log" "after the device error, remounted"
+remount_disk
+check_archive "$disk/a.traj" "$TEST_TMP/disk.log" "$traj" "" "after the device error, remounted"
 echo "killadd: device write error after $(wc -l < "$TEST_TMP/disk.log") files: $(cat "$TEST_TMP/add.err")"
 echo "killadd: $bytes_checked bytes compared with their sources"
 exit 0

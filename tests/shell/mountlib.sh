@@ -64,7 +64,10 @@ start_mount() {
     env --default-signal=INT "$TRAJFS" "$_archive" "$_dir" -f "$@" 2> "$_dir.log" &
     DAEMON_PID=$!
     DAEMONS="$DAEMONS $DAEMON_PID"
-    MOUNTED="$MOUNTED $_dir"
+    case " $MOUNTED " in
+    *" $_dir "*) ;;
+    *) MOUNTED="$MOUNTED $_dir" ;;
+    esac
     for _ in $(seq 100); do
         is_mounted "$_dir" && return 0
         kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$_dir.log" >&2; fail "trajfs $_archive did not mount"; }
@@ -81,7 +84,20 @@ wait_daemon() {
         sleep 0.05
     done
     kill -0 "$1" 2>/dev/null && fail "trajfs (pid $1) still runs 10 s after its unmount"
-    wait "$1"
+    _rc=0
+    wait "$1" || _rc=$?
+    forget_daemon "$1"
+    return "$_rc"
+}
+
+# forget_daemon PID: a daemon that was waited for is not stopped at exit
+# (its PID may belong to another process by then).
+forget_daemon() {
+    _kept=""
+    for _p in $DAEMONS; do
+        [ "$_p" = "$1" ] || _kept="$_kept $_p"
+    done
+    DAEMONS=$_kept
 }
 
 # stop_mount DIR: unmounts with fusermount3 -u; the daemon must exit 0.

@@ -1,10 +1,11 @@
 #!/bin/sh
 # File modes through a read-only mount shared with other users
-# (-o allow_other,default_permissions): the kernel checks each access
-# against the modes stored in the archive and the owner of the archive
-# file. Another user reads a 0644 file, cannot read a 0600 file nor enter
-# a 0700 directory (EACCES), and cannot change anything (EROFS); the
-# owner (root) reads everything and cannot change anything either.
+# (-o allow_other,default_permissions, and -o allow_other alone, which
+# implies default_permissions): the kernel checks each access against the
+# modes stored in the archive and the owner of the archive file. Another
+# user reads a 0644 file, cannot read a 0600 file nor enter a 0700
+# directory (EACCES), and cannot change anything (EROFS); the owner
+# (root) reads everything and cannot change anything either.
 # Needs root (a second user, allow_other): skipped otherwise.
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -45,11 +46,6 @@ archive=$TEST_TMP/a.traj
 chmod 0644 "$archive"
 cp "$archive" "$TEST_TMP/before.traj"
 
-mnt=$TEST_TMP/mnt
-start_mount "$archive" "$mnt" -o allow_other,default_permissions
-[ "$(stat -c '%U %a' "$mnt/secret.txt")" = "root 600" ] ||
-    fail "secret.txt: $(stat -c '%U %a' "$mnt/secret.txt"), expected root 600"
-
 # expect_error MESSAGE COMMAND...: COMMAND fails saying MESSAGE.
 expect_error() {
     _msg=$1
@@ -60,31 +56,44 @@ expect_error() {
     grep -qF "$_msg" "$TEST_TMP/err" || fail "$*: expected '$_msg', got: $(cat "$TEST_TMP/err")"
 }
 
-# ---- reading: the modes decide ---------------------------------------------------
+# check_mount OPTIONS: mounts with -o OPTIONS, checks reading and writing
+# as both users, and unmounts.
+check_mount() {
+    mnt=$TEST_TMP/mnt-$(printf %s "$1" | tr , -)
+    start_mount "$archive" "$mnt" -o "$1"
+    [ "$(stat -c '%U %a' "$mnt/secret.txt")" = "root 600" ] ||
+        fail "$1: secret.txt: $(stat -c '%U %a' "$mnt/secret.txt"), expected root 600"
 
-[ "$(as_other cat "$mnt/public.txt")" = "for everyone" ] || fail "$other cannot read public.txt"
-[ "$(as_other stat -c %a "$mnt/secret.txt")" = 600 ] || fail "$other cannot stat secret.txt"
-expect_error "Permission denied" as_other cat "$mnt/secret.txt"
-expect_error "Permission denied" as_other ls "$mnt/private"
-expect_error "Permission denied" as_other cat "$mnt/private/inner.txt"
-[ "$(cat "$mnt/secret.txt")" = "for root only" ] || fail "root cannot read secret.txt"
-[ "$(cat "$mnt/private/inner.txt")" = "inside a closed directory" ] ||
-    fail "root cannot read private/inner.txt"
+    # ---- reading: the modes decide ---------------------------------------------------
 
-# ---- writing: a read-only mount, for everyone -------------------------------------
+    [ "$(as_other cat "$mnt/public.txt")" = "for everyone" ] || fail "$1: $other cannot read public.txt"
+    [ "$(as_other stat -c %a "$mnt/secret.txt")" = 600 ] || fail "$1: $other cannot stat secret.txt"
+    expect_error "Permission denied" as_other cat "$mnt/secret.txt"
+    expect_error "Permission denied" as_other ls "$mnt/private"
+    expect_error "Permission denied" as_other cat "$mnt/private/inner.txt"
+    [ "$(cat "$mnt/secret.txt")" = "for root only" ] || fail "$1: root cannot read secret.txt"
+    [ "$(cat "$mnt/private/inner.txt")" = "inside a closed directory" ] ||
+        fail "$1: root cannot read private/inner.txt"
 
-for who in as_other env; do
-    expect_error "Read-only file system" $who sh -c "echo x >> '$mnt/public.txt'"
-    expect_error "Read-only file system" $who truncate -s 0 "$mnt/public.txt"
-    expect_error "Read-only file system" $who touch "$mnt/new.txt"
-    expect_error "Read-only file system" $who mkdir "$mnt/newdir"
-    expect_error "Read-only file system" $who rm -f "$mnt/public.txt"
-    expect_error "Read-only file system" $who mv "$mnt/public.txt" "$mnt/moved.txt"
-    expect_error "Read-only file system" $who chmod 0666 "$mnt/public.txt"
-    expect_error "Read-only file system" $who ln -s public.txt "$mnt/link"
-done
-expect_error "Read-only file system" cp "$src/public.txt" "$mnt/copy.txt"
+    # ---- writing: a read-only mount, for everyone -------------------------------------
 
-stop_mount "$mnt"
+    for who in as_other env; do
+        expect_error "Read-only file system" $who sh -c "echo x >> '$mnt/public.txt'"
+        expect_error "Read-only file system" $who truncate -s 0 "$mnt/public.txt"
+        expect_error "Read-only file system" $who touch "$mnt/new.txt"
+        expect_error "Read-only file system" $who mkdir "$mnt/newdir"
+        expect_error "Read-only file system" $who rm -f "$mnt/public.txt"
+        expect_error "Read-only file system" $who mv "$mnt/public.txt" "$mnt/moved.txt"
+        expect_error "Read-only file system" $who chmod 0666 "$mnt/public.txt"
+        expect_error "Read-only file system" $who ln -s public.txt "$mnt/link"
+    done
+    expect_error "Read-only file system" cp "$src/public.txt" "$mnt/copy.txt"
+
+    stop_mount "$mnt"
+}
+
+check_mount allow_other,default_permissions
+# trajfs checks no permissions itself: allow_other must turn the kernel's on.
+check_mount allow_other
 cmp -s "$archive" "$TEST_TMP/before.traj" || fail "the archive changed"
 exit 0

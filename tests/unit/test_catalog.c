@@ -2,7 +2,6 @@
  * archive could say), path rules, and the archive container: superblock,
  * commits, torn-tail recovery and the single-writer lock. */
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,31 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 #include "common/hash.h"
 #include "format/catalog.h"
 #include "format/container.h"
 #include "format/dtype.h"
-
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint8_t *exact_copy(const uint8_t *p, size_t n)
-{
-    uint8_t *c = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(c);
-    if (n)
-        memcpy(c, p, n);
-    return c;
-}
 
 /* ======================================================================== */
 /* A sample segment with every entry kind                                   */
@@ -720,39 +700,6 @@ END_TEST
 /* Container                                                                */
 /* ======================================================================== */
 
-static char tmpdir[64];
-
-static void make_tmpdir(void)
-{
-    strcpy(tmpdir, "/tmp/trajfs-test-catalog-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void)
-{
-    DIR *d = opendir(tmpdir);
-    if (!d)
-        return;
-    struct dirent *de;
-    char path[sizeof tmpdir + sizeof de->d_name + 1];
-    while ((de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", tmpdir, de->d_name);
-        if (unlink(path) < 0)
-            rmdir(path);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
-/* A path inside the test's temporary directory (static: one at a time). */
-static const char *tmp_path(const char *name, char out[256])
-{
-    snprintf(out, 256, "%s/%s", tmpdir, name);
-    return out;
-}
-
 static void write_file(const char *path, const void *p, size_t len)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -799,8 +746,8 @@ static void expect_commit(const char *path, uint64_t seq, uint64_t end)
 
 START_TEST(create_and_open_empty)
 {
-    char path[256];
-    tmp_path("a.trajfs", path);
+    char path[TEST_PATH_MAX];
+    test_path("a.trajfs", path);
     tf_error e = { 0 };
     ck_assert_msg(tf_container_create(path, TF_CHUNK_SHIFT_DEFAULT, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(file_size_of(path), TF_SUPERBLOCK_SIZE);
@@ -817,8 +764,8 @@ END_TEST
 
 START_TEST(create_refuses_an_existing_path)
 {
-    char path[256];
-    tmp_path("a.trajfs", path);
+    char path[TEST_PATH_MAX];
+    test_path("a.trajfs", path);
     tf_error e = { 0 };
     ck_assert_int_eq(tf_container_create(path, 12, &e), 0);
     ck_assert_int_eq(tf_container_create(path, 12, &e), -1);
@@ -835,9 +782,9 @@ START_TEST(create_checks_the_chunk_shift)
         { TF_CHUNK_SHIFT_MAX, 1 }, { TF_CHUNK_SHIFT_MAX + 1, 0 }, { ~0u, 0 },
     };
     for (size_t k = 0; k < ARRAY_LEN(shifts); k++) {
-        char name[32], path[256];
+        char name[32], path[TEST_PATH_MAX];
         snprintf(name, sizeof name, "shift-%zu", k);
-        tmp_path(name, path);
+        test_path(name, path);
         tf_error e = { 0 };
         int rc = tf_container_create(path, shifts[k].shift, &e);
         if (shifts[k].ok) {
@@ -864,8 +811,8 @@ START_TEST(open_rejects_what_is_not_an_archive)
         { "short", "\x89TRAJFS\n", 8 },
     };
     for (size_t k = 0; k < ARRAY_LEN(files); k++) {
-        char path[256];
-        tmp_path(files[k].name, path);
+        char path[TEST_PATH_MAX];
+        test_path(files[k].name, path);
         write_file(path, files[k].contents, files[k].len);
         tf_container c;
         tf_error e = { 0 };
@@ -875,10 +822,10 @@ START_TEST(open_rejects_what_is_not_an_archive)
     }
     tf_container c;
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_container_open(&c, tmpdir, false, &e), -1);
+    ck_assert_int_eq(tf_container_open(&c, test_dir, false, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "not a regular file"));
-    char path[256];
-    ck_assert_int_eq(tf_container_open(&c, tmp_path("missing", path), false, &e), -1);
+    char path[TEST_PATH_MAX];
+    ck_assert_int_eq(tf_container_open(&c, test_path("missing", path), false, &e), -1);
     ck_assert_int_eq(e.errnum, ENOENT);
     ck_assert_ptr_nonnull(strstr(e.msg, "missing"));
 }
@@ -903,8 +850,8 @@ static const struct {
 
 START_TEST(open_rejects_a_bad_superblock)
 {
-    char path[256];
-    tmp_path("a.trajfs", path);
+    char path[TEST_PATH_MAX];
+    test_path("a.trajfs", path);
     ck_assert_int_eq(tf_container_create(path, 20, NULL), 0);
     size_t len;
     uint8_t *sb = read_whole_file(path, &len);
@@ -969,8 +916,8 @@ static void build_history(const char *path, uint64_t ends[COMMITS + 1])
 
 START_TEST(commits_survive_reopen)
 {
-    char path[256];
-    tmp_path("a.trajfs", path);
+    char path[TEST_PATH_MAX];
+    test_path("a.trajfs", path);
     uint64_t ends[COMMITS + 1];
     build_history(path, ends);
     expect_commit(path, COMMITS, ends[COMMITS]);
@@ -1009,8 +956,8 @@ END_TEST
 
 START_TEST(rollback_drops_uncommitted_bytes)
 {
-    char path[256];
-    tmp_path("a.trajfs", path);
+    char path[TEST_PATH_MAX];
+    test_path("a.trajfs", path);
     uint64_t ends[COMMITS + 1];
     build_history(path, ends);
     tf_container c;
@@ -1029,9 +976,9 @@ END_TEST
 
 START_TEST(every_torn_tail_falls_back_to_the_previous_commit)
 {
-    char path[256], cut[256];
-    tmp_path("a.trajfs", path);
-    tmp_path("cut.trajfs", cut);
+    char path[TEST_PATH_MAX], cut[TEST_PATH_MAX];
+    test_path("a.trajfs", path);
+    test_path("cut.trajfs", cut);
     uint64_t ends[COMMITS + 1];
     build_history(path, ends);
     size_t len;
@@ -1054,8 +1001,8 @@ END_TEST
 
 START_TEST(garbage_after_the_last_commit_is_ignored)
 {
-    char path[256];
-    tmp_path("a.trajfs", path);
+    char path[TEST_PATH_MAX];
+    test_path("a.trajfs", path);
     uint64_t ends[COMMITS + 1];
     build_history(path, ends);
     size_t len;
@@ -1079,8 +1026,8 @@ END_TEST
 
 START_TEST(writable_open_cuts_the_torn_tail)
 {
-    char path[256];
-    tmp_path("a.trajfs", path);
+    char path[TEST_PATH_MAX];
+    test_path("a.trajfs", path);
     uint64_t ends[COMMITS + 1];
     build_history(path, ends);
     /* Cut into the last commit: a crash while it was written. */
@@ -1113,8 +1060,8 @@ END_TEST
 
 START_TEST(second_writer_is_refused)
 {
-    char path[256];
-    tmp_path("a.trajfs", path);
+    char path[TEST_PATH_MAX];
+    test_path("a.trajfs", path);
     ck_assert_int_eq(tf_container_create(path, 20, NULL), 0);
     tf_container first, second, reader;
     tf_error e = { 0 };
@@ -1136,8 +1083,8 @@ END_TEST
  * offsets must not wrap around to look consistent. */
 START_TEST(trailer_pointing_past_itself_is_invalid)
 {
-    char path[256];
-    tmp_path("a.trajfs", path);
+    char path[TEST_PATH_MAX];
+    test_path("a.trajfs", path);
     uint64_t ends[COMMITS + 1];
     build_history(path, ends);
     uint64_t at = ends[COMMITS];
@@ -1197,7 +1144,7 @@ static Suite *catalog_suite(void)
 
     TCase *cont = tcase_create("container");
     tcase_set_timeout(cont, 120);
-    tcase_add_checked_fixture(cont, make_tmpdir, remove_tmpdir);
+    tcase_add_checked_fixture(cont, test_dir_make, test_dir_remove);
     tcase_add_test(cont, create_and_open_empty);
     tcase_add_test(cont, create_refuses_an_existing_path);
     tcase_add_test(cont, create_checks_the_chunk_shift);
@@ -1216,9 +1163,5 @@ static Suite *catalog_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(catalog_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(catalog_suite());
 }

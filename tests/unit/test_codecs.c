@@ -7,38 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testlib.h"
+
 #include "codec/codec.h"
 #include "format/dtype.h"
 
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MIB ((size_t)1 << 20)
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static void fill_random(uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)rng_next();
-}
-
-/* An exactly sized heap copy, so that reading one byte past it is an ASan
- * error. */
-static uint8_t *exact_copy(const uint8_t *p, size_t n)
-{
-    uint8_t *c = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(c);
-    if (n)
-        memcpy(c, p, n);
-    return c;
-}
 
 static const unsigned self_contained_codecs[] = { TF_CODEC_RAW, TF_CODEC_ZSTD, TF_CODEC_BYTEGROUP };
 
@@ -406,9 +380,5 @@ static Suite *codecs_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(codecs_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(codecs_suite());
 }

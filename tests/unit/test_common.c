@@ -10,24 +10,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "testlib.h"
+
 #include "common/buf.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/idmap.h"
 #include "store/cache.h"
 #include "store/natsort.h"
-
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* ---- tf_buf -------------------------------------------------------------- */
 
@@ -809,9 +799,5 @@ static Suite *common_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(common_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(common_suite());
 }

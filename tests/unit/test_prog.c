@@ -10,26 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testlib.h"
+
 #include "codec/prog.h"
+#include "codec/prog_exec.h"
+#include "codec/prog_serialize.h"
 #include "format/dtype.h"
-
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static void fill_random(uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)rng_next();
-}
 
 /* Roughly normal, scale 0.02: what trained weights look like. */
 static double weight(void)
@@ -38,15 +24,6 @@ static double weight(void)
     for (int k = 0; k < 12; k++)
         sum += (double)(rng_next() >> 11) / 9007199254740992.0;
     return (sum - 6) * 0.02;
-}
-
-static uint8_t *exact_copy(const uint8_t *p, size_t n)
-{
-    uint8_t *c = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(c);
-    if (n)
-        memcpy(c, p, n);
-    return c;
 }
 
 static unsigned elem(unsigned dtype)
@@ -60,8 +37,34 @@ static void put_word(uint8_t *p, uint64_t v, unsigned bytes)
         p[b] = (uint8_t)(v >> (8 * b));
 }
 
+/* The chunk's program run on the general executor alone, and decoded
+ * with no SIMD: the same bytes as the codec's decoding (its fast paths). */
+static void check_executors(const uint8_t *stored, size_t enc_len, unsigned dtype,
+                            const uint8_t *src, size_t len)
+{
+    unsigned bytes = dtype == TF_DT_NONE ? 1 : elem(dtype);
+    tf_prog *p = malloc(sizeof *p);
+    uint8_t *out = malloc(len ? len : 1);
+    tf_error e = { 0 };
+    ck_assert_msg(tf_prog_read(stored + 1, enc_len - 1, 8 * bytes, len / bytes, p, &e) == 0,
+                  "%s", e.msg);
+    memset(out, 0xa5, len);
+    ck_assert_msg(tf_prog_exec_general(p, out, &e) == 0, "general executor: %s", e.msg);
+    ck_assert_msg(len == 0 || memcmp(out, src, len) == 0, "general executor differs");
+    setenv("TRAJFS_SIMD", "none", 1);
+    memset(out, 0xa5, len);
+    tf_codec_ctx dctx = { .dtype = dtype };
+    int rc = tf_codec_prog.decode(stored, enc_len, &dctx, out, len, &e);
+    unsetenv("TRAJFS_SIMD");
+    ck_assert_msg(rc == 0, "decode without SIMD: %s", e.msg);
+    ck_assert_msg(len == 0 || memcmp(out, src, len) == 0, "decoding without SIMD differs");
+    free(out);
+    free(p);
+}
+
 /* Encodes src with the model (none: the chunk searches itself), decodes
- * from exactly sized buffers, checks every bit; returns the chunk size. */
+ * from exactly sized buffers, checks every bit, and so do the general
+ * executor and the decoder without SIMD; returns the chunk size. */
 static size_t round_trip_with(const tf_buf *model, unsigned dtype, const uint8_t *src,
                               size_t len)
 {
@@ -83,6 +86,7 @@ static size_t round_trip_with(const tf_buf *model, unsigned dtype, const uint8_t
                   "decode %zu bytes of %s: %s", len, tf_dtype_get(dtype)->name, e.msg);
     ck_assert_msg(len == 0 || memcmp(out, src, len) == 0, "round trip of %zu bytes of %s differs",
                   len, tf_dtype_get(dtype)->name);
+    check_executors(stored, enc.len, dtype, src, len);
     size_t size = enc.len;
     free(out);
     free(stored);
@@ -328,6 +332,27 @@ START_TEST(test_chunks_of_a_larger_tensor)
 }
 END_TEST
 
+/* Literals long enough for two rANS streams taking turns (2^17 symbols
+ * and more), an odd count ending mid-round, on every executor. */
+START_TEST(test_long_literals)
+{
+    static const unsigned dtypes[] = { TF_DT_BF16, TF_DT_F32, TF_DT_F16 };
+    unsigned dtype = dtypes[_i], w = elem(dtype);
+    size_t n = ((size_t)1 << 17) + 4099, len = n * w;
+    uint8_t *src = malloc(len);
+    rng_state = 13;
+    for (size_t i = 0; i < n; i++) {
+        float f = (float)weight();
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        put_word(src + i * w, dtype == TF_DT_F32 ? u : dtype == TF_DT_BF16 ? u >> 16
+                                                     : (uint64_t)(rng_next() % 3) << 10 | (u >> 20 & 0x3ff), w);
+    }
+    round_trip(dtype, src, len, NULL, 0);
+    free(src);
+}
+END_TEST
+
 START_TEST(test_weights_compress)
 {
     size_t n = 100000;
@@ -343,6 +368,33 @@ START_TEST(test_weights_compress)
     size_t size = round_trip(TF_DT_BF16, src, 2 * n, text, sizeof text);
     /* sign and mantissa are close to incompressible, the exponent is not */
     ck_assert_msg(size < 2 * n * 7 / 10, "bf16 weights took %zu of %zu bytes (%s)", size, 2 * n,
+                  text);
+    free(src);
+}
+END_TEST
+
+/* float32 words whose exponent runs in rows and whose top 4 mantissa
+ * bits mostly follow the exponent, the rest noise: the fields come apart
+ * (the top mantissa bits under the exponent's contexts), and every
+ * executor gives the same bytes. */
+START_TEST(test_float32_fields)
+{
+    size_t n = 150001; /* two rANS streams, an odd count */
+    uint8_t *src = malloc(4 * n);
+    rng_state = 9;
+    uint32_t exp = 120;
+    for (size_t i = 0; i < n; i++) {
+        if (i % 96 == 0)
+            exp = 118 + (uint32_t)(rng_next() % 8);
+        uint32_t top = rng_next() % 8 ? exp * 5 % 16 : (uint32_t)(rng_next() % 16);
+        uint32_t u = (uint32_t)(rng_next() & 1) << 31 | exp << 23 | top << 19 |
+                     (uint32_t)(rng_next() & 0x7ffff);
+        put_word(src + 4 * i, u, 4);
+    }
+    char text[128];
+    size_t size = round_trip(TF_DT_F32, src, 4 * n, text, sizeof text);
+    ck_assert_msg(strstr(text, "merge_1_8_4_19"), "float32 words as %s", text);
+    ck_assert_msg(size < 4 * n * 8 / 10, "float32 words took %zu of %zu bytes (%s)", size, 4 * n,
                   text);
     free(src);
 }
@@ -438,7 +490,9 @@ static Suite *prog_suite(void)
     tcase_add_test(tc, test_learned_prior);
     tcase_add_loop_test(tc, test_special_values, 0, 6);
     tcase_add_loop_test(tc, test_chunks_of_a_larger_tensor, 0, 4);
+    tcase_add_loop_test(tc, test_long_literals, 0, 3);
     tcase_add_test(tc, test_weights_compress);
+    tcase_add_test(tc, test_float32_fields);
     tcase_add_test(tc, test_deterministic);
     tcase_add_test(tc, test_refuses_what_does_not_fit);
     tcase_add_test(tc, test_describe);
@@ -448,9 +502,5 @@ static Suite *prog_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(prog_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(prog_suite());
 }

@@ -8,29 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testlib.h"
+
 #include "codec/prog.h"
 #include "format/dtype.h"
-
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint8_t *exact_copy(const uint8_t *p, size_t n)
-{
-    uint8_t *c = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(c);
-    if (n)
-        memcpy(c, p, n);
-    return c;
-}
 
 /* Decodes enc (copied to an exact block) into an exact block of len. */
 static int decode_exact(const uint8_t *enc, size_t enc_len, unsigned dtype, size_t len)
@@ -213,9 +194,5 @@ static Suite *fuzz_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(fuzz_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(fuzz_suite());
 }

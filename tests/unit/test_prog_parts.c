@@ -7,23 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testlib.h"
+
 #include "codec/huffman.h"
 #include "codec/prog_exec.h"
 #include "codec/prog_leaf.h"
 #include "codec/prog_ops.h"
 #include "codec/prog_serialize.h"
-
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* ---- Huffman ---- */
 
@@ -151,20 +141,26 @@ static void lit_round_trip(const uint64_t *v, size_t n, unsigned width, tf_prog_
     tf_prog_siblings sib = { .count = n_src };
     for (unsigned j = 0; j < n_src; j++)
         sib.width[j] = (uint8_t)src[j].width;
-    tf_prog_lit_reader r;
-    ck_assert_msg(tf_prog_lit_open(&r, exact, body.len, width, n, &sib, &e) == 0,
-                  "coding %u width %u n %zu: %s", plan.coding, width, n, e.msg);
     uint64_t *out = malloc((n + 1) * sizeof *out);
-    for (size_t at = 0; at < n;) { /* in uneven pieces, as a program pulls */
-        size_t k = 1 + rng_next() % 700;
-        k = k < n - at ? k : n - at;
-        tf_prog_lit_read(&r, out + at, k, src && plan.ctx_sibling ? src[plan.ctx_sibling - 1].v + at : NULL);
-        at += k;
+    for (int simd = 1; simd >= 0; simd--) { /* with the SIMD the CPU has, and none */
+        if (!simd)
+            setenv("TRAJFS_SIMD", "none", 1);
+        tf_prog_lit_reader r;
+        ck_assert_msg(tf_prog_lit_open(&r, exact, body.len, width, n, &sib, &e) == 0,
+                      "coding %u width %u n %zu: %s", plan.coding, width, n, e.msg);
+        unsetenv("TRAJFS_SIMD");
+        for (size_t at = 0; at < n;) { /* in uneven pieces, as a program pulls */
+            size_t k = 1 + rng_next() % 700;
+            k = k < n - at ? k : n - at;
+            tf_prog_lit_read(&r, out + at, k,
+                             src && plan.ctx_sibling ? src[plan.ctx_sibling - 1].v + at : NULL);
+            at += k;
+        }
+        ck_assert_msg(tf_prog_lit_finish(&r, &e) == 0, "coding %u: %s", plan.coding, e.msg);
+        ck_assert_msg(n == 0 || memcmp(out, v, n * sizeof *v) == 0,
+                      "coding %u width %u n %zu simd %d", plan.coding, width, n, simd);
+        tf_prog_lit_close(&r);
     }
-    ck_assert_msg(tf_prog_lit_finish(&r, &e) == 0, "coding %u: %s", plan.coding, e.msg);
-    ck_assert_msg(n == 0 || memcmp(out, v, n * sizeof *v) == 0, "coding %u width %u n %zu",
-                  plan.coding, width, n);
-    tf_prog_lit_close(&r);
     free(out);
     free(exact);
     tf_buf_free(&body);
@@ -172,7 +168,8 @@ static void lit_round_trip(const uint64_t *v, size_t n, unsigned width, tf_prog_
 
 START_TEST(test_every_coding)
 {
-    static const size_t counts[] = { 1, 2, 15, 16, 17, 2047, 2048, 5003 };
+    /* the last two: one rANS stream of 16 lanes, and two taking turns */
+    static const size_t counts[] = { 1, 2, 15, 16, 17, 2047, 2048, 5003, 20011, 131101 };
     rng_state = 3 + _i;
     size_t n = counts[_i];
     uint64_t *v = malloc(n * sizeof *v), *exp = malloc(n * sizeof *exp);
@@ -203,6 +200,11 @@ START_TEST(test_every_coding)
                        (tf_prog_lit_plan){ .coding = TF_PROG_CODE_RANS, .prec = 11, .ctx_sibling = 2,
                                            .ctx_base = 121, .ctx_count = 5 },
                        src, 2);
+        /* contexts from its own words */
+        lit_round_trip(v, n, width,
+                       (tf_prog_lit_plan){ .coding = TF_PROG_CODE_RANS, .prec = 10, .ctx_self = true,
+                                           .ctx_base = 1, .ctx_count = 3 },
+                       src, 2);
         /* and the planner's choice */
         tf_prog_lit_plan best;
         tf_error e;
@@ -215,6 +217,50 @@ START_TEST(test_every_coding)
     }
     free(v);
     free(exp);
+}
+END_TEST
+
+/* Words in runs of one value: each tells the next ones, which the
+ * planner codes under contexts from the literal's own words. */
+START_TEST(test_self_context)
+{
+    static const size_t counts[] = { 1, 3, 17, 1023, 5003, 20011, 131101 };
+    rng_state = 11 + _i;
+    size_t n = counts[_i];
+    uint64_t *v = calloc(n, sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = i % 200 ? v[i - 1] : rng_next() % 12;
+    tf_prog_lit_plan best;
+    tf_error e;
+    ck_assert_int_eq(tf_prog_lit_plan_best(v, n, 8, NULL, 0, &best, &e), 0);
+    if (n >= 5003)
+        ck_assert(best.coding == TF_PROG_CODE_RANS && best.ctx_self);
+    lit_round_trip(v, n, 8, best, NULL, 0);
+    for (unsigned count = 1; count <= 64; count *= 4) /* windows that miss values too */
+        lit_round_trip(v, n, 8,
+                       (tf_prog_lit_plan){ .coding = TF_PROG_CODE_RANS, .prec = 9,
+                                           .ctx_self = true, .ctx_base = 2, .ctx_count = (uint8_t)count },
+                       NULL, 0);
+    /* a reader refuses a window of no or too many contexts, or one that
+     * no word of 4 bits could fall in: coding, source, base, count */
+    for (size_t i = 0; i < n; i++)
+        v[i] &= 3;
+    tf_prog_lit_plan plan = { .coding = TF_PROG_CODE_RANS, .prec = 9, .ctx_self = true,
+                              .ctx_base = 1, .ctx_count = 3 };
+    tf_buf body = { 0 };
+    ck_assert_int_eq(tf_prog_lit_write(v, n, 4, NULL, &plan, &body, &e), 0);
+    ck_assert_uint_eq(body.data[1], TF_PROG_CTX_SELF);
+    static const uint8_t bad[][2] = { { 3, 0 }, { 3, 65 }, { 2, 16 } };
+    for (size_t b = 0; b < ARRAY_LEN(bad); b++) {
+        uint8_t keep = body.data[bad[b][0]];
+        body.data[bad[b][0]] = bad[b][1];
+        tf_prog_lit_reader r;
+        ck_assert_int_eq(tf_prog_lit_open(&r, body.data, body.len, 4, n, NULL, &e), -1);
+        tf_prog_lit_close(&r);
+        body.data[bad[b][0]] = keep;
+    }
+    tf_buf_free(&body);
+    free(v);
 }
 END_TEST
 
@@ -290,6 +336,9 @@ static void check_program(builder *b, const uint64_t *expect)
     ck_assert_msg(tf_prog_exec(p, out, &e) == 0, "%s", e.msg);
     tf_prog_words_store(expect, root->n, (unsigned)bytes, want);
     ck_assert_mem_eq(out, want, root->n * bytes);
+    memset(out, 0xa5, root->n * bytes);
+    ck_assert_msg(tf_prog_exec_general(p, out, &e) == 0, "%s", e.msg);
+    ck_assert_mem_eq(out, want, root->n * bytes);
     free(out);
     free(want);
     free(p);
@@ -302,6 +351,7 @@ START_TEST(test_programs_execute)
 {
     builder *b = calloc(1, sizeof *b);
     uint64_t expect[4100], v[4100];
+    static uint64_t hv2[1037], lv2[1037], expect2[1037];
     /* concat(const, lit) */
     unsigned root = node(b, 0, TF_PROG_CONCAT, 16, 7), k = kids(b, root, 2);
     set(b, k, TF_PROG_CONST, 16, 4, 0xbeef);
@@ -363,6 +413,53 @@ START_TEST(test_programs_execute)
     raw_lit(b, high, hv);
     raw_lit(b, low, lv);
     check_program(b, expect);
+    /* map_xor(map_rotl5(merge(1: lit, 4: const, 19: lit))) of 24 bits,
+     * the fast path's shape, over 1037 words (a block and a bit) */
+    memset(b, 0, sizeof *b);
+    root = node(b, 0, TF_PROG_MAP, 24, 1037);
+    b->p.node[root].param = 0xa5a5a5;
+    b->p.node[root].kind = TF_PROG_MAP_XOR;
+    unsigned rot = kids(b, root, 1);
+    set(b, rot, TF_PROG_MAP, 24, 1037, 5);
+    b->p.node[rot].kind = TF_PROG_MAP_ROTL;
+    unsigned merge = kids(b, rot, 1);
+    set(b, merge, TF_PROG_MERGE, 24, 1037, 0);
+    k = kids(b, merge, 3);
+    set(b, k, TF_PROG_LIT, 1, 1037, 0);
+    set(b, k + 1, TF_PROG_CONST, 4, 1037, 9);
+    set(b, k + 2, TF_PROG_LIT, 19, 1037, 0);
+    for (int i = 0; i < 1037; i++) {
+        hv2[i] = rng_next() & 1;
+        lv2[i] = rng_next() & 0x7ffff;
+        expect2[i] = tf_prog_rotl(hv2[i] << 23 | 9u << 19 | lv2[i], 5, 24) ^ 0xa5a5a5;
+    }
+    raw_lit(b, k, hv2);
+    raw_lit(b, k + 2, lv2);
+    check_program(b, expect2);
+    /* merge(1: lit, 8: lit under its own words, 23: lit) of 32 bits over
+     * 20011 words: the fast path's shape */
+    static uint64_t sign[20011], exp[20011], man[20011], expect3[20011];
+    memset(b, 0, sizeof *b);
+    root = node(b, 0, TF_PROG_MERGE, 32, 20011);
+    k = kids(b, root, 3);
+    set(b, k, TF_PROG_LIT, 1, 20011, 0);
+    set(b, k + 1, TF_PROG_LIT, 8, 20011, 0);
+    set(b, k + 2, TF_PROG_LIT, 23, 20011, 0);
+    for (int i = 0; i < 20011; i++) {
+        sign[i] = rng_next() & 1;
+        exp[i] = i % 37 ? exp[i - 1] : 110 + rng_next() % 20;
+        man[i] = rng_next() & 0x7fffff;
+        expect3[i] = sign[i] << 31 | exp[i] << 23 | man[i];
+    }
+    raw_lit(b, k, sign);
+    raw_lit(b, k + 2, man);
+    tf_prog_lit_plan plan = { .coding = TF_PROG_CODE_RANS, .prec = 11, .ctx_self = true,
+                              .ctx_base = 112, .ctx_count = 16 };
+    tf_error e;
+    ck_assert_int_eq(tf_prog_lit_write(exp, 20011, 8, NULL, &plan, &b->bodies[k + 1], &e), 0);
+    b->p.node[k + 1].body = b->bodies[k + 1].data;
+    b->p.node[k + 1].body_len = b->bodies[k + 1].len;
+    check_program(b, expect3);
     free(b);
 }
 END_TEST
@@ -437,7 +534,8 @@ static Suite *parts_suite(void)
     tcase_add_test(tc, test_huffman_lengths);
     tcase_add_test(tc, test_huffman_table);
     tcase_add_test(tc, test_ops_are_inverse);
-    tcase_add_loop_test(tc, test_every_coding, 0, 8);
+    tcase_add_loop_test(tc, test_every_coding, 0, 10);
+    tcase_add_loop_test(tc, test_self_context, 0, 7);
     tcase_add_test(tc, test_empty_literal);
     tcase_add_test(tc, test_programs_execute);
     tcase_add_test(tc, test_validation_rejects);
@@ -447,9 +545,5 @@ static Suite *parts_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(parts_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(parts_suite());
 }

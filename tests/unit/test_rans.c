@@ -4,17 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testlib.h"
+
 #include "codec/rans.h"
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* A geometric-ish symbol: small values are much more likely. */
 static unsigned skewed_symbol(unsigned n_sym)
@@ -560,9 +552,5 @@ static Suite *rans_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(rans_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(rans_suite());
 }

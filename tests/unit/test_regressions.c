@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testlib.h"
+
 #include "fuzz_targets.h"
 
 #define MAX_CASES 256
@@ -114,10 +116,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, regression_input_is_handled, 0, ncases);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int status = run_suite(s);
     printf("%d regression inputs\n", ncases);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return status;
 }

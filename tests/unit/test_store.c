@@ -10,17 +10,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 #include "codec/codec.h"
+#include "store/commit.h"
 #include "store/reader.h"
 #include "store/writer.h"
 
-static char dir[] = "/tmp/trajfs-store-XXXXXX";
-static char path_buf[4][512];
+static char path_buf[4][TEST_PATH_MAX];
 
 static const char *tmp(int slot, const char *name)
 {
-    snprintf(path_buf[slot], sizeof path_buf[slot], "%s/%s", dir, name);
-    return path_buf[slot];
+    return test_path(name, path_buf[slot]);
 }
 
 static void write_file(const char *path, const void *p, size_t n)
@@ -44,20 +45,14 @@ static uint8_t *read_file(const char *path, size_t *n)
     return p;
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
 /* A checkpoint: three BF16 tensors, an F32 tensor, an I64 buffer and a
  * copy of the first tensor (a tied weight). Step k perturbs the floats of
  * step k-1 by a few ULPs. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
 #define N_BIG 5000 /* > one chunk at chunk shift 12 */
 #define N_SMALL 37
+#define TWO_DTYPES_N 6000 /* two chunks at chunk shift 12 */
 static uint16_t big[N_BIG], small[N_SMALL];
 static uint32_t f32[N_SMALL];
 static int64_t ids[16];
@@ -65,10 +60,10 @@ static int64_t ids[16];
 static void init_weights(void)
 {
     for (int i = 0; i < N_BIG; i++)
-        big[i] = (uint16_t)(0x3c00 + (rnd() % 0x800) - 0x400 + ((rnd() & 1) << 15));
+        big[i] = (uint16_t)(0x3c00 + (rng_next() % 0x800) - 0x400 + ((rng_next() & 1) << 15));
     for (int i = 0; i < N_SMALL; i++) {
-        small[i] = (uint16_t)rnd();
-        f32[i] = (uint32_t)rnd();
+        small[i] = (uint16_t)rng_next();
+        f32[i] = (uint32_t)rng_next();
     }
     for (int i = 0; i < 16; i++)
         ids[i] = i;
@@ -77,38 +72,21 @@ static void init_weights(void)
 static void step_weights(void)
 {
     for (int i = 0; i < N_BIG; i++)
-        big[i] = (uint16_t)(big[i] + (rnd() % 5) - 2);
+        big[i] = (uint16_t)(big[i] + (rng_next() % 5) - 2);
     for (int i = 0; i < N_SMALL; i++)
-        f32[i] += (uint32_t)(rnd() % 9) - 4;
+        f32[i] += (uint32_t)(rng_next() % 9) - 4;
 }
 
 static void write_checkpoint(const char *path)
 {
-    char hdr[1024];
-    size_t o0 = 0, o1 = o0 + sizeof ids, o2 = o1 + sizeof f32, o3 = o2 + sizeof big,
-           o4 = o3 + sizeof small, o5 = o4 + sizeof big;
-    int n = snprintf(hdr, sizeof hdr,
-                     "{\"__metadata__\":{\"format\":\"pt\"},"
-                     "\"ids\":{\"dtype\":\"I64\",\"shape\":[16],\"data_offsets\":[%zu,%zu]},"
-                     "\"f32\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]},"
-                     "\"big\":{\"dtype\":\"BF16\",\"shape\":[50,100],\"data_offsets\":[%zu,%zu]},"
-                     "\"small\":{\"dtype\":\"BF16\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]},"
-                     "\"tied\":{\"dtype\":\"BF16\",\"shape\":[50,100],\"data_offsets\":[%zu,%zu]}}",
-                     o0, o1, N_SMALL, o1, o2, o2, o3, N_SMALL, o3, o4, o4, o5);
-    while (n % 8)
-        hdr[n++] = ' ';
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    uint8_t len[8];
-    tf_le64_put(len, (uint64_t)n);
-    fwrite(len, 1, 8, f);
-    fwrite(hdr, 1, (size_t)n, f);
-    fwrite(ids, 1, sizeof ids, f);
-    fwrite(f32, 1, sizeof f32, f);
-    fwrite(big, 1, sizeof big, f);
-    fwrite(small, 1, sizeof small, f);
-    fwrite(big, 1, sizeof big, f);
-    fclose(f);
+    const test_tensor t[] = {
+        { "ids", "I64", "[16]", ids, sizeof ids },
+        { "f32", "F32", "[" STR(N_SMALL) "]", f32, sizeof f32 },
+        { "big", "BF16", "[50,100]", big, sizeof big },
+        { "small", "BF16", "[" STR(N_SMALL) "]", small, sizeof small },
+        { "tied", "BF16", "[50,100]", big, sizeof big },
+    };
+    test_write_safetensors(path, t, ARRAY_LEN(t));
 }
 
 static tf_writer *open_writer(const char *archive, bool create, unsigned threads, unsigned max_chain)
@@ -172,7 +150,7 @@ static void check_all_files(tf_archive *ar)
         ck_assert(memcmp(got, want, n) == 0);
         /* Unaligned small reads across header, tensor and chunk borders. */
         for (uint64_t off = 0; off < n; off += 1237) {
-            size_t len = (size_t)(rnd() % 3000);
+            size_t len = (size_t)(rng_next() % 3000);
             ssize_t m = tf_reader_pread(r, ent, off, len, got, &e);
             ck_assert_int_eq(m, (ssize_t)(n - off < len ? n - off : len));
             ck_assert(memcmp(got, want + off, (size_t)m) == 0);
@@ -431,25 +409,101 @@ START_TEST(test_single_writer)
 }
 END_TEST
 
-static void setup(void)
+/* A file of two tensors of N words, an I32 one and then an F32 one. */
+static void write_two_dtypes(const char *path, const uint32_t *iv, const uint32_t *fv)
 {
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const test_tensor t[] = {
+        { "i", "I32", "[" STR(TWO_DTYPES_N) "]", iv, TWO_DTYPES_N * 4 },
+        { "f", "F32", "[" STR(TWO_DTYPES_N) "]", fv, TWO_DTYPES_N * 4 },
+    };
+    test_write_safetensors(path, t, ARRAY_LEN(t));
 }
 
-static void teardown(void)
+/* Equal bytes in tensors of two dtypes are stored once; the next step's
+ * F32 tensor, whose parent chunk is that (I32) blob, is no delta against
+ * it (a delta's reference has its dtype), and everything reads back. */
+START_TEST(test_equal_bytes_of_two_dtypes)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-    strcpy(dir, "/tmp/trajfs-store-XXXXXX");
+    enum { N = TWO_DTYPES_N };
+    static uint32_t iv[N], fv[N];
+    for (int k = 0; k < N; k++)
+        iv[k] = fv[k] = 0x3f800000u + (uint32_t)(rng_next() % 4096);
+    const char *a = tmp(0, "dtypes.traj");
+    tf_writer *w = open_writer(a, true, 1, 16);
+    write_two_dtypes(tmp(2, "step-1.safetensors"), iv, fv);
+    add(w, tmp(2, "step-1.safetensors"), "run/step-1.safetensors");
+    for (int k = 0; k < N; k++)
+        fv[k] += (uint32_t)(rng_next() % 3);
+    write_two_dtypes(tmp(2, "step-2.safetensors"), iv, fv);
+    add(w, tmp(2, "step-2.safetensors"), "run/step-2.safetensors");
+    tf_writer_close(w);
+
+    tf_archive *ar = open_archive(a);
+    const tf_entry *s1 = tf_archive_lookup(ar, "run/step-1.safetensors");
+    ck_assert_ptr_nonnull(s1);
+    ck_assert_uint_eq(s1->ntensors, 2);
+    /* Shared: the F32 chunks are the I32 ones. */
+    ck_assert_uint_eq(s1->chunks[2], s1->chunks[0]);
+    ck_assert_uint_eq(s1->chunks[3], s1->chunks[1]);
+    const tf_entry *s2 = tf_archive_lookup(ar, "run/step-2.safetensors");
+    ck_assert_ptr_nonnull(s2);
+    for (uint64_t c = 2; c < 4; c++) {
+        const tf_blob *b = tf_archive_blob(ar, s2->chunks[c]);
+        if (b->ref)
+            ck_assert_uint_eq(tf_archive_blob(ar, b->ref - 1)->dtype, b->dtype);
+    }
+    check_all_files(ar);
+    tf_archive_close(ar);
 }
+END_TEST
+
+/* A commit that an open would refuse (here a file whose chunk blob holds
+ * fewer bytes than its place) fails before it is written: the archive
+ * file is unchanged and opens. */
+START_TEST(test_commit_checked_before_written)
+{
+    const char *a = tmp(0, "checked.traj");
+    make_trajectory(a, 1, 1, 16);
+    size_t n0, n1;
+    uint8_t *before = read_file(a, &n0);
+    tf_writer *w = open_writer(a, false, 1, 16);
+    tf_archive *ar = tf_writer_archive(w);
+    _Atomic uint64_t next_ino = tf_archive_next_ino(ar);
+    tf_write_opts o;
+    tf_write_opts_default(&o);
+    tf_commit c;
+    tf_commit_begin(&c, ar, &o, &next_ino);
+    tf_error e = { 0 };
+    tf_buf payload = { 0 };
+    ck_assert_int_eq(tf_buf_put(&payload, "0123456789", 10), 0);
+    tf_blob_id id = tf_blob_id_of(payload.data, payload.len);
+    int64_t blob = tf_commit_store_blob(&c, &id, &payload, 10, TF_CODEC_RAW, 0, 0, 0, &e);
+    ck_assert_msg(blob >= 0, "%s", e.msg);
+    tf_entry *ent = tf_commit_entry(&c, "short", TF_ENTRY_FILE, NULL, &e);
+    ck_assert_msg(ent != NULL, "%s", e.msg);
+    ent->size = 20;
+    ent->nchunks = 1;
+    ent->chunks = malloc(sizeof *ent->chunks);
+    ent->chunks[0] = (uint64_t)blob;
+    ck_assert_int_eq(tf_commit_finish(&c, &e), -1);
+    ck_assert_msg(strstr(e.msg, "has 10 bytes, expected 20") != NULL, "%s", e.msg);
+    tf_buf_free(&payload);
+    tf_writer_close(w);
+    uint8_t *after = read_file(a, &n1);
+    ck_assert_uint_eq(n0, n1);
+    ck_assert(memcmp(before, after, n0) == 0);
+    tf_archive_close(open_archive(a));
+    free(before);
+    free(after);
+}
+END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("store");
     TCase *tc = tcase_create("store");
     tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, test_dir_make, test_dir_remove);
     tcase_add_test(tc, test_roundtrip_and_codecs);
     tcase_add_test(tc, test_every_step_reads_back);
     tcase_add_test(tc, test_dedup_same_checkpoint);
@@ -459,10 +513,8 @@ int main(void)
     tcase_add_test(tc, test_damaged_blob_names_tensor);
     tcase_add_test(tc, test_bad_input_leaves_archive_unchanged);
     tcase_add_test(tc, test_single_writer);
+    tcase_add_test(tc, test_equal_bytes_of_two_dtypes);
+    tcase_add_test(tc, test_commit_checked_before_written);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testlib.h"
+
 #include "codec/ulp.h"
 #include "common/hash.h"
 #include "format/dtype.h"
@@ -14,16 +16,6 @@
 static const unsigned float_dtypes[] = { TF_DT_BF16, TF_DT_F16, TF_DT_F32,
                                          TF_DT_F64, TF_DT_F8_E4M3, TF_DT_F8_E5M2 };
 #define N_FLOAT_DTYPES (sizeof float_dtypes / sizeof float_dtypes[0])
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static unsigned elem_size(unsigned dtype)
 {
@@ -696,9 +688,5 @@ static Suite *ulp_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(ulp_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(ulp_suite());
 }

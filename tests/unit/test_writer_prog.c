@@ -1,0 +1,201 @@
+/* The writer and the prog codec: structured tensors (a mask, position
+ * ids, a constant, repeated rows) stored as programs in a few bytes, read
+ * back bit-exact and described; keyframe chunks offered a program. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testlib.h"
+
+#include "codec/codec.h"
+#include "codec/prog.h"
+#include "format/container.h"
+#include "store/reader.h"
+#include "store/writer.h"
+
+static tf_writer *open_writer(const char *archive, bool create, unsigned max_chain)
+{
+    tf_write_opts o;
+    tf_write_opts_default(&o);
+    o.threads = 2;
+    o.max_chain = max_chain;
+    tf_writer *w = NULL;
+    tf_error e = { 0 };
+    /* Chunks of 2^18 elements: each tensor here is one chunk. */
+    ck_assert_msg(tf_writer_open(archive, create, 18, &o, &w, &e) == 0, "%s", e.msg);
+    return w;
+}
+
+static void add(tf_writer *w, const char *src, const char *dest)
+{
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_add(w, src, dest, NULL, &e) == 0, "%s", e.msg);
+}
+
+/* Stored bytes of tensor t of an entry: its chunk blobs. */
+static uint64_t stored_bytes(const tf_archive *ar, const tf_entry *ent, uint64_t t, unsigned *codec)
+{
+    const tf_tensor_span *ts = &ent->tensors[t];
+    uint64_t end = t + 1 < ent->ntensors ? ent->tensors[t + 1].first_chunk : ent->nchunks;
+    uint64_t bytes = 0;
+    for (uint64_t c = ts->first_chunk; c < end; c++) {
+        const tf_blob *b = tf_archive_blob(ar, ent->chunks[c]);
+        bytes += b->enc_len;
+        *codec = b->codec;
+    }
+    return bytes;
+}
+
+/* The text of the program stored as the first chunk of tensor t. */
+static void program_text(tf_archive *ar, const tf_entry *ent, uint64_t t, char *out, size_t outsz)
+{
+    const tf_blob *b = tf_archive_blob(ar, ent->chunks[ent->tensors[t].first_chunk]);
+    ck_assert_uint_eq(b->codec, TF_CODEC_PROG);
+    uint8_t *enc = malloc(b->enc_len);
+    ck_assert_ptr_nonnull(enc);
+    tf_error e = { 0 };
+    ck_assert_msg(tf_container_pread(tf_archive_container(ar), b->offset, enc, b->enc_len, &e) == 0,
+                  "%s", e.msg);
+    int n = tf_prog_describe_chunk(enc, b->enc_len, b->dtype, b->raw_len, out, outsz);
+    ck_assert_int_ge(n, 1);
+    ck_assert_int_lt(n, (int)outsz);
+    /* A damaged chunk has no text. */
+    ck_assert_int_eq(tf_prog_describe_chunk(enc, b->enc_len - 1, b->dtype, b->raw_len, out, outsz),
+                     -1);
+    ck_assert_int_eq(tf_prog_describe_chunk(enc, b->enc_len, b->dtype, b->raw_len + 1, out, outsz),
+                     -1);
+    ck_assert_int_eq(tf_prog_describe_chunk(enc, 0, b->dtype, b->raw_len, out, outsz), -1);
+    free(enc);
+}
+
+/* The tensors of the entry read back equal t[]. */
+static void check_tensors(tf_archive *ar, const tf_entry *ent, const test_tensor *t, size_t n)
+{
+    tf_reader_ctx *r = tf_reader_new(ar, 8 << 20);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_uint_eq(ent->ntensors, n);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *got = malloc(t[i].len);
+        ck_assert_ptr_nonnull(got);
+        tf_error e = { 0 };
+        uint64_t data_bytes = ent->tensors[n - 1].data_off + ent->tensors[n - 1].nbytes;
+        uint64_t off = ent->size - data_bytes + ent->tensors[i].data_off;
+        ck_assert_msg(tf_reader_pread(r, ent, off, t[i].len, got, &e) == (ssize_t)t[i].len,
+                      "%s", e.msg);
+        ck_assert_msg(memcmp(got, t[i].data, t[i].len) == 0, "%s differs", t[i].name);
+        free(got);
+    }
+    tf_reader_free(r);
+}
+
+#define MASK 512
+#define POS 4096
+#define CONSTS 5000
+#define ROW 16
+#define ROWS 512
+
+static float mask[MASK * MASK], consts[CONSTS], rows[ROWS * ROW];
+static int64_t pos[POS];
+
+START_TEST(test_structured_tensors_are_programs)
+{
+    for (int i = 0; i < MASK; i++) /* torch.tril(torch.ones(512, 512)) */
+        for (int j = 0; j < MASK; j++)
+            mask[i * MASK + j] = j <= i ? 1.0f : 0.0f;
+    for (int i = 0; i < POS; i++) /* torch.arange(4096) */
+        pos[i] = i;
+    for (int i = 0; i < CONSTS; i++)
+        consts[i] = 0.02f;
+    rng_state = 7;
+    for (int j = 0; j < ROW; j++)
+        rows[j] = (float)(int64_t)(rng_next() % 2001 - 1000) / 997.0f;
+    for (int i = 1; i < ROWS; i++)
+        memcpy(rows + i * ROW, rows, sizeof(float) * ROW);
+    const test_tensor t[] = {
+        { "mask", "F32", "[512,512]", mask, sizeof mask },
+        { "position_ids", "I64", "[1,4096]", pos, sizeof pos },
+        { "scale", "F32", "[5000]", consts, sizeof consts },
+        { "rows", "F32", "[512,16]", rows, sizeof rows },
+    };
+    char src[TEST_PATH_MAX], archive[TEST_PATH_MAX];
+    test_write_safetensors(test_path("model.safetensors", src), t, ARRAY_LEN(t));
+    tf_writer *w = open_writer(test_path("a.traj", archive), true, 16);
+    add(w, src, "model.safetensors");
+    tf_writer_close(w);
+
+    tf_archive *ar = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(archive, false, &ar, &e) == 0, "%s", e.msg);
+    const tf_entry *ent = tf_archive_lookup(ar, "model.safetensors");
+    ck_assert_ptr_nonnull(ent);
+    check_tensors(ar, ent, t, ARRAY_LEN(t));
+    for (size_t i = 0; i < ARRAY_LEN(t); i++) {
+        unsigned codec = 0;
+        uint64_t bytes = stored_bytes(ar, ent, i, &codec);
+        if (i == 0) {
+            /* No short program draws a triangle; whatever wins takes a few
+             * bytes per row of the mask's 1 MiB. */
+            ck_assert_msg(bytes < 8 * MASK, "mask: %llu bytes", (unsigned long long)bytes);
+        } else {
+            ck_assert_msg(bytes < 200, "%s: %llu bytes", t[i].name, (unsigned long long)bytes);
+            ck_assert_msg(codec == TF_CODEC_PROG, "%s: codec %u", t[i].name, codec);
+        }
+    }
+    /* What the programs say: a constant, and a running sum of constant
+     * steps. */
+    char text[256];
+    program_text(ar, ent, 2, text, sizeof text);
+    ck_assert_str_eq(text, "const");
+    program_text(ar, ent, 1, text, sizeof text);
+    ck_assert_str_eq(text, "scan_add(const)");
+    program_text(ar, ent, 3, text, sizeof text);
+    ck_assert_msg(strncmp(text, "repeat(", 7) == 0, "rows: %s", text);
+    tf_archive_close(ar);
+}
+END_TEST
+
+START_TEST(test_keyframe_chunk_gets_a_program)
+{
+    /* With max_chain 0, step 2's chunk is a keyframe although its parent's
+     * is there to delta against. A constant is smallest as a program. */
+    char src[TEST_PATH_MAX], archive[TEST_PATH_MAX];
+    test_path("a.traj", archive);
+    tf_writer *w = open_writer(archive, true, 0);
+    for (int step = 1; step <= 2; step++) {
+        for (int i = 0; i < CONSTS; i++)
+            consts[i] = 0.5f / (float)step;
+        const test_tensor t[] = { { "scale", "F32", "[5000]", consts, sizeof consts } };
+        char dest[64];
+        snprintf(dest, sizeof dest, "step-%d.safetensors", step);
+        test_write_safetensors(test_path(dest, src), t, 1);
+        add(w, src, dest);
+    }
+    tf_writer_close(w);
+
+    tf_archive *ar = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(archive, false, &ar, &e) == 0, "%s", e.msg);
+    const tf_entry *ent = tf_archive_lookup(ar, "step-2.safetensors");
+    ck_assert_ptr_nonnull(ent);
+    const tf_blob *b = tf_archive_blob(ar, ent->chunks[0]);
+    ck_assert_uint_eq(b->codec, TF_CODEC_PROG);
+    ck_assert_uint_eq(b->ref, 0);
+    ck_assert_uint_lt(b->enc_len, 32);
+    const test_tensor t[] = { { "scale", "F32", "[5000]", consts, sizeof consts } };
+    check_tensors(ar, ent, t, 1);
+    tf_archive_close(ar);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("writer_prog");
+    TCase *tc = tcase_create("writer_prog");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, test_dir_make, test_dir_remove);
+    tcase_add_test(tc, test_structured_tensors_are_programs);
+    tcase_add_test(tc, test_keyframe_chunk_gets_a_program);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}

@@ -1,0 +1,101 @@
+#include "testlib.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+
+uint64_t rng_state;
+
+uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void fill_random(uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)rng_next();
+}
+
+uint8_t *exact_copy(const uint8_t *p, size_t n)
+{
+    uint8_t *c = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(c);
+    if (n)
+        memcpy(c, p, n);
+    return c;
+}
+
+#define TEST_DIR_TEMPLATE "/tmp/trajfs-unit-XXXXXX"
+
+char test_dir[sizeof TEST_DIR_TEMPLATE];
+
+void test_dir_make(void)
+{
+    strcpy(test_dir, TEST_DIR_TEMPLATE);
+    ck_assert_ptr_nonnull(mkdtemp(test_dir));
+}
+
+static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (type == FTW_DP ? rmdir(path) : unlink(path))
+        perror(path);
+    return 0; /* remove what can be removed */
+}
+
+void test_dir_remove(void)
+{
+    /* Depth first, without following links out of the directory. */
+    nftw(test_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *test_path(const char *name, char out[TEST_PATH_MAX])
+{
+    snprintf(out, TEST_PATH_MAX, "%s/%s", test_dir, name);
+    return out;
+}
+
+int run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+void test_write_safetensors(const char *path, const test_tensor *t, size_t n)
+{
+    char hdr[2048];
+    size_t len = 0, off = 0;
+    len += (size_t)snprintf(hdr + len, sizeof hdr - len, "{");
+    for (size_t i = 0; i < n; i++) {
+        len += (size_t)snprintf(hdr + len, sizeof hdr - len,
+                                "%s\"%s\":{\"dtype\":\"%s\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
+                                i ? "," : "", t[i].name, t[i].dtype, t[i].shape, off,
+                                off + t[i].len);
+        off += t[i].len;
+    }
+    len += (size_t)snprintf(hdr + len, sizeof hdr - len, "}");
+    ck_assert_uint_lt(len + 8, sizeof hdr);
+    while (len % 8)
+        hdr[len++] = ' ';
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    uint8_t prefix[8];
+    tf_le64_put(prefix, (uint64_t)len);
+    ck_assert_uint_eq(fwrite(prefix, 1, 8, f), 8);
+    ck_assert_uint_eq(fwrite(hdr, 1, len, f), len);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_uint_eq(fwrite(t[i].data, 1, t[i].len, f), t[i].len);
+    ck_assert_int_eq(fclose(f), 0);
+}

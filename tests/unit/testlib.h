@@ -1,0 +1,48 @@
+/* What the unit tests share: a seeded random number generator, exactly
+ * sized heap copies, a temporary directory per test, and main's running
+ * of a Check suite. */
+#ifndef TRAJFS_TESTS_TESTLIB_H
+#define TRAJFS_TESTS_TESTLIB_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* SplitMix64. A test seeds it by setting rng_state (any value) and gets
+ * the same numbers on every run and machine. */
+extern uint64_t rng_state;
+uint64_t rng_next(void);
+/* n bytes of rng_next. */
+void fill_random(uint8_t *p, size_t n);
+
+/* A heap copy of exactly n bytes, so that reading one byte past it is an
+ * ASan error. Fails the test when out of memory. */
+uint8_t *exact_copy(const uint8_t *p, size_t n);
+
+/* A fresh directory for each test: test_dir_make as a checked fixture's
+ * setup, test_dir_remove as its teardown (it removes whatever the test
+ * left inside). test_dir holds its path while a test runs. */
+#define TEST_PATH_MAX 256
+extern char test_dir[];
+void test_dir_make(void);
+void test_dir_remove(void);
+/* test_dir/name in out. */
+const char *test_path(const char *name, char out[TEST_PATH_MAX]);
+
+/* A tensor of a safetensors file a test writes. */
+typedef struct {
+    const char *name;
+    const char *dtype;
+    const char *shape; /* JSON array */
+    const void *data;
+    size_t len;
+} test_tensor;
+/* Writes a safetensors file of the n tensors, in data order. */
+void test_write_safetensors(const char *path, const test_tensor *t, size_t n);
+
+/* Runs every test of s; returns main's exit status. */
+int run_suite(Suite *s);
+
+#endif
