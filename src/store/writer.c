@@ -195,22 +195,20 @@ static bool chunk_has_ref(const file_job *f, const span_job *s, uint64_t c)
 
 /* Marks the spans a program is synthesized for, so that the prog codec
  * competes for their chunks: tensors without a reference, and those with
- * a chunk that is a keyframe or whose parent chunk is not a delta (the
- * delta lost there, as it does for float32 Adam state, or the parent is a
- * keyframe: it may lose here). A span whose parent chunks are all deltas
- * gets none: deltas keep winning there, and programs cost time.
- * Measured with `trajpack create -T 2` (bytes of the archive, CPU
- * seconds, 2 loaded cores) on /work/corpus-data/default steps 25-100,
- * weights and optimizer files (430 MB):
- *   programs for unreferenced spans only      327531077 B  14.4 s
+ * a keyframe chunk. Tensors whose delta loses to standalone coding, as
+ * float32 Adam state's does, get none: a program there is about 1% smaller
+ * than bytegroup, and the prog encoder, at a few MB/s a thread on float32,
+ * would make writing several times slower. Measured with `trajpack create
+ * -T 2` on the whole of /work/corpus-data/default (33 files, 1721.4 MB;
+ * 2 loaded cores):
+ *   this rule                                          1271.1 MB  16.7 s
+ *   + spans with a parent chunk that is not a delta    1256.3 MB  95.3 s
+ * and on its steps 25-100, weights and optimizer files (430 MB):
+ *   unreferenced spans only                   327531077 B  14.4 s
  *   + every referenced float span             324756616 B  50.0 s
- *   + this rule                               324756492 B  43.1 s
- * and with --max-chain 1 (step 75 a keyframe):
+ * with --max-chain 1 (step 75 a keyframe):
  *   unreferenced spans only                   333319596 B  14.5 s
- *   + keyframe spans                          331738606 B  22.4 s
- *   + this rule                               329027030 B  51.5 s
- * The bytes saved are float32 optimizer state's (bytegroup -> prog, about
- * 0.9 MB of 82 MB per checkpoint); bfloat16 weights gain 6 kB. */
+ *   + keyframe spans (this rule)              331738606 B  22.4 s */
 static void mark_program_spans(file_job *f)
 {
     for (size_t i = 0; i < f->nspans; i++) {
@@ -220,8 +218,7 @@ static void mark_program_spans(file_job *f)
         bool wants = !s->ref;
         uint64_t n = tf_chunk_count(s->nbytes, tf_dtype_get(s->dtype)->size, f->chunk_shift);
         for (uint64_t c = 0; !wants && c < n; c++)
-            wants = !chunk_has_ref(f, s, c) ||
-                    tf_archive_blob(f->w->ar, s->ref_blobs[c])->codec != TF_CODEC_ULP;
+            wants = !chunk_has_ref(f, s, c);
         s->wants_program = wants;
     }
 }
