@@ -123,31 +123,41 @@ static unsigned n_contexts(const tf_prog_lit_plan *plan)
     return plan->ctx_sibling || plan->ctx_self ? plan->ctx_count + 1u : 1u;
 }
 
-/* counts[ctx * n_sym + sym] of the plan's contexts; NULL when out of
- * memory. */
+/* counts[ctx * n_sym + sym] of the plan's contexts (ctx from contexts());
+ * NULL when out of memory. */
 static uint64_t *count_pairs(const uint8_t *sym, const uint16_t *ctx, size_t n, unsigned n_sym,
-                             const tf_prog_lit_plan *plan)
+                             const tf_prog_lit_plan *plan, tf_error *e)
 {
     uint64_t *counts = calloc((size_t)n_contexts(plan) * n_sym, sizeof *counts);
-    if (counts)
-        for (size_t i = 0; i < n; i++)
-            counts[(size_t)(ctx ? ctx[i] : 0) * n_sym + sym[i]]++;
+    if (!counts) {
+        tf_fail(e, ENOMEM, "prog: out of memory for rANS counts");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        counts[(size_t)(ctx ? ctx[i] : 0) * n_sym + sym[i]]++;
     return counts;
 }
 
-static int fit_table(const uint8_t *sym, const uint16_t *ctx, size_t n, unsigned n_sym,
-                     const tf_prog_lit_plan *plan, tf_rans_table *t, uint64_t **counts_out,
-                     tf_error *e)
+/* count_pairs of a plan, from its source's words; NULL on failure. */
+static uint64_t *count_plan(const uint8_t *sym, size_t n, unsigned n_sym,
+                            const tf_prog_ctx_source *sources, const tf_prog_lit_plan *plan,
+                            tf_error *e)
 {
-    uint64_t *counts = count_pairs(sym, ctx, n, n_sym, plan);
-    if (!counts)
-        return tf_fail(e, ENOMEM, "prog: out of memory for rANS counts");
-    int rc = tf_rans_table_fit(t, n_contexts(plan), n_sym, plan->prec, counts, e);
-    if (rc == 0 && counts_out)
-        *counts_out = counts;
-    else
-        free(counts);
-    return rc;
+    bool oom;
+    uint16_t *ctx = contexts(sym, sources, plan, n, &oom);
+    if (oom) {
+        tf_fail(e, ENOMEM, "prog: out of memory for contexts");
+        return NULL;
+    }
+    uint64_t *counts = count_pairs(sym, ctx, n, n_sym, plan, e);
+    free(ctx);
+    return counts;
+}
+
+static int fit_table(const uint64_t *counts, unsigned n_sym, const tf_prog_lit_plan *plan,
+                     tf_rans_table *t, tf_error *e)
+{
+    return tf_rans_table_fit(t, n_contexts(plan), n_sym, plan->prec, counts, e);
 }
 
 /* The body after its coding byte, up to the stream: source, n_sym,
@@ -207,7 +217,9 @@ int tf_prog_rans_write(const uint8_t *sym, size_t n, unsigned n_sym,
     if (oom)
         return tf_fail(e, ENOMEM, "prog: out of memory for contexts");
     tf_rans_table t;
-    int rc = fit_table(sym, ctx, n, n_sym, plan, &t, NULL, e);
+    uint64_t *counts = count_pairs(sym, ctx, n, n_sym, plan, e);
+    int rc = counts ? fit_table(counts, n_sym, plan, &t, e) : -1;
+    free(counts);
     if (rc == 0) {
         rc = write_body(sym, ctx, n, n_sym, plan, &t, out, e);
         tf_rans_table_free(&t);
@@ -216,14 +228,14 @@ int tf_prog_rans_write(const uint8_t *sym, size_t n, unsigned n_sym,
     return rc;
 }
 
-/* Estimated body size: exact but for the stream's payload, which is taken
- * as the ideal code length of the symbols under the table. */
-static int estimate(const uint8_t *sym, const uint16_t *ctx, size_t n, unsigned n_sym,
+/* Estimated body size of n symbols with the plan's counts: exact but for
+ * the stream's payload, which is taken as the ideal code length of the
+ * symbols under the table. */
+static int estimate(const uint64_t *counts, size_t n, unsigned n_sym,
                     const tf_prog_lit_plan *plan, size_t *size, tf_error *e)
 {
     tf_rans_table t;
-    uint64_t *counts;
-    if (fit_table(sym, ctx, n, n_sym, plan, &t, &counts, e) < 0)
+    if (fit_table(counts, n_sym, plan, &t, e) < 0)
         return -1;
     unsigned n_ctx = n_contexts(plan);
     tf_buf head = { 0 };
@@ -250,7 +262,6 @@ static int estimate(const uint8_t *sym, const uint16_t *ctx, size_t n, unsigned 
     *size = head.len + k * stream;
     rc = 0;
 done:
-    free(counts);
     tf_buf_free(&head);
     tf_rans_table_free(&t);
     return rc;
@@ -278,44 +289,94 @@ typedef struct {
     size_t estimate;
 } variant;
 
-/* The variants of one context setting (base), one per precision. */
-static int add_variants(const uint8_t *sym, size_t n, unsigned n_sym,
-                        const tf_prog_ctx_source *sources, const tf_prog_lit_plan *base,
-                        variant *vars, unsigned *n_vars, tf_error *e)
+/* The variants of one context setting (base) by its counts, one per
+ * precision: the counts serve every precision. */
+static int add_variants(const uint64_t *counts, size_t n, unsigned n_sym,
+                        const tf_prog_lit_plan *base, variant *vars, unsigned *n_vars,
+                        tf_error *e)
 {
-    bool oom;
-    uint16_t *ctx = contexts(sym, sources, base, n, &oom);
-    if (oom)
-        return tf_fail(e, ENOMEM, "prog: out of memory for contexts");
-    int rc = 0;
-    for (size_t p = 0; p < N_PRECISIONS && rc == 0; p++) {
+    for (size_t p = 0; p < N_PRECISIONS; p++) {
         variant *v = &vars[(*n_vars)++];
         v->plan = *base;
         v->plan.prec = (uint8_t)precisions[p];
-        rc = estimate(sym, ctx, n, n_sym, &v->plan, &v->estimate, e);
-    }
-    free(ctx);
-    return rc;
-}
-
-/* The variants of one context source (base names it) by the histogram
- * of its words, one per window (and precision). */
-static int add_windows(const uint8_t *sym, size_t n, unsigned n_sym,
-                       const tf_prog_ctx_source *sources, const uint32_t *hist, size_t span,
-                       tf_prog_lit_plan *base, variant *vars, unsigned *n_vars, tf_error *e)
-{
-    unsigned last = 0;
-    for (size_t w = 0; w < N_WINDOWS; w++) {
-        unsigned count;
-        best_window(hist, span, windows[w], &base->ctx_base, &count);
-        if (count < 2 || count == last)
-            continue; /* one context is no context; a window seen */
-        last = count;
-        base->ctx_count = (uint8_t)count;
-        if (add_variants(sym, n, n_sym, sources, base, vars, n_vars, e) < 0)
+        if (estimate(counts, n, n_sym, &v->plan, &v->estimate, e) < 0)
             return -1;
     }
     return 0;
+}
+
+/* The counts of a window (plan) taken from those of a wider one (all)
+ * holding it, without a pass over the symbols: its contexts are rows of
+ * the wider one's, and context 0 holds the rest of every symbol's total
+ * (totals: the counts with no source). NULL when out of memory. */
+static uint64_t *narrow_counts(const uint64_t *all, const tf_prog_lit_plan *all_plan,
+                               const uint64_t *totals, unsigned n_sym,
+                               const tf_prog_lit_plan *plan, tf_error *e)
+{
+    uint64_t *counts = malloc((size_t)n_contexts(plan) * n_sym * sizeof *counts);
+    if (!counts) {
+        tf_fail(e, ENOMEM, "prog: out of memory for rANS counts");
+        return NULL;
+    }
+    const size_t first = (size_t)(plan->ctx_base - all_plan->ctx_base) + 1;
+    memcpy(counts + n_sym, all + first * n_sym, (size_t)plan->ctx_count * n_sym * sizeof *counts);
+    for (unsigned s = 0; s < n_sym; s++) {
+        uint64_t rest = totals[s];
+        for (unsigned c = 1; c <= plan->ctx_count; c++)
+            rest -= counts[(size_t)c * n_sym + s];
+        counts[s] = rest;
+    }
+    return counts;
+}
+
+/* The variants of one context source (base names it) by the histogram
+ * of its words, one per window (and precision). totals: the counts with
+ * no source. */
+static int add_windows(const uint8_t *sym, size_t n, unsigned n_sym,
+                       const tf_prog_ctx_source *sources, const uint32_t *hist, size_t span,
+                       const uint64_t *totals, const tf_prog_lit_plan *base, variant *vars,
+                       unsigned *n_vars, tf_error *e)
+{
+    tf_prog_lit_plan plans[N_WINDOWS];
+    unsigned n_plans = 0, last = 0;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t w = 0; w < N_WINDOWS; w++) {
+        tf_prog_lit_plan *p = &plans[n_plans];
+        unsigned count;
+        *p = *base;
+        best_window(hist, span, windows[w], &p->ctx_base, &count);
+        if (count < 2 || count == last)
+            continue; /* one context is no context; a window seen */
+        last = count;
+        p->ctx_count = (uint8_t)count;
+        lo = p->ctx_base < lo ? p->ctx_base : lo;
+        hi = p->ctx_base + count > hi ? p->ctx_base + count : hi;
+        n_plans++;
+    }
+    if (!n_plans)
+        return 0;
+    /* Counting under the window that spans them all, once, gives every
+     * window's counts (the windows are near the mode, so that one is
+     * rarely much wider than the widest); where it would be too wide for
+     * a plan, each window is counted on its own. */
+    tf_prog_lit_plan all = *base;
+    uint64_t *all_counts = NULL;
+    if (hi - lo <= UINT8_MAX) {
+        all.ctx_base = lo;
+        all.ctx_count = (uint8_t)(hi - lo);
+        if (!(all_counts = count_plan(sym, n, n_sym, sources, &all, e)))
+            return -1;
+    }
+    int rc = 0;
+    for (unsigned i = 0; i < n_plans && rc == 0; i++) {
+        uint64_t *counts = all_counts
+                               ? narrow_counts(all_counts, &all, totals, n_sym, &plans[i], e)
+                               : count_plan(sym, n, n_sym, sources, &plans[i], e);
+        rc = counts ? add_variants(counts, n, n_sym, &plans[i], vars, n_vars, e) : -1;
+        free(counts);
+    }
+    free(all_counts);
+    return rc;
 }
 
 /* Every (context source and window, precision) variant with its
@@ -326,12 +387,12 @@ static int list_variants(const uint8_t *sym, size_t n, unsigned n_sym,
 {
     *n_vars = 0;
     tf_prog_lit_plan base = { .coding = TF_PROG_CODE_RANS };
-    if (add_variants(sym, n, n_sym, sources, &base, vars, n_vars, e) < 0)
+    uint64_t *totals = count_pairs(sym, NULL, n, n_sym, &base, e);
+    if (!totals)
         return -1;
     uint32_t *hist = malloc(((size_t)1 << MAX_SOURCE_WIDTH) * sizeof *hist);
-    if (!hist)
-        return tf_fail(e, ENOMEM, "prog: out of memory for a context window");
-    int rc = 0;
+    int rc = hist ? add_variants(totals, n, n_sym, &base, vars, n_vars, e)
+                  : tf_fail(e, ENOMEM, "prog: out of memory for a context window");
     for (unsigned j = 1; j <= n_src && rc == 0; j++) {
         const tf_prog_ctx_source *src = &sources[j - 1];
         if (!src->v || src->width > MAX_SOURCE_WIDTH)
@@ -341,17 +402,17 @@ static int list_variants(const uint8_t *sym, size_t n, unsigned n_sym,
         for (size_t i = 0; i < n; i++)
             hist[src->v[i]]++;
         base.ctx_sibling = (uint8_t)j;
-        rc = add_windows(sym, n, n_sym, sources, hist, span, &base, vars, n_vars, e);
+        rc = add_windows(sym, n, n_sym, sources, hist, span, totals, &base, vars, n_vars, e);
     }
     if (rc == 0) {
-        memset(hist, 0, n_sym * sizeof *hist);
-        for (size_t i = 0; i < n; i++)
-            hist[sym[i]]++;
+        for (unsigned s = 0; s < n_sym; s++)
+            hist[s] = (uint32_t)totals[s];
         base.ctx_sibling = 0;
         base.ctx_self = true;
-        rc = add_windows(sym, n, n_sym, sources, hist, n_sym, &base, vars, n_vars, e);
+        rc = add_windows(sym, n, n_sym, sources, hist, n_sym, totals, &base, vars, n_vars, e);
     }
     free(hist);
+    free(totals);
     return rc;
 }
 
