@@ -197,7 +197,7 @@ static bool chunk_has_ref(const file_job *f, const span_job *s, uint64_t c)
  * competes for their chunks: tensors without a reference, and those with
  * a keyframe chunk. Tensors whose delta loses to standalone coding, as
  * float32 Adam state's does, get none: a program there is about 1% smaller
- * than bytegroup, and the prog encoder, at a few MB/s a thread on float32,
+ * than bytegroup, and the prog encoder, at about 8 MB/s a thread on float32,
  * would make writing several times slower. Measured with `trajpack create
  * -T 2` on the whole of /work/corpus-data/default (33 files, 1721.4 MB;
  * 2 loaded cores):
