@@ -55,14 +55,4 @@ int fs_state_serving(fs_state *fs, struct fuse_session *se, tf_error *e);
 void fs_state_quiesce(fs_state *fs);
 void fs_state_close(fs_state *fs);
 
-/* tf_reader_pread of a file version (a catalog entry, or a handle's
- * copy of one) under the view lock. */
-ssize_t fs_read_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
-                      uint8_t *out, tf_error *e);
-
-/* Tells the kernel to forget the attributes and cached pages of ino
- * (its content changed in a commit). Only from the committer thread, with
- * no lock held: the kernel may need requests served to do it. */
-void fs_invalidate_inode(fs_state *fs, uint64_t ino);
-
 #endif

@@ -11,6 +11,7 @@
 #include "fs/fs.h"
 #include "fs/log.h"
 #include "fs/spool.h"
+#include "fs/view.h"
 
 struct fs_job *fs_job_new(fs_job_kind kind, fuse_req_t req, const char *name,
                           const char *new_name, const char *target)

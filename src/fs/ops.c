@@ -9,8 +9,10 @@
 #include "fs/attr.h"
 #include "fs/fs.h"
 #include "fs/log.h"
+#include "fs/open_reply.h"
 #include "fs/ops_write.h"
 #include "fs/spool.h"
+#include "fs/view.h"
 
 /* Bounds on the sizes the kernel asks for; it never asks for more than
  * max_pages (at most a few MiB) per read or a page or so per readdir. */
@@ -115,26 +117,6 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 static bool wants_write(const struct fuse_file_info *fi)
 {
     return (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
-}
-
-/* Replies to an open with the handle in the table; a reply that fails
- * (the open was interrupted) gets no release, so the handle goes. */
-void fs_reply_open(fuse_req_t req, fs_handle *h, struct fuse_file_info *fi)
-{
-    fs_state *fs = state_of(req);
-    uint64_t fh = fs_handles_add(&fs->handles, h);
-    if (!fh) {
-        fs_handle_free(h);
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    fi->fh = fh;
-    if (fs->direct_io)
-        fi->direct_io = 1;
-    else if (!fs->writer)
-        fi->keep_cache = 1; /* files never change: pages stay valid across opens */
-    if (fuse_reply_open(req, fi) != 0)
-        fs_handle_free(fs_handles_take(&fs->handles, fh));
 }
 
 /* A read handle holds the version of the file it opened. */

@@ -10,6 +10,7 @@
 #include "fs/fs.h"
 #include "fs/log.h"
 #include "fs/mutate.h"
+#include "fs/open_reply.h"
 #include "fs/spool.h"
 
 /* The kernel sends at most max_write bytes (1 MiB by default) per write. */

@@ -35,8 +35,4 @@ void fs_open_for_writing(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
  * committed later (errors are logged: nobody waits for them). */
 void fs_release_writing(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 
-/* Shared with ops.c: puts h in the handle table and replies to the open
- * (h is freed on failure). */
-void fs_reply_open(fuse_req_t req, fs_handle *h, struct fuse_file_info *fi);
-
 #endif

@@ -9,6 +9,7 @@
 
 #include "fs/fs.h"
 #include "fs/log.h"
+#include "fs/view.h"
 
 /* Bytes copied per step when a spool file is filled. */
 #define FILL_STEP ((size_t)4 << 20)

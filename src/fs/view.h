@@ -1,0 +1,24 @@
+/* What request handlers and the committer do with the mounted view of
+ * the archive (fs.h): read a file version under the view lock, and tell
+ * the kernel that a file changed. */
+#ifndef TRAJFS_FS_VIEW_H
+#define TRAJFS_FS_VIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "fs/fs.h"
+
+/* tf_reader_pread of a file version (a catalog entry, or a handle's
+ * copy of one) under the view lock. */
+ssize_t fs_read_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
+                      uint8_t *out, tf_error *e);
+
+/* Tells the kernel to forget the attributes and cached pages of ino
+ * (its content changed in a commit). Only from the committer thread, with
+ * no lock held: the kernel may need requests served to do it. */
+void fs_invalidate_inode(fs_state *fs, uint64_t ino);
+
+#endif
