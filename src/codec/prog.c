@@ -226,12 +226,8 @@ int tf_prog_describe_chunk(const uint8_t *enc, size_t len, unsigned dtype, size_
         tf_prog_node *k = &p->node[i];
         if (k->op != TF_PROG_LIT)
             continue;
-        tf_prog_siblings sib = { 0 };
-        if (i != 0 && p->node[k->parent].op == TF_PROG_MERGE)
-            for (; sib.count < k->pos; sib.count++)
-                sib.width[sib.count] = p->node[p->node[k->parent].kid0 + sib.count].width;
         tf_prog_lit_reader r;
-        ok = tf_prog_lit_open(&r, k->body, k->body_len, k->width, k->n, &sib, NULL) == 0;
+        ok = tf_prog_lit_open_node(&r, p, i, NULL) == 0;
         k->lit = (tf_prog_lit_hint){ .coding = r.coding, .ctx_sibling = (uint8_t)r.ctx_sibling,
                                      .ctx_self = r.ctx_self };
         tf_prog_lit_close(&r);

@@ -31,27 +31,11 @@ static int build(applier *a, unsigned ti, unsigned i, tf_prog_expansion *x)
 {
     const tf_prog_node *tk = &a->tmpl->node[ti];
     tf_prog_tree *t = a->t;
-    int first = tf_prog_add_kids(&t->prog, i, x->n_kids);
-    if (x->n_kids && first < 0)
+    if (tf_prog_expansion_build(x, t, i) < 0)
         return 1;
-    tf_prog_node *k = &t->prog.node[i];
-    k->op = x->op;
-    k->kind = x->kind;
-    k->param = x->param;
+    const unsigned first = t->prog.node[i].kid0;
     for (unsigned c = 0; c < x->n_kids; c++) {
-        unsigned j = (unsigned)first + c;
-        tf_prog_node *kid = &t->prog.node[j];
-        kid->width = (uint8_t)x->kid[c].width;
-        kid->n = x->kid[c].n;
-        t->target[j] = x->kid[c].target;
-        x->kid[c].target = NULL;
-        if (x->kid[c].is_const) {
-            kid->op = TF_PROG_CONST;
-            kid->param = x->kid[c].value;
-        }
-    }
-    for (unsigned c = 0; c < x->n_kids; c++) {
-        unsigned j = (unsigned)first + c;
+        unsigned j = first + c;
         if (t->prog.node[j].op == TF_PROG_CONST)
             continue;
         unsigned tkid = tk->kid0 + (tk->op == TF_PROG_CONCAT ? 0 : c);

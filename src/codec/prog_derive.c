@@ -526,3 +526,30 @@ void tf_prog_expansion_release(tf_prog_expansion *x, size_t *bytes)
     }
     x->n_kids = 0;
 }
+
+int tf_prog_expansion_build(tf_prog_expansion *x, tf_prog_tree *t, unsigned i)
+{
+    tf_prog_node *k = &t->prog.node[i];
+    k->op = x->op;
+    k->kind = x->kind;
+    k->param = x->param;
+    if (x->n_kids == 0)
+        return 0;
+    int first = tf_prog_add_kids(&t->prog, i, x->n_kids);
+    if (first < 0)
+        return -1;
+    for (unsigned c = 0; c < x->n_kids; c++) {
+        unsigned j = (unsigned)first + c;
+        tf_prog_node *kid = &t->prog.node[j];
+        kid->width = (uint8_t)x->kid[c].width;
+        kid->n = x->kid[c].n;
+        t->target[j] = x->kid[c].target;
+        x->kid[c].target = NULL;
+        t->rule[j] = TF_PROG_R_NONE;
+        if (x->kid[c].is_const) {
+            kid->op = TF_PROG_CONST;
+            kid->param = x->kid[c].value;
+        }
+    }
+    return 0;
+}

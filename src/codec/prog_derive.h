@@ -80,6 +80,12 @@ int tf_prog_derive(unsigned rule, const tf_prog_stream *x, unsigned dtype, bool 
 
 void tf_prog_expansion_release(tf_prog_expansion *x, size_t *bytes);
 
+/* Builds expansion x at node i of t: its operator and parameters, and its
+ * children (width, words and target, whose references it takes; constant
+ * runs closed as CONST, the others left holes, their rule
+ * TF_PROG_R_NONE). -1 when the children do not fit in a program. */
+int tf_prog_expansion_build(tf_prog_expansion *x, tf_prog_tree *t, unsigned i);
+
 /* The rule of a template node (merge layouts as TF_PROG_R_MERGE_PROFILE,
  * which takes its widths from the shape). */
 unsigned tf_prog_rule_of_node(const tf_prog *p, unsigned i);

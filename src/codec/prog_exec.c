@@ -112,11 +112,7 @@ static int prepare(executor *x, tf_error *e)
     for (unsigned i = 0; i < p->n_nodes; i++) {
         const tf_prog_node *k = &p->node[i];
         if (k->op == TF_PROG_LIT) {
-            tf_prog_siblings sib = { 0 };
-            if (i != 0 && p->node[k->parent].op == TF_PROG_MERGE)
-                for (; sib.count < k->pos; sib.count++)
-                    sib.width[sib.count] = p->node[p->node[k->parent].kid0 + sib.count].width;
-            if (tf_prog_lit_open(&x->lit[i], k->body, k->body_len, k->width, k->n, &sib, e) < 0)
+            if (tf_prog_lit_open_node(&x->lit[i], p, i, e) < 0)
                 return -1;
         }
         size_t words = k->op == TF_PROG_MERGE ? (size_t)k->n_kids * BLOCK

@@ -137,6 +137,16 @@ int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, uns
     return tf_fail(e, EIO, "prog: unknown literal coding %u", r->coding);
 }
 
+int tf_prog_lit_open_node(tf_prog_lit_reader *r, const tf_prog *p, unsigned i, tf_error *e)
+{
+    const tf_prog_node *k = &p->node[i];
+    tf_prog_siblings sib = { 0 };
+    if (i != 0 && p->node[k->parent].op == TF_PROG_MERGE)
+        for (; sib.count < k->pos; sib.count++)
+            sib.width[sib.count] = p->node[p->node[k->parent].kid0 + sib.count].width;
+    return tf_prog_lit_open(r, k->body, k->body_len, k->width, k->n, &sib, e);
+}
+
 bool tf_prog_lit_narrow(const tf_prog_lit_reader *r)
 {
     bool fixed = r->coding == TF_PROG_CODE_RAW || r->coding == TF_PROG_CODE_PACK;

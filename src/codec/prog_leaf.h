@@ -106,6 +106,9 @@ typedef struct {
  * entropy-coded payload is checked here. */
 int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, unsigned width,
                      uint64_t n, const tf_prog_siblings *siblings, tf_error *e);
+/* tf_prog_lit_open of the body of literal node i of an instance, whose
+ * possible context sources are the earlier children of its parent merge. */
+int tf_prog_lit_open_node(tf_prog_lit_reader *r, const tf_prog *p, unsigned i, tf_error *e);
 /* The next count words. ctx_words: the source sibling's words at the same
  * positions (RANS with a source), else unused. Problems set r->bad. */
 void tf_prog_lit_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,

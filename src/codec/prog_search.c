@@ -159,31 +159,13 @@ static bool apply_expansion(search *s, state *st, unsigned i, unsigned rule,
                             tf_prog_expansion *x)
 {
     tf_prog_tree *t = &st->tree;
-    tf_prog_node *k = &t->prog.node[i];
-    k->op = x->op;
-    k->kind = x->kind;
-    k->param = x->param;
     fill_hole(st, i, rule);
-    if (x->n_kids == 0)
-        return true;
-    int first = tf_prog_add_kids(&t->prog, i, x->n_kids);
-    if (first < 0)
+    if (tf_prog_expansion_build(x, t, i) < 0)
         return false;
-    for (unsigned c = 0; c < x->n_kids; c++) {
-        unsigned j = (unsigned)first + c;
-        tf_prog_node *kid = &t->prog.node[j];
-        kid->width = (uint8_t)x->kid[c].width;
-        kid->n = x->kid[c].n;
-        t->target[j] = x->kid[c].target;
-        x->kid[c].target = NULL;
-        t->rule[j] = TF_PROG_R_NONE;
-        if (x->kid[c].is_const) {
-            kid->op = TF_PROG_CONST;
-            kid->param = x->kid[c].value;
-        } else {
+    const tf_prog_node *k = &t->prog.node[i];
+    for (unsigned j = k->kid0; j < k->kid0 + k->n_kids; j++)
+        if (t->prog.node[j].op != TF_PROG_CONST)
             open_hole(s, st, j);
-        }
-    }
     return true;
 }
 

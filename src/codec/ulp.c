@@ -918,17 +918,12 @@ ULP_ALWAYS_INLINE uint32_t slot_step(uint32_t *x, const uint32_t *row)
 }
 
 /* Decodes a slot; the caller guarantees a word is available
- * (tf_rans_words_suffice). The renormalization is arithmetic, not a
- * branch (a conditional here compiles to a branch that mispredicts often:
- * whether a lane needs a word is close to a coin flip). */
+ * (tf_rans_words_suffice). */
 ULP_ALWAYS_INLINE uint32_t slot_get_fast(tf_rans_stream *s, unsigned lane, const uint32_t *row)
 {
     uint32_t x = s->x[lane];
     uint32_t slot = slot_step(&x, row);
-    uint32_t need = x < TF_RANS_L;
-    uint32_t word = (uint32_t)s->p[0] | (uint32_t)s->p[1] << 8;
-    s->x[lane] = x << (16 * need) | (word & (0 - need));
-    s->p += 2 * need;
+    tf_rans_renorm_fast(s, lane, x);
     return slot;
 }
 
@@ -937,15 +932,7 @@ ULP_ALWAYS_INLINE uint32_t slot_get_checked(tf_rans_stream *s, unsigned lane, co
 {
     uint32_t x = s->x[lane];
     uint32_t slot = slot_step(&x, row);
-    if (x < TF_RANS_L) {
-        if (s->end - s->p < 2) {
-            s->bad = true;
-        } else {
-            x = x << 16 | (uint32_t)s->p[0] | (uint32_t)s->p[1] << 8;
-            s->p += 2;
-        }
-    }
-    s->x[lane] = x;
+    tf_rans_renorm_checked(s, lane, x);
     return slot;
 }
 
