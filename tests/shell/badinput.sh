@@ -6,11 +6,7 @@
 set -eu
 . "$(dirname "$0")/lib.sh"
 
-archive=$TEST_TMP/a.traj
-before=$TEST_TMP/before.traj
-printf 'first file\n' > "$TEST_TMP/seed.txt"
-"$TRAJPACK" create -q "$archive" "$TEST_TMP/seed.txt" || fail "create failed"
-cp "$archive" "$before"
+make_seed_archive
 
 # expect_fail STATUS MESSAGE COMMAND...: COMMAND exits STATUS and says
 # MESSAGE (a fixed string) on stderr, in one line, and prints no stdout.

@@ -8,11 +8,7 @@
 set -eu
 . "$(dirname "$0")/lib.sh"
 
-archive=$TEST_TMP/a.traj
-before=$TEST_TMP/before.traj
-printf 'first file\n' > "$TEST_TMP/seed.txt"
-"$TRAJPACK" create -q "$archive" "$TEST_TMP/seed.txt" || fail "create failed"
-cp "$archive" "$before"
+make_seed_archive
 "$TRAJPACK" list "$archive" > "$TEST_TMP/list.before"
 
 # refuse MESSAGE ARGS...: `trajpack add -q ARCHIVE ARGS...` exits 1 with

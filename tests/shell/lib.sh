@@ -80,3 +80,14 @@ assert_same_tree() {
         fi
     done < "$TEST_TMP/tree.a"
 }
+
+# make_seed_archive: sets archive, an archive of one small file
+# ($TEST_TMP/seed.txt), and before, a copy of it for showing that what
+# was refused left the archive byte-identical.
+make_seed_archive() {
+    archive=$TEST_TMP/a.traj
+    before=$TEST_TMP/before.traj
+    printf 'first file\n' > "$TEST_TMP/seed.txt"
+    "$TRAJPACK" create -q "$archive" "$TEST_TMP/seed.txt" || fail "create failed"
+    cp "$archive" "$before"
+}

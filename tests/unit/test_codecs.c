@@ -16,9 +16,6 @@
 
 static const unsigned self_contained_codecs[] = { TF_CODEC_RAW, TF_CODEC_ZSTD, TF_CODEC_BYTEGROUP };
 
-static const unsigned float_dtypes[] = {
-    TF_DT_F16, TF_DT_BF16, TF_DT_F32, TF_DT_F64, TF_DT_F8_E4M3, TF_DT_F8_E5M2,
-};
 
 static const tf_codec *codec_of(unsigned id)
 {
@@ -114,12 +111,6 @@ static size_t special_patterns(unsigned exp_bits, unsigned man_bits, uint64_t ou
     return n;
 }
 
-static void put_element(uint8_t *p, unsigned size, uint64_t bits)
-{
-    for (unsigned b = 0; b < size; b++)
-        p[b] = (uint8_t)(bits >> (8 * b));
-}
-
 /* n elements of dtype: the special patterns, then random bit patterns,
  * with specials sprinkled among them. */
 static uint8_t *special_floats(unsigned dtype, size_t n)
@@ -135,7 +126,7 @@ static uint8_t *special_floats(unsigned dtype, size_t n)
         uint64_t bits = i < nspecial ? specials[i]
                         : rng_next() % 4 == 0 ? specials[rng_next() % nspecial]
                         : rng_next() & width_mask;
-        put_element(p + i * info->size, info->size, bits);
+        test_put_elem(p + i * info->size, info->size, bits);
     }
     return p;
 }
@@ -145,8 +136,8 @@ static const size_t float_counts[] = { 0, 1, 12, 777, MIB + 1 };
 /* One loop index per (codec, dtype) pair. */
 START_TEST(special_floats_round_trip)
 {
-    unsigned codec = self_contained_codecs[_i / ARRAY_LEN(float_dtypes)];
-    unsigned dtype = float_dtypes[_i % ARRAY_LEN(float_dtypes)];
+    unsigned codec = self_contained_codecs[_i / N_TEST_FLOAT_DTYPES];
+    unsigned dtype = test_float_dtypes[_i % N_TEST_FLOAT_DTYPES];
     if (!codec_takes(codec, dtype))
         return; /* covered by bytegroup_refuses_other_dtypes */
     unsigned size = tf_dtype_get(dtype)->size;
@@ -359,7 +350,7 @@ static Suite *codecs_suite(void)
     tcase_set_timeout(rt, 120);
     tcase_add_loop_test(rt, random_bytes_round_trip, 0, ARRAY_LEN(self_contained_codecs));
     tcase_add_loop_test(rt, special_floats_round_trip, 0,
-                        ARRAY_LEN(self_contained_codecs) * ARRAY_LEN(float_dtypes));
+                        ARRAY_LEN(self_contained_codecs) * N_TEST_FLOAT_DTYPES);
     tcase_add_test(rt, special_patterns_are_what_they_claim);
     tcase_add_loop_test(rt, bytegroup_refuses_other_dtypes, 0, ARRAY_LEN(non_bytegroup_dtypes));
     tcase_add_test(rt, bytegroup_refuses_a_partial_element);

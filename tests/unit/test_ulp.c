@@ -13,21 +13,6 @@
 #include "common/hash.h"
 #include "format/dtype.h"
 
-static const unsigned float_dtypes[] = { TF_DT_BF16, TF_DT_F16, TF_DT_F32,
-                                         TF_DT_F64, TF_DT_F8_E4M3, TF_DT_F8_E5M2 };
-#define N_FLOAT_DTYPES (sizeof float_dtypes / sizeof float_dtypes[0])
-
-static unsigned elem_size(unsigned dtype)
-{
-    return tf_dtype_get(dtype)->size;
-}
-
-static void put_elem(uint8_t *p, unsigned size, uint64_t v)
-{
-    for (unsigned i = 0; i < size; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static uint64_t make_float(unsigned dtype, uint64_t sign, uint64_t exp, uint64_t man)
 {
     const tf_dtype_info *d = tf_dtype_get(dtype);
@@ -69,7 +54,7 @@ static uint64_t weight_like(unsigned dtype)
 /* A target close to r in rank: a few ULPs mostly, now and then far. */
 static uint64_t step_from(uint64_t r, unsigned dtype)
 {
-    unsigned width = 8 * elem_size(dtype);
+    unsigned width = 8 * tf_dtype_get(dtype)->size;
     uint64_t mask = tf_ulp_mask(width);
     uint64_t roll = rng_next() % 100;
     int64_t step = roll < 70 ? (int64_t)(rng_next() % 9) - 4
@@ -83,7 +68,7 @@ typedef enum { PAT_RANDOM, PAT_SPECIAL, PAT_TRAJECTORY, PAT_SAME } pattern;
 /* Fills target and reference with n elements of dtype. */
 static void make_pair(unsigned dtype, pattern pat, size_t n, uint64_t seed, uint8_t *x, uint8_t *r)
 {
-    unsigned size = elem_size(dtype);
+    unsigned size = tf_dtype_get(dtype)->size;
     uint64_t mask = tf_ulp_mask(8 * size), specials[32];
     size_t n_special = special_values(dtype, specials);
     rng_state = seed;
@@ -106,8 +91,8 @@ static void make_pair(unsigned dtype, pattern pat, size_t n, uint64_t seed, uint
             rv = xv = weight_like(dtype);
             break;
         }
-        put_elem(r + i * size, size, rv);
-        put_elem(x + i * size, size, xv);
+        test_put_elem(r + i * size, size, rv);
+        test_put_elem(x + i * size, size, xv);
     }
 }
 
@@ -155,23 +140,33 @@ static int decode_copy(unsigned dtype, const uint8_t *enc, size_t enc_len, const
     return rc;
 }
 
-static void roundtrip(unsigned dtype, pattern pat, size_t n, uint64_t seed)
+/* Fits, encodes and decodes x against reference r: the same len bytes
+ * must come back (what names the case in a failure). */
+static void check_roundtrip(unsigned dtype, const uint8_t *x, const uint8_t *r, size_t len,
+                            const char *what)
 {
-    size_t len = n * elem_size(dtype);
-    uint8_t *x = malloc(len + 1), *r = malloc(len + 1), *got = malloc(len + 1);
-    make_pair(dtype, pat, n, seed, x, r);
+    uint8_t *got = malloc(len + 1);
     tf_buf model, enc = { 0 };
     fit(dtype, x, r, len, &model);
     encode(dtype, x, r, len, &model, &enc);
     ck_assert_msg(decode_copy(dtype, enc.data, enc.len, r, model.data, model.len, got, len) == 0,
-                  "dtype %u pattern %d n %zu", dtype, pat, n);
-    ck_assert_msg(len == 0 || memcmp(got, x, len) == 0, "dtype %u pattern %d n %zu", dtype,
-                  pat, n);
+                  "%s: decoding failed", what);
+    ck_assert_msg(len == 0 || memcmp(got, x, len) == 0, "%s: other bytes", what);
     tf_buf_free(&model);
     tf_buf_free(&enc);
+    free(got);
+}
+
+static void roundtrip(unsigned dtype, pattern pat, size_t n, uint64_t seed)
+{
+    size_t len = n * tf_dtype_get(dtype)->size;
+    uint8_t *x = malloc(len + 1), *r = malloc(len + 1);
+    make_pair(dtype, pat, n, seed, x, r);
+    char what[64];
+    snprintf(what, sizeof what, "dtype %u pattern %d n %zu", dtype, pat, n);
+    check_roundtrip(dtype, x, r, len, what);
     free(x);
     free(r);
-    free(got);
 }
 
 START_TEST(test_key_is_monotone)
@@ -245,10 +240,10 @@ START_TEST(test_roundtrip_all_dtypes)
 {
     const size_t sizes[] = { 0, 1, 2, 7, 8, 9, 17, 1000, 65537 };
     const pattern pats[] = { PAT_RANDOM, PAT_SPECIAL, PAT_TRAJECTORY, PAT_SAME };
-    for (size_t d = 0; d < N_FLOAT_DTYPES; d++)
+    for (size_t d = 0; d < N_TEST_FLOAT_DTYPES; d++)
         for (size_t p = 0; p < 4; p++)
             for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-                roundtrip(float_dtypes[d], pats[p], sizes[s], 1000 * d + 100 * p + s);
+                roundtrip(test_float_dtypes[d], pats[p], sizes[s], 1000 * d + 100 * p + s);
 }
 END_TEST
 
@@ -258,14 +253,14 @@ START_TEST(test_raw_tail_of_every_length)
      * raw bits of a chunk, wherever they fall in a byte, are written
      * (the heap is dirtied first, so that bytes left unwritten by the
      * encoder would show). */
-    for (size_t d = 0; d < N_FLOAT_DTYPES; d++) {
+    for (size_t d = 0; d < N_TEST_FLOAT_DTYPES; d++) {
         for (size_t n = 1; n <= 80; n++) {
             for (uint64_t seed = 0; seed < 3; seed++) {
-                size_t len = n * elem_size(float_dtypes[d]);
+                size_t len = n * tf_dtype_get(test_float_dtypes[d])->size;
                 uint8_t *dirty = malloc(4 * len + 64);
                 memset(dirty, 0xa5, 4 * len + 64);
                 free(dirty);
-                roundtrip(float_dtypes[d], seed == 2 ? PAT_SPECIAL : PAT_RANDOM, n,
+                roundtrip(test_float_dtypes[d], seed == 2 ? PAT_SPECIAL : PAT_RANDOM, n,
                           5000 + 100 * n + seed);
             }
         }
@@ -282,21 +277,15 @@ START_TEST(test_raw_bits_that_run_out_early)
     const size_t n = 6000, cuts[] = { 16, 100, 1000, 3000, 5990 };
     for (size_t d = 0; d < 3; d++) {
         for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
-            size_t size = elem_size(dtypes[d]), len = n * size, k = cuts[c] * size;
-            uint8_t *x = malloc(len), *r = malloc(len), *got = malloc(len);
+            size_t size = tf_dtype_get(dtypes[d])->size, len = n * size, k = cuts[c] * size;
+            uint8_t *x = malloc(len), *r = malloc(len);
             make_pair(dtypes[d], c % 2 ? PAT_RANDOM : PAT_TRAJECTORY, cuts[c], 40 + c, x, r);
             make_pair(dtypes[d], PAT_SAME, n - cuts[c], 50 + c, x + k, r + k);
-            tf_buf model, enc = { 0 };
-            fit(dtypes[d], x, r, len, &model);
-            encode(dtypes[d], x, r, len, &model, &enc);
-            ck_assert_int_eq(decode_copy(dtypes[d], enc.data, enc.len, r, model.data, model.len,
-                                         got, len), 0);
-            ck_assert_msg(memcmp(got, x, len) == 0, "dtype %u cut %zu", dtypes[d], cuts[c]);
-            tf_buf_free(&model);
-            tf_buf_free(&enc);
+            char what[64];
+            snprintf(what, sizeof what, "dtype %u cut %zu", dtypes[d], cuts[c]);
+            check_roundtrip(dtypes[d], x, r, len, what);
             free(x);
             free(r);
-            free(got);
         }
     }
 }
@@ -306,24 +295,15 @@ START_TEST(test_every_bit_pattern_8bit)
 {
     /* All 256 x 256 (target, reference) pairs of both 8-bit formats. */
     const unsigned dtypes[] = { TF_DT_F8_E4M3, TF_DT_F8_E5M2 };
-    uint8_t *x = malloc(65536), *r = malloc(65536), *got = malloc(65536);
+    uint8_t *x = malloc(65536), *r = malloc(65536);
     for (size_t i = 0; i < 65536; i++) {
         x[i] = (uint8_t)i;
         r[i] = (uint8_t)(i >> 8);
     }
-    for (size_t d = 0; d < 2; d++) {
-        tf_buf model, enc = { 0 };
-        fit(dtypes[d], x, r, 65536, &model);
-        encode(dtypes[d], x, r, 65536, &model, &enc);
-        ck_assert_int_eq(decode_copy(dtypes[d], enc.data, enc.len, r, model.data, model.len,
-                                     got, 65536), 0);
-        ck_assert(memcmp(got, x, 65536) == 0);
-        tf_buf_free(&model);
-        tf_buf_free(&enc);
-    }
+    for (size_t d = 0; d < 2; d++)
+        check_roundtrip(dtypes[d], x, r, 65536, tf_dtype_get(dtypes[d])->name);
     free(x);
     free(r);
-    free(got);
 }
 END_TEST
 
@@ -398,7 +378,7 @@ static uint64_t pinned_output_hash(unsigned dtype)
     const size_t parts[] = { 60000, 3000, 2001 }; /* elements per pattern */
     const pattern pats[] = { PAT_TRAJECTORY, PAT_SPECIAL, PAT_RANDOM };
     const size_t chunks[] = { 40000, 1500, 2049, 21452 };
-    size_t size = elem_size(dtype), n = parts[0] + parts[1] + parts[2], len = n * size;
+    size_t size = tf_dtype_get(dtype)->size, n = parts[0] + parts[1] + parts[2], len = n * size;
     uint8_t *x = malloc(len), *r = malloc(len);
     ck_assert(x && r);
     for (size_t p = 0, at = 0; p < 3; at += parts[p], p++)
@@ -484,7 +464,7 @@ START_TEST(test_uncovered_symbols)
     encode(TF_DT_BF16, x, r, len, &model, &enc);
     uint8_t *r2 = malloc(len);
     memcpy(r2, r, len);
-    put_elem(r2 + 6, 2, make_float(TF_DT_BF16, 0, 200, 0)); /* exponent 200: no row */
+    test_put_elem(r2 + 6, 2, make_float(TF_DT_BF16, 0, 200, 0)); /* exponent 200: no row */
     ctx = ctx_for(TF_DT_BF16, r2, len, &model);
     tf_buf other = { 0 };
     ck_assert_int_eq(tf_codec_ulp.encode(x, len, &ctx, &other, &e), -1);
@@ -512,7 +492,7 @@ typedef struct {
 
 static fixture make_fixture(unsigned dtype, size_t n, uint64_t seed)
 {
-    fixture f = { .dtype = dtype, .len = n * elem_size(dtype) };
+    fixture f = { .dtype = dtype, .len = n * tf_dtype_get(dtype)->size };
     f.x = malloc(f.len);
     f.r = malloc(f.len);
     f.got = malloc(f.len);
@@ -539,8 +519,8 @@ static int decode_fixture(fixture *f, const uint8_t *enc, size_t enc_len, const 
 
 START_TEST(test_truncated_payload_fails)
 {
-    for (size_t d = 0; d < N_FLOAT_DTYPES; d++) {
-        fixture f = make_fixture(float_dtypes[d], 45, 8 + d);
+    for (size_t d = 0; d < N_TEST_FLOAT_DTYPES; d++) {
+        fixture f = make_fixture(test_float_dtypes[d], 45, 8 + d);
         ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, f.model.data, f.model.len), 0);
         for (size_t cut = 0; cut < f.enc.len; cut++)
             ck_assert_msg(decode_fixture(&f, f.enc.data, cut, f.model.data, f.model.len) == -1,
@@ -609,8 +589,8 @@ START_TEST(test_mutations_never_crash)
 {
     /* Flipped payload bits in the raw tail can decode (to other data);
      * anything else should fail. Nothing may crash or read out of bounds. */
-    for (size_t d = 0; d < N_FLOAT_DTYPES; d++) {
-        fixture f = make_fixture(float_dtypes[d], 200, 11 + d);
+    for (size_t d = 0; d < N_TEST_FLOAT_DTYPES; d++) {
+        fixture f = make_fixture(test_float_dtypes[d], 200, 11 + d);
         uint8_t *bytes = malloc(f.enc.len), *model = malloc(f.model.len);
         rng_state = 12;
         for (int trial = 0; trial < 1000; trial++) {

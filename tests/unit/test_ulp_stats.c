@@ -13,21 +13,6 @@
 #include "codec/ulp_stats.h"
 #include "format/dtype.h"
 
-static const unsigned float_dtypes[] = { TF_DT_BF16, TF_DT_F16, TF_DT_F32,
-                                         TF_DT_F64, TF_DT_F8_E4M3, TF_DT_F8_E5M2 };
-#define N_FLOAT_DTYPES (sizeof float_dtypes / sizeof float_dtypes[0])
-
-static unsigned elem_size(unsigned dtype)
-{
-    return tf_dtype_get(dtype)->size;
-}
-
-static void put_elem(uint8_t *p, unsigned size, uint64_t v)
-{
-    for (unsigned i = 0; i < size; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* What the residuals of a test delta look like. */
 typedef enum {
     RES_TRAJECTORY, /* mostly short, now and then any length */
@@ -54,15 +39,15 @@ static uint64_t residual(residuals kind, unsigned width)
 static uint64_t make_delta(unsigned dtype, residuals kind, size_t n, uint64_t seed, uint8_t *x,
                            uint8_t *r)
 {
-    unsigned size = elem_size(dtype), width = 8 * size;
+    unsigned size = tf_dtype_get(dtype)->size, width = 8 * size;
     uint64_t raw_bits = 0;
     rng_state = seed;
     for (size_t i = 0; i < n; i++) {
         uint64_t rv = rng_next() & tf_ulp_mask(width), z = residual(kind, width);
         unsigned b = tf_ulp_bitlen(z);
         raw_bits += b > 3 ? b - 3 : 0;
-        put_elem(r + i * size, size, rv);
-        put_elem(x + i * size, size, tf_ulp_unresidual(z, rv, width));
+        test_put_elem(r + i * size, size, rv);
+        test_put_elem(x + i * size, size, tf_ulp_unresidual(z, rv, width));
     }
     return raw_bits;
 }
@@ -84,7 +69,7 @@ static tf_codec_ctx ctx_of(const fixture *f)
 
 static fixture make_fixture(unsigned dtype, residuals kind, size_t n, uint64_t seed)
 {
-    fixture f = { .dtype = dtype, .len = n * elem_size(dtype) };
+    fixture f = { .dtype = dtype, .len = n * tf_dtype_get(dtype)->size };
     f.x = malloc(f.len + 1);
     f.r = malloc(f.len + 1);
     ck_assert(f.x && f.r);
@@ -126,9 +111,9 @@ START_TEST(test_breakdown_sums_to_stored_bits)
 {
     /* One element, a one-lane stream, a 16-lane stream. */
     const size_t sizes[] = { 1, 1000, 5000 };
-    for (size_t d = 0; d < N_FLOAT_DTYPES; d++) {
+    for (size_t d = 0; d < N_TEST_FLOAT_DTYPES; d++) {
         for (size_t k = 0; k < 3; k++) {
-            fixture f = make_fixture(float_dtypes[d], RES_TRAJECTORY, sizes[k], 1 + d + 10 * k);
+            fixture f = make_fixture(test_float_dtypes[d], RES_TRAJECTORY, sizes[k], 1 + d + 10 * k);
             int rc;
             tf_ulp_bits bits = breakdown_of(&f, f.enc.data, f.enc.len, &rc);
             ck_assert_msg(rc == 0, "dtype %u, %zu elements", f.dtype, sizes[k]);
@@ -255,9 +240,9 @@ static double joint_entropy(const tf_ulp_hist *h)
 
 START_TEST(test_entropy_chain_rule)
 {
-    for (size_t d = 0; d < N_FLOAT_DTYPES; d++) {
-        unsigned dtype = float_dtypes[d];
-        size_t n = 20000, len = n * elem_size(dtype);
+    for (size_t d = 0; d < N_TEST_FLOAT_DTYPES; d++) {
+        unsigned dtype = test_float_dtypes[d];
+        size_t n = 20000, len = n * tf_dtype_get(dtype)->size;
         uint8_t *x = malloc(len), *r = malloc(len);
         uint64_t raw_bits = make_delta(dtype, RES_TRAJECTORY, n, 20 + d, x, r);
         tf_ulp_hist h;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "format/dtype.h"
 
 uint64_t rng_state;
 
@@ -98,4 +99,14 @@ void test_write_safetensors(const char *path, const test_tensor *t, size_t n)
     for (size_t i = 0; i < n; i++)
         ck_assert_uint_eq(fwrite(t[i].data, 1, t[i].len, f), t[i].len);
     ck_assert_int_eq(fclose(f), 0);
+}
+
+const unsigned test_float_dtypes[N_TEST_FLOAT_DTYPES] = {
+    TF_DT_BF16, TF_DT_F16, TF_DT_F32, TF_DT_F64, TF_DT_F8_E4M3, TF_DT_F8_E5M2,
+};
+
+void test_put_elem(uint8_t *p, unsigned size, uint64_t v)
+{
+    for (unsigned i = 0; i < size; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
 }

@@ -31,6 +31,12 @@ void test_dir_remove(void);
 /* test_dir/name in out. */
 const char *test_path(const char *name, char out[TEST_PATH_MAX]);
 
+/* Every float dtype the archive supports. */
+#define N_TEST_FLOAT_DTYPES 6
+extern const unsigned test_float_dtypes[N_TEST_FLOAT_DTYPES];
+/* Stores the low size bytes of v at p, little-endian: an element's bits. */
+void test_put_elem(uint8_t *p, unsigned size, uint64_t v);
+
 /* A tensor of a safetensors file a test writes. */
 typedef struct {
     const char *name;
