@@ -59,13 +59,14 @@ static uint32_t kraft_units(unsigned len)
 /* Clamps to the limit, then lengthens the codes whose lengthening costs
  * the fewest bits per unit of Kraft sum until the code is valid, then
  * shortens the most frequent codes while the Kraft sum leaves room. */
-static void limit_lengths(const uint64_t *count, const uint16_t *order, unsigned m, uint8_t *len)
+static void limit_lengths(const uint64_t *count, const uint16_t *order, unsigned m,
+                          unsigned limit, uint8_t *len)
 {
     uint32_t kraft = 0;
     for (unsigned i = 0; i < m; i++) {
         unsigned s = order[i];
-        if (len[s] > TF_HUFF_MAX_LEN)
-            len[s] = TF_HUFF_MAX_LEN;
+        if (len[s] > limit)
+            len[s] = (uint8_t)limit;
         kraft += kraft_units(len[s]);
     }
     while (kraft > KRAFT_FULL) {
@@ -73,7 +74,7 @@ static void limit_lengths(const uint64_t *count, const uint16_t *order, unsigned
         for (unsigned i = 0; i < m; i++) {
             unsigned s = order[i];
             /* cost count / (units freed) = count * 2^(len + 1) / 2^MAX */
-            if (len[s] < TF_HUFF_MAX_LEN &&
+            if (len[s] < limit &&
                 (best == m || count[s] << len[s] < count[order[best]] << len[order[best]]))
                 best = i;
         }
@@ -97,7 +98,7 @@ static void limit_lengths(const uint64_t *count, const uint16_t *order, unsigned
     }
 }
 
-void tf_huff_lengths(const uint64_t *count, unsigned n_sym, uint8_t *len)
+void tf_huff_lengths(const uint64_t *count, unsigned n_sym, unsigned limit, uint8_t *len)
 {
     uint16_t order[TF_HUFF_MAX_SYMBOLS];
     unsigned depth[TF_HUFF_MAX_SYMBOLS];
@@ -113,8 +114,11 @@ void tf_huff_lengths(const uint64_t *count, unsigned n_sym, uint8_t *len)
         len[order[i]] = (uint8_t)(depth[i] < 255 ? depth[i] : 255);
         max = depth[i] > max ? depth[i] : max;
     }
-    if (max > TF_HUFF_MAX_LEN)
-        limit_lengths(count, order, m, len);
+    /* m symbols need codes of ceil(log2(m)) bits at least */
+    while (limit < TF_HUFF_MAX_LEN && (1u << limit) < m)
+        limit++;
+    if (max > limit)
+        limit_lengths(count, order, m, limit, len);
 }
 
 uint64_t tf_huff_cost_bits(const uint64_t *count, const uint8_t *len, unsigned n_sym)
@@ -174,16 +178,37 @@ void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_s
         for (unsigned pattern = first; pattern < (1u << dec->bits); pattern += 1u << len[s])
             dec->entry[pattern] = (uint16_t)(s | (unsigned)len[s] << 8);
     }
-    dec->has_pairs = codes >= 1u << dec->bits;
-    for (unsigned pattern = 0; dec->has_pairs && pattern < (1u << dec->bits); pattern++) {
-        unsigned e1 = dec->entry[pattern], l1 = e1 >> 8;
-        /* the bits after the first code, zeros above them: a second code
-         * of at most bits - l1 bits is found on them alone */
-        unsigned e2 = l1 ? dec->entry[pattern >> l1] : 0, l2 = e2 >> 8;
-        dec->pair[pattern] = !l1 ? 0
-                             : l2 && l1 + l2 <= dec->bits
-                                 ? (e1 & 0xff) | (e2 & 0xff) << 8 | (l1 + l2) << 16 | 2u << 24
-                                 : (e1 & 0xff) | l1 << 16 | 1u << 24;
+    /* The multi table pays for its filling when there are more codes to
+     * read than patterns; several codes a pattern, when there are several
+     * times more, the window growing to 12 bits while they are. */
+    unsigned window = dec->bits;
+    while (window < TF_HUFF_MAX_LEN && codes >= 8u << window)
+        window++;
+    const unsigned most = codes >= 4u << window ? TF_HUFF_MULTI_MAX : 1;
+    dec->multi_bits = window;
+    dec->has_multi = codes >= 1u << window;
+    const unsigned mask = (1u << dec->bits) - 1;
+    if (dec->has_multi && most == 1) { /* the entries, re-encoded */
+        for (unsigned pattern = 0; pattern < (1u << window); pattern++) {
+            unsigned ent = dec->entry[pattern];
+            dec->multi[pattern] = ent >> 8 ? (ent & 0xff) | (ent >> 8) << 24 | 1u << 28
+                                           : TF_HUFF_MULTI_BAD;
+        }
+        return;
+    }
+    for (unsigned pattern = 0; dec->has_multi && pattern < (1u << window); pattern++) {
+        /* the bits after the codes taken, zeros above them: a next code
+         * of at most window - used bits is found on them alone */
+        uint32_t multi = 0;
+        unsigned used = 0, n = 0;
+        while (n < most) {
+            unsigned ent = dec->entry[(pattern >> used) & mask], l = ent >> 8;
+            if (!l || used + l > window)
+                break;
+            multi |= (ent & 0xffu) << (8 * n++);
+            used += l;
+        }
+        dec->multi[pattern] = n ? multi | used << 24 | n << 28 : TF_HUFF_MULTI_BAD;
     }
 }
 

@@ -22,10 +22,12 @@
 #define TF_HUFF_MAX_SYMBOLS 256
 #define TF_HUFF_MAX_LEN 12
 
-/* Optimal lengths under the length limit for the counts of n_sym <= 256
- * symbols (len[s] = 0 where count[s] = 0; a lone symbol gets length 1).
- * Deterministic. */
-void tf_huff_lengths(const uint64_t *count, unsigned n_sym, uint8_t *len);
+/* Optimal lengths of at most `limit` bits (<= TF_HUFF_MAX_LEN; raised to
+ * what the symbols present need) for the counts of n_sym <= 256 symbols
+ * (len[s] = 0 where count[s] = 0; a lone symbol gets length 1). A
+ * decoder's table has an entry per pattern of the longest length: a
+ * lower limit makes it cheaper to fill. Deterministic. */
+void tf_huff_lengths(const uint64_t *count, unsigned n_sym, unsigned limit, uint8_t *len);
 
 /* Bits the code spends on the counted symbols. */
 uint64_t tf_huff_cost_bits(const uint64_t *count, const uint8_t *len, unsigned n_sym);
@@ -52,17 +54,25 @@ int tf_huff_table_read(tf_reader *r, unsigned max_sym, uint8_t *len, tf_error *e
 typedef struct {
     unsigned bits;
     uint16_t entry[1u << TF_HUFF_MAX_LEN];
-    /* When built (has_pairs), the same patterns read as the one or two
-     * codes they begin with: symbol 1 | symbol 2 << 8 | their total
-     * length << 16 | how many (1 or 2; 0 where no code starts) << 24.
-     * Decoding two symbols a lookup halves the chain of dependent
-     * lookups, which pays for the table on streams of more codes than
-     * it has entries. */
-    bool has_pairs;
-    uint32_t pair[1u << TF_HUFF_MAX_LEN];
+    /* When built (has_multi: there are more codes to read than
+     * patterns), every pattern of multi_bits bits (bits <= multi_bits <=
+     * TF_HUFF_MAX_LEN) read as the whole codes it begins with, up to
+     * three when the codes to read are several times more than the
+     * patterns (which pays for the filling; else one): symbols 1, 2, 3
+     * in bytes 0, 1, 2 | their total length << 24 (4 bits) | how many
+     * << 28 (2 bits); a pattern no code starts is TF_HUFF_MULTI_BAD (one
+     * symbol 0 of one bit, so that a decoder always moves on, and notes
+     * it by that bit). Several symbols a lookup shorten the chain of
+     * dependent lookups. */
+    bool has_multi;
+    unsigned multi_bits;
+    uint32_t multi[1u << TF_HUFF_MAX_LEN];
 } tf_huff_decoder;
 
-/* codes: how many the decoder will read (to choose whether pairs pay). */
+#define TF_HUFF_MULTI_MAX 3
+#define TF_HUFF_MULTI_BAD (1u << 31 | 1u << 28 | 1u << 24)
+
+/* codes: how many the decoder will read (to size the multi table). */
 void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_sym,
                           uint64_t codes);
 

@@ -121,7 +121,7 @@ static void put_sibling_name(text *t, const tf_prog *p, const tf_prog_node *m, u
 
 static void put_node(text *t, const tf_prog *p, unsigned i, unsigned dtype)
 {
-    static const char *const coding[] = { "raw", "pack", "huff", "rans" };
+    static const char *const coding[] = { "raw", "pack", "huff", "rans", "huff4" };
     static const char *const map[] = { "xor", "add", "zigzag", "gray", "bitrev", "rotl" };
     static const char *const scan[] = { "xor", "add" };
     const tf_prog_node *k = &p->node[i];

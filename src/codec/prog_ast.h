@@ -65,6 +65,7 @@ typedef enum {
     TF_PROG_CODE_PACK = 1, /* w < b bits per word */
     TF_PROG_CODE_HUFF = 2, /* canonical Huffman over byte symbols */
     TF_PROG_CODE_RANS = 3, /* static rANS over byte symbols, optional contexts */
+    TF_PROG_CODE_HUFF4 = 4, /* HUFF in four streams, decoded side by side */
     TF_PROG_CODINGS
 } tf_prog_coding;
 

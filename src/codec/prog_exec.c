@@ -8,6 +8,12 @@
 #include "codec/prog_leaf.h"
 #include "codec/prog_ops.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define EXEC_HAVE_AVX2 1
+#define EXEC_AVX2 static inline __attribute__((target("avx2"), always_inline))
+#endif
+
 /* Words per pull: small enough that a merge's children and its output
  * stay in L1/L2, large enough to amortize the calls. */
 #define BLOCK 1024
@@ -191,20 +197,90 @@ static void store32(const uint32_t *restrict word, size_t count, unsigned bytes,
         put_word(dst, i, word[i], bytes);
 }
 
-/* word[j] = f[j] << shift for the first field, word[j] |= f[j] << shift
- * for the others, over whole groups: fields and words are BLOCK long, a
- * multiple of GROUP, and what lies past count is never stored. */
-static void merge32(const uint32_t *restrict f, unsigned shift, uint32_t *restrict word,
-                    size_t count, bool first)
+/* word[j] = the OR of field c's f_c[j] << shift[c], over whole groups:
+ * fields and words are BLOCK long, a multiple of GROUP, and what lies
+ * past count is never stored. */
+static void merge32(const uint32_t *restrict field, const unsigned *shift, unsigned n_kids,
+                    uint32_t *restrict word, size_t count)
 {
-    if (first)
+    for (size_t i = 0; i < count; i += GROUP)
+        for (unsigned k = 0; k < GROUP; k++)
+            word[i + k] = field[i + k] << shift[0];
+    for (unsigned c = 1; c < n_kids; c++) {
+        const uint32_t *restrict f = field + (size_t)c * BLOCK;
         for (size_t i = 0; i < count; i += GROUP)
             for (unsigned k = 0; k < GROUP; k++)
-                word[i + k] = f[i + k] << shift;
-    else
-        for (size_t i = 0; i < count; i += GROUP)
-            for (unsigned k = 0; k < GROUP; k++)
-                word[i + k] |= f[i + k] << shift;
+                word[i + k] |= f[i + k] << shift[c];
+    }
+}
+
+#ifdef EXEC_HAVE_AVX2
+/* The words of 8 positions from the fields (shift: each field's count). */
+EXEC_AVX2 __m256i avx2_word8(const uint32_t *field, const __m128i *shift, unsigned n_kids,
+                             size_t i)
+{
+    __m256i w = _mm256_setzero_si256();
+    for (unsigned c = 0; c < n_kids; c++) {
+        __m256i f = _mm256_loadu_si256((const __m256i *)(field + (size_t)c * BLOCK + i));
+        w = _mm256_or_si256(w, _mm256_sll_epi32(f, shift[c]));
+    }
+    return w;
+}
+
+/* merge32 and store32 in one pass, for words of 2 or 4 bytes; returns
+ * how many words it stored (whole groups of 16). Inlined for each
+ * common number of fields, whose loop the compiler then unrolls. */
+EXEC_AVX2 size_t avx2_assemble_n(const uint32_t *field, const __m128i *shift, unsigned n_kids,
+                                 size_t count, unsigned bytes, uint8_t *dst)
+{
+    size_t i = 0;
+    for (; i + 16 <= count && bytes == 4; i += 16) {
+        _mm256_storeu_si256((__m256i *)(dst + 4 * i), avx2_word8(field, shift, n_kids, i));
+        _mm256_storeu_si256((__m256i *)(dst + 4 * i + 32),
+                            avx2_word8(field, shift, n_kids, i + 8));
+    }
+    for (; i + 16 <= count && bytes == 2; i += 16) {
+        __m256i lo = avx2_word8(field, shift, n_kids, i), hi = avx2_word8(field, shift, n_kids, i + 8);
+        /* words of 16 bits: packing saturates nothing */
+        __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+        _mm256_storeu_si256((__m256i *)(dst + 2 * i), packed);
+    }
+    return i;
+}
+
+__attribute__((target("avx2"))) static size_t avx2_assemble(const uint32_t *field,
+                                                            const unsigned *shift,
+                                                            unsigned n_kids, size_t count,
+                                                            unsigned bytes, uint8_t *dst)
+{
+    __m128i count_of[TF_PROG_MAX_ARITY];
+    for (unsigned c = 0; c < n_kids; c++)
+        count_of[c] = _mm_cvtsi32_si128((int)shift[c]);
+    switch (n_kids) {
+    case 2: return avx2_assemble_n(field, count_of, 2, count, bytes, dst);
+    case 3: return avx2_assemble_n(field, count_of, 3, count, bytes, dst);
+    case 4: return avx2_assemble_n(field, count_of, 4, count, bytes, dst);
+    default: return avx2_assemble_n(field, count_of, n_kids, count, bytes, dst);
+    }
+}
+#endif
+
+/* The words of the fields, stored as `bytes` bytes each. */
+static void assemble(const uint32_t *field, const unsigned *shift, unsigned n_kids,
+                     uint32_t *word, size_t count, unsigned bytes, uint8_t *dst,
+                     tf_simd_level simd)
+{
+    size_t done = 0;
+#ifdef EXEC_HAVE_AVX2
+    if (simd >= TF_SIMD_AVX2 && bytes >= 2)
+        done = avx2_assemble(field, shift, n_kids, count, bytes, dst);
+#else
+    (void)simd;
+#endif
+    if (done == count)
+        return;
+    merge32(field, shift, n_kids, word, count);
+    store32(word + done, count - done, bytes, dst + done * bytes);
 }
 
 /* The maps above the merge m, innermost first, on the block's words. */
@@ -225,19 +301,21 @@ static int run_flat(executor *x, unsigned m, uint8_t *dst, uint64_t *wide, tf_er
 {
     const tf_prog_node *merge = &x->p->node[m];
     const unsigned bytes = merge->width / 8, n_kids = merge->n_kids;
-    /* the kids' fields of the block, then the words */
-    uint32_t *field = calloc(((size_t)n_kids + 1) * BLOCK, sizeof *field);
+    const tf_simd_level simd = tf_simd_level_get();
+    /* the kids' fields of the block, then the words (not cleared: what
+     * lies past a block's count is computed on, never stored) */
+    uint32_t *field = malloc(((size_t)n_kids + 1) * BLOCK * sizeof *field);
     if (!field)
         return tf_fail(e, ENOMEM, "prog: out of memory executing a program");
     uint32_t *word = field + (size_t)n_kids * BLOCK;
     for (uint64_t at = 0; at < merge->n; at += BLOCK) {
         size_t count = merge->n - at < BLOCK ? (size_t)(merge->n - at) : BLOCK;
-        unsigned shift = merge->width;
+        unsigned shift[TF_PROG_MAX_ARITY], left = merge->width;
         for (unsigned c = 0; c < n_kids; c++) {
             unsigned i = merge->kid0 + c;
             const tf_prog_node *kid = &x->p->node[i];
             uint32_t *f = field + (size_t)c * BLOCK;
-            shift -= kid->width;
+            shift[c] = left -= kid->width;
             if (kid->op == TF_PROG_CONST) {
                 for (size_t j = 0; j < count; j++)
                     f[j] = (uint32_t)kid->param;
@@ -246,11 +324,11 @@ static int run_flat(executor *x, unsigned m, uint8_t *dst, uint64_t *wide, tf_er
                 tf_prog_lit_read32(&x->lit[i], f, count,
                                    src ? field + (size_t)(src - 1) * BLOCK : NULL);
             }
-            merge32(f, shift, word, count, c == 0);
         }
         if (m == 0) {
-            store32(word, count, bytes, dst + at * bytes);
+            assemble(field, shift, n_kids, word, count, bytes, dst + at * bytes, simd);
         } else {
+            merge32(field, shift, n_kids, word, count);
             apply_maps(x->p, m, word, wide, count);
             tf_prog_words_store(wide, count, bytes, dst + at * bytes);
         }

@@ -1,6 +1,8 @@
 /* Literal leaves of prog: n words of b bits in the physical coding that
  * makes them smallest, measured exactly (paper §2.2, "Physical literal
- * coding").
+ * coding"), with the time each coding takes to decode priced in
+ * (prog_leaf.c, lit_cost): a few tenths of a percent of size buy a
+ * decoder two to three times faster.
  *
  * The body of a literal (its length is stored by the program around it):
  *   u8 coding, then
@@ -8,6 +10,10 @@
  *   PACK  u8 w (1 <= w < b) | n * w bits: every word is below 2^w
  *   HUFF  Huffman lengths (huffman.h) over symbols < min(256, 2^b) |
  *         the codes, LSB first, zero-padded
+ *   HUFF4 Huffman lengths as HUFF | varint bytes of streams 0, 1, 2 |
+ *         streams 0..3, each as HUFF's codes: word i is coded in stream
+ *         (i / TF_PROG_HUFF_SEGMENT) mod 4, so a decoder runs four
+ *         independent chains of lookups over each turn of 4 segments
  *   RANS  u8 context source (0: none; 1 + j: the words of sibling j of the
  *         parent merge, decoded before this leaf; 255: this literal's own
  *         word a turn earlier, word i - L for the L = streams x lanes of
@@ -36,6 +42,9 @@
 #include "common/buf.h"
 #include "common/error.h"
 
+#define TF_PROG_HUFF_STREAMS 4
+#define TF_PROG_HUFF_SEGMENT 256
+
 /* The words of an earlier sibling, a possible source of contexts. */
 typedef struct {
     const uint64_t *v; /* n words; NULL when this sibling cannot serve */
@@ -60,8 +69,9 @@ typedef struct {
     size_t size;         /* exact bytes of the body */
 } tf_prog_lit_plan;
 
-/* The smallest coding of v[0..n) (width bits each), trying contexts from
- * the n_src sources (sources[j] is sibling j). */
+/* The cheapest coding of v[0..n) (width bits each: exact size plus the
+ * decoding's price), trying contexts from the n_src sources (sources[j]
+ * is sibling j). */
 int tf_prog_lit_plan_best(const uint64_t *v, size_t n, unsigned width,
                           const tf_prog_ctx_source *sources, unsigned n_src,
                           tf_prog_lit_plan *plan, tf_error *e);
@@ -88,7 +98,7 @@ typedef struct {
     uint64_t n, done;
     const uint8_t *fixed; /* RAW, PACK: the payload, exactly n words */
     size_t fixed_len;
-    tf_bit_reader bits;   /* HUFF */
+    tf_bit_reader bits[TF_PROG_HUFF_STREAMS]; /* HUFF: bits[0]; HUFF4 */
     tf_huff_decoder *huff;
     tf_rans_table table;  /* RANS */
     /* Dense decoding slots of the contexts as tf_rans_decode_rows wants

@@ -11,10 +11,15 @@
  * returns n_sym = max + 1, or 0 when some word is 256 or more. */
 unsigned tf_prog_leaf_symbols(const uint64_t *v, size_t n, uint8_t *sym);
 
-int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, tf_prog_lit_plan *plan);
-int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, tf_buf *out, tf_error *e);
+/* HUFF and HUFF4 (coding says which). */
+int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
+                      tf_prog_lit_plan *plan);
+int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
+                       tf_buf *out, tf_error *e);
 int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e);
 void tf_prog_huff_read(tf_prog_lit_reader *r, uint32_t *out, size_t count);
+/* Whether every stream was consumed exactly. */
+bool tf_prog_huff_exhausted(const tf_prog_lit_reader *r);
 
 int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
                       const tf_prog_ctx_source *sources, unsigned n_src, tf_prog_lit_plan *plan,

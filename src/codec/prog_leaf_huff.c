@@ -1,46 +1,108 @@
-/* Literal leaves in canonical Huffman codes. */
+/* Literal leaves in canonical Huffman codes: one bit stream (HUFF), or
+ * four (HUFF4) that a decoder walks side by side, four independent
+ * chains of table lookups where one stream has one. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec/prog_leaf_codings.h"
 
-static void count_symbols(const uint8_t *sym, size_t n, uint64_t *count)
+static unsigned streams_of(unsigned coding)
 {
-    memset(count, 0, TF_HUFF_MAX_SYMBOLS * sizeof *count);
-    for (size_t i = 0; i < n; i++)
-        count[sym[i]]++;
+    return coding == TF_PROG_CODE_HUFF4 ? TF_PROG_HUFF_STREAMS : 1;
 }
 
-int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, tf_prog_lit_plan *plan)
+/* The stream word i is coded in. */
+static unsigned stream_of(uint64_t i, unsigned streams)
 {
-    uint64_t count[TF_HUFF_MAX_SYMBOLS];
+    return (unsigned)(i / TF_PROG_HUFF_SEGMENT) & (streams - 1);
+}
+
+static size_t varint_bytes(uint64_t v)
+{
+    size_t n = 1;
+    for (; v >= 0x80; v >>= 7)
+        n++;
+    return n;
+}
+
+/* Code lengths for the n symbols: for a short literal, at most
+ * log2(n / 4) bits, so that the decoder fills a table of at most a
+ * quarter as many entries as it reads codes (a cost its few codes would
+ * not repay). */
+static void fit_lengths(const uint8_t *sym, size_t n, unsigned n_sym, uint8_t *len)
+{
+    uint64_t count[TF_HUFF_MAX_SYMBOLS] = { 0 };
+    for (size_t i = 0; i < n; i++)
+        count[sym[i]]++;
+    unsigned limit = 1;
+    while (limit < TF_HUFF_MAX_LEN && (size_t)4 << limit <= n)
+        limit++;
+    tf_huff_lengths(count, n_sym, limit, len);
+}
+
+/* Bits of each stream's codes. */
+static void stream_bits(const uint8_t *sym, size_t n, const uint8_t *len, unsigned streams,
+                        uint64_t *bits)
+{
+    memset(bits, 0, streams * sizeof *bits);
+    for (size_t i = 0; i < n; i++)
+        bits[stream_of(i, streams)] += len[sym[i]];
+}
+
+int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
+                      tf_prog_lit_plan *plan)
+{
     uint8_t len[TF_HUFF_MAX_SYMBOLS];
-    count_symbols(sym, n, count);
-    tf_huff_lengths(count, n_sym, len);
-    uint64_t bits = tf_huff_cost_bits(count, len, n_sym);
-    size_t table = tf_huff_table_size(len, n_sym);
-    if (table == SIZE_MAX)
+    uint64_t bits[TF_PROG_HUFF_STREAMS];
+    fit_lengths(sym, n, n_sym, len);
+    size_t size = tf_huff_table_size(len, n_sym);
+    if (size == SIZE_MAX)
         return -1;
-    *plan = (tf_prog_lit_plan){ .coding = TF_PROG_CODE_HUFF,
-                                .size = 1 + table + (size_t)((bits + 7) / 8) };
+    const unsigned streams = streams_of(coding);
+    stream_bits(sym, n, len, streams, bits);
+    size += 1;
+    for (unsigned s = 0; s < streams; s++) {
+        size_t bytes = (size_t)((bits[s] + 7) / 8);
+        size += bytes + (s + 1 < streams ? varint_bytes(bytes) : 0);
+    }
+    *plan = (tf_prog_lit_plan){ .coding = (uint8_t)coding, .size = size };
     return 0;
 }
 
-int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, tf_buf *out, tf_error *e)
+/* The codes of stream s, zero-padded to a byte. */
+static int write_stream(const uint8_t *sym, size_t n, const tf_huff_encoder *enc,
+                        unsigned streams, unsigned s, tf_buf *out)
 {
-    uint64_t count[TF_HUFF_MAX_SYMBOLS];
+    tf_bit_writer w = { .out = out };
+    for (uint64_t at = (uint64_t)s * TF_PROG_HUFF_SEGMENT; at < n;
+         at += (uint64_t)streams * TF_PROG_HUFF_SEGMENT)
+        for (size_t i = (size_t)at; i < n && i < at + TF_PROG_HUFF_SEGMENT; i++)
+            tf_bits_put(&w, enc->code[sym[i]], enc->len[sym[i]]);
+    return tf_bits_flush(&w);
+}
+
+int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
+                       tf_buf *out, tf_error *e)
+{
     uint8_t len[TF_HUFF_MAX_SYMBOLS];
-    count_symbols(sym, n, count);
-    tf_huff_lengths(count, n_sym, len);
+    fit_lengths(sym, n, n_sym, len);
     if (tf_huff_table_write(len, n_sym, out, e) < 0)
         return -1;
     tf_huff_encoder enc;
     tf_huff_encoder_init(&enc, len, n_sym);
-    tf_bit_writer w = { .out = out };
-    for (size_t i = 0; i < n; i++)
-        tf_bits_put(&w, enc.code[sym[i]], enc.len[sym[i]]);
-    return tf_bits_flush(&w) < 0 ? tf_fail(e, ENOMEM, "prog: out of memory for codes") : 0;
+    const unsigned streams = streams_of(coding);
+    tf_buf part[TF_PROG_HUFF_STREAMS] = { 0 };
+    int rc = 0;
+    for (unsigned s = 0; s + 1 < streams; s++)
+        rc |= write_stream(sym, n, &enc, streams, s, &part[s]) |
+              tf_buf_varint(out, part[s].len);
+    for (unsigned s = 0; s + 1 < streams; s++)
+        rc |= tf_buf_put(out, part[s].data, part[s].len);
+    rc |= write_stream(sym, n, &enc, streams, streams - 1, out);
+    for (unsigned s = 0; s < streams; s++)
+        tf_buf_free(&part[s]);
+    return rc ? tf_fail(e, ENOMEM, "prog: out of memory for codes") : 0;
 }
 
 int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e)
@@ -49,13 +111,35 @@ int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e)
     uint8_t len[TF_HUFF_MAX_SYMBOLS];
     if (tf_huff_table_read(in, max_sym, len, e) < 0)
         return -1;
+    const unsigned streams = streams_of(r->coding);
+    uint64_t size[TF_PROG_HUFF_STREAMS];
+    for (unsigned s = 0; s + 1 < streams; s++)
+        size[s] = tf_read_varint(in);
+    size_t left = tf_reader_left(in);
+    for (unsigned s = 0; s + 1 < streams; s++) {
+        if (in->bad || size[s] > left)
+            return tf_fail(e, EIO, "prog: Huffman stream %u overruns its literal", s);
+        left -= (size_t)size[s];
+    }
+    size[streams - 1] = left;
+    static const uint8_t none[1];
+    for (unsigned s = 0; s < streams; s++) {
+        const uint8_t *p = size[s] ? tf_read_bytes(in, (size_t)size[s]) : none;
+        r->bits[s] = tf_bit_reader_make(p, (size_t)size[s]);
+    }
     r->huff = malloc(sizeof *r->huff);
     if (!r->huff)
         return tf_fail(e, ENOMEM, "prog: out of memory for a Huffman table");
     tf_huff_decoder_init(r->huff, len, max_sym, r->n);
-    size_t left = tf_reader_left(in);
-    r->bits = tf_bit_reader_make(tf_read_bytes(in, left), left);
     return 0;
+}
+
+bool tf_prog_huff_exhausted(const tf_prog_lit_reader *r)
+{
+    bool all = true;
+    for (unsigned s = 0; s < streams_of(r->coding); s++)
+        all &= tf_bits_exhausted(&r->bits[s]);
+    return all;
 }
 
 /* Takes len bits, or what is left when that is less (never shifting past
@@ -69,33 +153,202 @@ static inline bool take_bits(tf_bit_reader *b, unsigned len)
     return there;
 }
 
+/* One code; a pattern no code starts, or the bits running out, is bad. */
+static inline uint32_t get_one(const tf_huff_decoder *dec, tf_bit_reader *b, bool *bad)
+{
+    if (b->count < TF_HUFF_MAX_LEN)
+        tf_bits_refill(b);
+    unsigned ent = dec->entry[b->acc & ((1u << dec->bits) - 1)], len = ent >> 8;
+    *bad |= len == 0 || !take_bits(b, len);
+    return ent & 0xff;
+}
+
+/* Up to TF_HUFF_MULTI_MAX codes into out[0..2] (all three written);
+ * returns how many, at least 1 (a bad pattern counts as one). */
+static inline unsigned get_multi(const tf_huff_decoder *dec, tf_bit_reader *b, uint32_t *out,
+                                 bool *bad)
+{
+    tf_bits_refill(b);
+    uint32_t e = dec->multi[b->acc & ((1u << dec->multi_bits) - 1)];
+    *bad |= e >> 31 | !take_bits(b, e >> 24 & 0xf);
+    out[0] = e & 0xff;
+    out[1] = e >> 8 & 0xff;
+    out[2] = e >> 16 & 0xff;
+    return e >> 28 & 3;
+}
+
+/* Words [0, count) of one stream's run, count codes in a row. */
+static void get_run(const tf_huff_decoder *dec, tf_bit_reader *b, uint32_t *out, size_t count,
+                    bool *bad)
+{
+    tf_bit_reader local = *b; /* in registers, not stored every code */
+    bool wrong = false;
+    size_t i = 0;
+    while (dec->has_multi && count - i >= TF_HUFF_MULTI_MAX)
+        i += get_multi(dec, &local, out + i, &wrong);
+    for (; i < count; i++)
+        out[i] = get_one(dec, &local, &wrong);
+    *b = local;
+    *bad |= wrong;
+}
+
+/* The fast loop's form of a stream's position: bit `used` (< 8) of byte
+ * p on, where every 8-byte load from p that lies in the stream serves
+ * 57 bits, four lookups of at most TF_HUFF_MAX_LEN bits. */
+typedef struct {
+    const uint8_t *p, *end;
+    unsigned used;
+    uint32_t *out, *stop; /* the next word; where its segment's last
+                             whole group of lookups (writing a word
+                             more than they decode) must start by */
+} fast_stream;
+
+#define FAST_LOOKUPS 4
+
+static fast_stream fast_from(const tf_bit_reader *b, uint32_t *out, uint32_t *seg_end)
+{
+    uint64_t left = (uint64_t)(b->end - b->p) * 8 + b->count; /* bits */
+    return (fast_stream){ .p = b->end - (left + 7) / 8, .end = b->end,
+                          .used = (unsigned)((8 - left % 8) % 8), .out = out,
+                          .stop = seg_end - FAST_LOOKUPS * TF_HUFF_MULTI_MAX - 1 };
+}
+
+static tf_bit_reader fast_back(const fast_stream *f)
+{
+    tf_bit_reader b = tf_bit_reader_make(f->p, (size_t)(f->end - f->p));
+    tf_bits_refill(&b);
+    take_bits(&b, f->used); /* within the byte at p, which is there */
+    return b;
+}
+
+/* The up to three symbols of a multi entry into out[0..2]; out[3] may
+ * be written too, with garbage the next lookups overwrite. */
+static inline void put3(uint32_t *out, uint32_t e)
+{
+    out[0] = e & 0xff;
+    out[1] = e >> 8 & 0xff;
+    out[2] = e >> 16 & 0xff;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HUFF_HAVE_SSE41 1
+__attribute__((target("sse4.1,bmi2"), always_inline)) static inline void put4_sse41(uint32_t *out,
+                                                                               uint32_t e)
+{
+    _mm_storeu_si128((__m128i *)out, _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)e)));
+}
+#endif
+
+/* Groups of FAST_LOOKUPS lookups in each of S streams, while every one
+ * has room for a group (its out <= stop, 8 bytes at p): the lookups of the streams
+ * interleaved so that their chains (a table load, then the shift it
+ * sets) overlap; each group's bits of a stream lie in the 8 bytes at
+ * its p. Returns the OR of the entries looked up. One body, a function
+ * per stream count and way of storing symbols. */
+#define FAST_GROUPS(name, attr, put, S)                                                     \
+    attr static uint32_t name(const uint32_t *multi, uint32_t mask, fast_stream *f)         \
+    {                                                                                       \
+        const uint8_t *p[S];                                                                \
+        unsigned used[S];                                                                   \
+        uint32_t *out[S], seen = 0;                                                         \
+        bool room = true;                                                                   \
+        _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                            \
+        {                                                                                   \
+            p[s] = f[s].p;                                                                  \
+            used[s] = f[s].used;                                                            \
+            out[s] = f[s].out;                                                              \
+            room &= out[s] <= f[s].stop && f[s].end - p[s] >= 8;                            \
+        }                                                                                   \
+        while (room) {                                                                      \
+            uint64_t bits[S];                                                               \
+            _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                        \
+                bits[s] = tf_bits_load64(p[s]);                                             \
+            _Pragma("GCC unroll 4") for (unsigned k = 0; k < FAST_LOOKUPS; k++)             \
+                _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                    \
+            {                                                                               \
+                uint32_t e = multi[(bits[s] >> used[s]) & mask];                            \
+                seen |= e;                                                                  \
+                used[s] += e >> 24 & 0xf;                                                   \
+                put(out[s], e);                                                             \
+                out[s] += e >> 28 & 3;                                                      \
+            }                                                                               \
+            _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                        \
+            {                                                                               \
+                p[s] += used[s] >> 3;                                                       \
+                used[s] &= 7;                                                               \
+                room &= out[s] <= f[s].stop && f[s].end - p[s] >= 8;                        \
+            }                                                                               \
+        }                                                                                   \
+        _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                            \
+        {                                                                                   \
+            f[s].p = p[s];                                                                  \
+            f[s].used = used[s];                                                            \
+            f[s].out = out[s];                                                              \
+        }                                                                                   \
+        return seen;                                                                        \
+    }
+
+FAST_GROUPS(fast_groups4, , put3, 4)
+FAST_GROUPS(fast_groups1, , put3, 1)
+#ifdef HUFF_HAVE_SSE41
+FAST_GROUPS(fast_groups4_sse41, __attribute__((target("sse4.1,bmi2"))), put4_sse41, 4)
+FAST_GROUPS(fast_groups1_sse41, __attribute__((target("sse4.1,bmi2"))), put4_sse41, 1)
+#endif
+
+/* A whole turn of the four streams (a segment each, in order) into out:
+ * groups of lookups in the four streams together while all have room,
+ * then in each stream alone while it has, then its last words one by
+ * one. */
+static void get_turn4(const tf_huff_decoder *dec, tf_bit_reader *b, uint32_t *out,
+                      tf_simd_level simd, bool *bad)
+{
+    uint32_t (*groups4)(const uint32_t *, uint32_t, fast_stream *) = fast_groups4;
+    uint32_t (*groups1)(const uint32_t *, uint32_t, fast_stream *) = fast_groups1;
+    const uint32_t mask = (1u << dec->multi_bits) - 1;
+#ifdef HUFF_HAVE_SSE41
+    if (simd >= TF_SIMD_AVX2) {
+        groups4 = fast_groups4_sse41;
+        groups1 = fast_groups1_sse41;
+    }
+#else
+    (void)simd;
+#endif
+    enum { SEG = TF_PROG_HUFF_SEGMENT };
+    fast_stream f[4];
+    for (unsigned s = 0; s < 4; s++)
+        f[s] = fast_from(&b[s], out + s * SEG, out + (s + 1) * SEG);
+    uint32_t seen = groups4(dec->multi, mask, f);
+    for (unsigned s = 0; s < 4; s++)
+        seen |= groups1(dec->multi, mask, &f[s]);
+    bool wrong = seen >> 31;
+    for (unsigned s = 0; s < 4; s++) {
+        b[s] = fast_back(&f[s]);
+        get_run(dec, &b[s], f[s].out, (size_t)(out + (s + 1) * SEG - f[s].out), &wrong);
+    }
+    *bad |= wrong;
+}
+
 void tf_prog_huff_read(tf_prog_lit_reader *r, uint32_t *out, size_t count)
 {
     const tf_huff_decoder *dec = r->huff;
-    const uint64_t mask = ((uint64_t)1 << dec->bits) - 1;
-    tf_bit_reader b = r->bits;
+    const unsigned streams = streams_of(r->coding);
+    const size_t turn = (size_t)streams * TF_PROG_HUFF_SEGMENT;
     bool bad = false;
-    size_t i = 0;
-    /* With pairs, two codes a lookup where they fit the table's bits (one
-     * where not), while two more symbols are wanted: out[i + 1] is
-     * overwritten next when only one came. Then a code a lookup. */
-    while (dec->has_pairs && i + 2 <= count) {
-        if (b.count < 2 * TF_HUFF_MAX_LEN)
-            tf_bits_refill(&b);
-        uint32_t e = dec->pair[b.acc & mask];
-        unsigned n = e >> 24;
-        bad |= n == 0 || !take_bits(&b, e >> 16 & 0xff);
-        out[i] = e & 0xff;
-        out[i + 1] = e >> 8 & 0xff;
-        i += n + (n == 0); /* a pattern no code starts: bad, and on */
+    uint64_t at = r->done;
+    for (size_t i = 0; i < count;) {
+        if (streams == 4 && dec->has_multi && at % turn == 0 && count - i >= turn) {
+            get_turn4(dec, r->bits, out + i, r->simd, &bad);
+            i += turn;
+            at += turn;
+            continue;
+        }
+        /* up to the end of this segment, in one stream */
+        size_t take = TF_PROG_HUFF_SEGMENT - (size_t)(at % TF_PROG_HUFF_SEGMENT);
+        take = take < count - i ? take : count - i;
+        get_run(dec, &r->bits[stream_of(at, streams)], out + i, take, &bad);
+        i += take;
+        at += take;
     }
-    for (; i < count; i++) {
-        if (b.count < TF_HUFF_MAX_LEN)
-            tf_bits_refill(&b);
-        unsigned ent = dec->entry[b.acc & mask], len = ent >> 8;
-        bad |= len == 0 || !take_bits(&b, len);
-        out[i] = ent & 0xff;
-    }
-    r->bits = b;
     r->bad |= bad;
 }

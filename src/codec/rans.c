@@ -663,7 +663,8 @@ tf_simd_level tf_simd_level_get(void)
     if (cap && (!strcmp(cap, "none") || !strcmp(cap, "0")))
         return TF_SIMD_NONE;
 #ifdef RANS_HAVE_AVX2
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("popcnt"))
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("popcnt") ||
+        !__builtin_cpu_supports("bmi2"))
         return TF_SIMD_NONE;
     if (cap && !strcmp(cap, "avx2"))
         return TF_SIMD_AVX2;

@@ -40,18 +40,25 @@ START_TEST(test_huffman_lengths)
             total += (double)count[s];
         }
         uint8_t len[256];
-        tf_huff_lengths(count, n, len);
-        unsigned present = 0;
+        /* any limit; raised to what the symbols present need */
+        unsigned limit = 1 + (unsigned)(rng_next() % TF_HUFF_MAX_LEN), need = 0, present = 0;
+        for (unsigned s = 0; s < n; s++)
+            present += count[s] > 0;
+        while ((1u << need) < present)
+            need++;
+        limit = limit > need ? limit : need;
+        tf_huff_lengths(count, n, limit, len);
+        present = 0;
         double entropy = 0;
         for (unsigned s = 0; s < n; s++) {
-            ck_assert_int_le(len[s], TF_HUFF_MAX_LEN);
+            ck_assert_int_le(len[s], limit > 1 ? limit : 1);
             ck_assert_int_eq(len[s] > 0, count[s] > 0);
             present += count[s] > 0;
             if (count[s])
                 entropy -= (double)count[s] * log2((double)count[s] / total);
         }
         ck_assert_uint_le(kraft(len, n), 1u << TF_HUFF_MAX_LEN);
-        if (present >= 2 && shape == 0) /* within a bit per symbol of the entropy */
+        if (present >= 2 && shape == 0 && limit == TF_HUFF_MAX_LEN) /* within a bit a symbol */
             ck_assert_double_le((double)tf_huff_cost_bits(count, len, n), entropy + total);
     }
 }
@@ -142,23 +149,35 @@ static void lit_round_trip(const uint64_t *v, size_t n, unsigned width, tf_prog_
     for (unsigned j = 0; j < n_src; j++)
         sib.width[j] = (uint8_t)src[j].width;
     uint64_t *out = malloc((n + 1) * sizeof *out);
-    for (int simd = 1; simd >= 0; simd--) { /* with the SIMD the CPU has, and none */
+    /* with the SIMD the CPU has, and none; in uneven pieces (as a
+     * program's concat pulls), and in blocks of 1024 (as a merge does) */
+    for (int pass = 0; pass < 4; pass++) {
+        const int simd = pass < 2, blocks = pass % 2;
         if (!simd)
             setenv("TRAJFS_SIMD", "none", 1);
         tf_prog_lit_reader r;
         ck_assert_msg(tf_prog_lit_open(&r, exact, body.len, width, n, &sib, &e) == 0,
                       "coding %u width %u n %zu: %s", plan.coding, width, n, e.msg);
         unsetenv("TRAJFS_SIMD");
-        for (size_t at = 0; at < n;) { /* in uneven pieces, as a program pulls */
-            size_t k = 1 + rng_next() % 700;
+        for (size_t at = 0; at < n;) {
+            size_t k = blocks ? 1024 : 1 + rng_next() % 700;
             k = k < n - at ? k : n - at;
-            tf_prog_lit_read(&r, out + at, k,
-                             src && plan.ctx_sibling ? src[plan.ctx_sibling - 1].v + at : NULL);
+            const uint64_t *ctx = src && plan.ctx_sibling ? src[plan.ctx_sibling - 1].v + at : NULL;
+            if (blocks && tf_prog_lit_narrow(&r)) { /* the executor's 32-bit way */
+                uint32_t word[1024], ctx32[1024];
+                for (size_t i = 0; ctx && i < k; i++)
+                    ctx32[i] = (uint32_t)ctx[i];
+                tf_prog_lit_read32(&r, word, k, ctx ? ctx32 : NULL);
+                for (size_t i = 0; i < k; i++)
+                    out[at + i] = word[i];
+            } else {
+                tf_prog_lit_read(&r, out + at, k, ctx);
+            }
             at += k;
         }
         ck_assert_msg(tf_prog_lit_finish(&r, &e) == 0, "coding %u: %s", plan.coding, e.msg);
         ck_assert_msg(n == 0 || memcmp(out, v, n * sizeof *v) == 0,
-                      "coding %u width %u n %zu simd %d", plan.coding, width, n, simd);
+                      "coding %u width %u n %zu pass %d", plan.coding, width, n, pass);
         tf_prog_lit_close(&r);
     }
     free(out);
@@ -188,6 +207,7 @@ START_TEST(test_every_coding)
         for (size_t i = 0; i < n; i++) /* byte symbols, skewed */
             v[i] = (rng_next() % 7 ? rng_next() % 5 : rng_next() % 256) & tf_prog_mask(width);
         lit_round_trip(v, n, width, (tf_prog_lit_plan){ .coding = TF_PROG_CODE_HUFF }, NULL, 0);
+        lit_round_trip(v, n, width, (tf_prog_lit_plan){ .coding = TF_PROG_CODE_HUFF4 }, NULL, 0);
         for (unsigned prec = TF_RANS_MIN_PREC; prec <= TF_RANS_MAX_PREC; prec++)
             lit_round_trip(v, n, width,
                            (tf_prog_lit_plan){ .coding = TF_PROG_CODE_RANS, .prec = (uint8_t)prec },
@@ -272,6 +292,77 @@ START_TEST(test_empty_literal)
     ck_assert_int_eq(tf_prog_lit_plan_best(NULL, 0, 13, NULL, 0, &best, &e), 0);
     ck_assert_uint_eq(best.coding, TF_PROG_CODE_RAW);
     ck_assert_uint_eq(best.size, 1);
+}
+END_TEST
+
+/* HUFF4 bodies a decoder must refuse: streams overrunning the body, and
+ * codes no table entry starts (an incomplete code: lengths 1 and 2 leave
+ * the pattern 11 unused), read as the executor reads, by the four-stream
+ * path, and word by word, with and without SIMD. */
+START_TEST(test_huff4_rejects)
+{
+    enum { N = 5000, STREAM = 2000 };
+    tf_buf body = { 0 };
+    tf_buf_u8(&body, TF_PROG_CODE_HUFF4);
+    tf_buf_varint(&body, 0);       /* first symbol */
+    tf_buf_varint(&body, 2);       /* two lengths: 1, 2 */
+    tf_buf_u8(&body, 1 | 2 << 4);
+    size_t sizes_at = body.len;
+    for (int k = 0; k < 3; k++)
+        tf_buf_varint(&body, STREAM);
+    for (int k = 0; k < 4 * STREAM; k++)
+        tf_buf_u8(&body, 0xff);
+    tf_prog_lit_reader r;
+    tf_error e;
+    for (int pass = 0; pass < 4; pass++) {
+        if (pass >= 2)
+            setenv("TRAJFS_SIMD", "none", 1);
+        ck_assert_int_eq(tf_prog_lit_open(&r, body.data, body.len, 8, N, NULL, &e), 0);
+        unsetenv("TRAJFS_SIMD");
+        uint32_t word[1024];
+        for (size_t at = 0; at < N;) {
+            size_t k = pass % 2 ? 1 : 1024;
+            k = k < N - at ? k : N - at;
+            tf_prog_lit_read32(&r, word, k, NULL);
+            at += k;
+        }
+        ck_assert_int_eq(tf_prog_lit_finish(&r, &e), -1);
+        tf_prog_lit_close(&r);
+    }
+    /* one unused pattern amid valid codes, the bits still adding up:
+     * stream 0 is 100 zeros (symbol 0), 11, 0, 153 zeros, so that read
+     * as 1 bit of an unused pattern and the code 10 its 256 words take
+     * all its 257 bits; streams 1..3 are 256 zeros each */
+    body.len = sizes_at;
+    tf_buf_varint(&body, 33);
+    tf_buf_varint(&body, 32);
+    tf_buf_varint(&body, 32);
+    uint8_t stream0[33] = { 0 };
+    stream0[100 / 8] |= 1u << 100 % 8;
+    stream0[101 / 8] |= 1u << 101 % 8;
+    tf_buf_put(&body, stream0, sizeof stream0);
+    for (int k = 0; k < 3 * 32; k++)
+        tf_buf_u8(&body, 0);
+    for (int pass = 0; pass < 4; pass++) {
+        if (pass >= 2)
+            setenv("TRAJFS_SIMD", "none", 1);
+        ck_assert_int_eq(tf_prog_lit_open(&r, body.data, body.len, 8, 1024, NULL, &e), 0);
+        unsetenv("TRAJFS_SIMD");
+        uint32_t word[1024];
+        for (size_t at = 0; at < 1024; at += pass % 2 ? 1 : 1024)
+            tf_prog_lit_read32(&r, word, pass % 2 ? 1 : 1024, NULL);
+        ck_assert_msg(tf_prog_lit_finish(&r, &e) == -1, "pass %d", pass);
+        tf_prog_lit_close(&r);
+    }
+    /* a stream longer than what is left */
+    body.len = sizes_at;
+    for (int k = 0; k < 3; k++)
+        tf_buf_varint(&body, k == 1 ? 5 * STREAM : STREAM);
+    for (int k = 0; k < 4 * STREAM; k++)
+        tf_buf_u8(&body, 0xff);
+    ck_assert_int_eq(tf_prog_lit_open(&r, body.data, body.len, 8, N, NULL, &e), -1);
+    tf_prog_lit_close(&r);
+    tf_buf_free(&body);
 }
 END_TEST
 
@@ -537,6 +628,7 @@ static Suite *parts_suite(void)
     tcase_add_loop_test(tc, test_every_coding, 0, 10);
     tcase_add_loop_test(tc, test_self_context, 0, 7);
     tcase_add_test(tc, test_empty_literal);
+    tcase_add_test(tc, test_huff4_rejects);
     tcase_add_test(tc, test_programs_execute);
     tcase_add_test(tc, test_validation_rejects);
     suite_add_tcase(s, tc);
