@@ -191,7 +191,7 @@ void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_s
     if (dec->has_multi && most == 1) { /* the entries, re-encoded */
         for (unsigned pattern = 0; pattern < (1u << window); pattern++) {
             unsigned ent = dec->entry[pattern];
-            dec->multi[pattern] = ent >> 8 ? (ent & 0xff) | (ent >> 8) << 24 | 1u << 28
+            dec->multi[pattern] = ent >> 8 ? (ent & 0xff) | 1u << 24 | (ent >> 8) << 28
                                            : TF_HUFF_MULTI_BAD;
         }
         return;
@@ -208,7 +208,7 @@ void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_s
             multi |= (ent & 0xffu) << (8 * n++);
             used += l;
         }
-        dec->multi[pattern] = n ? multi | used << 24 | n << 28 : TF_HUFF_MULTI_BAD;
+        dec->multi[pattern] = n ? multi | n << 24 | used << 28 : TF_HUFF_MULTI_BAD;
     }
 }
 

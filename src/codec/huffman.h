@@ -59,18 +59,18 @@ typedef struct {
      * TF_HUFF_MAX_LEN) read as the whole codes it begins with, up to
      * three when the codes to read are several times more than the
      * patterns (which pays for the filling; else one): symbols 1, 2, 3
-     * in bytes 0, 1, 2 | their total length << 24 (4 bits) | how many
-     * << 28 (2 bits); a pattern no code starts is TF_HUFF_MULTI_BAD (one
-     * symbol 0 of one bit, so that a decoder always moves on, and notes
-     * it by that bit). Several symbols a lookup shorten the chain of
-     * dependent lookups. */
+     * in bytes 0, 1, 2 | how many << 24 (2 bits) | their total length
+     * << 28 (4 bits); a pattern no code starts is TF_HUFF_MULTI_BAD: one
+     * symbol 0 of no bits (a decoder moves on, its stream stays on the
+     * pattern) and bit 26. Several symbols a lookup shorten the chain
+     * of dependent lookups. */
     bool has_multi;
     unsigned multi_bits;
     uint32_t multi[1u << TF_HUFF_MAX_LEN];
 } tf_huff_decoder;
 
 #define TF_HUFF_MULTI_MAX 3
-#define TF_HUFF_MULTI_BAD (1u << 31 | 1u << 28 | 1u << 24)
+#define TF_HUFF_MULTI_BAD (1u << 26 | 1u << 24)
 
 /* codes: how many the decoder will read (to size the multi table). */
 void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_sym,

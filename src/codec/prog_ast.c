@@ -123,7 +123,7 @@ static void put_node(text *t, const tf_prog *p, unsigned i, unsigned dtype)
 {
     static const char *const coding[] = { "raw", "pack", "huff", "rans", "huff4" };
     static const char *const map[] = { "xor", "add", "zigzag", "gray", "bitrev", "rotl" };
-    static const char *const scan[] = { "xor", "add" };
+    static const char *const scan[] = { "xor", "add", "xorlag", "addlag" };
     const tf_prog_node *k = &p->node[i];
     switch (k->op) {
     case TF_PROG_LIT:

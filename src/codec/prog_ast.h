@@ -12,6 +12,11 @@
  *                   of b-bit words (prog_ops.h)
  *   scan_q(v0, P)   P : b[n-1], n >= 2; word 0 is v0, word i is
  *                   q(word i-1, P[i-1]) (xor, or add mod 2^b)
+ *   scan_q,m(P)     the lagged scans: P : b[n], 1 <= m < n; word i is P[i]
+ *                   for i < m, q(word i-m, P[i]) after (a row-dependent
+ *                   structure such as a causal mask, whose rows differ
+ *                   from the row above in one word, becomes a P of a few
+ *                   runs)
  *   merge(P1..Pk)   Pi : bi[n], n >= 1, k >= 2, b = sum bi; word i is the
  *                   concatenation of the Pi[i], P1 in the highest bits
  *
@@ -56,8 +61,20 @@ typedef enum {
 typedef enum {
     TF_PROG_SCAN_XOR = 0,
     TF_PROG_SCAN_ADD = 1,
+    TF_PROG_SCAN_XOR_LAG = 2, /* lag m in the node's param */
+    TF_PROG_SCAN_ADD_LAG = 3,
     TF_PROG_SCAN_KINDS
 } tf_prog_scan_kind;
+
+static inline bool tf_prog_scan_lagged(unsigned kind)
+{
+    return kind == TF_PROG_SCAN_XOR_LAG || kind == TF_PROG_SCAN_ADD_LAG;
+}
+
+static inline bool tf_prog_scan_xor(unsigned kind)
+{
+    return kind == TF_PROG_SCAN_XOR || kind == TF_PROG_SCAN_XOR_LAG;
+}
 
 /* Physical codings of a literal leaf (prog_leaf.h). */
 typedef enum {
@@ -94,7 +111,7 @@ typedef struct {
     uint8_t pos;    /* index among the parent's children */
     uint8_t depth;  /* the root is at depth 0 */
     uint64_t n;     /* words; 0 in a template */
-    uint64_t param; /* const v, map c or r, scan v0, repeat period m */
+    uint64_t param; /* const v, map c or r, scan v0 or lag m, repeat period m */
     tf_prog_lit_hint lit;
     /* Instance literal: its coded bytes (prog_leaf.h). */
     const uint8_t *body;

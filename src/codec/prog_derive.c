@@ -23,6 +23,14 @@
 #define HIGH_GAIN 0.1
 /* Guards and the bit profile look at most this many words. */
 #define GUARD_SAMPLE 65536
+/* A lagged scan is looked for on words of at most LAG_VALUES values (a
+ * mask has two; weights show more within a few words, which keeps the
+ * look cheap), at lags summing two consecutive runs of the first
+ * LAG_RUNS: rows of a triangle have runs r, m - r, r + 1, m - r - 1, ...
+ * whose pairs sum to the row length m or m + 1. */
+#define LAG_VALUES 4
+#define LAG_RUNS 16
+#define LAG_CHANGES 8
 
 tf_prog_op tf_prog_rule_op(unsigned rule)
 {
@@ -32,7 +40,9 @@ tf_prog_op tf_prog_rule_op(unsigned rule)
     case TF_PROG_R_REPEAT: return TF_PROG_REPEAT;
     case TF_PROG_R_CONCAT: return TF_PROG_CONCAT;
     case TF_PROG_R_SCAN_XOR:
-    case TF_PROG_R_SCAN_ADD: return TF_PROG_SCAN;
+    case TF_PROG_R_SCAN_ADD:
+    case TF_PROG_R_SCAN_XOR_LAG:
+    case TF_PROG_R_SCAN_ADD_LAG: return TF_PROG_SCAN;
     default: return rule < TF_PROG_R_SCAN_XOR ? TF_PROG_MAP : TF_PROG_MERGE;
     }
 }
@@ -67,6 +77,8 @@ bool tf_prog_rule_admissible(unsigned rule, unsigned width, uint64_t n, unsigned
     case TF_PROG_R_CONCAT:
     case TF_PROG_R_SCAN_XOR:
     case TF_PROG_R_SCAN_ADD: return n >= 2;
+    case TF_PROG_R_SCAN_XOR_LAG:
+    case TF_PROG_R_SCAN_ADD_LAG: return n >= 4; /* lags are 2 to n / 2 */
     case TF_PROG_R_MAP_XOR:
     case TF_PROG_R_MAP_ADD: return n >= 1;
     case TF_PROG_R_MAP_ZIGZAG:
@@ -171,10 +183,93 @@ static bool map_guard(unsigned kind, uint64_t param, const tf_prog_stream *x)
     return false;
 }
 
-static uint64_t map_param(unsigned kind, const tf_prog_stream *x, const tf_prog_expansion *shape)
+/* Words of x[lag..n) that differ from the word lag before. */
+static uint64_t lag_changes(const uint64_t *v, size_t n, size_t lag)
 {
-    if (kind == TF_PROG_MAP_XOR)
-        return x->n ? x->v[0] : 0;
+    uint64_t changes = 0;
+    for (size_t i = lag; i < n; i++)
+        changes += v[i] != v[i - lag];
+    return changes;
+}
+
+/* Finds x's lag at which a lagged scan's updates are sparsest, on a
+ * sample: a row-dependent structure (a triangle changes one word a row
+ * at lag m: the diagonal). Sparse when they are nonzero a third less
+ * often than lag 1's (a triangle's, half as often: a row starts and ends
+ * a run). Only words of few values that change at most every
+ * LAG_CHANGES words are looked at: weights and noisy bits bail out in
+ * one pass. */
+static void find_lag(tf_prog_stream *x)
+{
+    if (x->lag_looked)
+        return;
+    x->lag_looked = true;
+    const uint64_t *v = x->v;
+    size_t n = sample_len(x->n);
+    uint64_t value[LAG_VALUES], changes = 0;
+    unsigned values = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned k = 0;
+        while (k < values && value[k] != v[i])
+            k++;
+        if (k == LAG_VALUES)
+            return;
+        if (k == values)
+            value[values++] = v[i];
+        changes += i && v[i] != v[i - 1];
+    }
+    if (changes * LAG_CHANGES >= n)
+        return;
+    x->lag_values = (uint8_t)values;
+    size_t run[LAG_RUNS], runs = 0;
+    for (size_t i = 0; i < n && runs < LAG_RUNS;) {
+        size_t j = i + 1;
+        while (j < n && v[j] == v[i])
+            j++;
+        run[runs++] = j - i;
+        i = j;
+    }
+    uint64_t best = 0;
+    for (size_t r = 0; r + 1 < runs; r++) {
+        size_t lag = run[r] + run[r + 1];
+        bool tried = false;
+        for (size_t q = 0; q < r; q++)
+            tried |= run[q] + run[q + 1] == lag;
+        if (tried || lag > n / 2)
+            continue;
+        /* the words of the sample the child keeps nonzero once a map_xor
+         * has cleared the commonest of the first lag (which it passes
+         * through); the shorter lag of equal ones */
+        size_t count[LAG_VALUES] = { 0 };
+        unsigned top = 0;
+        for (size_t i = 0; i < lag; i++)
+            for (unsigned k = 0; k < values; k++)
+                count[k] += v[i] == value[k];
+        for (unsigned k = 1; k < values; k++)
+            top = count[k] > count[top] ? k : top;
+        uint64_t kept = lag - count[top] + lag_changes(v, n, lag);
+        if (!x->lag || kept < best || (kept == best && lag < x->lag)) {
+            x->lag = lag;
+            x->lag_clear = value[top];
+            best = kept;
+        }
+    }
+    x->lag_sparse = x->lag && 3 * best < 2 * changes;
+}
+
+/* *clears: the constant is one that clears most of the words a lagged
+ * scan passes through (its first row), which the guard then accepts. */
+static uint64_t map_param(unsigned kind, tf_prog_stream *x, const tf_prog_expansion *shape,
+                          bool *clears)
+{
+    *clears = false;
+    if (kind == TF_PROG_MAP_XOR) {
+        /* a causal mask of 0 under -inf: the lagged scan needs -inf
+         * xor-ed away first */
+        find_lag(x);
+        *clears = x->lag_sparse && x->lag_clear != 0;
+        return *clears ? x->lag_clear : x->n ? x->v[0] : 0;
+    }
     if (kind == TF_PROG_MAP_ADD) {
         uint64_t min = UINT64_MAX;
         for (size_t i = 0; i < x->n; i++)
@@ -442,7 +537,31 @@ static int derive_merge(unsigned rule, const tf_prog_stream *x, unsigned dtype,
     return 1;
 }
 
-static int derive(unsigned rule, const tf_prog_stream *x, unsigned dtype, bool guarded,
+static int derive_lagged_scan(unsigned kind, tf_prog_stream *x, bool guarded,
+                              tf_prog_expansion *out, size_t *bytes, tf_error *e)
+{
+    find_lag(x);
+    if (!x->lag)
+        return 0;
+    /* Its first lag words pass through: where they are mostly another
+     * value, the map_xor that clears them comes first. Words periodic at
+     * the lag are a repeat's, in fewer words. Of two values, xor leaves
+     * one in the updates, add two. Proposing what does no better would
+     * spend the memory of a search of a large mask. */
+    if (guarded && (!x->lag_sparse || x->lag_clear != 0 ||
+                    lag_changes(x->v, sample_len(x->n), x->lag) == 0 ||
+                    (kind == TF_PROG_SCAN_ADD_LAG && x->lag_values <= 2)))
+        return 0;
+    if (add_stream_kid(out, x->width, x->n, bytes, e) < 0)
+        return -1;
+    out->op = TF_PROG_SCAN;
+    out->kind = (uint8_t)kind;
+    out->param = x->lag;
+    tf_prog_scan_lag_invert(kind, x->width, x->lag, x->v, out->kid[0].target->v, x->n);
+    return 1;
+}
+
+static int derive(unsigned rule, tf_prog_stream *x, unsigned dtype, bool guarded,
                   const tf_prog_expansion *shape, tf_prog_expansion *out, size_t *bytes,
                   tf_error *e)
 {
@@ -468,8 +587,9 @@ static int derive(unsigned rule, const tf_prog_stream *x, unsigned dtype, bool g
     case TF_PROG_CONCAT: return derive_concat(x, out, bytes, e);
     case TF_PROG_MAP: {
         unsigned kind = map_kind(rule);
-        uint64_t param = map_param(kind, x, shape);
-        if (n < 1 || (guarded && !map_guard(kind, param, x)) ||
+        bool clears;
+        uint64_t param = map_param(kind, x, shape, &clears);
+        if (n < 1 || (guarded && !clears && !map_guard(kind, param, x)) ||
             (kind == TF_PROG_MAP_ROTL && (param < 1 || param >= x->width)))
             return 0;
         if (add_stream_kid(out, x->width, n, bytes, e) < 0)
@@ -482,6 +602,8 @@ static int derive(unsigned rule, const tf_prog_stream *x, unsigned dtype, bool g
     }
     case TF_PROG_SCAN: {
         unsigned kind = rule - TF_PROG_R_SCAN_XOR;
+        if (tf_prog_scan_lagged(kind))
+            return derive_lagged_scan(kind, x, guarded, out, bytes, e);
         if (n < 2 || (guarded && !scan_guard(kind, x)))
             return 0;
         if (add_stream_kid(out, x->width, n - 1, bytes, e) < 0)
@@ -504,7 +626,7 @@ static int derive(unsigned rule, const tf_prog_stream *x, unsigned dtype, bool g
     }
 }
 
-int tf_prog_derive(unsigned rule, const tf_prog_stream *x, unsigned dtype, bool guarded,
+int tf_prog_derive(unsigned rule, tf_prog_stream *x, unsigned dtype, bool guarded,
                    const tf_prog_expansion *shape, tf_prog_expansion *out, size_t *bytes,
                    tf_error *e)
 {
@@ -512,6 +634,18 @@ int tf_prog_derive(unsigned rule, const tf_prog_stream *x, unsigned dtype, bool 
     /* Of constant words, a constant is the smallest program. */
     if (guarded && rule != TF_PROG_R_CONST && all_equal(x->v, x->n))
         return 0;
+    /* Of a mask (words of few values, sparse at a lag), the lagged scan
+     * (after a map_xor that clears its first row) is: a merge's fields
+     * are the same mask or constants, a map relabels its values, a scan
+     * of lag 1 is denser. Proposing them would only spend a search of a
+     * large mask's memory on targets as large. */
+    if (guarded && rule != TF_PROG_R_CONST && rule != TF_PROG_R_REPEAT &&
+        rule != TF_PROG_R_CONCAT && rule != TF_PROG_R_MAP_XOR &&
+        rule != TF_PROG_R_SCAN_XOR_LAG && rule != TF_PROG_R_SCAN_ADD_LAG) {
+        find_lag(x);
+        if (x->lag_sparse)
+            return 0;
+    }
     int rc = derive(rule, x, dtype, guarded, shape, out, bytes, e);
     if (rc <= 0)
         tf_prog_expansion_release(out, bytes);
@@ -527,8 +661,23 @@ void tf_prog_expansion_release(tf_prog_expansion *x, size_t *bytes)
     x->n_kids = 0;
 }
 
+/* Whether a node of op and kind holds words while it runs
+ * (prog_serialize.h). */
+static bool holds_words(unsigned op, unsigned kind)
+{
+    return op == TF_PROG_REPEAT || (op == TF_PROG_SCAN && tf_prog_scan_lagged(kind));
+}
+
 int tf_prog_expansion_build(tf_prog_expansion *x, tf_prog_tree *t, unsigned i)
 {
+    if (holds_words(x->op, x->kind)) {
+        uint64_t held = x->param;
+        for (unsigned j = 0; j < t->prog.n_nodes; j++)
+            if (holds_words(t->prog.node[j].op, t->prog.node[j].kind))
+                held += t->prog.node[j].param;
+        if (held > t->prog.node[0].n)
+            return -1;
+    }
     tf_prog_node *k = &t->prog.node[i];
     k->op = x->op;
     k->kind = x->kind;

@@ -6,9 +6,10 @@
  * proposes it only when its guard holds: Repeat only on exact copies,
  * Const only on constant words, Concat at the boundaries of long constant
  * runs, Map and Scan only when they make the words smaller or more
- * alike, Merge along float fields (the top mantissa bits apart where the
- * exponent tells much of them), byte or bit planes or the measured
- * per-bit profile. */
+ * alike (a lagged Scan: at the lag that makes them sparsest, on words of
+ * few values), Merge along float fields (the top mantissa bits apart
+ * where the exponent tells much of them), byte or bit planes or the
+ * measured per-bit profile. */
 #ifndef TRAJFS_CODEC_PROG_DERIVE_H
 #define TRAJFS_CODEC_PROG_DERIVE_H
 
@@ -32,6 +33,8 @@ typedef enum {
     TF_PROG_R_MAP_ROTL,
     TF_PROG_R_SCAN_XOR,
     TF_PROG_R_SCAN_ADD,
+    TF_PROG_R_SCAN_XOR_LAG, /* the scans in the order of their kinds */
+    TF_PROG_R_SCAN_ADD_LAG,
     TF_PROG_R_MERGE_IEEE,       /* sign | exponent | mantissa */
     TF_PROG_R_MERGE_IEEE_BYTES, /* sign | exponent | mantissa bytes from the top */
     TF_PROG_R_MERGE_IEEE_ROT,   /* exponent | mantissa | sign: the layout after rotl 1 */
@@ -73,8 +76,9 @@ typedef struct {
  * shape, when not NULL, fixes what a model stores: the merge widths (its
  * kid[].width, n_kids) and the rotation (param). Returns 1 with the
  * expansion (its targets hold one reference each), 0 when the rule does
- * not apply, -1 when out of memory. *bytes counts the words allocated. */
-int tf_prog_derive(unsigned rule, const tf_prog_stream *x, unsigned dtype, bool guarded,
+ * not apply, -1 when out of memory. *bytes counts the words allocated.
+ * x caches what the guards find in its words. */
+int tf_prog_derive(unsigned rule, tf_prog_stream *x, unsigned dtype, bool guarded,
                    const tf_prog_expansion *shape, tf_prog_expansion *out, size_t *bytes,
                    tf_error *e);
 
@@ -83,7 +87,9 @@ void tf_prog_expansion_release(tf_prog_expansion *x, size_t *bytes);
 /* Builds expansion x at node i of t: its operator and parameters, and its
  * children (width, words and target, whose references it takes; constant
  * runs closed as CONST, the others left holes, their rule
- * TF_PROG_R_NONE). -1 when the children do not fit in a program. */
+ * TF_PROG_R_NONE). -1 when the children do not fit in a program, or a
+ * repeat's period or a lagged scan's lag would take the words the
+ * executor holds for them all past the root's length (prog_serialize.h). */
 int tf_prog_expansion_build(tf_prog_expansion *x, tf_prog_tree *t, unsigned i);
 
 /* The rule of a template node (merge layouts as TF_PROG_R_MERGE_PROFILE,

@@ -21,7 +21,8 @@
 typedef struct {
     const tf_prog *p;
     tf_prog_lit_reader *lit; /* per node; only literals' are used */
-    uint64_t *buf[TF_PROG_MAX_NODES]; /* MERGE: children's blocks; REPEAT: the period */
+    uint64_t *buf[TF_PROG_MAX_NODES]; /* MERGE: children's blocks; REPEAT: the period;
+                                          lagged SCAN: the last lag words */
     uint64_t done[TF_PROG_MAX_NODES]; /* words produced so far */
     uint64_t carry[TF_PROG_MAX_NODES]; /* SCAN: the last word */
     unsigned part[TF_PROG_MAX_NODES];  /* CONCAT: the child producing now */
@@ -64,6 +65,12 @@ static void pull_repeat(executor *x, unsigned i, uint64_t *out, size_t count)
 static void pull_scan(executor *x, unsigned i, uint64_t *out, size_t count)
 {
     const tf_prog_node *k = &x->p->node[i];
+    if (tf_prog_scan_lagged(k->kind)) { /* buf: the last m words, a ring */
+        uint64_t at = x->done[i] % k->param;
+        pull(x, k->kid0, out, count, NULL);
+        tf_prog_scan_lag_apply(k->kind, k->width, x->buf[i], k->param, &at, out, out, count);
+        return;
+    }
     size_t start = 0;
     if (x->done[i] == 0 && count) {
         out[0] = x->carry[i] = k->param;
@@ -121,9 +128,15 @@ static int prepare(executor *x, tf_error *e)
             if (tf_prog_lit_open_node(&x->lit[i], p, i, e) < 0)
                 return -1;
         }
+        const bool ring = k->op == TF_PROG_SCAN && tf_prog_scan_lagged(k->kind);
         size_t words = k->op == TF_PROG_MERGE ? (size_t)k->n_kids * BLOCK
-                       : k->op == TF_PROG_REPEAT ? (size_t)k->param : 0;
-        if (words && !(x->buf[i] = malloc(words * sizeof(uint64_t))))
+                       : k->op == TF_PROG_REPEAT || ring ? (size_t)k->param : 0;
+        if (!words)
+            continue;
+        /* a lagged scan's ring starts as zeros: q(0, P[i]) = P[i] are its
+         * first m words */
+        x->buf[i] = ring ? calloc(words, sizeof(uint64_t)) : malloc(words * sizeof(uint64_t));
+        if (!x->buf[i])
             return tf_fail(e, ENOMEM, "prog: out of memory executing a program");
     }
     return 0;
@@ -197,50 +210,84 @@ static void store32(const uint32_t *restrict word, size_t count, unsigned bytes,
         put_word(dst, i, word[i], bytes);
 }
 
+/* A block's fields: field c in slot c of BLOCK 32-bit words, as 32-bit
+ * words, or as bytes (its first BLOCK bytes) where byte[c]. */
+typedef struct {
+    uint32_t *slot;
+    unsigned n_kids, shift[TF_PROG_MAX_ARITY];
+    bool byte[TF_PROG_MAX_ARITY];
+} fields;
+
+static uint32_t *field_words(const fields *f, unsigned c)
+{
+    return f->slot + (size_t)c * BLOCK;
+}
+
+static const uint8_t *field_bytes(const fields *f, unsigned c)
+{
+    return (const uint8_t *)field_words(f, c);
+}
+
 /* word[j] = the OR of field c's f_c[j] << shift[c], over whole groups:
  * fields and words are BLOCK long, a multiple of GROUP, and what lies
  * past count is never stored. */
-static void merge32(const uint32_t *restrict field, const unsigned *shift, unsigned n_kids,
-                    uint32_t *restrict word, size_t count)
+static void merge32(const fields *fs, uint32_t *restrict word, size_t count)
 {
     for (size_t i = 0; i < count; i += GROUP)
         for (unsigned k = 0; k < GROUP; k++)
-            word[i + k] = field[i + k] << shift[0];
-    for (unsigned c = 1; c < n_kids; c++) {
-        const uint32_t *restrict f = field + (size_t)c * BLOCK;
-        for (size_t i = 0; i < count; i += GROUP)
-            for (unsigned k = 0; k < GROUP; k++)
-                word[i + k] |= f[i + k] << shift[c];
+            word[i + k] = 0;
+    for (unsigned c = 0; c < fs->n_kids; c++) {
+        const unsigned shift = fs->shift[c];
+        if (fs->byte[c]) {
+            const uint8_t *restrict f = field_bytes(fs, c);
+            for (size_t i = 0; i < count; i += GROUP)
+                for (unsigned k = 0; k < GROUP; k++)
+                    word[i + k] |= (uint32_t)f[i + k] << shift;
+        } else {
+            const uint32_t *restrict f = field_words(fs, c);
+            for (size_t i = 0; i < count; i += GROUP)
+                for (unsigned k = 0; k < GROUP; k++)
+                    word[i + k] |= f[i + k] << shift;
+        }
     }
 }
 
 #ifdef EXEC_HAVE_AVX2
-/* The words of 8 positions from the fields (shift: each field's count). */
-EXEC_AVX2 __m256i avx2_word8(const uint32_t *field, const __m128i *shift, unsigned n_kids,
-                             size_t i)
+/* The fields of a block split by kind, each with its shift count. */
+typedef struct {
+    const uint8_t *byte[TF_PROG_MAX_ARITY];
+    const uint32_t *word[TF_PROG_MAX_ARITY];
+    __m128i byte_shift[TF_PROG_MAX_ARITY], word_shift[TF_PROG_MAX_ARITY];
+} avx2_fields;
+
+/* The words of 8 positions from nb byte fields and nw word fields. */
+EXEC_AVX2 __m256i avx2_word8(const avx2_fields *f, unsigned nb, unsigned nw, size_t i)
 {
     __m256i w = _mm256_setzero_si256();
-    for (unsigned c = 0; c < n_kids; c++) {
-        __m256i f = _mm256_loadu_si256((const __m256i *)(field + (size_t)c * BLOCK + i));
-        w = _mm256_or_si256(w, _mm256_sll_epi32(f, shift[c]));
+    for (unsigned c = 0; c < nb; c++) {
+        __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(f->byte[c] + i)));
+        w = _mm256_or_si256(w, _mm256_sll_epi32(v, f->byte_shift[c]));
+    }
+    for (unsigned c = 0; c < nw; c++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(f->word[c] + i));
+        w = _mm256_or_si256(w, _mm256_sll_epi32(v, f->word_shift[c]));
     }
     return w;
 }
 
 /* merge32 and store32 in one pass, for words of 2 or 4 bytes; returns
- * how many words it stored (whole groups of 16). Inlined for each
- * common number of fields, whose loop the compiler then unrolls. */
-EXEC_AVX2 size_t avx2_assemble_n(const uint32_t *field, const __m128i *shift, unsigned n_kids,
-                                 size_t count, unsigned bytes, uint8_t *dst)
+ * how many words it stored (whole groups of 16). Inlined for the usual
+ * numbers of fields of each kind, whose loops the compiler unrolls. */
+EXEC_AVX2 size_t avx2_assemble_n(const avx2_fields *f, unsigned nb, unsigned nw, size_t count,
+                                 unsigned bytes, uint8_t *dst)
 {
     size_t i = 0;
     for (; i + 16 <= count && bytes == 4; i += 16) {
-        _mm256_storeu_si256((__m256i *)(dst + 4 * i), avx2_word8(field, shift, n_kids, i));
-        _mm256_storeu_si256((__m256i *)(dst + 4 * i + 32),
-                            avx2_word8(field, shift, n_kids, i + 8));
+        _mm256_storeu_si256((__m256i *)(dst + 4 * i), avx2_word8(f, nb, nw, i));
+        _mm256_storeu_si256((__m256i *)(dst + 4 * i + 32), avx2_word8(f, nb, nw, i + 8));
     }
     for (; i + 16 <= count && bytes == 2; i += 16) {
-        __m256i lo = avx2_word8(field, shift, n_kids, i), hi = avx2_word8(field, shift, n_kids, i + 8);
+        __m256i lo = avx2_word8(f, nb, nw, i), hi = avx2_word8(f, nb, nw, i + 8);
         /* words of 16 bits: packing saturates nothing */
         __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
         _mm256_storeu_si256((__m256i *)(dst + 2 * i), packed);
@@ -248,38 +295,48 @@ EXEC_AVX2 size_t avx2_assemble_n(const uint32_t *field, const __m128i *shift, un
     return i;
 }
 
-__attribute__((target("avx2"))) static size_t avx2_assemble(const uint32_t *field,
-                                                            const unsigned *shift,
-                                                            unsigned n_kids, size_t count,
+__attribute__((target("avx2"))) static size_t avx2_assemble(const fields *fs, size_t count,
                                                             unsigned bytes, uint8_t *dst)
 {
-    __m128i count_of[TF_PROG_MAX_ARITY];
-    for (unsigned c = 0; c < n_kids; c++)
-        count_of[c] = _mm_cvtsi32_si128((int)shift[c]);
-    switch (n_kids) {
-    case 2: return avx2_assemble_n(field, count_of, 2, count, bytes, dst);
-    case 3: return avx2_assemble_n(field, count_of, 3, count, bytes, dst);
-    case 4: return avx2_assemble_n(field, count_of, 4, count, bytes, dst);
-    default: return avx2_assemble_n(field, count_of, n_kids, count, bytes, dst);
+    avx2_fields f;
+    unsigned nb = 0, nw = 0;
+    for (unsigned c = 0; c < fs->n_kids; c++) {
+        __m128i shift = _mm_cvtsi32_si128((int)fs->shift[c]);
+        if (fs->byte[c]) {
+            f.byte[nb] = field_bytes(fs, c);
+            f.byte_shift[nb++] = shift;
+        } else {
+            f.word[nw] = field_words(fs, c);
+            f.word_shift[nw++] = shift;
+        }
     }
+#define ASSEMBLE_CASE(b, w) \
+    if (nb == (b) && nw == (w)) \
+        return avx2_assemble_n(&f, b, w, count, bytes, dst);
+    ASSEMBLE_CASE(3, 0) /* bf16, f16: sign, exponent, mantissa */
+    ASSEMBLE_CASE(2, 1) /* f32: sign, exponent; mantissa */
+    ASSEMBLE_CASE(3, 1)
+    ASSEMBLE_CASE(2, 0)
+    ASSEMBLE_CASE(1, 1)
+#undef ASSEMBLE_CASE
+    return avx2_assemble_n(&f, nb, nw, count, bytes, dst);
 }
 #endif
 
 /* The words of the fields, stored as `bytes` bytes each. */
-static void assemble(const uint32_t *field, const unsigned *shift, unsigned n_kids,
-                     uint32_t *word, size_t count, unsigned bytes, uint8_t *dst,
-                     tf_simd_level simd)
+static void assemble(const fields *field, uint32_t *word, size_t count, unsigned bytes,
+                     uint8_t *dst, tf_simd_level simd)
 {
     size_t done = 0;
 #ifdef EXEC_HAVE_AVX2
     if (simd >= TF_SIMD_AVX2 && bytes >= 2)
-        done = avx2_assemble(field, shift, n_kids, count, bytes, dst);
+        done = avx2_assemble(field, count, bytes, dst);
 #else
     (void)simd;
 #endif
     if (done == count)
         return;
-    merge32(field, shift, n_kids, word, count);
+    merge32(field, word, count);
     store32(word + done, count - done, bytes, dst + done * bytes);
 }
 
@@ -302,38 +359,54 @@ static int run_flat(executor *x, unsigned m, uint8_t *dst, uint64_t *wide, tf_er
     const tf_prog_node *merge = &x->p->node[m];
     const unsigned bytes = merge->width / 8, n_kids = merge->n_kids;
     const tf_simd_level simd = tf_simd_level_get();
-    /* the kids' fields of the block, then the words (not cleared: what
-     * lies past a block's count is computed on, never stored) */
-    uint32_t *field = malloc(((size_t)n_kids + 1) * BLOCK * sizeof *field);
-    if (!field)
+    /* slots: the kids' fields of the block, the words, and a source's
+     * words widened for a rANS literal's contexts (not cleared: what lies
+     * past a block's count is computed on, never stored) */
+    fields fs = { .n_kids = n_kids };
+    fs.slot = malloc(((size_t)n_kids + 2) * BLOCK * sizeof *fs.slot);
+    if (!fs.slot)
         return tf_fail(e, ENOMEM, "prog: out of memory executing a program");
-    uint32_t *word = field + (size_t)n_kids * BLOCK;
+    uint32_t *word = field_words(&fs, n_kids), *ctx = field_words(&fs, n_kids + 1);
+    unsigned left = merge->width;
+    for (unsigned c = 0; c < n_kids; c++) {
+        unsigned i = merge->kid0 + c;
+        fs.shift[c] = left -= x->p->node[i].width;
+        fs.byte[c] = x->p->node[i].op == TF_PROG_LIT && tf_prog_lit_bytes(&x->lit[i]);
+    }
     for (uint64_t at = 0; at < merge->n; at += BLOCK) {
         size_t count = merge->n - at < BLOCK ? (size_t)(merge->n - at) : BLOCK;
-        unsigned shift[TF_PROG_MAX_ARITY], left = merge->width;
         for (unsigned c = 0; c < n_kids; c++) {
             unsigned i = merge->kid0 + c;
             const tf_prog_node *kid = &x->p->node[i];
-            uint32_t *f = field + (size_t)c * BLOCK;
-            shift[c] = left -= kid->width;
+            uint32_t *f = field_words(&fs, c);
             if (kid->op == TF_PROG_CONST) {
                 for (size_t j = 0; j < count; j++)
                     f[j] = (uint32_t)kid->param;
-            } else {
-                const unsigned src = x->lit[i].ctx_sibling;
-                tf_prog_lit_read32(&x->lit[i], f, count,
-                                   src ? field + (size_t)(src - 1) * BLOCK : NULL);
+                continue;
             }
+            const unsigned src = x->lit[i].ctx_sibling;
+            const uint32_t *source = NULL;
+            if (src && fs.byte[src - 1]) {
+                for (size_t j = 0; j < count; j++)
+                    ctx[j] = field_bytes(&fs, src - 1)[j];
+                source = ctx;
+            } else if (src) {
+                source = field_words(&fs, src - 1);
+            }
+            if (fs.byte[c])
+                tf_prog_lit_read8(&x->lit[i], (uint8_t *)f, count, source);
+            else
+                tf_prog_lit_read32(&x->lit[i], f, count, source);
         }
         if (m == 0) {
-            assemble(field, shift, n_kids, word, count, bytes, dst + at * bytes, simd);
+            assemble(&fs, word, count, bytes, dst + at * bytes, simd);
         } else {
-            merge32(field, shift, n_kids, word, count);
+            merge32(&fs, word, count);
             apply_maps(x->p, m, word, wide, count);
             tf_prog_words_store(wide, count, bytes, dst + at * bytes);
         }
     }
-    free(field);
+    free(fs.slot);
     return 0;
 }
 

@@ -121,6 +121,19 @@ int tf_prog_lit_write(const uint64_t *v, size_t n, unsigned width,
 
 /* ---- decoding ---- */
 
+/* For words of bits <= 7 bits whose first lies at bit `offset` of its
+ * byte: for each of 64 words, the byte its 64-bit lane starts at (those
+ * of its group of 8 words; plan[0], as a byte permutation) and its first
+ * bit in that lane (plan[1]). */
+static void spread_plan(unsigned bits, unsigned offset, uint8_t plan[2][64])
+{
+    for (unsigned k = 0; k < 64; k++) {
+        unsigned lane = (8 * (k / 8) * bits + offset) / 8;
+        plan[0][k] = (uint8_t)(lane + k % 8);
+        plan[1][k] = (uint8_t)(k * bits + offset - 8 * lane);
+    }
+}
+
 /* RAW and PACK: the payload must be exactly n words of `bits` bits. */
 static int open_fixed(tf_prog_lit_reader *r, tf_reader *in, unsigned bits, tf_error *e)
 {
@@ -131,6 +144,8 @@ static int open_fixed(tf_prog_lit_reader *r, tf_reader *in, unsigned bits, tf_er
     r->pack_width = bits;
     r->fixed = tf_read_bytes(in, need);
     r->fixed_len = need;
+    if (bits <= 7)
+        spread_plan(bits, 0, r->spread);
     return 0;
 }
 
@@ -222,59 +237,80 @@ __attribute__((target("avx2"))) static size_t avx2_unpack(const uint8_t *p, size
     return i;
 }
 
-/* Words of bits <= 7 bits, eight a step: the 8 * bits bits of a step
- * deposited one word a byte (BMI2), then widened; returns how many. */
-__attribute__((target("avx2,bmi2"))) static size_t avx2_unpack_small(const uint8_t *p,
-                                                                     size_t len, uint64_t first,
-                                                                     unsigned bits,
-                                                                     uint32_t *out,
-                                                                     size_t count)
+/* Words of bits <= 7 bits into bytes, eight a step: the 8 * bits bits
+ * of a step deposited one word a byte (BMI2); returns how many. */
+__attribute__((target("avx2,bmi2"))) static size_t bmi2_unpack_bytes(const uint8_t *p, size_t len,
+                                                                     uint64_t first, unsigned bits,
+                                                                     uint8_t *out, size_t count)
 {
     const uint64_t spread = 0x0101010101010101ull * ((1u << bits) - 1);
     size_t i = 0;
     for (uint64_t bit = first; count - i >= 8 && len - (bit >> 3) >= 8;
          i += 8, bit += 8 * (uint64_t)bits) {
         uint64_t v = _pdep_u64(tf_bits_load64(p + (bit >> 3)) >> (bit & 7), spread);
-        _mm256_storeu_si256((__m256i *)(out + i),
-                            _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)));
+        memcpy(out + i, &v, 8);
     }
     return i;
 }
 
-/* Words of bits <= 7 bits, 64 a step: their 64 * bits bits (at most 57
- * bytes from the first word's byte) permuted so that each group of 8
- * words lies in one 64-bit lane, each word's bits then picked out to a
- * byte of its own (VBMI), and the bytes widened; returns how many. The
+/* Words of bits <= 7 bits into bytes, 64 a step: their 64 * bits bits
+ * (at most 57 bytes from the first word's byte) permuted so that each
+ * group of 8 words lies in one 64-bit lane, and each word's bits then
+ * picked out to a byte of its own (VBMI); returns how many. The
  * first word's bit offset in its byte is the same every step (a step is
- * 8 * bits whole bytes), so the permutation and the shifts are too. */
+ * 8 * bits whole bytes), so the permutation and the shifts are too
+ * (tf_prog_lit_reader.spread, for an offset of 0). */
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) static size_t
-avx512_unpack_small(const uint8_t *p, size_t len, uint64_t first, unsigned bits, uint32_t *out,
-                    size_t count)
+avx512_unpack_bytes(const uint8_t *p, size_t len, uint64_t first, unsigned bits, uint8_t *out,
+                    size_t count, const uint8_t (*spread)[64])
 {
-    uint8_t perm[64], shift[64];
-    for (unsigned k = 0; k < 64; k++) {
-        unsigned at = k * bits + (unsigned)(first & 7);            /* word k's first bit */
-        unsigned lane = (8 * (k / 8) * bits + (unsigned)(first & 7)) / 8; /* its lane's byte */
-        perm[k] = (uint8_t)(lane + k % 8);
-        shift[k] = (uint8_t)(at - 8 * lane);
+    uint8_t local[2][64];
+    if (first & 7) {
+        spread_plan(bits, (unsigned)(first & 7), local);
+        spread = local;
     }
-    const __m512i by = _mm512_loadu_si512(perm), at = _mm512_loadu_si512(shift);
+    const __m512i by = _mm512_loadu_si512(spread[0]), at = _mm512_loadu_si512(spread[1]);
     const __m512i mask = _mm512_set1_epi8((char)((1u << bits) - 1));
     size_t i = 0;
     for (uint64_t bit = first; count - i >= 64 && len - (bit >> 3) >= 64;
          i += 64, bit += 64 * (uint64_t)bits) {
         __m512i lanes = _mm512_permutexvar_epi8(by, _mm512_loadu_si512(p + (bit >> 3)));
-        __m512i v = _mm512_and_si512(_mm512_multishift_epi64_epi8(at, lanes), mask);
-        _mm512_storeu_si512(out + i, _mm512_cvtepu8_epi32(_mm512_castsi512_si128(v)));
-        _mm512_storeu_si512(out + i + 16, _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 1)));
-        _mm512_storeu_si512(out + i + 32, _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 2)));
-        _mm512_storeu_si512(out + i + 48, _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 3)));
+        _mm512_storeu_si512(out + i,
+                            _mm512_and_si512(_mm512_multishift_epi64_epi8(at, lanes), mask));
     }
     return i;
 }
 #endif
 
-/* The next RAW or PACK words of at most 32 bits. open_fixed sized the
+/* The next RAW or PACK words of at most 8 bits, as bytes. */
+static void read_fixed8(const tf_prog_lit_reader *r, uint8_t *out, size_t count)
+{
+    const unsigned bits = r->pack_width;
+    const uint8_t *p = r->fixed;
+    const uint64_t first = r->done * bits;
+    if (bits == 8) {
+        memcpy(out, p + r->done, count);
+        return;
+    }
+    size_t i = 0;
+#ifdef LEAF_HAVE_AVX2
+    if (r->simd >= TF_SIMD_AVX512)
+        i = avx512_unpack_bytes(p, r->fixed_len, first, bits, out, count, r->spread);
+    if (r->simd >= TF_SIMD_AVX2)
+        i += bmi2_unpack_bytes(p, r->fixed_len, first + i * bits, bits, out + i, count - i);
+#endif
+    const unsigned per = 57 / bits; /* as read_fixed32 */
+    for (uint64_t bit = first + (uint64_t)i * bits;
+         count - i >= per && r->fixed_len - (bit >> 3) >= 8; i += per, bit += (uint64_t)per * bits) {
+        uint64_t v = tf_bits_load64(p + (bit >> 3)) >> (bit & 7);
+        for (unsigned k = 0; k < per; k++)
+            out[i + k] = (uint8_t)(v >> (k * bits) & ((1u << bits) - 1));
+    }
+    for (; i < count; i++)
+        out[i] = (uint8_t)fixed_get(p, r->fixed_len, first + (uint64_t)i * bits, bits);
+}
+
+/* The next RAW or PACK words of 9 to 32 bits. open_fixed sized the
  * payload for exactly n words, and the caller never asks for more. */
 static void read_fixed32(const tf_prog_lit_reader *r, uint32_t *out, size_t count)
 {
@@ -282,10 +318,6 @@ static void read_fixed32(const tf_prog_lit_reader *r, uint32_t *out, size_t coun
     const uint8_t *p = r->fixed;
     const uint64_t first = r->done * bits;
     switch (bits) { /* whole bytes: straight loads */
-    case 8:
-        for (size_t i = 0; i < count; i++)
-            out[i] = p[r->done + i];
-        return;
     case 16:
         for (size_t i = 0; i < count; i++)
             out[i] = (uint32_t)p[2 * (r->done + i)] | (uint32_t)p[2 * (r->done + i) + 1] << 8;
@@ -302,11 +334,8 @@ static void read_fixed32(const tf_prog_lit_reader *r, uint32_t *out, size_t coun
     const uint32_t mask = (uint32_t)tf_prog_mask(bits);
     size_t i = 0;
 #ifdef LEAF_HAVE_AVX2
-    if (r->simd >= TF_SIMD_AVX512 && bits <= 7)
-        i = avx512_unpack_small(p, r->fixed_len, first, bits, out, count);
     if (r->simd >= TF_SIMD_AVX2)
-        i += (bits <= 7 ? avx2_unpack_small : avx2_unpack)(p, r->fixed_len, first + i * bits,
-                                                            bits, out + i, count - i);
+        i = avx2_unpack(p, r->fixed_len, first, bits, out, count);
 #endif
     for (uint64_t bit = first + (uint64_t)i * bits;
          count - i >= per && r->fixed_len - (bit >> 3) >= 8; i += per, bit += (uint64_t)per * bits) {
@@ -338,6 +367,41 @@ static bool read_too_far(tf_prog_lit_reader *r, size_t count)
     return true;
 }
 
+bool tf_prog_lit_bytes(const tf_prog_lit_reader *r)
+{
+    bool fixed = r->coding == TF_PROG_CODE_RAW || r->coding == TF_PROG_CODE_PACK;
+    return !fixed || r->pack_width <= 8; /* the entropy codings' symbols are bytes */
+}
+
+/* Words a piece when one width of words is read through another. */
+#define PIECE 256
+
+void tf_prog_lit_read8(tf_prog_lit_reader *r, uint8_t *out, size_t count,
+                       const uint32_t *ctx_words)
+{
+    if (read_too_far(r, count) || !tf_prog_lit_bytes(r)) {
+        r->bad = true;
+        memset(out, 0, count);
+        return;
+    }
+    if (r->coding == TF_PROG_CODE_RANS) { /* its decoder goes from r->done */
+        for (size_t at = 0; at < count; at += PIECE) {
+            uint32_t word[PIECE];
+            size_t take = count - at < PIECE ? count - at : PIECE;
+            tf_prog_rans_read(r, word, take, ctx_words ? ctx_words + at : NULL);
+            for (size_t i = 0; i < take; i++)
+                out[at + i] = (uint8_t)word[i];
+            r->done += take;
+        }
+        return;
+    }
+    if (r->coding == TF_PROG_CODE_HUFF || r->coding == TF_PROG_CODE_HUFF4)
+        tf_prog_huff_read(r, out, count);
+    else
+        read_fixed8(r, out, count);
+    r->done += count;
+}
+
 void tf_prog_lit_read32(tf_prog_lit_reader *r, uint32_t *out, size_t count,
                         const uint32_t *ctx_words)
 {
@@ -346,18 +410,22 @@ void tf_prog_lit_read32(tf_prog_lit_reader *r, uint32_t *out, size_t count,
         memset(out, 0, count * sizeof *out);
         return;
     }
-    switch (r->coding) {
-    case TF_PROG_CODE_RAW:
-    case TF_PROG_CODE_PACK: read_fixed32(r, out, count); break;
-    case TF_PROG_CODE_HUFF:
-    case TF_PROG_CODE_HUFF4: tf_prog_huff_read(r, out, count); break;
-    case TF_PROG_CODE_RANS: tf_prog_rans_read(r, out, count, ctx_words); break;
+    if (r->coding == TF_PROG_CODE_RANS) {
+        tf_prog_rans_read(r, out, count, ctx_words);
+        r->done += count;
+    } else if (tf_prog_lit_bytes(r)) {
+        for (size_t at = 0; at < count; at += PIECE) {
+            uint8_t byte[PIECE];
+            size_t take = count - at < PIECE ? count - at : PIECE;
+            tf_prog_lit_read8(r, byte, take, NULL);
+            for (size_t i = 0; i < take; i++)
+                out[at + i] = byte[i];
+        }
+    } else {
+        read_fixed32(r, out, count);
+        r->done += count;
     }
-    r->done += count;
 }
-
-/* Words per piece when tf_prog_lit_read goes through 32-bit words. */
-#define PIECE 256
 
 void tf_prog_lit_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,
                       const uint64_t *ctx_words)

@@ -98,6 +98,8 @@ typedef struct {
     uint64_t n, done;
     const uint8_t *fixed; /* RAW, PACK: the payload, exactly n words */
     size_t fixed_len;
+    uint8_t spread[2][64]; /* RAW, PACK of <= 7 bits: how to unpack them
+                              64 at a time (prog_leaf.c, spread_plan) */
     tf_bit_reader bits[TF_PROG_HUFF_STREAMS]; /* HUFF: bits[0]; HUFF4 */
     tf_huff_decoder *huff;
     tf_rans_table table;  /* RANS */
@@ -123,6 +125,12 @@ int tf_prog_lit_open_node(tf_prog_lit_reader *r, const tf_prog *p, unsigned i, t
  * positions (RANS with a source), else unused. Problems set r->bad. */
 void tf_prog_lit_read(tf_prog_lit_reader *r, uint64_t *out, size_t count,
                       const uint64_t *ctx_words);
+/* The same into bytes, for a literal whose words fit them: an entropy
+ * coding's (byte symbols), or RAW or PACK of at most 8 bits
+ * (tf_prog_lit_bytes). */
+void tf_prog_lit_read8(tf_prog_lit_reader *r, uint8_t *out, size_t count,
+                       const uint32_t *ctx_words);
+bool tf_prog_lit_bytes(const tf_prog_lit_reader *r);
 /* The same into 32-bit words, for a literal whose words fit them: not RAW
  * or PACK of more than 32 bits (tf_prog_lit_narrow). */
 void tf_prog_lit_read32(tf_prog_lit_reader *r, uint32_t *out, size_t count,

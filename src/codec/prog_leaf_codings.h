@@ -17,7 +17,7 @@ int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, unsigned cod
 int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
                        tf_buf *out, tf_error *e);
 int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e);
-void tf_prog_huff_read(tf_prog_lit_reader *r, uint32_t *out, size_t count);
+void tf_prog_huff_read(tf_prog_lit_reader *r, uint8_t *out, size_t count);
 /* Whether every stream was consumed exactly. */
 bool tf_prog_huff_exhausted(const tf_prog_lit_reader *r);
 

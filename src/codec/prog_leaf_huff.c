@@ -130,7 +130,10 @@ int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e)
     r->huff = malloc(sizeof *r->huff);
     if (!r->huff)
         return tf_fail(e, ENOMEM, "prog: out of memory for a Huffman table");
-    tf_huff_decoder_init(r->huff, len, max_sym, r->n);
+    unsigned span = max_sym; /* the decoder's loops need only the coded symbols */
+    while (span > 1 && !len[span - 1])
+        span--;
+    tf_huff_decoder_init(r->huff, len, span, r->n);
     return 0;
 }
 
@@ -163,31 +166,41 @@ static inline uint32_t get_one(const tf_huff_decoder *dec, tf_bit_reader *b, boo
     return ent & 0xff;
 }
 
-/* Up to TF_HUFF_MULTI_MAX codes into out[0..2] (all three written);
+/* The up to three symbols of a multi entry into out[0..2]; out[3] is
+ * written too, with a byte the next codes overwrite. */
+static inline void put_symbols(uint8_t *out, uint32_t e)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(out, &e, 4); /* one store */
+#else
+    for (unsigned k = 0; k < 4; k++)
+        out[k] = (uint8_t)(e >> 8 * k);
+#endif
+}
+
+/* Up to TF_HUFF_MULTI_MAX codes into out[0..2] (out[3] written too);
  * returns how many, at least 1 (a bad pattern counts as one). */
-static inline unsigned get_multi(const tf_huff_decoder *dec, tf_bit_reader *b, uint32_t *out,
+static inline unsigned get_multi(const tf_huff_decoder *dec, tf_bit_reader *b, uint8_t *out,
                                  bool *bad)
 {
     tf_bits_refill(b);
     uint32_t e = dec->multi[b->acc & ((1u << dec->multi_bits) - 1)];
-    *bad |= e >> 31 | !take_bits(b, e >> 24 & 0xf);
-    out[0] = e & 0xff;
-    out[1] = e >> 8 & 0xff;
-    out[2] = e >> 16 & 0xff;
-    return e >> 28 & 3;
+    *bad |= (e >> 26 & 1) | !take_bits(b, e >> 28);
+    put_symbols(out, e);
+    return e >> 24 & 3;
 }
 
 /* Words [0, count) of one stream's run, count codes in a row. */
-static void get_run(const tf_huff_decoder *dec, tf_bit_reader *b, uint32_t *out, size_t count,
+static void get_run(const tf_huff_decoder *dec, tf_bit_reader *b, uint8_t *out, size_t count,
                     bool *bad)
 {
     tf_bit_reader local = *b; /* in registers, not stored every code */
     bool wrong = false;
     size_t i = 0;
-    while (dec->has_multi && count - i >= TF_HUFF_MULTI_MAX)
+    while (dec->has_multi && count - i > TF_HUFF_MULTI_MAX)
         i += get_multi(dec, &local, out + i, &wrong);
     for (; i < count; i++)
-        out[i] = get_one(dec, &local, &wrong);
+        out[i] = (uint8_t)get_one(dec, &local, &wrong);
     *b = local;
     *bad |= wrong;
 }
@@ -198,19 +211,21 @@ static void get_run(const tf_huff_decoder *dec, tf_bit_reader *b, uint32_t *out,
 typedef struct {
     const uint8_t *p, *end;
     unsigned used;
-    uint32_t *out, *stop; /* the next word; where its segment's last
-                             whole group of lookups (writing a word
-                             more than they decode) must start by */
+    uint8_t *out, *seg_end; /* the next word; the end of its segment */
 } fast_stream;
+
+/* Words a group of lookups needs left in its segment: it writes a word
+ * more than it decodes. */
+#define FAST_ROOM (FAST_LOOKUPS * TF_HUFF_MULTI_MAX + 1)
 
 #define FAST_LOOKUPS 4
 
-static fast_stream fast_from(const tf_bit_reader *b, uint32_t *out, uint32_t *seg_end)
+static fast_stream fast_from(const tf_bit_reader *b, uint8_t *out, uint8_t *seg_end)
 {
     uint64_t left = (uint64_t)(b->end - b->p) * 8 + b->count; /* bits */
     return (fast_stream){ .p = b->end - (left + 7) / 8, .end = b->end,
                           .used = (unsigned)((8 - left % 8) % 8), .out = out,
-                          .stop = seg_end - FAST_LOOKUPS * TF_HUFF_MULTI_MAX - 1 };
+                          .seg_end = seg_end };
 }
 
 static tf_bit_reader fast_back(const fast_stream *f)
@@ -221,44 +236,25 @@ static tf_bit_reader fast_back(const fast_stream *f)
     return b;
 }
 
-/* The up to three symbols of a multi entry into out[0..2]; out[3] may
- * be written too, with garbage the next lookups overwrite. */
-static inline void put3(uint32_t *out, uint32_t e)
-{
-    out[0] = e & 0xff;
-    out[1] = e >> 8 & 0xff;
-    out[2] = e >> 16 & 0xff;
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HUFF_HAVE_SSE41 1
-__attribute__((target("sse4.1,bmi2"), always_inline)) static inline void put4_sse41(uint32_t *out,
-                                                                               uint32_t e)
-{
-    _mm_storeu_si128((__m128i *)out, _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)e)));
-}
-#endif
-
 /* Groups of FAST_LOOKUPS lookups in each of S streams, while every one
- * has room for a group (its out <= stop, 8 bytes at p): the lookups of the streams
- * interleaved so that their chains (a table load, then the shift it
- * sets) overlap; each group's bits of a stream lie in the 8 bytes at
- * its p. Returns the OR of the entries looked up. One body, a function
- * per stream count and way of storing symbols. */
-#define FAST_GROUPS(name, attr, put, S)                                                     \
-    attr static uint32_t name(const uint32_t *multi, uint32_t mask, fast_stream *f)         \
+ * has room for a group (FAST_ROOM words, 8 bytes at p): the lookups of
+ * the streams interleaved so that their chains (a table load, then the
+ * shift it sets) overlap; each group's bits of a stream lie in the 8
+ * bytes at its p. One body, a function per stream count and way of
+ * storing symbols. */
+#define FAST_GROUPS(name, S)                                                                \
+    static void name(const uint32_t *multi, uint32_t mask, fast_stream *f)                  \
     {                                                                                       \
         const uint8_t *p[S];                                                                \
         unsigned used[S];                                                                   \
-        uint32_t *out[S], seen = 0;                                                         \
+        uint8_t *out[S];                                                                    \
         bool room = true;                                                                   \
         _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                            \
         {                                                                                   \
             p[s] = f[s].p;                                                                  \
             used[s] = f[s].used;                                                            \
             out[s] = f[s].out;                                                              \
-            room &= out[s] <= f[s].stop && f[s].end - p[s] >= 8;                            \
+            room &= f[s].seg_end - out[s] >= FAST_ROOM && f[s].end - p[s] >= 8;             \
         }                                                                                   \
         while (room) {                                                                      \
             uint64_t bits[S];                                                               \
@@ -268,16 +264,15 @@ __attribute__((target("sse4.1,bmi2"), always_inline)) static inline void put4_ss
                 _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                    \
             {                                                                               \
                 uint32_t e = multi[(bits[s] >> used[s]) & mask];                            \
-                seen |= e;                                                                  \
-                used[s] += e >> 24 & 0xf;                                                   \
-                put(out[s], e);                                                             \
-                out[s] += e >> 28 & 3;                                                      \
+                used[s] += e >> 28;                                                         \
+                put_symbols(out[s], e);                                                     \
+                out[s] += e >> 24 & 3;                                                      \
             }                                                                               \
             _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                        \
             {                                                                               \
                 p[s] += used[s] >> 3;                                                       \
                 used[s] &= 7;                                                               \
-                room &= out[s] <= f[s].stop && f[s].end - p[s] >= 8;                        \
+                room &= f[s].seg_end - out[s] >= FAST_ROOM && f[s].end - p[s] >= 8;         \
             }                                                                               \
         }                                                                                   \
         _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                            \
@@ -286,50 +281,39 @@ __attribute__((target("sse4.1,bmi2"), always_inline)) static inline void put4_ss
             f[s].used = used[s];                                                            \
             f[s].out = out[s];                                                              \
         }                                                                                   \
-        return seen;                                                                        \
     }
 
-FAST_GROUPS(fast_groups4, , put3, 4)
-FAST_GROUPS(fast_groups1, , put3, 1)
-#ifdef HUFF_HAVE_SSE41
-FAST_GROUPS(fast_groups4_sse41, __attribute__((target("sse4.1,bmi2"))), put4_sse41, 4)
-FAST_GROUPS(fast_groups1_sse41, __attribute__((target("sse4.1,bmi2"))), put4_sse41, 1)
-#endif
+FAST_GROUPS(fast_groups4, 4)
+FAST_GROUPS(fast_groups1, 1)
 
-/* A whole turn of the four streams (a segment each, in order) into out:
- * groups of lookups in the four streams together while all have room,
- * then in each stream alone while it has, then its last words one by
- * one. */
-static void get_turn4(const tf_huff_decoder *dec, tf_bit_reader *b, uint32_t *out,
-                      tf_simd_level simd, bool *bad)
+/* The first count (<= a turn) words of a turn of the four streams (a
+ * segment each, in order; the last ones short or empty) into out: groups
+ * of lookups in the four streams together while all have room, then in
+ * each stream alone while it has, then its last words one by one. */
+static void get_turn4(const tf_huff_decoder *dec, tf_bit_reader *b, uint8_t *out, size_t count,
+                      bool *bad)
 {
-    uint32_t (*groups4)(const uint32_t *, uint32_t, fast_stream *) = fast_groups4;
-    uint32_t (*groups1)(const uint32_t *, uint32_t, fast_stream *) = fast_groups1;
     const uint32_t mask = (1u << dec->multi_bits) - 1;
-#ifdef HUFF_HAVE_SSE41
-    if (simd >= TF_SIMD_AVX2) {
-        groups4 = fast_groups4_sse41;
-        groups1 = fast_groups1_sse41;
-    }
-#else
-    (void)simd;
-#endif
     enum { SEG = TF_PROG_HUFF_SEGMENT };
     fast_stream f[4];
+    for (unsigned s = 0; s < 4; s++) {
+        size_t from = s * SEG < count ? s * SEG : count, to = from + SEG < count ? from + SEG : count;
+        f[s] = fast_from(&b[s], out + from, out + to);
+    }
+    fast_groups4(dec->multi, mask, f);
     for (unsigned s = 0; s < 4; s++)
-        f[s] = fast_from(&b[s], out + s * SEG, out + (s + 1) * SEG);
-    uint32_t seen = groups4(dec->multi, mask, f);
-    for (unsigned s = 0; s < 4; s++)
-        seen |= groups1(dec->multi, mask, &f[s]);
-    bool wrong = seen >> 31;
+        fast_groups1(dec->multi, mask, &f[s]);
+    /* a pattern no code starts stops its stream there, for its last
+     * words (at least one) to note */
+    bool wrong = false;
     for (unsigned s = 0; s < 4; s++) {
         b[s] = fast_back(&f[s]);
-        get_run(dec, &b[s], f[s].out, (size_t)(out + (s + 1) * SEG - f[s].out), &wrong);
+        get_run(dec, &b[s], f[s].out, (size_t)(f[s].seg_end - f[s].out), &wrong);
     }
     *bad |= wrong;
 }
 
-void tf_prog_huff_read(tf_prog_lit_reader *r, uint32_t *out, size_t count)
+void tf_prog_huff_read(tf_prog_lit_reader *r, uint8_t *out, size_t count)
 {
     const tf_huff_decoder *dec = r->huff;
     const unsigned streams = streams_of(r->coding);
@@ -337,10 +321,11 @@ void tf_prog_huff_read(tf_prog_lit_reader *r, uint32_t *out, size_t count)
     bool bad = false;
     uint64_t at = r->done;
     for (size_t i = 0; i < count;) {
-        if (streams == 4 && dec->has_multi && at % turn == 0 && count - i >= turn) {
-            get_turn4(dec, r->bits, out + i, r->simd, &bad);
-            i += turn;
-            at += turn;
+        if (streams == 4 && dec->has_multi && at % turn == 0) {
+            size_t take = count - i < turn ? count - i : turn;
+            get_turn4(dec, r->bits, out + i, take, &bad);
+            i += take;
+            at += take;
             continue;
         }
         /* up to the end of this segment, in one stream */

@@ -1,5 +1,7 @@
 #include "codec/prog_ops.h"
 
+#include <string.h>
+
 #include "common/buf.h"
 
 /* Runs stmt for i in [0, n): in groups of 8, which GCC vectorizes at -O2
@@ -89,6 +91,40 @@ void tf_prog_scan_invert(unsigned kind, unsigned width, const uint64_t *x, uint6
     const uint64_t mask = tf_prog_mask(width);
     for (size_t i = 1; i < n; i++)
         upd[i - 1] = kind == TF_PROG_SCAN_XOR ? x[i] ^ x[i - 1] : (x[i] - x[i - 1]) & mask;
+}
+
+void tf_prog_scan_lag_apply(unsigned kind, unsigned width, uint64_t *ring, uint64_t m,
+                            uint64_t *at, const uint64_t *upd, uint64_t *out, size_t n)
+{
+    const uint64_t mask = tf_prog_mask(width);
+    const bool xor = tf_prog_scan_xor(kind);
+    while (n) {
+        /* up to the ring's end: no wrap inside the loops */
+        size_t seg = m - *at < n ? (size_t)(m - *at) : n;
+        uint64_t *r = ring + *at;
+        if (xor)
+            EACH_WORD(seg, out[i] = r[i] ^= upd[i]);
+        else
+            EACH_WORD(seg, out[i] = r[i] = (r[i] + upd[i]) & mask);
+        *at = *at + seg == m ? 0 : *at + seg;
+        upd += seg;
+        out += seg;
+        n -= seg;
+    }
+}
+
+void tf_prog_scan_lag_invert(unsigned kind, unsigned width, uint64_t m, const uint64_t *x,
+                             uint64_t *upd, size_t n)
+{
+    const uint64_t mask = tf_prog_mask(width);
+    size_t head = m < n ? (size_t)m : n;
+    memcpy(upd, x, head * sizeof *x);
+    if (tf_prog_scan_xor(kind))
+        for (size_t i = head; i < n; i++)
+            upd[i] = x[i] ^ x[i - head];
+    else
+        for (size_t i = head; i < n; i++)
+            upd[i] = (x[i] - x[i - head]) & mask;
 }
 
 void tf_prog_merge_field(const uint64_t *restrict field, unsigned shift, uint64_t *restrict out,

@@ -55,6 +55,15 @@ void tf_prog_scan_apply(unsigned kind, unsigned width, uint64_t *carry, const ui
 /* The n - 1 updates that rebuild x[0..n) from v0 = x[0]. */
 void tf_prog_scan_invert(unsigned kind, unsigned width, const uint64_t *x, uint64_t *upd,
                          size_t n);
+/* Lagged scan of lag m (kind XOR_LAG or ADD_LAG): out[i] = q(ring[at],
+ * upd[i]), which then replaces ring[at], at stepping round the m words of
+ * the ring (the words m back; zeros before the first m words, since
+ * q(0, p) = p). *at ends where the next word goes. */
+void tf_prog_scan_lag_apply(unsigned kind, unsigned width, uint64_t *ring, uint64_t m,
+                            uint64_t *at, const uint64_t *upd, uint64_t *out, size_t n);
+/* The n updates that rebuild x[0..n) by the lagged scan of lag m. */
+void tf_prog_scan_lag_invert(unsigned kind, unsigned width, uint64_t m, const uint64_t *x,
+                             uint64_t *upd, size_t n);
 
 /* Merge: out[i] |= field[i] << shift for one child (out starts zeroed). */
 void tf_prog_merge_field(const uint64_t *restrict field, unsigned shift, uint64_t *restrict out,

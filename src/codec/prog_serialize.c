@@ -42,7 +42,7 @@ int tf_prog_write_node_header(const tf_prog *p, unsigned i, tf_buf *out)
         if (k->kind == TF_PROG_MAP_XOR || k->kind == TF_PROG_MAP_ADD)
             rc |= tf_buf_varint(out, k->param);
         break;
-    case TF_PROG_SCAN: rc |= tf_buf_varint(out, k->param); break;
+    case TF_PROG_SCAN: rc |= tf_buf_varint(out, k->param); break; /* v0, or the lag */
     }
     return rc;
 }
@@ -87,7 +87,8 @@ typedef struct {
     tf_reader *r;
     tf_prog *p;
     bool instance;         /* lengths and data parameters present */
-    uint64_t period_words; /* what repeats' periods may still hold */
+    uint64_t period_words; /* what repeats' periods and lagged scans'
+                              rings may still hold */
     tf_error *e;
 } parser;
 
@@ -172,19 +173,27 @@ static int parse_concat(parser *ps, tf_prog_node *k, unsigned i)
     return 0;
 }
 
+/* A repeat's period or a lagged scan's lag m, 1 <= m < n: the executor
+ * holds m words in memory for each, so together they may not exceed the
+ * chunk. */
+static int parse_held_words(parser *ps, tf_prog_node *k, const char *what)
+{
+    k->param = tf_read_varint(ps->r);
+    if (ps->r->bad || k->param < 1 || k->param >= k->n)
+        return bad(ps, what);
+    if (k->param > ps->period_words)
+        return bad(ps, "repeat periods and scan lags exceed the chunk");
+    ps->period_words -= k->param;
+    return 0;
+}
+
 static int parse_repeat(parser *ps, tf_prog_node *k, unsigned i)
 {
     int first = add_kids(ps, i, 1);
     if (first < 0 || !ps->instance)
         return first < 0 ? -1 : 0;
-    k->param = tf_read_varint(ps->r);
-    if (ps->r->bad || k->param < 1 || k->param >= k->n)
-        return bad(ps, "repeat period");
-    /* The executor holds every period in memory: together they may not
-     * exceed the chunk. */
-    if (k->param > ps->period_words)
-        return bad(ps, "repeat periods exceed the chunk");
-    ps->period_words -= k->param;
+    if (parse_held_words(ps, k, "repeat period") < 0)
+        return -1;
     ps->p->node[first].n = k->param;
     return 0;
 }
@@ -210,12 +219,15 @@ static int parse_scan(parser *ps, tf_prog_node *k, unsigned i)
     k->kind = tf_read_u8(ps->r);
     if (ps->r->bad || k->kind >= TF_PROG_SCAN_KINDS || (ps->instance && k->n < 2))
         return bad(ps, "scan");
-    if (ps->instance && parse_word(ps, k, &k->param) < 0)
+    const bool lagged = tf_prog_scan_lagged(k->kind);
+    if (ps->instance && (lagged ? parse_held_words(ps, k, "scan lag")
+                                : parse_word(ps, k, &k->param)) < 0)
         return -1;
     int first = add_kids(ps, i, 1);
     if (first < 0)
         return -1;
-    ps->p->node[first].n = ps->instance ? k->n - 1 : 0;
+    /* a lagged scan's child has every word, the others' all but v0 */
+    ps->p->node[first].n = ps->instance ? k->n - !lagged : 0;
     return 0;
 }
 

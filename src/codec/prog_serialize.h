@@ -8,10 +8,15 @@
  *   CONCAT  varint k | k-1 x varint ni     2 <= k <= 64, every ni >= 1,
  *                                          the last is n - the others >= 1
  *   REPEAT  varint m                       1 <= m < n; the periods of
- *                                          all repeats sum to at most the
- *                                          root's n
+ *                                          all repeats and the lags of all
+ *                                          lagged scans sum to at most
+ *                                          the root's n
  *   MAP     u8 kind | XOR, ADD: varint c < 2^b | ROTL: u8 r, 1 <= r < b
  *   SCAN    u8 kind | varint v0 < 2^b      n >= 2; the child has n - 1
+ *           (XOR, ADD)
+ *           u8 kind | varint m             1 <= m < n; the child has n
+ *           (XOR_LAG, ADD_LAG)             words; counted with the
+ *                                          repeats' periods
  *   MERGE   u8 k | k x u8 bi               2 <= k <= 64, bi >= 1,
  *                                          sum bi = b, n >= 1
  * At most TF_PROG_MAX_NODES nodes, TF_PROG_MAX_DEPTH deep. A literal that

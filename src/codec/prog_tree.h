@@ -27,6 +27,11 @@ typedef struct {
     tf_prog_lit_plan plan;
     bool featured; /* features below are computed */
     uint8_t features[4];
+    bool lag_looked; /* the lagged structure below is found (prog_derive.c) */
+    bool lag_sparse; /* the lag's updates are much sparser than lag 1's */
+    uint8_t lag_values; /* distinct words of the sample, when few */
+    size_t lag;      /* 0: none */
+    uint64_t lag_clear; /* the commonest of the first lag words */
 } tf_prog_stream;
 
 /* A new stream of n words (uninitialized), one reference; NULL when out

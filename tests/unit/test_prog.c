@@ -237,6 +237,72 @@ START_TEST(test_triangular_mask)
 }
 END_TEST
 
+/* Causal masks of L x L: `on` on and below the diagonal (or, upper, on
+ * and above it), `off` elsewhere; the first `count` elements. */
+static uint8_t *mask_of(unsigned dtype, size_t L, size_t count, bool upper, uint64_t on,
+                        uint64_t off)
+{
+    unsigned w = elem(dtype);
+    uint8_t *src = malloc(count * w);
+    for (size_t i = 0; i < count; i++) {
+        size_t r = i / L, c = i % L;
+        put_word(src + i * w, (upper ? c >= r : c <= r) ? on : off, w);
+    }
+    return src;
+}
+
+/* torch.tril(torch.ones(L, L)), torch.triu(...) and the additive masks
+ * of 0 and -inf: each row differs from the one above in one word, which
+ * a lagged scan turns into a period of a few runs, a few bytes. */
+START_TEST(test_causal_mask_is_a_few_bytes)
+{
+    static const struct {
+        unsigned dtype;
+        bool upper;
+        uint64_t on, off;
+    } cases[] = {
+        { TF_DT_U8, false, 1, 0 },          { TF_DT_BOOL, false, 1, 0 },
+        { TF_DT_F32, false, 0, 0xff800000 }, { TF_DT_BF16, false, 0, 0xff80 },
+        { TF_DT_F16, false, 0, 0xfc00 },    { TF_DT_U8, true, 1, 0 },
+        { TF_DT_F32, true, 0x3f800000, 0 }, { TF_DT_BF16, true, 0xff80, 0 },
+    };
+    unsigned dtype = cases[_i].dtype, w = elem(dtype);
+    const size_t L = 512, n = L * L;
+    uint8_t *src = mask_of(dtype, L, n, cases[_i].upper, cases[_i].on, cases[_i].off);
+    tf_buf model = { 0 };
+    fit(dtype, src, n * w, &model);
+    char text[128];
+    ck_assert_int_ge(tf_prog_describe(model.data, model.len, text, sizeof text), 1);
+    size_t size = round_trip_with(&model, dtype, src, n * w);
+    ck_assert_msg(size <= 64 && model.len <= 32, "mask %u of %s took %zu bytes, model %zu (%s)",
+                  _i, tf_dtype_get(dtype)->name, size, model.len, text);
+    ck_assert_msg(strstr(text, "scan_xorlag") || strstr(text, "scan_addlag"), "%s", text);
+    /* a chunk that ends mid-row, with the model and searching itself */
+    size_t cut = 300 * L + 77;
+    ck_assert_uint_le(round_trip_with(&model, dtype, src, cut * w), 64);
+    ck_assert_uint_le(round_trip_with(NULL, dtype, src, cut * w), 64);
+    /* one that starts mid-row: exact, whatever it costs */
+    round_trip_with(&model, dtype, src + (100 * L + 5) * w, (n - 100 * L - 5) * w);
+    tf_buf_free(&model);
+    free(src);
+}
+END_TEST
+
+/* Odd shapes: rows of 37, a chunk ending mid-row. */
+START_TEST(test_causal_mask_odd_shapes)
+{
+    static const size_t counts[] = { 37 * 37, 37 * 20 + 11, 37 * 3 };
+    for (size_t c = 0; c < ARRAY_LEN(counts); c++) {
+        uint8_t *src = mask_of(TF_DT_F32, 37, counts[c], false, 0, 0xff800000);
+        char text[128];
+        size_t size = round_trip(TF_DT_F32, src, 4 * counts[c], text, sizeof text);
+        ck_assert_msg(c == 2 || size <= 64, "37-wide mask of %zu took %zu bytes (%s)", counts[c],
+                      size, text);
+        free(src);
+    }
+}
+END_TEST
+
 /* A prior learned from a checkpoint with masks and weights guides a
  * search of a few expansions to the mask's few hundred bytes. */
 START_TEST(test_learned_prior)
@@ -487,6 +553,8 @@ static Suite *prog_suite(void)
     tcase_add_test(tc, test_arange_is_a_few_bytes);
     tcase_add_loop_test(tc, test_repeated_rows, 0, 4);
     tcase_add_loop_test(tc, test_triangular_mask, 0, 4);
+    tcase_add_loop_test(tc, test_causal_mask_is_a_few_bytes, 0, 8);
+    tcase_add_test(tc, test_causal_mask_odd_shapes);
     tcase_add_test(tc, test_learned_prior);
     tcase_add_loop_test(tc, test_special_values, 0, 6);
     tcase_add_loop_test(tc, test_chunks_of_a_larger_tensor, 0, 4);

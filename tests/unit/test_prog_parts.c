@@ -117,6 +117,20 @@ START_TEST(test_ops_are_inverse)
                 ck_assert_uint_le(child[i], tf_prog_mask(width));
         }
         for (unsigned kind = 0; kind < TF_PROG_SCAN_KINDS; kind++) {
+            if (tf_prog_scan_lagged(kind)) {
+                /* lags short and long, a ring that wraps mid-call */
+                static const uint64_t lags[] = { 1, 2, 37, 256 };
+                for (size_t l = 0; l < ARRAY_LEN(lags); l++) {
+                    uint64_t ring[256] = { 0 }, at = 0;
+                    tf_prog_scan_lag_invert(kind, width, lags[l], x, child, ARRAY_LEN(x));
+                    tf_prog_scan_lag_apply(kind, width, ring, lags[l], &at, child, back, 100);
+                    tf_prog_scan_lag_apply(kind, width, ring, lags[l], &at, child + 100, back + 100,
+                                           ARRAY_LEN(x) - 100);
+                    ck_assert_msg(memcmp(back, x, sizeof x) == 0, "scan %u lag %u of width %u",
+                                  kind, (unsigned)lags[l], width);
+                }
+                continue;
+            }
             tf_prog_scan_invert(kind, width, x, child, ARRAY_LEN(x));
             uint64_t carry = x[0];
             tf_prog_scan_apply(kind, width, &carry, child, back + 1, ARRAY_LEN(x) - 1);
@@ -438,6 +452,28 @@ static void check_program(builder *b, const uint64_t *expect)
         tf_buf_free(&b->bodies[i]);
 }
 
+/* A lagged scan of kind over a raw literal of 4100 random words of
+ * `width` bits (v and expect: room for them). */
+static void check_lagged_scan(builder *b, unsigned kind, unsigned width, uint64_t lag,
+                              uint64_t *v, uint64_t *expect)
+{
+    memset(b, 0, sizeof *b);
+    unsigned root = node(b, 0, TF_PROG_SCAN, width, 4100);
+    b->p.node[root].kind = (uint8_t)kind;
+    b->p.node[root].param = lag;
+    unsigned leaf = kids(b, root, 1);
+    set(b, leaf, TF_PROG_LIT, width, 4100, 0);
+    const uint64_t mask = tf_prog_mask(width);
+    for (uint64_t i = 0; i < 4100; i++) {
+        v[i] = rng_next() & mask;
+        expect[i] = i < lag ? v[i]
+                    : kind == TF_PROG_SCAN_XOR_LAG ? expect[i - lag] ^ v[i]
+                                                   : (expect[i - lag] + v[i]) & mask;
+    }
+    raw_lit(b, leaf, v);
+    check_program(b, expect);
+}
+
 START_TEST(test_programs_execute)
 {
     builder *b = calloc(1, sizeof *b);
@@ -551,6 +587,32 @@ START_TEST(test_programs_execute)
     b->p.node[k + 1].body = b->bodies[k + 1].data;
     b->p.node[k + 1].body_len = b->bodies[k + 1].len;
     check_program(b, expect3);
+    /* scan_xorlag37(lit) over 4100 words: the ring wraps inside blocks;
+     * scan_addlag1500(lit): a lag longer than a block */
+    check_lagged_scan(b, TF_PROG_SCAN_XOR_LAG, 16, 37, v, expect);
+    check_lagged_scan(b, TF_PROG_SCAN_ADD_LAG, 8, 1500, v, expect);
+    /* map_xor(-inf, scan_xorlag37(repeat38(concat(const -inf, const 0))))
+     * of 32 bits: the additive causal mask of 37 x 37, 0 on and below
+     * the diagonal, -inf above, ending mid-row */
+    memset(b, 0, sizeof *b);
+    const uint64_t ninf = 0xff800000;
+    const uint64_t words = 37 * 30 + 11;
+    root = node(b, 0, TF_PROG_MAP, 32, words);
+    b->p.node[root].kind = TF_PROG_MAP_XOR;
+    b->p.node[root].param = ninf;
+    unsigned scan = kids(b, root, 1);
+    set(b, scan, TF_PROG_SCAN, 32, words, 37);
+    b->p.node[scan].kind = TF_PROG_SCAN_XOR_LAG;
+    unsigned rep = kids(b, scan, 1);
+    set(b, rep, TF_PROG_REPEAT, 32, words, 38);
+    unsigned cat = kids(b, rep, 1);
+    set(b, cat, TF_PROG_CONCAT, 32, 38, 0);
+    k = kids(b, cat, 2);
+    set(b, k, TF_PROG_CONST, 32, 1, ninf);
+    set(b, k + 1, TF_PROG_CONST, 32, 37, 0);
+    for (uint64_t i = 0; i < words; i++)
+        expect[i] = i % 37 <= i / 37 ? 0 : ninf;
+    check_program(b, expect);
     free(b);
 }
 END_TEST
@@ -577,6 +639,13 @@ START_TEST(test_validation_rejects)
         { "merge widths long", { 6, 2, 8, 9, 1, 0, 1, 0 }, 8 },
         { "merge width 0", { 6, 2, 16, 0, 1, 0, 1, 0 }, 8 },
         { "scan child short", { 5, 1, 0, 0, 2, 1 }, 6 },
+        { "scan kind", { 5, 4, 1, 1, 0 }, 5 },
+        { "scan lag 0", { 5, 2, 0, 1, 0 }, 5 },
+        { "scan lag n", { 5, 3, 8, 1, 0 }, 5 },
+        { "scan lag huge", { 5, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                             0x7f, 1, 0 }, 15 },
+        { "scan lag truncated", { 5, 2, 0x87 }, 3 },
+        { "scan lag and period past n", { 5, 2, 5, 3, 4, 1, 0 }, 7 },
         { "literal body past end", { 0, 20, 0 }, 3 },
         { "trailing bytes", { 1, 5, 0 }, 3 },
         { "truncated", { 6, 2, 8 }, 3 },
@@ -587,9 +656,12 @@ START_TEST(test_validation_rejects)
         ck_assert_msg(tf_prog_read(bad[i].bytes, bad[i].len, 16, 8, p, &e) == -1, "accepted: %s",
                       bad[i].what);
     /* the same shapes made valid are accepted */
-    static const uint8_t good_const[] = { 1, 5 }, good_repeat[] = { 3, 7, 1, 0 };
+    static const uint8_t good_const[] = { 1, 5 }, good_repeat[] = { 3, 7, 1, 0 },
+                         good_lag[] = { 5, 2, 7, 1, 0 }, good_lags[] = { 5, 3, 4, 3, 4, 1, 0 };
     ck_assert_int_eq(tf_prog_read(good_const, sizeof good_const, 16, 8, p, &e), 0);
     ck_assert_int_eq(tf_prog_read(good_repeat, sizeof good_repeat, 16, 8, p, &e), 0);
+    ck_assert_int_eq(tf_prog_read(good_lag, sizeof good_lag, 16, 8, p, &e), 0);
+    ck_assert_int_eq(tf_prog_read(good_lags, sizeof good_lags, 16, 8, p, &e), 0);
     /* nesting past the depth limit */
     uint8_t deep[2 * TF_PROG_MAX_DEPTH + 2];
     size_t len = 0;
