@@ -70,19 +70,25 @@ int tf_prog_lit_plan_best(const uint64_t *v, size_t n, unsigned width,
     int rc = tf_prog_huff_plan(sym, n, n_sym, TF_PROG_CODE_HUFF, &huff);
     if (rc == 0)
         rc = tf_prog_huff_plan(sym, n, n_sym, TF_PROG_CODE_HUFF4, &huff4);
+    /* the cheapest: exact bits plus the decoding's price; rANS last, for
+     * it need not encode what could not beat the others */
+    uint64_t best = lit_cost(plan, n);
+    const tf_prog_lit_plan *huffman[] = { &huff, &huff4 };
+    for (unsigned k = 0; rc == 0 && k < 2; k++)
+        if (lit_cost(huffman[k], n) < best) {
+            best = lit_cost(huffman[k], n);
+            *plan = *huffman[k];
+        }
+    rans.coding = TF_PROG_CODE_RANS;
+    rans.size = 0;
+    uint64_t price = lit_cost(&rans, n), below = best > price ? (best - price) / (64 * 8) : 0;
     if (rc == 0)
-        rc = tf_prog_rans_plan(sym, n, n_sym, sources, n_src, &rans, e);
+        rc = tf_prog_rans_plan(sym, n, n_sym, sources, n_src, (size_t)below, &rans, e);
     free(sym);
     if (rc < 0)
         return tf_fail(e, ENOMEM, "prog: out of memory planning a literal");
-    /* the cheapest: exact bits plus the decoding's price */
-    const tf_prog_lit_plan *entropy[] = { &huff, &huff4, &rans };
-    uint64_t best = lit_cost(plan, n);
-    for (unsigned k = 0; k < sizeof entropy / sizeof *entropy; k++)
-        if (entropy[k]->size != SIZE_MAX && lit_cost(entropy[k], n) < best) {
-            best = lit_cost(entropy[k], n);
-            *plan = *entropy[k];
-        }
+    if (rans.size != SIZE_MAX && lit_cost(&rans, n) < best)
+        *plan = rans;
     return 0;
 }
 

@@ -21,9 +21,11 @@ void tf_prog_huff_read(tf_prog_lit_reader *r, uint8_t *out, size_t count);
 /* Whether every stream was consumed exactly. */
 bool tf_prog_huff_exhausted(const tf_prog_lit_reader *r);
 
+/* below: a size the plan must beat to be of use (variants estimated well
+ * above it are not encoded; plan->size is SIZE_MAX when none is). */
 int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
-                      const tf_prog_ctx_source *sources, unsigned n_src, tf_prog_lit_plan *plan,
-                      tf_error *e);
+                      const tf_prog_ctx_source *sources, unsigned n_src, size_t below,
+                      tf_prog_lit_plan *plan, tf_error *e);
 int tf_prog_rans_write(const uint8_t *sym, size_t n, unsigned n_sym,
                        const tf_prog_ctx_source *sources, const tf_prog_lit_plan *plan,
                        tf_buf *out, tf_error *e);

@@ -417,8 +417,8 @@ static int list_variants(const uint8_t *sym, size_t n, unsigned n_sym,
 }
 
 int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
-                      const tf_prog_ctx_source *sources, unsigned n_src, tf_prog_lit_plan *plan,
-                      tf_error *e)
+                      const tf_prog_ctx_source *sources, unsigned n_src, size_t below,
+                      tf_prog_lit_plan *plan, tf_error *e)
 {
     variant vars[MAX_VARIANTS];
     unsigned n_vars;
@@ -429,9 +429,13 @@ int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
     size_t best_estimate = SIZE_MAX;
     for (unsigned i = 0; i < n_vars; i++)
         best_estimate = vars[i].estimate < best_estimate ? vars[i].estimate : best_estimate;
+    /* Encoding, the costly part, only for what can still win: the lane
+     * states the estimate counts whole may carry up to 4 bytes each of
+     * the payload it counts too. */
+    const size_t margin = EXACT_SLACK + 4 * (size_t)lanes_for(n) * streams_for(n);
     plan->size = SIZE_MAX;
     for (unsigned i = 0; i < n_vars; i++) {
-        if (vars[i].estimate > best_estimate + EXACT_SLACK)
+        if (vars[i].estimate > best_estimate + EXACT_SLACK || vars[i].estimate >= below + margin)
             continue;
         size_t size;
         if (exact_size(sym, n, n_sym, sources, &vars[i].plan, &size, e) < 0)
