@@ -90,17 +90,11 @@ static void check_round_trip(const tf_fuzz_codec_input *in, const uint8_t *src)
     free(back);
 }
 
-static void codec_seed(const tf_codec *codec, unsigned dtype, size_t n)
+/* Encodes src (ref: its previous version, for a delta codec) and writes
+ * the seed, when the codec applies. */
+static void encode_seed(const tf_codec *codec, unsigned dtype, const uint8_t *src,
+                        const uint8_t *ref, size_t len, const char *name)
 {
-    const tf_dtype_info *dt = tf_dtype_get(dtype);
-    size_t len = n * dt->size;
-    double *v = weights(n);
-    uint8_t *ref = malloc(len), *src = malloc(len);
-    if (!ref || !src)
-        die("codec seed", "out of memory");
-    put_elements(ref, dtype, v, n, true);
-    train_step(v, n);
-    put_elements(src, dtype, v, n, true);
     tf_buf model = { 0 }, enc = { 0 }, seed = { 0 };
     tf_fuzz_codec_input in = { .codec = codec, .ctx = { .dtype = dtype }, .len = len };
     if (codec->delta) {
@@ -117,16 +111,48 @@ static void codec_seed(const tf_codec *codec, unsigned dtype, size_t n)
         check_round_trip(&in, src);
         if (tf_fuzz_codec_pack(&in, &seed) < 0)
             die(codec->name, "seed too large");
-        char name[64];
-        snprintf(name, sizeof name, "%s-%s-%zu", codec->name, dt->name, n);
         write_seed("codec", name, seed.data, seed.len);
     }
     tf_buf_free(&model);
     tf_buf_free(&enc);
     tf_buf_free(&seed);
+}
+
+static void codec_seed(const tf_codec *codec, unsigned dtype, size_t n)
+{
+    const tf_dtype_info *dt = tf_dtype_get(dtype);
+    size_t len = n * dt->size;
+    double *v = weights(n);
+    uint8_t *ref = malloc(len), *src = malloc(len);
+    if (!ref || !src)
+        die("codec seed", "out of memory");
+    put_elements(ref, dtype, v, n, true);
+    train_step(v, n);
+    put_elements(src, dtype, v, n, true);
+    char name[64];
+    snprintf(name, sizeof name, "%s-%s-%zu", codec->name, dt->name, n);
+    encode_seed(codec, dtype, src, ref, len, name);
     free(ref);
     free(src);
     free(v);
+}
+
+/* Causal masks, rows x rows, element (r, c) `on` where c <= r and `off`
+ * above: what lagged scans are for. */
+static void mask_seed(const tf_codec *codec, unsigned dtype, unsigned rows, uint64_t on,
+                      uint64_t off)
+{
+    const size_t size = tf_dtype_get(dtype)->size, len = (size_t)rows * rows * size;
+    uint8_t *src = malloc(len);
+    if (!src)
+        die("mask seed", "out of memory");
+    for (size_t i = 0; i < (size_t)rows * rows; i++)
+        for (size_t k = 0; k < size; k++)
+            src[i * size + k] = (uint8_t)((i % rows <= i / rows ? on : off) >> (8 * k));
+    char name[64];
+    snprintf(name, sizeof name, "%s-mask-%s-%u", codec->name, tf_dtype_get(dtype)->name, rows);
+    encode_seed(codec, dtype, src, src, len, name);
+    free(src);
 }
 
 static void codec_seeds(void)
@@ -140,6 +166,10 @@ static void codec_seeds(void)
             if (tf_dtype_get(dtype)->size <= 2)
                 codec_seed(codecs[c], dtype, 2053);
         }
+    for (size_t c = 0; c < ncodecs; c++) {
+        mask_seed(codecs[c], TF_DT_U8, 45, 1, 0);
+        mask_seed(codecs[c], TF_DT_F32, 37, 0, 0xff800000); /* 0 / -inf */
+    }
 }
 
 /* ---- safetensors files and header seeds ---- */
