@@ -214,11 +214,10 @@ typedef struct {
     uint8_t *out, *seg_end; /* the next word; the end of its segment */
 } fast_stream;
 
+#define FAST_LOOKUPS 4
 /* Words a group of lookups needs left in its segment: it writes a word
  * more than it decodes. */
 #define FAST_ROOM (FAST_LOOKUPS * TF_HUFF_MULTI_MAX + 1)
-
-#define FAST_LOOKUPS 4
 
 static fast_stream fast_from(const tf_bit_reader *b, uint8_t *out, uint8_t *seg_end)
 {
@@ -240,8 +239,7 @@ static tf_bit_reader fast_back(const fast_stream *f)
  * has room for a group (FAST_ROOM words, 8 bytes at p): the lookups of
  * the streams interleaved so that their chains (a table load, then the
  * shift it sets) overlap; each group's bits of a stream lie in the 8
- * bytes at its p. One body, a function per stream count and way of
- * storing symbols. */
+ * bytes at its p. One body, a function per stream count. */
 #define FAST_GROUPS(name, S)                                                                \
     static void name(const uint32_t *multi, uint32_t mask, fast_stream *f)                  \
     {                                                                                       \
