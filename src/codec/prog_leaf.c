@@ -163,7 +163,8 @@ int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, uns
     r->coding = tf_read_u8(&in);
     if (in.bad)
         return tf_fail(e, EIO, "prog: empty literal");
-    if (r->coding >= TF_PROG_CODE_HUFF && n == 0)
+    bool entropy = r->coding >= TF_PROG_CODE_HUFF && r->coding < TF_PROG_CODINGS;
+    if (entropy && n == 0)
         return tf_fail(e, EIO, "prog: entropy-coded literal of no words");
     switch (r->coding) {
     case TF_PROG_CODE_RAW: return open_fixed(r, &in, width, e);
