@@ -380,8 +380,10 @@ bool tf_prog_lit_bytes(const tf_prog_lit_reader *r)
     return !fixed || r->pack_width <= 8; /* the entropy codings' symbols are bytes */
 }
 
-/* Words a piece when one width of words is read through another. */
-#define PIECE 256
+/* Words a piece when one width of words is read through another: the
+ * executor's block, so that a four-stream Huffman literal pulled by the
+ * general executor still decodes whole turns of its streams. */
+#define PIECE 1024
 
 void tf_prog_lit_read8(tf_prog_lit_reader *r, uint8_t *out, size_t count,
                        const uint32_t *ctx_words)
