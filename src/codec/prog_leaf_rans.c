@@ -289,12 +289,32 @@ typedef struct {
     size_t estimate;
 } variant;
 
-/* The variants of one context setting (base) by its counts, one per
- * precision: the counts serve every precision. */
-static int add_variants(const uint64_t *counts, size_t n, unsigned n_sym,
-                        const tf_prog_lit_plan *base, variant *vars, unsigned *n_vars,
-                        tf_error *e)
+/* The bytes the symbols take at the least under the plan's contexts:
+ * their empirical conditional entropy, which no static code of those
+ * contexts beats (lane states included: they hold coded bits too). */
+static double least_bytes(const uint64_t *counts, unsigned n_sym, const tf_prog_lit_plan *plan)
 {
+    double bits = 0;
+    for (unsigned c = 0; c < n_contexts(plan); c++) {
+        const uint64_t *row = counts + (size_t)c * n_sym;
+        uint64_t total = 0;
+        for (unsigned s = 0; s < n_sym; s++)
+            total += row[s];
+        for (unsigned s = 0; s < n_sym; s++)
+            if (row[s])
+                bits += (double)row[s] * log2((double)total / (double)row[s]);
+    }
+    return bits / 8;
+}
+
+/* The variants of one context setting, one per precision, unless even
+ * its least bytes reach `below` (then no table is fitted for it). */
+static int add_variants(const uint64_t *counts, size_t n, unsigned n_sym,
+                        const tf_prog_lit_plan *base, size_t below, variant *vars,
+                        unsigned *n_vars, tf_error *e)
+{
+    if (least_bytes(counts, n_sym, base) >= (double)below)
+        return 0;
     for (size_t p = 0; p < N_PRECISIONS; p++) {
         variant *v = &vars[(*n_vars)++];
         v->plan = *base;
@@ -334,8 +354,8 @@ static uint64_t *narrow_counts(const uint64_t *all, const tf_prog_lit_plan *all_
  * no source. */
 static int add_windows(const uint8_t *sym, size_t n, unsigned n_sym,
                        const tf_prog_ctx_source *sources, const uint32_t *hist, size_t span,
-                       const uint64_t *totals, const tf_prog_lit_plan *base, variant *vars,
-                       unsigned *n_vars, tf_error *e)
+                       const uint64_t *totals, const tf_prog_lit_plan *base, size_t below,
+                       variant *vars, unsigned *n_vars, tf_error *e)
 {
     tf_prog_lit_plan plans[N_WINDOWS];
     unsigned n_plans = 0, last = 0;
@@ -372,7 +392,7 @@ static int add_windows(const uint8_t *sym, size_t n, unsigned n_sym,
         uint64_t *counts = all_counts
                                ? narrow_counts(all_counts, &all, totals, n_sym, &plans[i], e)
                                : count_plan(sym, n, n_sym, sources, &plans[i], e);
-        rc = counts ? add_variants(counts, n, n_sym, &plans[i], vars, n_vars, e) : -1;
+        rc = counts ? add_variants(counts, n, n_sym, &plans[i], below, vars, n_vars, e) : -1;
         free(counts);
     }
     free(all_counts);
@@ -382,8 +402,8 @@ static int add_windows(const uint8_t *sym, size_t n, unsigned n_sym,
 /* Every (context source and window, precision) variant with its
  * estimate: no source, each usable sibling, the literal's own words. */
 static int list_variants(const uint8_t *sym, size_t n, unsigned n_sym,
-                         const tf_prog_ctx_source *sources, unsigned n_src, variant *vars,
-                         unsigned *n_vars, tf_error *e)
+                         const tf_prog_ctx_source *sources, unsigned n_src, size_t below,
+                         variant *vars, unsigned *n_vars, tf_error *e)
 {
     *n_vars = 0;
     tf_prog_lit_plan base = { .coding = TF_PROG_CODE_RANS };
@@ -391,7 +411,7 @@ static int list_variants(const uint8_t *sym, size_t n, unsigned n_sym,
     if (!totals)
         return -1;
     uint32_t *hist = malloc(((size_t)1 << MAX_SOURCE_WIDTH) * sizeof *hist);
-    int rc = hist ? add_variants(totals, n, n_sym, &base, vars, n_vars, e)
+    int rc = hist ? add_variants(totals, n, n_sym, &base, below, vars, n_vars, e)
                   : tf_fail(e, ENOMEM, "prog: out of memory for a context window");
     for (unsigned j = 1; j <= n_src && rc == 0; j++) {
         const tf_prog_ctx_source *src = &sources[j - 1];
@@ -402,14 +422,16 @@ static int list_variants(const uint8_t *sym, size_t n, unsigned n_sym,
         for (size_t i = 0; i < n; i++)
             hist[src->v[i]]++;
         base.ctx_sibling = (uint8_t)j;
-        rc = add_windows(sym, n, n_sym, sources, hist, span, totals, &base, vars, n_vars, e);
+        rc = add_windows(sym, n, n_sym, sources, hist, span, totals, &base, below, vars, n_vars,
+                         e);
     }
     if (rc == 0) {
         for (unsigned s = 0; s < n_sym; s++)
             hist[s] = (uint32_t)totals[s];
         base.ctx_sibling = 0;
         base.ctx_self = true;
-        rc = add_windows(sym, n, n_sym, sources, hist, n_sym, totals, &base, vars, n_vars, e);
+        rc = add_windows(sym, n, n_sym, sources, hist, n_sym, totals, &base, below, vars, n_vars,
+                         e);
     }
     free(hist);
     free(totals);
@@ -424,7 +446,10 @@ int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
     unsigned n_vars;
     if (n_src > TF_PROG_MAX_ARITY)
         n_src = TF_PROG_MAX_ARITY;
-    if (list_variants(sym, n, n_sym, sources, n_src, vars, &n_vars, e) < 0)
+    plan->size = SIZE_MAX;
+    if (below == 0) /* nothing can win */
+        return 0;
+    if (list_variants(sym, n, n_sym, sources, n_src, below, vars, &n_vars, e) < 0)
         return -1;
     size_t best_estimate = SIZE_MAX;
     for (unsigned i = 0; i < n_vars; i++)
