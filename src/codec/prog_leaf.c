@@ -67,9 +67,7 @@ int tf_prog_lit_plan_best(const uint64_t *v, size_t n, unsigned width,
         return tf_fail(e, ENOMEM, "prog: out of memory for %zu symbols", n);
     unsigned n_sym = tf_prog_leaf_symbols(v, n, sym);
     tf_prog_lit_plan huff = { .size = SIZE_MAX }, huff4 = huff, rans = huff;
-    int rc = tf_prog_huff_plan(sym, n, n_sym, TF_PROG_CODE_HUFF, &huff);
-    if (rc == 0)
-        rc = tf_prog_huff_plan(sym, n, n_sym, TF_PROG_CODE_HUFF4, &huff4);
+    int rc = tf_prog_huff_plan(sym, n, n_sym, &huff, &huff4);
     /* the cheapest: exact bits plus the decoding's price; rANS last, for
      * it need not encode what could not beat the others */
     uint64_t best = lit_cost(plan, n);

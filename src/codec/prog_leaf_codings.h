@@ -11,9 +11,9 @@
  * returns n_sym = max + 1, or 0 when some word is 256 or more. */
 unsigned tf_prog_leaf_symbols(const uint64_t *v, size_t n, uint8_t *sym);
 
-/* HUFF and HUFF4 (coding says which). */
-int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
-                      tf_prog_lit_plan *plan);
+/* HUFF and HUFF4 (the same codes; coding says which). */
+int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, tf_prog_lit_plan *huff,
+                      tf_prog_lit_plan *huff4);
 int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
                        tf_buf *out, tf_error *e);
 int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e);

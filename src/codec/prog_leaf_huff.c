@@ -41,32 +41,33 @@ static void fit_lengths(const uint8_t *sym, size_t n, unsigned n_sym, uint8_t *l
     tf_huff_lengths(count, n_sym, limit, len);
 }
 
-/* Bits of each stream's codes. */
-static void stream_bits(const uint8_t *sym, size_t n, const uint8_t *len, unsigned streams,
-                        uint64_t *bits)
+/* Bits of the codes of each of the four streams. */
+static void stream_bits(const uint8_t *sym, size_t n, const uint8_t *len, uint64_t *bits)
 {
-    memset(bits, 0, streams * sizeof *bits);
+    memset(bits, 0, TF_PROG_HUFF_STREAMS * sizeof *bits);
     for (size_t i = 0; i < n; i++)
-        bits[stream_of(i, streams)] += len[sym[i]];
+        bits[stream_of(i, TF_PROG_HUFF_STREAMS)] += len[sym[i]];
 }
 
-int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
-                      tf_prog_lit_plan *plan)
+int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, tf_prog_lit_plan *huff,
+                      tf_prog_lit_plan *huff4)
 {
     uint8_t len[TF_HUFF_MAX_SYMBOLS];
     uint64_t bits[TF_PROG_HUFF_STREAMS];
     fit_lengths(sym, n, n_sym, len);
-    size_t size = tf_huff_table_size(len, n_sym);
-    if (size == SIZE_MAX)
+    size_t table = tf_huff_table_size(len, n_sym);
+    if (table == SIZE_MAX)
         return -1;
-    const unsigned streams = streams_of(coding);
-    stream_bits(sym, n, len, streams, bits);
-    size += 1;
-    for (unsigned s = 0; s < streams; s++) {
+    stream_bits(sym, n, len, bits);
+    /* the same codes in one stream, or in four with three lengths */
+    size_t one = 1 + table + (size_t)((bits[0] + bits[1] + bits[2] + bits[3] + 7) / 8);
+    size_t four = 1 + table;
+    for (unsigned s = 0; s < TF_PROG_HUFF_STREAMS; s++) {
         size_t bytes = (size_t)((bits[s] + 7) / 8);
-        size += bytes + (s + 1 < streams ? varint_bytes(bytes) : 0);
+        four += bytes + (s + 1 < TF_PROG_HUFF_STREAMS ? varint_bytes(bytes) : 0);
     }
-    *plan = (tf_prog_lit_plan){ .coding = (uint8_t)coding, .size = size };
+    *huff = (tf_prog_lit_plan){ .coding = TF_PROG_CODE_HUFF, .size = one };
+    *huff4 = (tf_prog_lit_plan){ .coding = TF_PROG_CODE_HUFF4, .size = four };
     return 0;
 }
 
