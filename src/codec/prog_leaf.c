@@ -214,62 +214,42 @@ static inline uint64_t fixed_get(const uint8_t *p, size_t len, uint64_t bit, uns
 }
 
 #ifdef LEAF_HAVE_AVX2
-/* Words of bits < 32 bits from bit `first` on, eight at a time while the
- * 32 bytes from the first one's byte lie in the payload; returns how many.
- * Lane k's word starts at bit o = k * bits + first % 8 of those bytes and
- * ends in their 32-bit words o / 32 and o / 32 + 1 (the second one
- * within them too: 8 * bits + 7 <= 256). A step is 8 * bits whole bytes,
- * so o, and what follows from it, is the same every step. */
-__attribute__((target("avx2"))) static size_t avx2_unpack(const uint8_t *p, size_t len,
-                                                           uint64_t first, unsigned bits,
-                                                           uint32_t *out, size_t count)
-{
-    const __m256i off = _mm256_add_epi32(
-        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)bits)),
-        _mm256_set1_epi32((int)(first & 7)));
-    const __m256i word = _mm256_srli_epi32(off, 5),
-                  next = _mm256_add_epi32(word, _mm256_set1_epi32(1)),
-                  shift = _mm256_and_si256(off, _mm256_set1_epi32(31)),
-                  back = _mm256_sub_epi32(_mm256_set1_epi32(32), shift),
-                  mask = _mm256_set1_epi32((int)((1u << bits) - 1));
-    size_t i = 0;
-    for (uint64_t bit = first; count - i >= 8 && len - (bit >> 3) >= 32;
-         i += 8, bit += 8 * (uint64_t)bits) {
-        __m256i data = _mm256_loadu_si256((const __m256i *)(p + (bit >> 3)));
-        __m256i lo = _mm256_permutevar8x32_epi32(data, word);
-        __m256i hi = _mm256_permutevar8x32_epi32(data, next);
-        __m256i v = _mm256_or_si256(_mm256_srlv_epi32(lo, shift), _mm256_sllv_epi32(hi, back));
-        _mm256_storeu_si256((__m256i *)(out + i), _mm256_and_si256(v, mask));
+/* Words of bits < 32 bits from bit `first` on, LANES at a time while the
+ * 4 * LANES bytes from the first one's byte lie in the payload; returns
+ * how many. Lane k's word starts at bit o = k * bits + first % 8 of those
+ * bytes and ends in their 32-bit words o / 32 and o / 32 + 1 (the second
+ * one within them too: LANES * bits + 7 <= 32 * LANES). A step is
+ * LANES * bits whole bytes, so o, and what follows from it, is the same
+ * every step. One body for AVX2 (8 lanes) and AVX-512 (16): V(op) names
+ * an intrinsic of the width, SI its suffix for whole registers. */
+#define UNPACK_WORDS(name, target_isa, LANES, VEC, V, SI, IOTA, PERM)                          \
+    __attribute__((target(target_isa))) static size_t name(                                  \
+        const uint8_t *p, size_t len, uint64_t first, unsigned bits, uint32_t *out, size_t count) \
+    {                                                                                         \
+        const VEC off = V(add_epi32)(V(mullo_epi32)(IOTA, V(set1_epi32)((int)bits)),          \
+                                     V(set1_epi32)((int)(first & 7)));                        \
+        const VEC word = V(srli_epi32)(off, 5), next = V(add_epi32)(word, V(set1_epi32)(1));  \
+        const VEC shift = V(and_##SI)(off, V(set1_epi32)(31));                                \
+        const VEC back = V(sub_epi32)(V(set1_epi32)(32), shift);                              \
+        const VEC mask = V(set1_epi32)((int)((1u << bits) - 1));                              \
+        size_t i = 0;                                                                         \
+        for (uint64_t bit = first; count - i >= LANES && len - (bit >> 3) >= 4 * LANES;       \
+             i += LANES, bit += LANES * (uint64_t)bits) {                                     \
+            VEC data = V(loadu_##SI)((const void *)(p + (bit >> 3)));                         \
+            VEC v = V(or_##SI)(V(srlv_epi32)(PERM(data, word), shift),                        \
+                               V(sllv_epi32)(PERM(data, next), back));                        \
+            V(storeu_##SI)((void *)(out + i), V(and_##SI)(v, mask));                          \
+        }                                                                                     \
+        return i;                                                                             \
     }
-    return i;
-}
-
-/* The same sixteen at a time in the 64 bytes from the first word's byte
- * (16 * bits + 7 <= 512). */
-__attribute__((target("avx512f"))) static size_t avx512_unpack(const uint8_t *p, size_t len,
-                                                               uint64_t first, unsigned bits,
-                                                               uint32_t *out, size_t count)
-{
-    const __m512i off = _mm512_add_epi32(
-        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                           _mm512_set1_epi32((int)bits)),
-        _mm512_set1_epi32((int)(first & 7)));
-    const __m512i word = _mm512_srli_epi32(off, 5),
-                  next = _mm512_add_epi32(word, _mm512_set1_epi32(1)),
-                  shift = _mm512_and_si512(off, _mm512_set1_epi32(31)),
-                  back = _mm512_sub_epi32(_mm512_set1_epi32(32), shift),
-                  mask = _mm512_set1_epi32((int)((1u << bits) - 1));
-    size_t i = 0;
-    for (uint64_t bit = first; count - i >= 16 && len - (bit >> 3) >= 64;
-         i += 16, bit += 16 * (uint64_t)bits) {
-        __m512i data = _mm512_loadu_si512(p + (bit >> 3));
-        __m512i lo = _mm512_permutexvar_epi32(word, data);
-        __m512i hi = _mm512_permutexvar_epi32(next, data);
-        __m512i v = _mm512_or_si512(_mm512_srlv_epi32(lo, shift), _mm512_sllv_epi32(hi, back));
-        _mm512_storeu_si512(out + i, _mm512_and_si512(v, mask));
-    }
-    return i;
-}
+#define V256(op) _mm256_##op
+#define V512(op) _mm512_##op
+#define PERM256(data, index) _mm256_permutevar8x32_epi32(data, index)
+#define PERM512(data, index) _mm512_permutexvar_epi32(index, data)
+UNPACK_WORDS(avx2_unpack, "avx2", 8, __m256i, V256, si256,
+             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), PERM256)
+UNPACK_WORDS(avx512_unpack, "avx512f", 16, __m512i, V512, si512,
+             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), PERM512)
 
 /* Words of bits <= 7 bits into bytes, eight a step: the 8 * bits bits
  * of a step deposited one word a byte (BMI2); returns how many. */
