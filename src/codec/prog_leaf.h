@@ -1,8 +1,7 @@
-/* Literal leaves of prog: n words of b bits in the physical coding that
- * makes them smallest, measured exactly (paper §2.2, "Physical literal
- * coding"), with the time each coding takes to decode priced in
- * (prog_leaf.c, lit_cost): a few tenths of a percent of size buy a
- * decoder two to three times faster.
+/* Literal leaves of prog: n words of b bits in the physical coding of
+ * least cost: its exact size (paper §2.2, "Physical literal coding") plus
+ * a price on the time its decoding takes (prog_leaf.c, lit_cost), which
+ * trades up to about 1% of size for a decoder two to three times faster.
  *
  * The body of a literal (its length is stored by the program around it):
  *   u8 coding, then
