@@ -188,14 +188,6 @@ void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_s
     dec->multi_bits = window;
     dec->has_multi = codes >= 1u << window;
     const unsigned mask = (1u << dec->bits) - 1;
-    if (dec->has_multi && most == 1) { /* the entries, re-encoded */
-        for (unsigned pattern = 0; pattern < (1u << window); pattern++) {
-            unsigned ent = dec->entry[pattern];
-            dec->multi[pattern] = ent >> 8 ? (ent & 0xff) | 1u << 24 | (ent >> 8) << 28
-                                           : TF_HUFF_MULTI_BAD;
-        }
-        return;
-    }
     for (unsigned pattern = 0; dec->has_multi && pattern < (1u << window); pattern++) {
         /* the bits after the codes taken, zeros above them: a next code
          * of at most window - used bits is found on them alone */

@@ -33,19 +33,25 @@ unsigned tf_prog_leaf_symbols(const uint64_t *v, size_t n, uint8_t *sym)
     return n == 0 || top >= 256 ? 0 : (unsigned)top + 1;
 }
 
-/* A literal's cost in 1/64 bits: its exact size, and the time its
- * decoding takes priced at a quarter of a bit a nanosecond per word (a
- * file 1.5% larger for a decode twice as fast is a good trade for a
- * mount that decodes on every cold read). Nanoseconds a word measured
- * with bench/prog_bench on bf16 and float32 weights, on an AMD EPYC with
- * AVX-512: RAW and PACK about 0.1 (not priced), HUFF4 0.45, HUFF and RANS
- * (one chain of table lookups; rANS with its gather and multiply) 1.2. */
-static uint64_t lit_cost(const tf_prog_lit_plan *plan, size_t n)
+/* What decoding n words of a coding costs, in 1/64 bits: a quarter of a
+ * bit a nanosecond per word (a file 1.5% larger for a decode twice as
+ * fast is a good trade for a mount that decodes on every cold read).
+ * Nanoseconds a word measured with bench/prog_bench on bf16 and float32
+ * weights, on an AMD EPYC with AVX-512: RAW and PACK about 0.1 (not
+ * priced), HUFF4 0.45, HUFF and RANS (one chain of table lookups; rANS
+ * with its gather and multiply) 1.2. */
+static uint64_t decode_price(unsigned coding, size_t n)
 {
     static const uint8_t price[TF_PROG_CODINGS] = {
         [TF_PROG_CODE_HUFF] = 19, [TF_PROG_CODE_RANS] = 19, [TF_PROG_CODE_HUFF4] = 7
     };
-    return 64 * 8 * (uint64_t)plan->size + (uint64_t)n * price[plan->coding];
+    return (uint64_t)n * price[coding];
+}
+
+/* A literal's cost in 1/64 bits: its exact size, and its decoding. */
+static uint64_t lit_cost(const tf_prog_lit_plan *plan, size_t n)
+{
+    return 64 * 8 * (uint64_t)plan->size + decode_price(plan->coding, n);
 }
 
 int tf_prog_lit_plan_best(const uint64_t *v, size_t n, unsigned width,
@@ -77,9 +83,8 @@ int tf_prog_lit_plan_best(const uint64_t *v, size_t n, unsigned width,
             best = lit_cost(huffman[k], n);
             *plan = *huffman[k];
         }
-    rans.coding = TF_PROG_CODE_RANS;
-    rans.size = 0;
-    uint64_t price = lit_cost(&rans, n), below = best > price ? (best - price) / (64 * 8) : 0;
+    const uint64_t price = decode_price(TF_PROG_CODE_RANS, n);
+    const uint64_t below = best > price ? (best - price) / (64 * 8) : 0;
     if (rc == 0)
         rc = tf_prog_rans_plan(sym, n, n_sym, sources, n_src, (size_t)below, &rans, e);
     free(sym);
