@@ -26,6 +26,15 @@ static double weight(void)
     return (sum - 6) * 0.02;
 }
 
+/* The float32 bits of a weight. */
+static uint32_t weight_bits(void)
+{
+    float f = (float)weight();
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
 static unsigned elem(unsigned dtype)
 {
     return tf_dtype_get(dtype)->size;
@@ -376,9 +385,7 @@ START_TEST(test_chunks_of_a_larger_tensor)
     uint8_t *src = malloc(len);
     rng_state = 11;
     for (size_t i = 0; i < n; i++) {
-        float f = (float)weight();
-        uint32_t u;
-        memcpy(&u, &f, 4);
+        uint32_t u = weight_bits();
         put_word(src + i * w, dtype == TF_DT_BF16 ? u >> 16 : dtype == TF_DT_I64 ? i : u, w);
     }
     tf_buf model = { 0 };
@@ -408,9 +415,7 @@ START_TEST(test_long_literals)
     uint8_t *src = malloc(len);
     rng_state = 13;
     for (size_t i = 0; i < n; i++) {
-        float f = (float)weight();
-        uint32_t u;
-        memcpy(&u, &f, 4);
+        uint32_t u = weight_bits();
         put_word(src + i * w, dtype == TF_DT_F32 ? u : dtype == TF_DT_BF16 ? u >> 16
                                                      : (uint64_t)(rng_next() % 3) << 10 | (u >> 20 & 0x3ff), w);
     }
@@ -425,9 +430,7 @@ START_TEST(test_weights_compress)
     uint8_t *src = malloc(2 * n);
     rng_state = 5;
     for (size_t i = 0; i < n; i++) {
-        float f = (float)weight();
-        uint32_t u;
-        memcpy(&u, &f, 4);
+        uint32_t u = weight_bits();
         put_word(src + 2 * i, u >> 16, 2);
     }
     char text[128];
@@ -521,9 +524,7 @@ START_TEST(test_describe)
     uint8_t *src = malloc(2 * n);
     rng_state = 1;
     for (size_t i = 0; i < n; i++) {
-        float f = (float)weight();
-        uint32_t u;
-        memcpy(&u, &f, 4);
+        uint32_t u = weight_bits();
         put_word(src + 2 * i, u >> 16, 2);
     }
     tf_buf model = { 0 };

@@ -50,9 +50,10 @@ static uint8_t *read_file(const char *path, size_t *n)
  * step k-1 by a few ULPs. */
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define N_BIG 5000 /* > one chunk at chunk shift 12 */
+#define CHUNK_SHIFT 12 /* chunks of 4096 elements */
+#define N_BIG 5000 /* > one chunk */
 #define N_SMALL 37
-#define TWO_DTYPES_N 6000 /* two chunks at chunk shift 12 */
+#define TWO_DTYPES_N 6000 /* two chunks */
 static uint16_t big[N_BIG], small[N_SMALL];
 static uint32_t f32[N_SMALL];
 static int64_t ids[16];
@@ -89,37 +90,19 @@ static void write_checkpoint(const char *path)
     test_write_safetensors(path, t, ARRAY_LEN(t));
 }
 
-static tf_writer *open_writer(const char *archive, bool create, unsigned threads, unsigned max_chain)
-{
-    tf_write_opts o;
-    tf_write_opts_default(&o);
-    o.threads = threads;
-    o.max_chain = max_chain;
-    tf_writer *w = NULL;
-    tf_error e = { 0 };
-    ck_assert_msg(tf_writer_open(archive, create, 12, &o, &w, &e) == 0, "%s", e.msg);
-    return w;
-}
-
-static void add(tf_writer *w, const char *src, const char *dest)
-{
-    tf_error e = { 0 };
-    ck_assert_msg(tf_writer_add(w, src, dest, NULL, &e) == 0, "%s", e.msg);
-}
-
 /* Writes checkpoints step-1..step-n into the temp dir and adds them. */
 static void make_trajectory(const char *archive, int n, unsigned threads, unsigned max_chain)
 {
     rng_state = 0x9e3779b97f4a7c15ull;
     init_weights();
-    tf_writer *w = open_writer(archive, true, threads, max_chain);
+    tf_writer *w = test_open_writer(archive, true, CHUNK_SHIFT, threads, max_chain);
     for (int k = 1; k <= n; k++) {
         char name[64];
         snprintf(name, sizeof name, "step-%d.safetensors", k);
         write_checkpoint(tmp(1, name));
         char dest[80];
         snprintf(dest, sizeof dest, "run/%s", name);
-        add(w, tmp(1, name), dest);
+        test_add(w, tmp(1, name), dest);
         step_weights();
     }
     tf_writer_close(w);
@@ -196,7 +179,7 @@ START_TEST(test_every_step_reads_back)
     const char *a = tmp(0, "steps.traj");
     rng_state = 0x1234567ull;
     init_weights();
-    tf_writer *w = open_writer(a, true, 1, 16);
+    tf_writer *w = test_open_writer(a, true, CHUNK_SHIFT, 1, 16);
     uint8_t *want[5];
     size_t wlen[5];
     for (int k = 0; k < 5; k++) {
@@ -204,7 +187,7 @@ START_TEST(test_every_step_reads_back)
         want[k] = read_file(tmp(1, "ck.safetensors"), &wlen[k]);
         char dest[64];
         snprintf(dest, sizeof dest, "step-%d.safetensors", k + 1);
-        add(w, tmp(1, "ck.safetensors"), dest);
+        test_add(w, tmp(1, "ck.safetensors"), dest);
         step_weights();
     }
     tf_writer_close(w);
@@ -234,8 +217,8 @@ START_TEST(test_dedup_same_checkpoint)
     struct stat before, after, src;
     ck_assert_int_eq(stat(a, &before), 0);
     ck_assert_int_eq(stat(tmp(1, "step-1.safetensors"), &src), 0);
-    tf_writer *w = open_writer(a, false, 1, 16);
-    add(w, tmp(1, "step-1.safetensors"), "copy/step-1.safetensors");
+    tf_writer *w = test_open_writer(a, false, CHUNK_SHIFT, 1, 16);
+    test_add(w, tmp(1, "step-1.safetensors"), "copy/step-1.safetensors");
     tf_writer_close(w);
     ck_assert_int_eq(stat(a, &after), 0);
     /* Only the catalog (with the verbatim header) grows. */
@@ -326,8 +309,8 @@ START_TEST(test_truncation_inside_last_commit)
     ck_assert_uint_gt(prev_end, 0);
     /* A writer on a torn archive cuts the tail and commits after it. */
     write_file(t, full, (size_t)(prev_end + (n - prev_end) / 2));
-    tf_writer *w = open_writer(t, false, 1, 16);
-    add(w, tmp(1, "step-2.safetensors"), "again.safetensors");
+    tf_writer *w = test_open_writer(t, false, CHUNK_SHIFT, 1, 16);
+    test_add(w, tmp(1, "step-2.safetensors"), "again.safetensors");
     tf_writer_close(w);
     ar = open_archive(t);
     ck_assert_uint_eq(tf_archive_commits(ar), 2);
@@ -369,15 +352,28 @@ START_TEST(test_damaged_blob_names_tensor)
 }
 END_TEST
 
+/* The archive at path holds the n bytes it held before (which this
+ * frees) and opens. */
+static void check_unchanged(const char *path, uint8_t *before, size_t n)
+{
+    size_t now;
+    uint8_t *after = read_file(path, &now);
+    ck_assert_uint_eq(now, n);
+    ck_assert(memcmp(before, after, n) == 0);
+    tf_archive_close(open_archive(path));
+    free(before);
+    free(after);
+}
+
 START_TEST(test_bad_input_leaves_archive_unchanged)
 {
     const char *a = tmp(0, "bad.traj");
     make_trajectory(a, 1, 1, 16);
-    size_t n0, n1;
+    size_t n0;
     uint8_t *before = read_file(a, &n0);
     const char *bad = tmp(1, "bad.safetensors");
     write_file(bad, "\x10\0\0\0\0\0\0\0{\"a\":1}         ", 24);
-    tf_writer *w = open_writer(a, false, 1, 16);
+    tf_writer *w = test_open_writer(a, false, CHUNK_SHIFT, 1, 16);
     tf_error e = { 0 };
     ck_assert_int_eq(tf_writer_add(w, bad, "bad.safetensors", NULL, &e), -1);
     ck_assert_msg(strstr(e.msg, "bad.safetensors") != NULL, "%s", e.msg);
@@ -386,11 +382,7 @@ START_TEST(test_bad_input_leaves_archive_unchanged)
     ck_assert_int_eq(tf_writer_add(w, bad, "run/step-1.safetensors/x", NULL, &e), -1);
     ck_assert_msg(strstr(e.msg, "not a directory") != NULL, "%s", e.msg);
     tf_writer_close(w);
-    uint8_t *after = read_file(a, &n1);
-    ck_assert_uint_eq(n0, n1);
-    ck_assert(memcmp(before, after, n0) == 0);
-    free(before);
-    free(after);
+    check_unchanged(a, before, n0);
 }
 END_TEST
 
@@ -398,10 +390,10 @@ START_TEST(test_single_writer)
 {
     const char *a = tmp(0, "lock.traj");
     make_trajectory(a, 1, 1, 16);
-    tf_writer *w = open_writer(a, false, 1, 16);
+    tf_writer *w = test_open_writer(a, false, CHUNK_SHIFT, 1, 16);
     tf_writer *w2 = NULL;
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_writer_open(a, false, 12, NULL, &w2, &e), -1);
+    ck_assert_int_eq(tf_writer_open(a, false, CHUNK_SHIFT, NULL, &w2, &e), -1);
     ck_assert_int_eq(e.errnum, EBUSY);
     tf_archive *ar = open_archive(a); /* readers need no lock */
     tf_archive_close(ar);
@@ -429,13 +421,13 @@ START_TEST(test_equal_bytes_of_two_dtypes)
     for (int k = 0; k < N; k++)
         iv[k] = fv[k] = 0x3f800000u + (uint32_t)(rng_next() % 4096);
     const char *a = tmp(0, "dtypes.traj");
-    tf_writer *w = open_writer(a, true, 1, 16);
+    tf_writer *w = test_open_writer(a, true, CHUNK_SHIFT, 1, 16);
     write_two_dtypes(tmp(2, "step-1.safetensors"), iv, fv);
-    add(w, tmp(2, "step-1.safetensors"), "run/step-1.safetensors");
+    test_add(w, tmp(2, "step-1.safetensors"), "run/step-1.safetensors");
     for (int k = 0; k < N; k++)
         fv[k] += (uint32_t)(rng_next() % 3);
     write_two_dtypes(tmp(2, "step-2.safetensors"), iv, fv);
-    add(w, tmp(2, "step-2.safetensors"), "run/step-2.safetensors");
+    test_add(w, tmp(2, "step-2.safetensors"), "run/step-2.safetensors");
     tf_writer_close(w);
 
     tf_archive *ar = open_archive(a);
@@ -464,9 +456,9 @@ START_TEST(test_commit_checked_before_written)
 {
     const char *a = tmp(0, "checked.traj");
     make_trajectory(a, 1, 1, 16);
-    size_t n0, n1;
+    size_t n0;
     uint8_t *before = read_file(a, &n0);
-    tf_writer *w = open_writer(a, false, 1, 16);
+    tf_writer *w = test_open_writer(a, false, CHUNK_SHIFT, 1, 16);
     tf_archive *ar = tf_writer_archive(w);
     _Atomic uint64_t next_ino = tf_archive_next_ino(ar);
     tf_write_opts o;
@@ -489,12 +481,7 @@ START_TEST(test_commit_checked_before_written)
     ck_assert_msg(strstr(e.msg, "has 10 bytes, expected 20") != NULL, "%s", e.msg);
     tf_buf_free(&payload);
     tf_writer_close(w);
-    uint8_t *after = read_file(a, &n1);
-    ck_assert_uint_eq(n0, n1);
-    ck_assert(memcmp(before, after, n0) == 0);
-    tf_archive_close(open_archive(a));
-    free(before);
-    free(after);
+    check_unchanged(a, before, n0);
 }
 END_TEST
 

@@ -65,6 +65,25 @@ const char *test_path(const char *name, char out[TEST_PATH_MAX])
     return out;
 }
 
+tf_writer *test_open_writer(const char *archive, bool create, unsigned chunk_shift,
+                            unsigned threads, unsigned max_chain)
+{
+    tf_write_opts o;
+    tf_write_opts_default(&o);
+    o.threads = threads;
+    o.max_chain = max_chain;
+    tf_writer *w = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_open(archive, create, chunk_shift, &o, &w, &e) == 0, "%s", e.msg);
+    return w;
+}
+
+void test_add(tf_writer *w, const char *src, const char *dest)
+{
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_add(w, src, dest, NULL, &e) == 0, "%s", e.msg);
+}
+
 int run_suite(Suite *s)
 {
     SRunner *sr = srunner_create(s);

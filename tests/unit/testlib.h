@@ -1,12 +1,15 @@
 /* What the unit tests share: a seeded random number generator, exactly
- * sized heap copies, a temporary directory per test, and main's running
- * of a Check suite. */
+ * sized heap copies, a temporary directory per test, safetensors files
+ * and an archive writer, and main's running of a Check suite. */
 #ifndef TRAJFS_TESTS_TESTLIB_H
 #define TRAJFS_TESTS_TESTLIB_H
 
 #include <check.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "store/writer.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -47,6 +50,14 @@ typedef struct {
 } test_tensor;
 /* Writes a safetensors file of the n tensors, in data order. */
 void test_write_safetensors(const char *path, const test_tensor *t, size_t n);
+
+/* A writer of the archive at path (created when create) with chunks of
+ * 2^chunk_shift elements, the threads and max_chain given; fails the test
+ * when it cannot open. */
+tf_writer *test_open_writer(const char *archive, bool create, unsigned chunk_shift,
+                            unsigned threads, unsigned max_chain);
+/* Adds the file src as dest; fails the test when that fails. */
+void test_add(tf_writer *w, const char *src, const char *dest);
 
 /* Runs every test of s; returns main's exit status. */
 int run_suite(Suite *s);
