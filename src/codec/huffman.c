@@ -129,12 +129,15 @@ uint64_t tf_huff_cost_bits(const uint64_t *count, const uint8_t *len, unsigned n
     return bits;
 }
 
+/* The low n (<= 16) bits of code in reverse order. */
 static uint16_t reverse_bits(uint16_t code, unsigned n)
 {
-    uint16_t r = 0;
-    for (unsigned i = 0; i < n; i++)
-        r = (uint16_t)(r << 1 | (code >> i & 1));
-    return r;
+    uint32_t x = code;
+    x = (x & 0x5555u) << 1 | (x >> 1 & 0x5555u);
+    x = (x & 0x3333u) << 2 | (x >> 2 & 0x3333u);
+    x = (x & 0x0f0fu) << 4 | (x >> 4 & 0x0f0fu);
+    x = (x & 0x00ffu) << 8 | (x >> 8 & 0x00ffu);
+    return (uint16_t)(x >> (16 - n));
 }
 
 /* Canonical codes (MSB-first values) of the given lengths. */
@@ -162,46 +165,83 @@ void tf_huff_encoder_init(tf_huff_encoder *enc, const uint8_t *len, unsigned n_s
     }
 }
 
-void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_sym,
-                          uint64_t codes)
+/* The entries of the codes of lengths len[0, count) (symbols first + i),
+ * by doubling: a code of length l, read LSB first, owns every pattern
+ * whose low l bits are it. Placed once in the table of the 2^l patterns
+ * of l bits, the doublings that follow copy it to the others; no shorter
+ * code is there before it, the code being prefix-free. A pattern no code
+ * starts keeps length 0. */
+static void fill_entries(tf_huff_decoder *dec, const uint8_t *len, unsigned count,
+                         unsigned first)
 {
     uint16_t code[TF_HUFF_MAX_SYMBOLS];
-    dec->bits = 1;
-    for (unsigned s = 0; s < n_sym; s++)
-        dec->bits = len[s] > dec->bits ? len[s] : dec->bits;
-    memset(dec->entry, 0, sizeof dec->entry[0] << dec->bits);
-    canonical_codes(len, n_sym, code);
-    for (unsigned s = 0; s < n_sym; s++) {
-        if (!len[s])
-            continue;
-        unsigned first = reverse_bits(code[s], len[s]);
-        for (unsigned pattern = first; pattern < (1u << dec->bits); pattern += 1u << len[s])
-            dec->entry[pattern] = (uint16_t)(s | (unsigned)len[s] << 8);
-    }
-    /* The multi table pays for its filling when there are more codes to
-     * read than patterns; several codes a pattern, when there are several
-     * times more, the window growing to 12 bits while they are. */
-    unsigned window = dec->bits;
-    while (window < TF_HUFF_MAX_LEN && codes >= 8u << window)
-        window++;
-    const unsigned most = codes >= 4u << window ? TF_HUFF_MULTI_MAX : 1;
-    dec->multi_bits = window;
-    dec->has_multi = codes >= 1u << window;
-    const unsigned mask = (1u << dec->bits) - 1;
-    for (unsigned pattern = 0; dec->has_multi && pattern < (1u << window); pattern++) {
-        /* the bits after the codes taken, zeros above them: a next code
-         * of at most window - used bits is found on them alone */
-        uint32_t multi = 0;
-        unsigned used = 0, n = 0;
-        while (n < most) {
-            unsigned ent = dec->entry[(pattern >> used) & mask], l = ent >> 8;
-            if (!l || used + l > window)
-                break;
-            multi |= (ent & 0xffu) << (8 * n++);
-            used += l;
+    uint8_t order[TF_HUFF_MAX_SYMBOLS]; /* by length, then symbol */
+    unsigned at[TF_HUFF_MAX_LEN + 2] = { 0 };
+    canonical_codes(len, count, code);
+    for (unsigned s = 0; s < count; s++)
+        at[len[s] + 1]++;
+    for (unsigned l = 1; l <= TF_HUFF_MAX_LEN; l++)
+        at[l + 1] += at[l];
+    const unsigned coded = count - at[1]; /* at[1]: how many have no code */
+    for (unsigned s = 0; s < count; s++)
+        if (len[s])
+            order[at[len[s]]++ - (count - coded)] = (uint8_t)s;
+    dec->entry[0] = 0;
+    unsigned i = 0;
+    for (unsigned l = 1; l <= dec->bits; l++) {
+        memcpy(dec->entry + (1u << (l - 1)), dec->entry, sizeof dec->entry[0] << (l - 1));
+        for (; i < coded && len[order[i]] == l; i++) {
+            unsigned s = order[i];
+            dec->entry[reverse_bits(code[s], l)] = (uint16_t)((first + s) | l << 8);
         }
-        dec->multi[pattern] = n ? multi | n << 24 | used << 28 : TF_HUFF_MULTI_BAD;
     }
+}
+
+/* The multi table: up to three codes a pattern, each lookup on the bits
+ * after the codes taken, zeros above them, so that a next code of at
+ * most window - used bits is found on them alone; three lookups whatever
+ * they find, no branch to mispredict. */
+static void fill_multi(tf_huff_decoder *dec)
+{
+    const unsigned window = dec->multi_bits, mask = (1u << dec->bits) - 1;
+    for (uint32_t p = 0; p < (1u << window); p++) {
+        uint32_t e1 = dec->entry[p & mask], l1 = e1 >> 8;
+        uint32_t e2 = dec->entry[(p >> l1) & mask], l2 = e2 >> 8;
+        uint32_t e3 = dec->entry[(p >> (l1 + l2)) & mask], l3 = e3 >> 8;
+        uint32_t one = l1 && l1 <= window;
+        uint32_t two = one && l2 && l1 + l2 <= window;
+        uint32_t three = two && l3 && l1 + l2 + l3 <= window;
+        uint32_t syms = (e1 & 0xffu) | (two ? (e2 & 0xffu) << 8 : 0) |
+                        (three ? (e3 & 0xffu) << 16 : 0);
+        uint32_t used = l1 + (two ? l2 : 0) + (three ? l3 : 0);
+        dec->multi[p] = one ? syms | (1 + two + three) << 24 | used << 28 : TF_HUFF_MULTI_LONG;
+    }
+}
+
+tf_huff_decoder *tf_huff_decoder_new(const uint8_t *len, unsigned first, unsigned count,
+                                     uint64_t codes)
+{
+    len += first;
+    unsigned bits = 1;
+    for (unsigned s = 0; s < count; s++)
+        bits = len[s] > bits ? len[s] : bits;
+    /* a pattern for every 16 codes at most: more would cost more to fill
+     * than they save */
+    unsigned window = TF_HUFF_MAX_LEN;
+    while (window > 1 && codes < 16u << window)
+        window--;
+    const bool has_multi = codes >= 16u << window;
+    const size_t multi = has_multi ? sizeof(uint32_t) << window : 0;
+    tf_huff_decoder *dec = malloc(sizeof *dec + multi + (sizeof(uint16_t) << bits));
+    if (!dec)
+        return NULL;
+    *dec = (tf_huff_decoder){ .bits = bits, .has_multi = has_multi, .multi_bits = window };
+    dec->multi = (uint32_t *)(dec + 1);
+    dec->entry = (uint16_t *)((uint8_t *)dec->multi + multi);
+    fill_entries(dec, len, count, first);
+    if (has_multi)
+        fill_multi(dec);
+    return dec;
 }
 
 /* The span [first, first + count) of symbols with a code. */
@@ -235,7 +275,8 @@ int tf_huff_table_write(const uint8_t *len, unsigned n_sym, tf_buf *out, tf_erro
     return rc ? tf_fail(e, ENOMEM, "huffman: out of memory writing a table") : 0;
 }
 
-int tf_huff_table_read(tf_reader *r, unsigned max_sym, uint8_t *len, tf_error *e)
+int tf_huff_table_read(tf_reader *r, unsigned max_sym, uint8_t *len, unsigned *span_first,
+                       tf_error *e)
 {
     uint64_t first = tf_read_varint(r), count = tf_read_varint(r);
     if (r->bad || count == 0 || first >= max_sym || count > max_sym - first)
@@ -256,5 +297,6 @@ int tf_huff_table_read(tf_reader *r, unsigned max_sym, uint8_t *len, tf_error *e
         return tf_fail(e, EIO, "huffman: table padding is not zero");
     if (!len[first] || !len[first + count - 1] || kraft > KRAFT_FULL)
         return tf_fail(e, EIO, "huffman: table is not a prefix code");
-    return 0;
+    *span_first = (unsigned)first;
+    return (int)count;
 }

@@ -44,36 +44,52 @@ void tf_huff_encoder_init(tf_huff_encoder *enc, const uint8_t *len, unsigned n_s
 size_t tf_huff_table_size(const uint8_t *len, unsigned n_sym);
 int tf_huff_table_write(const uint8_t *len, unsigned n_sym, tf_buf *out, tf_error *e);
 /* Reads lengths for symbols < max_sym (<= 256) into len[0..max_sym),
- * validating ranges and the Kraft sum. */
-int tf_huff_table_read(tf_reader *r, unsigned max_sym, uint8_t *len, tf_error *e);
+ * validating ranges and the Kraft sum. Returns how many symbols the
+ * table spans from *first on (the first and the last with a code), or
+ * -1. */
+int tf_huff_table_read(tf_reader *r, unsigned max_sym, uint8_t *len, unsigned *first,
+                       tf_error *e);
 
-/* Decoding table: entry = symbol | length << 8 for every pattern of
- * `bits` bits (read LSB first), bits being the longest code's length
- * (a smaller table to fill for a short code); length 0 marks a pattern no
- * code starts. */
+/* Decoding tables, in one allocation sized to them. entry = symbol |
+ * length << 8 for every pattern of `bits` bits (read LSB first), bits
+ * being the longest code's length (a smaller table to fill for a short
+ * code); length 0 marks a pattern no code starts. */
 typedef struct {
     unsigned bits;
-    uint16_t entry[1u << TF_HUFF_MAX_LEN];
-    /* When built (has_multi: there are more codes to read than
-     * patterns), every pattern of multi_bits bits (bits <= multi_bits <=
-     * TF_HUFF_MAX_LEN) read as the whole codes it begins with, up to
-     * three when the codes to read are several times more than the
-     * patterns (which pays for the filling; else one): symbols 1, 2, 3
-     * in bytes 0, 1, 2 | how many << 24 (2 bits) | their total length
-     * << 28 (4 bits); a pattern no code starts is TF_HUFF_MULTI_BAD: one
-     * symbol 0 of no bits (a decoder moves on, its stream stays on the
-     * pattern) and bit 26. Several symbols a lookup shorten the chain
-     * of dependent lookups. */
+    uint16_t *entry;
+    /* When built (has_multi: there are at least 16 times more codes to
+     * read than patterns, which pays for the filling), every pattern of
+     * multi_bits bits read as the whole codes it begins with, up to
+     * three: symbols 1, 2, 3 in bytes 0, 1, 2 | how many << 24 (2 bits)
+     * | their total length << 28 (4 bits). multi_bits follows the codes
+     * to read, not the longest code: a pattern whose first code is
+     * longer than multi_bits, or that no code starts, is
+     * TF_HUFF_MULTI_LONG, for the decoder to look up in entry
+     * (tf_huff_long_code). Several symbols a lookup shorten the chain of
+     * dependent lookups. */
     bool has_multi;
     unsigned multi_bits;
-    uint32_t multi[1u << TF_HUFF_MAX_LEN];
+    uint32_t *multi;
 } tf_huff_decoder;
 
 #define TF_HUFF_MULTI_MAX 3
+#define TF_HUFF_MULTI_LONG (1u << 27)
+/* A pattern no code starts: one symbol 0 of no bits (a decoder moves on,
+ * its stream stays on the pattern) and bit 26. */
 #define TF_HUFF_MULTI_BAD (1u << 26 | 1u << 24)
 
-/* codes: how many the decoder will read (to size the multi table). */
-void tf_huff_decoder_init(tf_huff_decoder *dec, const uint8_t *len, unsigned n_sym,
-                          uint64_t codes);
+/* The multi entry of the one code the low bits of `bits` begin with (a
+ * pattern marked TF_HUFF_MULTI_LONG), or TF_HUFF_MULTI_BAD. */
+static inline uint32_t tf_huff_long_code(const tf_huff_decoder *dec, uint64_t bits)
+{
+    uint32_t e = dec->entry[bits & ((1u << dec->bits) - 1)], l = e >> 8;
+    return l ? (e & 0xffu) | 1u << 24 | l << 28 : TF_HUFF_MULTI_BAD;
+}
+
+/* The decoder of the symbols [first, first + count) of len (the span
+ * tf_huff_table_read gives); codes: how many it will read (to size the
+ * multi table). free() releases it; NULL when out of memory. */
+tf_huff_decoder *tf_huff_decoder_new(const uint8_t *len, unsigned first, unsigned count,
+                                     uint64_t codes);
 
 #endif

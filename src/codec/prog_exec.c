@@ -18,14 +18,20 @@
  * stay in L1/L2, large enough to amortize the calls. */
 #define BLOCK 1024
 
+/* What the general executor keeps of a node. */
+typedef struct {
+    uint64_t *buf;  /* MERGE: children's blocks; REPEAT: the period;
+                       lagged SCAN: the last lag words */
+    uint64_t done;  /* words produced so far */
+    uint64_t carry; /* SCAN: the last word */
+    unsigned part;  /* CONCAT: the child producing now */
+} node_state;
+
 typedef struct {
     const tf_prog *p;
     tf_prog_lit_reader *lit; /* per node; only literals' are used */
-    uint64_t *buf[TF_PROG_MAX_NODES]; /* MERGE: children's blocks; REPEAT: the period;
-                                          lagged SCAN: the last lag words */
-    uint64_t done[TF_PROG_MAX_NODES]; /* words produced so far */
-    uint64_t carry[TF_PROG_MAX_NODES]; /* SCAN: the last word */
-    unsigned part[TF_PROG_MAX_NODES];  /* CONCAT: the child producing now */
+    unsigned opened;         /* lit[i] was opened (or tried) for i < opened */
+    node_state st[TF_PROG_MAX_NODES]; /* per node; only the program's are cleared */
 } executor;
 
 static void pull(executor *x, unsigned i, uint64_t *out, size_t count, const uint64_t *ctx);
@@ -34,16 +40,16 @@ static void pull_concat(executor *x, unsigned i, uint64_t *out, size_t count)
 {
     const tf_prog_node *k = &x->p->node[i];
     while (count) {
-        unsigned kid = k->kid0 + x->part[i];
-        uint64_t left = x->p->node[kid].n - x->done[kid];
+        unsigned kid = k->kid0 + x->st[i].part;
+        uint64_t left = x->p->node[kid].n - x->st[kid].done;
         size_t take = left < count ? (size_t)left : count;
         if (take == 0) /* never for a validated program; never a hang either */
             break;
         pull(x, kid, out, take, NULL);
         out += take;
         count -= take;
-        if (x->done[kid] == x->p->node[kid].n && x->part[i] + 1u < k->n_kids)
-            x->part[i]++;
+        if (x->st[kid].done == x->p->node[kid].n && x->st[i].part + 1u < k->n_kids)
+            x->st[i].part++;
     }
 }
 
@@ -51,11 +57,11 @@ static void pull_repeat(executor *x, unsigned i, uint64_t *out, size_t count)
 {
     const tf_prog_node *k = &x->p->node[i];
     const uint64_t m = k->param;
-    const uint64_t *period = x->buf[i];
-    if (x->done[i] == 0) /* the first pull materializes the period */
+    const uint64_t *period = x->st[i].buf;
+    if (x->st[i].done == 0) /* the first pull materializes the period */
         for (uint64_t at = 0; at < m; at += BLOCK)
-            pull(x, k->kid0, x->buf[i] + at, m - at < BLOCK ? (size_t)(m - at) : BLOCK, NULL);
-    uint64_t at = x->done[i] % m;
+            pull(x, k->kid0, x->st[i].buf + at, m - at < BLOCK ? (size_t)(m - at) : BLOCK, NULL);
+    uint64_t at = x->st[i].done % m;
     for (size_t j = 0; j < count; j++) {
         out[j] = period[at];
         at = at + 1 == m ? 0 : at + 1;
@@ -66,18 +72,18 @@ static void pull_scan(executor *x, unsigned i, uint64_t *out, size_t count)
 {
     const tf_prog_node *k = &x->p->node[i];
     if (tf_prog_scan_lagged(k->kind)) { /* buf: the last m words, a ring */
-        uint64_t at = x->done[i] % k->param;
+        uint64_t at = x->st[i].done % k->param;
         pull(x, k->kid0, out, count, NULL);
-        tf_prog_scan_lag_apply(k->kind, k->width, x->buf[i], k->param, &at, out, out, count);
+        tf_prog_scan_lag_apply(k->kind, k->width, x->st[i].buf, k->param, &at, out, out, count);
         return;
     }
     size_t start = 0;
-    if (x->done[i] == 0 && count) {
-        out[0] = x->carry[i] = k->param;
+    if (x->st[i].done == 0 && count) {
+        out[0] = x->st[i].carry = k->param;
         start = 1;
     }
     pull(x, k->kid0, out + start, count - start, NULL);
-    tf_prog_scan_apply(k->kind, k->width, &x->carry[i], out + start, out + start, count - start);
+    tf_prog_scan_apply(k->kind, k->width, &x->st[i].carry, out + start, out + start, count - start);
 }
 
 static void pull_merge(executor *x, unsigned i, uint64_t *out, size_t count)
@@ -87,10 +93,10 @@ static void pull_merge(executor *x, unsigned i, uint64_t *out, size_t count)
     memset(out, 0, count * sizeof *out);
     for (unsigned c = 0; c < k->n_kids; c++) {
         const tf_prog_node *kid = &x->p->node[k->kid0 + c];
-        uint64_t *field = x->buf[i] + (size_t)c * BLOCK;
+        uint64_t *field = x->st[i].buf + (size_t)c * BLOCK;
         const uint64_t *ctx = NULL;
         if (kid->op == TF_PROG_LIT && x->lit[k->kid0 + c].ctx_sibling)
-            ctx = x->buf[i] + (size_t)(x->lit[k->kid0 + c].ctx_sibling - 1) * BLOCK;
+            ctx = x->st[i].buf + (size_t)(x->lit[k->kid0 + c].ctx_sibling - 1) * BLOCK;
         pull(x, k->kid0 + c, field, count, ctx);
         shift -= kid->width;
         tf_prog_merge_field(field, shift, out, count);
@@ -115,19 +121,27 @@ static void pull(executor *x, unsigned i, uint64_t *out, size_t count, const uin
     case TF_PROG_SCAN: pull_scan(x, i, out, count); break;
     case TF_PROG_MERGE: pull_merge(x, i, out, count); break;
     }
-    x->done[i] += count;
+    x->st[i].done += count;
 }
 
-/* Opens every literal and allocates every buffer, before any output. */
-static int prepare(executor *x, tf_error *e)
+/* Opens every literal, before any output. */
+static int open_literals(executor *x, tf_error *e)
+{
+    const tf_prog *p = x->p;
+    for (unsigned i = 0; i < p->n_nodes; i++) {
+        x->opened = i + 1; /* a failed open leaves its reader to close */
+        if (p->node[i].op == TF_PROG_LIT && tf_prog_lit_open_node(&x->lit[i], p, i, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Allocates the general executor's buffers, before any output. */
+static int alloc_buffers(executor *x, tf_error *e)
 {
     const tf_prog *p = x->p;
     for (unsigned i = 0; i < p->n_nodes; i++) {
         const tf_prog_node *k = &p->node[i];
-        if (k->op == TF_PROG_LIT) {
-            if (tf_prog_lit_open_node(&x->lit[i], p, i, e) < 0)
-                return -1;
-        }
         const bool ring = k->op == TF_PROG_SCAN && tf_prog_scan_lagged(k->kind);
         size_t words = k->op == TF_PROG_MERGE ? (size_t)k->n_kids * BLOCK
                        : k->op == TF_PROG_REPEAT || ring ? (size_t)k->param : 0;
@@ -135,8 +149,8 @@ static int prepare(executor *x, tf_error *e)
             continue;
         /* a lagged scan's ring starts as zeros: q(0, P[i]) = P[i] are its
          * first m words */
-        x->buf[i] = ring ? calloc(words, sizeof(uint64_t)) : malloc(words * sizeof(uint64_t));
-        if (!x->buf[i])
+        x->st[i].buf = ring ? calloc(words, sizeof(uint64_t)) : malloc(words * sizeof(uint64_t));
+        if (!x->st[i].buf)
             return tf_fail(e, ENOMEM, "prog: out of memory executing a program");
     }
     return 0;
@@ -210,17 +224,19 @@ static void store32(const uint32_t *restrict word, size_t count, unsigned bytes,
         put_word(dst, i, word[i], bytes);
 }
 
-/* A block's fields: field c in slot c of BLOCK 32-bit words, as 32-bit
- * words, or as bytes (its first BLOCK bytes) where byte[c]. */
+/* A block's fields: field c in slot c of `stride` 32-bit words (the
+ * block's length, whole groups), as 32-bit words, or as bytes (its
+ * first stride bytes) where byte[c]. */
 typedef struct {
     uint32_t *slot;
+    size_t stride;
     unsigned n_kids, shift[TF_PROG_MAX_ARITY];
     bool byte[TF_PROG_MAX_ARITY];
 } fields;
 
 static uint32_t *field_words(const fields *f, unsigned c)
 {
-    return f->slot + (size_t)c * BLOCK;
+    return f->slot + (size_t)c * f->stride;
 }
 
 static const uint8_t *field_bytes(const fields *f, unsigned c)
@@ -229,7 +245,7 @@ static const uint8_t *field_bytes(const fields *f, unsigned c)
 }
 
 /* word[j] = the OR of field c's f_c[j] << shift[c], over whole groups:
- * fields and words are BLOCK long, a multiple of GROUP, and what lies
+ * fields and words are a stride long, a multiple of GROUP, and what lies
  * past count is never stored. */
 static void merge32(const fields *fs, uint32_t *restrict word, size_t count)
 {
@@ -353,7 +369,7 @@ static void apply_maps(const tf_prog *p, unsigned m, const uint32_t *word, uint6
     }
 }
 
-/* wide: BLOCK words for the maps. */
+/* wide: a block's words for the maps. */
 static int run_flat(executor *x, unsigned m, uint8_t *dst, uint64_t *wide, tf_error *e)
 {
     const tf_prog_node *merge = &x->p->node[m];
@@ -362,8 +378,9 @@ static int run_flat(executor *x, unsigned m, uint8_t *dst, uint64_t *wide, tf_er
     /* slots: the kids' fields of the block, the words, and a source's
      * words widened for a rANS literal's contexts (not cleared: what lies
      * past a block's count is computed on, never stored) */
-    fields fs = { .n_kids = n_kids };
-    fs.slot = malloc(((size_t)n_kids + 2) * BLOCK * sizeof *fs.slot);
+    const size_t block = merge->n < BLOCK ? (size_t)merge->n : BLOCK;
+    fields fs = { .n_kids = n_kids, .stride = (block + GROUP - 1) / GROUP * GROUP };
+    fs.slot = malloc(((size_t)n_kids + 2) * fs.stride * sizeof *fs.slot);
     if (!fs.slot)
         return tf_fail(e, ENOMEM, "prog: out of memory executing a program");
     uint32_t *word = field_words(&fs, n_kids), *ctx = field_words(&fs, n_kids + 1);
@@ -415,19 +432,32 @@ static int exec(const tf_prog *p, uint8_t *dst, bool fast, tf_error *e)
     const tf_prog_node *root = &p->node[0];
     if (root->width % 8)
         return tf_fail(e, EINVAL, "prog: root words of %u bits", root->width);
-    executor x = { .p = p };
-    x.lit = calloc(p->n_nodes, sizeof *x.lit);
-    uint64_t *block = malloc(BLOCK * sizeof *block);
+    executor x; /* not cleared whole: a chunk's decoding starts as fast as it can */
+    x.p = p;
+    x.opened = 0;
+    memset(x.st, 0, p->n_nodes * sizeof x.st[0]);
+    uint64_t *block = NULL; /* a block of the root's words, but for a bare merge */
     int rc = -1;
-    if (!x.lit || !block) {
+    unsigned m = 0;
+    x.lit = malloc(p->n_nodes * sizeof *x.lit); /* each literal's set up as it opens */
+    if (!x.lit) {
         tf_fail(e, ENOMEM, "prog: out of memory executing a program");
         goto done;
     }
-    if (prepare(&x, e) < 0)
+    if (open_literals(&x, e) < 0)
+        goto done;
+    const bool flat = fast && flat_merge(&x, &m);
+    if (!flat || m != 0) {
+        block = malloc((root->n < BLOCK ? (size_t)root->n + 1 : BLOCK) * sizeof *block);
+        if (!block) {
+            tf_fail(e, ENOMEM, "prog: out of memory executing a program");
+            goto done;
+        }
+    }
+    if (!flat && alloc_buffers(&x, e) < 0)
         goto done;
     const unsigned bytes = root->width / 8;
-    unsigned m;
-    if (fast && flat_merge(&x, &m)) {
+    if (flat) {
         if (run_flat(&x, m, dst, block, e) < 0)
             goto done;
     } else {
@@ -443,9 +473,9 @@ static int exec(const tf_prog *p, uint8_t *dst, bool fast, tf_error *e)
             rc = tf_prog_lit_finish(&x.lit[i], e);
 done:
     for (unsigned i = 0; i < p->n_nodes; i++) {
-        if (x.lit && p->node[i].op == TF_PROG_LIT)
+        if (i < x.opened && p->node[i].op == TF_PROG_LIT)
             tf_prog_lit_close(&x.lit[i]);
-        free(x.buf[i]);
+        free(x.st[i].buf);
     }
     free(x.lit);
     free(block);

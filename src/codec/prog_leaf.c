@@ -3,6 +3,7 @@
 #include "codec/prog_leaf.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,7 +162,10 @@ static int open_fixed(tf_prog_lit_reader *r, tf_reader *in, unsigned bits, tf_er
 int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, unsigned width,
                      uint64_t n, const tf_prog_siblings *siblings, tf_error *e)
 {
-    *r = (tf_prog_lit_reader){ .width = width, .n = n, .simd = tf_simd_level_get() };
+    memset(r, 0, offsetof(tf_prog_lit_reader, spread)); /* the rest is the coding's */
+    r->width = width;
+    r->n = n;
+    r->simd = tf_simd_level_get();
     tf_reader in = tf_reader_make(body, len);
     r->coding = tf_read_u8(&in);
     if (in.bad)

@@ -86,30 +86,31 @@ typedef struct {
     uint8_t width[TF_PROG_MAX_ARITY];
 } tf_prog_siblings;
 
-/* Streaming decoder of one literal body. */
+/* Streaming decoder of one literal body. Opening clears the fields up to
+ * `spread`; those from it on, a coding's own, its opening sets. */
 typedef struct {
     uint8_t coding;
     unsigned width, pack_width, ctx_sibling, ctx_count, source_width;
     bool ctx_self;       /* RANS: contexts from its own words */
-    /* ctx_self: the last turn of words decoded, word i at i % turn */
-    uint32_t last[TF_PROG_SELF_MAX];
     uint64_t ctx_base;
     uint64_t n, done;
     const uint8_t *fixed; /* RAW, PACK: the payload, exactly n words */
     size_t fixed_len;
-    uint8_t spread[2][64]; /* RAW, PACK of <= 7 bits: how to unpack them
-                              64 at a time (prog_leaf.c, spread_plan) */
-    tf_bit_reader bits[TF_PROG_HUFF_STREAMS]; /* HUFF: bits[0]; HUFF4 */
     tf_huff_decoder *huff;
     tf_rans_table table;  /* RANS */
     /* Dense decoding slots of the contexts as tf_rans_decode_rows wants
      * them: context 1 + j (source word ctx_base + j) at row j, context 0
      * at row ctx_count (prog_leaf_rans.c). */
     uint32_t *slots;
-    tf_rans_stream stream[TF_RANS_MAX_STREAMS];
     unsigned n_streams;
     tf_simd_level simd;
     bool bad; /* the data ran out, or a code or context does not exist */
+    uint8_t spread[2][64]; /* RAW, PACK of <= 7 bits: how to unpack them
+                              64 at a time (prog_leaf.c, spread_plan) */
+    tf_bit_reader bits[TF_PROG_HUFF_STREAMS]; /* HUFF: bits[0]; HUFF4 */
+    tf_rans_stream stream[TF_RANS_MAX_STREAMS]; /* RANS: n_streams */
+    /* ctx_self: the last turn of words decoded, word i at i % turn */
+    uint32_t last[TF_PROG_SELF_MAX];
 } tf_prog_lit_reader;
 
 /* Parses and validates a body for n words of `width` bits; siblings are

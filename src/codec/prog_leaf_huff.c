@@ -110,7 +110,9 @@ int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e)
 {
     unsigned max_sym = r->width >= 8 ? TF_HUFF_MAX_SYMBOLS : 1u << r->width;
     uint8_t len[TF_HUFF_MAX_SYMBOLS];
-    if (tf_huff_table_read(in, max_sym, len, e) < 0)
+    unsigned first;
+    int count = tf_huff_table_read(in, max_sym, len, &first, e);
+    if (count < 0)
         return -1;
     const unsigned streams = streams_of(r->coding);
     uint64_t size[TF_PROG_HUFF_STREAMS];
@@ -128,13 +130,9 @@ int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e)
         const uint8_t *p = size[s] ? tf_read_bytes(in, (size_t)size[s]) : none;
         r->bits[s] = tf_bit_reader_make(p, (size_t)size[s]);
     }
-    r->huff = malloc(sizeof *r->huff);
+    r->huff = tf_huff_decoder_new(len, first, (unsigned)count, r->n);
     if (!r->huff)
         return tf_fail(e, ENOMEM, "prog: out of memory for a Huffman table");
-    unsigned span = max_sym; /* the decoder's loops need only the coded symbols */
-    while (span > 1 && !len[span - 1])
-        span--;
-    tf_huff_decoder_init(r->huff, len, span, r->n);
     return 0;
 }
 
@@ -186,6 +184,8 @@ static inline unsigned get_multi(const tf_huff_decoder *dec, tf_bit_reader *b, u
 {
     tf_bits_refill(b);
     uint32_t e = dec->multi[b->acc & ((1u << dec->multi_bits) - 1)];
+    if (e & TF_HUFF_MULTI_LONG)
+        e = tf_huff_long_code(dec, b->acc);
     *bad |= (e >> 26 & 1) | !take_bits(b, e >> 28);
     put_symbols(out, e);
     return e >> 24 & 3;
@@ -240,10 +240,12 @@ static tf_bit_reader fast_back(const fast_stream *f)
  * has room for a group (FAST_ROOM words, 8 bytes at p): the lookups of
  * the streams interleaved so that their chains (a table load, then the
  * shift it sets) overlap; each group's bits of a stream lie in the 8
- * bytes at its p. One body, a function per stream count. */
+ * bytes at its p (a long code too, of at most TF_HUFF_MAX_LEN bits).
+ * One body, a function per stream count. */
 #define FAST_GROUPS(name, S)                                                                \
-    static void name(const uint32_t *multi, uint32_t mask, fast_stream *f)                  \
+    static void name(const tf_huff_decoder *dec, fast_stream *f)                            \
     {                                                                                       \
+        const uint32_t *multi = dec->multi, mask = (1u << dec->multi_bits) - 1;             \
         const uint8_t *p[S];                                                                \
         unsigned used[S];                                                                   \
         uint8_t *out[S];                                                                    \
@@ -263,6 +265,8 @@ static tf_bit_reader fast_back(const fast_stream *f)
                 _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                    \
             {                                                                               \
                 uint32_t e = multi[(bits[s] >> used[s]) & mask];                            \
+                if (__builtin_expect(e & TF_HUFF_MULTI_LONG, 0))                            \
+                    e = tf_huff_long_code(dec, bits[s] >> used[s]);                         \
                 used[s] += e >> 28;                                                         \
                 put_symbols(out[s], e);                                                     \
                 out[s] += e >> 24 & 3;                                                      \
@@ -285,30 +289,60 @@ static tf_bit_reader fast_back(const fast_stream *f)
 FAST_GROUPS(fast_groups4, 4)
 FAST_GROUPS(fast_groups1, 1)
 
+/* Then one lookup at a time, while a lookup has room (the up to three
+ * words it decodes and the one more it writes) and 8 bytes at p: the
+ * fast loop's tail, without a refill's branches. */
+static void fast_singles(const tf_huff_decoder *dec, fast_stream *f)
+{
+    const uint32_t mask = (1u << dec->multi_bits) - 1;
+    const uint8_t *p = f->p;
+    unsigned used = f->used;
+    uint8_t *out = f->out;
+    while (f->seg_end - out > TF_HUFF_MULTI_MAX && f->end - p >= 8) {
+        uint64_t bits = tf_bits_load64(p) >> used;
+        uint32_t e = dec->multi[bits & mask];
+        if (e & TF_HUFF_MULTI_LONG)
+            e = tf_huff_long_code(dec, bits);
+        used += e >> 28;
+        put_symbols(out, e);
+        out += e >> 24 & 3;
+        p += used >> 3;
+        used &= 7;
+    }
+    f->p = p;
+    f->used = used;
+    f->out = out;
+}
+
+/* The rest of a stream's segment from f on: the fast loops, then its
+ * last words one by one, where a pattern no code starts (which the fast
+ * loops step over) is noted too. */
+static void finish_segment(const tf_huff_decoder *dec, fast_stream *f, tf_bit_reader *b,
+                           bool *bad)
+{
+    fast_groups1(dec, f);
+    fast_singles(dec, f);
+    *b = fast_back(f);
+    get_run(dec, b, f->out, (size_t)(f->seg_end - f->out), bad);
+}
+
 /* The first count (<= a turn) words of a turn of the four streams (a
  * segment each, in order; the last ones short or empty) into out: groups
- * of lookups in the four streams together while all have room, then in
- * each stream alone while it has, then its last words one by one. */
+ * of lookups in the four streams together while all have room, then
+ * each stream alone. */
 static void get_turn4(const tf_huff_decoder *dec, tf_bit_reader *b, uint8_t *out, size_t count,
                       bool *bad)
 {
-    const uint32_t mask = (1u << dec->multi_bits) - 1;
     enum { SEG = TF_PROG_HUFF_SEGMENT };
     fast_stream f[4];
     for (unsigned s = 0; s < 4; s++) {
         size_t from = s * SEG < count ? s * SEG : count, to = from + SEG < count ? from + SEG : count;
         f[s] = fast_from(&b[s], out + from, out + to);
     }
-    fast_groups4(dec->multi, mask, f);
-    for (unsigned s = 0; s < 4; s++)
-        fast_groups1(dec->multi, mask, &f[s]);
-    /* a pattern no code starts stops its stream there, for its last
-     * words (at least one) to note */
+    fast_groups4(dec, f);
     bool wrong = false;
-    for (unsigned s = 0; s < 4; s++) {
-        b[s] = fast_back(&f[s]);
-        get_run(dec, &b[s], f[s].out, (size_t)(f[s].seg_end - f[s].out), &wrong);
-    }
+    for (unsigned s = 0; s < 4; s++)
+        finish_segment(dec, &f[s], &b[s], &wrong);
     *bad |= wrong;
 }
 
@@ -330,7 +364,13 @@ void tf_prog_huff_read(tf_prog_lit_reader *r, uint8_t *out, size_t count)
         /* up to the end of this segment, in one stream */
         size_t take = TF_PROG_HUFF_SEGMENT - (size_t)(at % TF_PROG_HUFF_SEGMENT);
         take = take < count - i ? take : count - i;
-        get_run(dec, &r->bits[stream_of(at, streams)], out + i, take, &bad);
+        tf_bit_reader *b = &r->bits[stream_of(at, streams)];
+        if (dec->has_multi) {
+            fast_stream f = fast_from(b, out + i, out + i + take);
+            finish_segment(dec, &f, b, &bad);
+        } else {
+            get_run(dec, b, out + i, take, &bad);
+        }
         i += take;
         at += take;
     }

@@ -1,6 +1,7 @@
 #include "codec/rans.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -657,7 +658,8 @@ int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_
 
 /* ---- SIMD level ---- */
 
-tf_simd_level tf_simd_level_get(void)
+/* What the CPU has, capped by TRAJFS_SIMD. */
+static tf_simd_level detect_simd(void)
 {
     const char *cap = getenv("TRAJFS_SIMD");
     if (cap && (!strcmp(cap, "none") || !strcmp(cap, "0")))
@@ -676,6 +678,28 @@ tf_simd_level tf_simd_level_get(void)
 #else
     return TF_SIMD_NONE;
 #endif
+}
+
+/* Read once: every chunk asks, and the environment's lookup costs as
+ * much as decoding a small tensor. Threads that race to it store the
+ * same value. */
+static _Atomic int simd_detected = -1;
+static _Atomic int simd_cap = TF_SIMD_AVX512;
+
+tf_simd_level tf_simd_level_get(void)
+{
+    int level = atomic_load_explicit(&simd_detected, memory_order_relaxed);
+    if (level < 0) {
+        level = (int)detect_simd();
+        atomic_store_explicit(&simd_detected, level, memory_order_relaxed);
+    }
+    int cap = atomic_load_explicit(&simd_cap, memory_order_relaxed);
+    return (tf_simd_level)(level < cap ? level : cap);
+}
+
+void tf_simd_level_cap(tf_simd_level cap)
+{
+    atomic_store_explicit(&simd_cap, (int)cap, memory_order_relaxed);
 }
 
 /* ---- decoder ---- */

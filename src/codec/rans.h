@@ -139,12 +139,16 @@ int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_
                            unsigned lanes, tf_buf *out, tf_error *e);
 
 /* The SIMD code the codecs may run: what the CPU has, capped by the
- * environment. TRAJFS_SIMD=none keeps them on their portable scalar
- * loops, TRAJFS_SIMD=avx2 off anything newer; every level must give the
- * same bytes, and tests set it to cover each. AVX2 includes POPCNT;
- * AVX512 is AVX-512 F, VL, BW, DQ and VBMI (Ice Lake, Zen 4 and later). */
+ * environment (read at the first call) and by tf_simd_level_cap.
+ * TRAJFS_SIMD=none keeps them on their portable scalar loops,
+ * TRAJFS_SIMD=avx2 off anything newer; every level must give the same
+ * bytes, and tests cap it to cover each. AVX2 includes POPCNT; AVX512 is
+ * AVX-512 F, VL, BW, DQ and VBMI (Ice Lake, Zen 4 and later). */
 typedef enum { TF_SIMD_NONE, TF_SIMD_AVX2, TF_SIMD_AVX512 } tf_simd_level;
 tf_simd_level tf_simd_level_get(void);
+/* Caps the level from now on, in every thread; TF_SIMD_AVX512 lifts the
+ * cap. */
+void tf_simd_level_cap(tf_simd_level cap);
 
 typedef struct {
     unsigned n_ctx, prec;

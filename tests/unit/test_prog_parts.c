@@ -4,6 +4,7 @@
  * mean, and the validation of programs that break the typing rules. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,21 +77,23 @@ START_TEST(test_huffman_table)
     ck_assert_int_eq(tf_huff_table_write(len, 256, &b, &e), 0);
     ck_assert_uint_eq(b.len, tf_huff_table_size(len, 256));
     tf_reader r = tf_reader_make(b.data, b.len);
-    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &e), 0);
+    unsigned first = 0;
+    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &first, &e), 8); /* symbols 3..10 */
+    ck_assert_uint_eq(first, 3);
     ck_assert_mem_eq(len, back, 256);
     ck_assert_uint_eq(tf_reader_left(&r), 0);
     r = tf_reader_make(b.data, b.len);
-    ck_assert_int_eq(tf_huff_table_read(&r, 10, back, &e), -1); /* symbols out of range */
+    ck_assert_int_eq(tf_huff_table_read(&r, 10, back, &first, &e), -1); /* symbols out of range */
     /* over-full: Kraft sum above 1 */
     static const uint8_t over[] = { 3, 3, 0x11, 0x01 };
     r = tf_reader_make(over, sizeof over);
-    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &e), -1);
+    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &first, &e), -1);
     /* a length past the limit, a nonzero padding nibble */
     static const uint8_t deep[] = { 0, 2, 0xd1 }, pad[] = { 0, 1, 0x11 };
     r = tf_reader_make(deep, sizeof deep);
-    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &e), -1);
+    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &first, &e), -1);
     r = tf_reader_make(pad, sizeof pad);
-    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &e), -1);
+    ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &first, &e), -1);
     tf_buf_free(&b);
 }
 END_TEST
@@ -168,11 +171,11 @@ static void lit_round_trip(const uint64_t *v, size_t n, unsigned width, tf_prog_
     for (int pass = 0; pass < 4; pass++) {
         const int simd = pass < 2, blocks = pass % 2;
         if (!simd)
-            setenv("TRAJFS_SIMD", "none", 1);
+            tf_simd_level_cap(TF_SIMD_NONE);
         tf_prog_lit_reader r;
         ck_assert_msg(tf_prog_lit_open(&r, exact, body.len, width, n, &sib, &e) == 0,
                       "coding %u width %u n %zu: %s", plan.coding, width, n, e.msg);
-        unsetenv("TRAJFS_SIMD");
+        tf_simd_level_cap(TF_SIMD_AVX512);
         for (size_t at = 0; at < n;) {
             size_t k = blocks ? 1024 : 1 + rng_next() % 700;
             k = k < n - at ? k : n - at;
@@ -309,11 +312,35 @@ START_TEST(test_empty_literal)
 }
 END_TEST
 
-/* HUFF4 bodies a decoder must refuse: streams overrunning the body, and
+/* Asserts that a decoder of n words of 8 bits refuses body at its end,
+ * read in blocks of 1024 (the executor's four-stream path) and word by
+ * word, with and without SIMD. */
+static void check_refused(const tf_buf *body, size_t n, const char *what)
+{
+    for (int pass = 0; pass < 4; pass++) {
+        tf_prog_lit_reader r;
+        tf_error e;
+        if (pass >= 2)
+            tf_simd_level_cap(TF_SIMD_NONE);
+        ck_assert_int_eq(tf_prog_lit_open(&r, body->data, body->len, 8, n, NULL, &e), 0);
+        tf_simd_level_cap(TF_SIMD_AVX512);
+        uint32_t word[1024];
+        for (size_t at = 0; at < n;) {
+            size_t k = pass % 2 ? 1 : 1024;
+            k = k < n - at ? k : n - at;
+            tf_prog_lit_read32(&r, word, k, NULL);
+            at += k;
+        }
+        ck_assert_msg(tf_prog_lit_finish(&r, &e) == -1, "%s, pass %d", what, pass);
+        tf_prog_lit_close(&r);
+    }
+}
+
+/* Huffman bodies a decoder must refuse: streams overrunning the body, and
  * codes no table entry starts (an incomplete code: lengths 1 and 2 leave
- * the pattern 11 unused), read as the executor reads, by the four-stream
- * path, and word by word, with and without SIMD. */
-START_TEST(test_huff4_rejects)
+ * the pattern 11 unused), read as the executor reads, by the fast paths,
+ * and word by word, with and without SIMD. */
+START_TEST(test_huffman_rejects)
 {
     enum { N = 5000, STREAM = 2000 };
     tf_buf body = { 0 };
@@ -326,23 +353,7 @@ START_TEST(test_huff4_rejects)
         tf_buf_varint(&body, STREAM);
     for (int k = 0; k < 4 * STREAM; k++)
         tf_buf_u8(&body, 0xff);
-    tf_prog_lit_reader r;
-    tf_error e;
-    for (int pass = 0; pass < 4; pass++) {
-        if (pass >= 2)
-            setenv("TRAJFS_SIMD", "none", 1);
-        ck_assert_int_eq(tf_prog_lit_open(&r, body.data, body.len, 8, N, NULL, &e), 0);
-        unsetenv("TRAJFS_SIMD");
-        uint32_t word[1024];
-        for (size_t at = 0; at < N;) {
-            size_t k = pass % 2 ? 1 : 1024;
-            k = k < N - at ? k : N - at;
-            tf_prog_lit_read32(&r, word, k, NULL);
-            at += k;
-        }
-        ck_assert_int_eq(tf_prog_lit_finish(&r, &e), -1);
-        tf_prog_lit_close(&r);
-    }
+    check_refused(&body, N, "all ones");
     /* one unused pattern amid valid codes, the bits still adding up:
      * stream 0 is 100 zeros (symbol 0), 11, 0, 153 zeros, so that read
      * as 1 bit of an unused pattern and the code 10 its 256 words take
@@ -357,18 +368,37 @@ START_TEST(test_huff4_rejects)
     tf_buf_put(&body, stream0, sizeof stream0);
     for (int k = 0; k < 3 * 32; k++)
         tf_buf_u8(&body, 0);
-    for (int pass = 0; pass < 4; pass++) {
-        if (pass >= 2)
-            setenv("TRAJFS_SIMD", "none", 1);
-        ck_assert_int_eq(tf_prog_lit_open(&r, body.data, body.len, 8, 1024, NULL, &e), 0);
-        unsetenv("TRAJFS_SIMD");
-        uint32_t word[1024];
-        for (size_t at = 0; at < 1024; at += pass % 2 ? 1 : 1024)
-            tf_prog_lit_read32(&r, word, pass % 2 ? 1 : 1024, NULL);
-        ck_assert_msg(tf_prog_lit_finish(&r, &e) == -1, "pass %d", pass);
-        tf_prog_lit_close(&r);
+    check_refused(&body, 1024, "amid valid codes");
+    /* the same in a literal of 12 words, too few for a multi table (each
+     * code looked up alone): stream 0 is 5 zeros, 11, 0, 5 zeros, the 13
+     * bits that 12 words take when the unused pattern is read as 1 bit */
+    body.len = sizes_at;
+    for (int k = 0; k < 3; k++)
+        tf_buf_varint(&body, k ? 0 : 2);
+    tf_buf_u8(&body, 1u << 5 | 1u << 6);
+    tf_buf_u8(&body, 0);
+    check_refused(&body, 12, "12 words");
+    /* the same in one stream (HUFF) of 512 words, read by its fast loops
+     * and word by word: k zeros, 11, 0, 510 - k zeros, the unused
+     * pattern placed where each of the loops reads it (about the end of
+     * the first segment of 256 words, and of the stream) */
+    tf_buf one = { 0 };
+    for (unsigned k = 100; k <= 510; k += k < 230 || (k > 260 && k < 450) ? 10 : 1) {
+        one.len = 0;
+        tf_buf_u8(&one, TF_PROG_CODE_HUFF);
+        tf_buf_put(&one, body.data + 1, sizes_at - 1); /* the table */
+        uint8_t stream[65] = { 0 };
+        stream[k / 8] |= (uint8_t)(1u << k % 8);
+        stream[(k + 1) / 8] |= (uint8_t)(1u << (k + 1) % 8);
+        tf_buf_put(&one, stream, sizeof stream);
+        char what[32];
+        snprintf(what, sizeof what, "one stream, k %u", k);
+        check_refused(&one, 512, what);
     }
+    tf_buf_free(&one);
     /* a stream longer than what is left */
+    tf_prog_lit_reader r;
+    tf_error e;
     body.len = sizes_at;
     for (int k = 0; k < 3; k++)
         tf_buf_varint(&body, k == 1 ? 5 * STREAM : STREAM);
@@ -700,7 +730,7 @@ static Suite *parts_suite(void)
     tcase_add_loop_test(tc, test_every_coding, 0, 10);
     tcase_add_loop_test(tc, test_self_context, 0, 7);
     tcase_add_test(tc, test_empty_literal);
-    tcase_add_test(tc, test_huff4_rejects);
+    tcase_add_test(tc, test_huffman_rejects);
     tcase_add_test(tc, test_programs_execute);
     tcase_add_test(tc, test_validation_rejects);
     suite_add_tcase(s, tc);

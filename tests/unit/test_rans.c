@@ -370,16 +370,17 @@ static unsigned bits_for(unsigned n_sym)
     return b;
 }
 
-/* tf_rans_encode_indexed of s under the SIMD cap `simd` (NULL: none). */
-static int encode_indexed_with(const char *simd, const tf_rans_indexed *ix, const uint16_t *idx,
+/* Each SIMD cap the tests run under; the last lifts it. */
+static const tf_simd_level simd_caps[] = { TF_SIMD_NONE, TF_SIMD_AVX2, TF_SIMD_AVX512 };
+#define N_SIMD_CAPS (sizeof simd_caps / sizeof simd_caps[0])
+
+/* tf_rans_encode_indexed of s with SIMD capped at cap. */
+static int encode_indexed_with(tf_simd_level cap, const tf_rans_indexed *ix, const uint16_t *idx,
                                size_t n, unsigned lanes, tf_buf *out, tf_error *e)
 {
-    if (simd)
-        setenv("TRAJFS_SIMD", simd, 1);
-    else
-        unsetenv("TRAJFS_SIMD");
+    tf_simd_level_cap(cap);
     int rc = tf_rans_encode_indexed(ix, idx, n, lanes, out, e);
-    unsetenv("TRAJFS_SIMD");
+    tf_simd_level_cap(TF_SIMD_AVX512);
     return rc;
 }
 
@@ -389,7 +390,6 @@ START_TEST(test_indexed_encoder_writes_the_same_bytes)
      * without SIMD: byte for byte what tf_rans_encode writes. */
     const size_t sizes[] = { 0, 1, 15, 16, 17, 63, 64, 65, 1000, 4099, 100003 };
     const unsigned shapes[][3] = { { 1, 2, 11 }, { 37, 60, 11 }, { 5, 124, 10 }, { 9, 28, 8 } };
-    const char *levels[] = { "none", NULL };
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
             sample s = spread_contexts(
@@ -408,13 +408,13 @@ START_TEST(test_indexed_encoder_writes_the_same_bytes)
             for (unsigned lanes = 1; lanes <= TF_RANS_MAX_LANES; lanes *= 2) {
                 tf_buf want = { 0 };
                 ck_assert_int_eq(tf_rans_encode(&enc, s.ctx, s.sym, s.n, lanes, &want, &e), 0);
-                for (size_t v = 0; v < 2; v++) {
+                for (size_t v = 0; v < N_SIMD_CAPS; v++) {
                     tf_buf got = { 0 };
                     ck_assert_int_eq(
-                        encode_indexed_with(levels[v], &ix, idx, s.n, lanes, &got, &e), 0);
+                        encode_indexed_with(simd_caps[v], &ix, idx, s.n, lanes, &got, &e), 0);
                     ck_assert_msg(got.len == want.len && memcmp(got.data, want.data, got.len) == 0,
-                                  "shape %zu n %zu lanes %u simd %s", k, s.n, lanes,
-                                  levels[v] ? levels[v] : "any");
+                                  "shape %zu n %zu lanes %u simd cap %d", k, s.n, lanes,
+                                  (int)simd_caps[v]);
                     tf_buf_free(&got);
                 }
                 tf_buf_free(&want);
@@ -445,7 +445,6 @@ START_TEST(test_indexed_encoder_refuses_uncovered_symbols)
     uint16_t *idx = malloc(s.n * sizeof *idx);
     const size_t at[] = { 0, 500, 995, 999 };
     const unsigned bad_ctx[] = { 0, 3, 14, 200 };
-    const char *levels[] = { "none", NULL };
     for (size_t a = 0; a < 4; a++) {
         for (size_t b = 0; b < 5; b++) {
             for (size_t i = 0; i < s.n; i++)
@@ -455,9 +454,9 @@ START_TEST(test_indexed_encoder_refuses_uncovered_symbols)
                 while (tf_rans_table_freq(&t, ctx, sym))
                     sym = (sym + 1) % s.n_sym;
             idx[at[a]] = (uint16_t)tf_rans_index(&ix, ctx, sym);
-            for (size_t v = 0; v < 2; v++) {
+            for (size_t v = 0; v < N_SIMD_CAPS; v++) {
                 tf_buf out = { 0 };
-                ck_assert_int_eq(encode_indexed_with(levels[v], &ix, idx, s.n, 16, &out, &e), -1);
+                ck_assert_int_eq(encode_indexed_with(simd_caps[v], &ix, idx, s.n, 16, &out, &e), -1);
                 ck_assert_uint_eq(out.len, 0);
                 tf_buf_free(&out);
             }
