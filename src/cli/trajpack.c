@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/malloc_tune.h"
 
 static const cli_verb verbs[] = {
     { "create", "create an archive from files and directories", cmd_create },
@@ -32,6 +33,7 @@ static void print_help(FILE *f)
 
 int main(int argc, char **argv)
 {
+    tf_malloc_for_encoding();
     if (argc < 2) {
         print_help(stderr);
         return CLI_EXIT_USAGE;

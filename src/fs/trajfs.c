@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/malloc_tune.h"
 #include "fs/fs.h"
 #include "fs/fuse_api.h"
 #include "fs/log.h"
@@ -19,9 +20,10 @@
  * payloads) are mapped on their own and given back to the system when
  * freed, so the daemon's memory follows the cache bound instead of the
  * heap's high-water mark. Setting it also stops glibc from raising it as
- * large blocks are freed. A writable mount keeps glibc's own threshold:
- * a commit allocates and frees chunk-sized buffers at a high rate, and
- * mapping (and zeroing) each afresh made commits take 40% longer. */
+ * large blocks are freed. A writable mount encodes
+ * (tf_malloc_for_encoding): a commit allocates and frees chunk-sized
+ * buffers at a high rate, and mapping (and zeroing) each afresh made
+ * commits take 40% longer. */
 #define MMAP_THRESHOLD (64 << 10)
 
 static void usage(FILE *to)
@@ -142,6 +144,8 @@ static int run(struct fuse_args *args)
         goto out;
     if (!o.rw)
         mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+    else
+        tf_malloc_for_encoding();
     if (cmd.show_help) {
         usage(stdout);
         fs_options_help();

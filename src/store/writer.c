@@ -197,10 +197,10 @@ static bool chunk_has_ref(const file_job *f, const span_job *s, uint64_t c)
  * competes for their chunks: tensors without a reference, and those with
  * a keyframe chunk. Tensors whose delta loses to standalone coding, as
  * float32 Adam state's does, get none: a program there is about 1% smaller
- * than bytegroup, and the prog encoder, at about 8 MB/s a thread on float32,
- * would make writing several times slower. Measured with `trajpack create
- * -T 2` on the whole of /work/corpus-data/default (33 files, 1721.4 MB;
- * 2 loaded cores):
+ * than bytegroup, and the prog encoder, at about 23 MB/s a thread on
+ * float32 (8 MB/s when these were measured), would make writing several
+ * times slower. Measured with `trajpack create -T 2` on the whole of
+ * /work/corpus-data/default (33 files, 1721.4 MB; 2 loaded cores):
  *   this rule                                          1271.1 MB  16.7 s
  *   + spans with a parent chunk that is not a delta    1256.3 MB  95.3 s
  * and on its steps 25-100, weights and optimizer files (430 MB):

@@ -1,0 +1,9 @@
+#include "common/malloc_tune.h"
+
+#include <malloc.h>
+
+void tf_malloc_for_encoding(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
