@@ -197,10 +197,13 @@ static bool chunk_has_ref(const file_job *f, const span_job *s, uint64_t c)
  * competes for their chunks: tensors without a reference, and those with
  * a keyframe chunk. Tensors whose delta loses to standalone coding, as
  * float32 Adam state's does, get none: a program there is about 1% smaller
- * than bytegroup, and the prog encoder, at about 23 MB/s a thread on
- * float32 (8 MB/s when these were measured), would make writing several
- * times slower. Measured with `trajpack create -T 2` on the whole of
- * /work/corpus-data/default (33 files, 1721.4 MB; 2 loaded cores):
+ * than bytegroup, and the prog encoder (about 23 MB/s a thread on float32)
+ * makes writing five times slower. Measured with `trajpack create -T 2`
+ * on the whole of /work/corpus-data/default (33 files, 1721.4 MB; 2
+ * loaded cores):
+ *   this rule                                          1271.5 MB  10.8 s
+ *   + every referenced float span                      1258.7 MB  50.6 s
+ * and, with the encoder of the time (8 MB/s a thread):
  *   this rule                                          1271.1 MB  16.7 s
  *   + spans with a parent chunk that is not a delta    1256.3 MB  95.3 s
  * and on its steps 25-100, weights and optimizer files (430 MB):
