@@ -384,6 +384,20 @@ static int encode_indexed_with(tf_simd_level cap, const tf_rans_indexed *ix, con
     return rc;
 }
 
+START_TEST(test_simd_cap)
+{
+    /* each cap holds until lifted, whatever the CPU has */
+    const tf_simd_level full = tf_simd_level_get();
+    for (size_t v = 0; v < N_SIMD_CAPS; v++) {
+        tf_simd_level_cap(simd_caps[v]);
+        tf_simd_level want = full < simd_caps[v] ? full : simd_caps[v];
+        ck_assert_int_eq(tf_simd_level_get(), want);
+        ck_assert_int_eq(tf_simd_level_get(), want);
+    }
+    ck_assert_int_eq(tf_simd_level_get(), full);
+}
+END_TEST
+
 START_TEST(test_indexed_encoder_writes_the_same_bytes)
 {
     /* Every size around the 16-lane rounds, every lane count, with and
@@ -541,6 +555,7 @@ static Suite *rans_suite(void)
     tcase_add_test(tc, test_certain_symbol_costs_nothing);
     tcase_add_test(tc, test_compresses_to_entropy);
     tcase_add_test(tc, test_encode_refuses_uncovered_symbols);
+    tcase_add_test(tc, test_simd_cap);
     tcase_add_test(tc, test_indexed_encoder_writes_the_same_bytes);
     tcase_add_test(tc, test_indexed_encoder_refuses_uncovered_symbols);
     tcase_add_test(tc, test_decode_rejects_truncation);
