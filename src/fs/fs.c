@@ -70,6 +70,7 @@ static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
     wo.threads = o->threads ? o->threads : online_cpus();
     wo.max_chain = o->max_chain;
     wo.prog_budget = o->prog_budget;
+    wo.all_programs = o->all_programs;
     wo.begin_update = begin_update;
     wo.end_update = end_update;
     wo.update_arg = fs;

@@ -21,6 +21,7 @@ typedef struct {
     unsigned max_chain;   /* -o max_chain=N (rw): deltas before a keyframe */
     char *prog_budget_arg; /* -o prog_budget=N (rw) as given, or NULL */
     unsigned prog_budget; /* its value; 0: the writer's default */
+    int all_programs;     /* -o all_programs (rw) */
 } fs_options;
 
 /* Takes trajfs's options and the archive out of args, leaving libfuse's

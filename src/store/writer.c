@@ -195,14 +195,15 @@ static bool chunk_has_ref(const file_job *f, const span_job *s, uint64_t c)
 
 /* Marks the spans a program is synthesized for, so that the prog codec
  * competes for their chunks: tensors without a reference, and those with
- * a keyframe chunk. Tensors whose delta loses to standalone coding, as
- * float32 Adam state's does, get none: a program there is about 1% smaller
- * than bytegroup, and the prog encoder (about 23 MB/s a thread on float32)
+ * a keyframe chunk; with opts.all_programs, every one. By default,
+ * tensors whose delta loses to standalone coding, as float32 Adam
+ * state's does, get none: a program there is about 1% smaller than
+ * bytegroup, and the prog encoder (about 23 MB/s a thread on float32)
  * makes writing five times slower. Measured with `trajpack create -T 2`
  * on the whole of /work/corpus-data/default (33 files, 1721.4 MB; 2
  * loaded cores):
- *   this rule                                          1271.5 MB  10.8 s
- *   + every referenced float span                      1258.7 MB  50.6 s
+ *   this rule                                          1271.5 MB  10.9 s
+ *   + every span with a reference (all_programs)       1258.7 MB  52.9 s
  * and, with the encoder of the time (8 MB/s a thread):
  *   this rule                                          1271.1 MB  16.7 s
  *   + spans with a parent chunk that is not a delta    1256.3 MB  95.3 s
@@ -218,7 +219,7 @@ static void mark_program_spans(file_job *f)
         span_job *s = &f->spans[i];
         if (s->dtype == TF_DT_NONE || !s->has_jobs)
             continue;
-        bool wants = !s->ref;
+        bool wants = !s->ref || f->w->opts.all_programs;
         uint64_t n = tf_chunk_count(s->nbytes, tf_dtype_get(s->dtype)->size, f->chunk_shift);
         for (uint64_t c = 0; !wants && c < n; c++)
             wants = !chunk_has_ref(f, s, c);

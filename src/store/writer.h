@@ -28,6 +28,10 @@ typedef struct {
     unsigned prog_budget; /* prog search expansions per tensor, at most
                              TF_PROG_BUDGET_MAX; 0: the codec's default
                              (TF_PROG_DEFAULT_BUDGET) */
+    bool all_programs;    /* a program is searched for every tensor, also
+                             one with a reference (writer.c,
+                             mark_program_spans), not only for those
+                             without one and keyframes */
     /* Called on the calling thread with the number of tensor or file
      * bytes consumed since the previous call (may be NULL). */
     void (*progress)(void *arg, uint64_t bytes);

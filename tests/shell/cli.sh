@@ -19,8 +19,9 @@ has_option() {
 # The options of each verb; every one must be in --help and in the man page.
 options_of() {
     case $1 in
-    create) echo -T --threads --max-chain --budget --chunk-shift --as --parent -q --quiet -h --help ;;
-    add) echo -T --threads --max-chain --budget --as --parent -q --quiet -h --help ;;
+    create) echo -T --threads --max-chain --budget --all-programs --chunk-shift --as --parent -q \
+        --quiet -h --help ;;
+    add) echo -T --threads --max-chain --budget --all-programs --as --parent -q --quiet -h --help ;;
     extract) echo -C --directory -O --stdout -f --force -q --quiet -h --help ;;
     list) echo -l --long --blobs -h --help ;;
     verify) echo -q --quiet -h --help ;;
@@ -96,6 +97,17 @@ rm -rf "$TEST_TMP/out" && mkdir "$TEST_TMP/out"
 quiet "$TRAJPACK" extract -q "$TEST_TMP/b.traj" -C "$TEST_TMP/out"
 for d in bf16 fp32; do
     diff -r "$TEST_TMP/run/$d" "$TEST_TMP/out/$d" > /dev/null || fail "--budget: $d differs"
+done
+
+# --all-programs: programs for tensors with a reference too; the archive
+# extracts byte for byte (which codecs it picks, test_writer_prog checks).
+rm -f "$TEST_TMP/b.traj"
+quiet "$TRAJPACK" create -q --all-programs "$TEST_TMP/b.traj" "$TEST_TMP/run/bf16"
+quiet "$TRAJPACK" add -q --all-programs "$TEST_TMP/b.traj" "$TEST_TMP/run/fp32"
+rm -rf "$TEST_TMP/out" && mkdir "$TEST_TMP/out"
+quiet "$TRAJPACK" extract -q "$TEST_TMP/b.traj" -C "$TEST_TMP/out"
+for d in bf16 fp32; do
+    diff -r "$TEST_TMP/run/$d" "$TEST_TMP/out/$d" > /dev/null || fail "--all-programs: $d differs"
 done
 
 # stats --tensors: a line per tensor (7 tab-separated fields) of the files

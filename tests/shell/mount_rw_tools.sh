@@ -5,7 +5,8 @@
 # step-N.safetensors straight into the mount gives the same bytes as on
 # disk; an invalid safetensors file fails its close with EINVAL and is
 # not stored; other bytes are stored as they are; -o max_chain bounds
-# every delta chain, as trajpack add --max-chain does.
+# every delta chain, as trajpack add --max-chain does; -o all_programs
+# gives programs to tensors with a reference.
 set -eu
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mountlib.sh"
@@ -77,4 +78,20 @@ diff -r "$src/run" "$TEST_TMP/out/run" > /dev/null && diff -r "$src/py" "$TEST_T
 "$TRAJPACK" create -q --max-chain 1 "$TEST_TMP/b.traj" "$src/py" || fail "create failed"
 depth=$(max_chain_depth "$TEST_TMP/b.traj")
 [ "$depth" -eq 1 ] || fail "trajpack create --max-chain 1 made chains of $depth deltas"
+
+# -o all_programs reaches the writer: the AdamW state of the example's
+# second checkpoint, whose deltas lose, is stored as programs (by default
+# it is partly bytegroup), and reads back the same.
+tiny=$top_srcdir/examples/tiny-run
+start_mount "$TEST_TMP/c.traj" "$TEST_TMP/mnt2" -o rw,all_programs
+cp -r "$tiny" "$TEST_TMP/mnt2/" || fail "cp into the all_programs mount failed"
+diff -r "$tiny" "$TEST_TMP/mnt2/tiny-run" > /dev/null || fail "the all_programs mount gives other files"
+stop_mount "$TEST_TMP/mnt2"
+"$TRAJPACK" list -l "$TEST_TMP/c.traj" > "$TEST_TMP/list"
+line=$(grep 'step-000004.optim.safetensors' "$TEST_TMP/list")
+case $line in
+*bytegroup*) fail "-o all_programs left bytegroup chunks: $line" ;;
+*prog*) ;;
+*) fail "-o all_programs stored no programs: $line" ;;
+esac
 exit 0

@@ -1,6 +1,7 @@
 /* The writer and the prog codec: structured tensors (a mask, position
  * ids, a constant, repeated rows) stored as programs in a few bytes, read
- * back bit-exact and described; keyframe chunks offered a program. */
+ * back bit-exact and described; keyframe chunks offered a program, and
+ * with all_programs every chunk. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,23 +144,36 @@ START_TEST(test_structured_tensors_are_programs)
 }
 END_TEST
 
-START_TEST(test_keyframe_chunk_gets_a_program)
+/* Adds step-1.safetensors and step-2.safetensors through w, then closes
+ * it: each one float32 tensor of CONSTS elements, `name`, that fill
+ * makes for the step into consts[]. */
+static void add_two_steps(tf_writer *w, const char *name, void (*fill)(int step, float *v))
 {
-    /* With max_chain 0, step 2's chunk is a keyframe although its parent's
-     * is there to delta against. A constant is smallest as a program. */
-    char src[TEST_PATH_MAX], archive[TEST_PATH_MAX];
-    test_path("a.traj", archive);
-    tf_writer *w = test_open_writer(archive, true, CHUNK_SHIFT, 2, 0);
+    char src[TEST_PATH_MAX];
     for (int step = 1; step <= 2; step++) {
-        for (int i = 0; i < CONSTS; i++)
-            consts[i] = 0.5f / (float)step;
-        const test_tensor t[] = { { "scale", "F32", "[5000]", consts, sizeof consts } };
+        fill(step, consts);
+        const test_tensor t[] = { { name, "F32", "[5000]", consts, sizeof consts } };
         char dest[64];
         snprintf(dest, sizeof dest, "step-%d.safetensors", step);
         test_write_safetensors(test_path(dest, src), t, 1);
         test_add(w, src, dest);
     }
     tf_writer_close(w);
+}
+
+static void fill_scale(int step, float *v)
+{
+    for (int i = 0; i < CONSTS; i++)
+        v[i] = 0.5f / (float)step;
+}
+
+START_TEST(test_keyframe_chunk_gets_a_program)
+{
+    /* With max_chain 0, step 2's chunk is a keyframe although its parent's
+     * is there to delta against. A constant is smallest as a program. */
+    char archive[TEST_PATH_MAX];
+    test_path("a.traj", archive);
+    add_two_steps(test_open_writer(archive, true, CHUNK_SHIFT, 2, 0), "scale", fill_scale);
 
     const tf_entry *ent;
     tf_archive *ar = open_entry(archive, "step-2.safetensors", &ent);
@@ -173,6 +187,51 @@ START_TEST(test_keyframe_chunk_gets_a_program)
 }
 END_TEST
 
+/* Noise, then a constant, whose delta against the noise loses. */
+static void fill_noise_then_constant(int step, float *v)
+{
+    uint32_t x = 12345;
+    for (int i = 0; i < CONSTS; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        v[i] = step == 1 ? (float)x / 4e9f - 0.5f : 0.25f;
+    }
+}
+
+/* The codec and the stored bytes of step 2's tensor of
+ * fill_noise_then_constant: by default the byte-grouped codec's (no
+ * program is searched for a tensor with a reference); with all_programs,
+ * a program's, which is smaller. */
+static unsigned stored_codec(bool all_programs, uint64_t *bytes)
+{
+    char archive[TEST_PATH_MAX];
+    test_path(all_programs ? "all.traj" : "default.traj", archive);
+    tf_write_opts o;
+    tf_write_opts_default(&o);
+    o.threads = 2;
+    o.all_programs = all_programs;
+    tf_writer *w = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_open(archive, true, CHUNK_SHIFT, &o, &w, &e) == 0, "%s", e.msg);
+    add_two_steps(w, "exp_avg", fill_noise_then_constant);
+    const tf_entry *ent;
+    tf_archive *ar = open_entry(archive, "step-2.safetensors", &ent);
+    unsigned codec = 0;
+    *bytes = stored_bytes(ar, ent, 0, &codec);
+    const test_tensor t[] = { { "exp_avg", "F32", "[5000]", consts, sizeof consts } };
+    check_tensors(ar, ent, t, 1);
+    tf_archive_close(ar);
+    return codec;
+}
+
+START_TEST(test_all_programs)
+{
+    uint64_t by_default, with_programs;
+    ck_assert_uint_eq(stored_codec(false, &by_default), TF_CODEC_BYTEGROUP);
+    ck_assert_uint_eq(stored_codec(true, &with_programs), TF_CODEC_PROG);
+    ck_assert_uint_lt(with_programs, by_default);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("writer_prog");
@@ -181,6 +240,7 @@ int main(void)
     tcase_add_checked_fixture(tc, test_dir_make, test_dir_remove);
     tcase_add_test(tc, test_structured_tensors_are_programs);
     tcase_add_test(tc, test_keyframe_chunk_gets_a_program);
+    tcase_add_test(tc, test_all_programs);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
