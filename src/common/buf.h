@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct {
     uint8_t *data;
@@ -23,19 +24,39 @@ int tf_buf_u32(tf_buf *b, uint32_t v);
 int tf_buf_u64(tf_buf *b, uint64_t v);
 int tf_buf_varint(tf_buf *b, uint64_t v);
 
+/* Little-endian loads and stores: one move where the host is
+ * little-endian (the byte loops do not always compile to one). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define TF_LE_HOST 1
+#else
+#define TF_LE_HOST 0
+#endif
+
 static inline void tf_le32_put(uint8_t *p, uint32_t v)
 {
+    if (TF_LE_HOST) {
+        memcpy(p, &v, 4);
+        return;
+    }
     for (int i = 0; i < 4; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 static inline void tf_le64_put(uint8_t *p, uint64_t v)
 {
+    if (TF_LE_HOST) {
+        memcpy(p, &v, 8);
+        return;
+    }
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 static inline uint32_t tf_le32_get(const uint8_t *p)
 {
     uint32_t v = 0;
+    if (TF_LE_HOST) {
+        memcpy(&v, p, 4);
+        return v;
+    }
     for (int i = 3; i >= 0; i--)
         v = (v << 8) | p[i];
     return v;
@@ -43,6 +64,10 @@ static inline uint32_t tf_le32_get(const uint8_t *p)
 static inline uint64_t tf_le64_get(const uint8_t *p)
 {
     uint64_t v = 0;
+    if (TF_LE_HOST) {
+        memcpy(&v, p, 8);
+        return v;
+    }
     for (int i = 7; i >= 0; i--)
         v = (v << 8) | p[i];
     return v;
