@@ -1,6 +1,7 @@
 #include "codec/prog_prior.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,10 +50,29 @@ static uint8_t width_class(unsigned w)
     return w < 8 ? 1 : w < 16 ? 3 : w < 32 ? 5 : 7;
 }
 
-static int compare_words(const void *a, const void *b)
+/* How many distinct words v[0, m) holds, counted up to `most` (then
+ * most + 1): an open-addressing set, which holds at most
+ * DISTINCT_SAMPLE / 8 + 1 words (half its slots), so a free slot is
+ * always near. */
+#define DISTINCT_BITS 10
+#define DISTINCT_SLOTS (1u << DISTINCT_BITS)
+_Static_assert(DISTINCT_SAMPLE / 8 + 1 < DISTINCT_SLOTS, "the set must have a free slot");
+static size_t count_distinct(const uint64_t *v, size_t m, size_t most)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
+    uint64_t key[DISTINCT_SLOTS];
+    bool used[DISTINCT_SLOTS] = { false };
+    size_t distinct = 0;
+    for (size_t i = 0; i < m && distinct <= most; i++) {
+        size_t h = (size_t)((v[i] * 0x9e3779b97f4a7c15ull) >> (64 - DISTINCT_BITS));
+        while (used[h] && key[h] != v[i])
+            h = (h + 1) % DISTINCT_SLOTS;
+        if (!used[h]) {
+            used[h] = true;
+            key[h] = v[i];
+            distinct++;
+        }
+    }
+    return distinct;
 }
 
 static uint8_t class_of(double v, double low, double high)
@@ -67,24 +87,22 @@ static void compute_features(tf_prog_stream *s)
     size_t n = s->n < FEATURE_SAMPLE ? s->n : FEATURE_SAMPLE;
     size_t zeros = 0, repeats = 0;
     uint32_t diff_hist[256] = { 0 };
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         zeros += s->v[i] == 0;
-        if (i) {
-            repeats += s->v[i] == s->v[i - 1];
-            diff_hist[(s->v[i] - s->v[i - 1]) & 0xff]++;
-        }
+    for (size_t i = 1; i < n; i++) {
+        repeats += s->v[i] == s->v[i - 1];
+        diff_hist[(s->v[i] - s->v[i - 1]) & 0xff]++;
     }
     double entropy = 0;
     for (unsigned b = 0; b < 256 && n > 1; b++)
         if (diff_hist[b])
             entropy -= diff_hist[b] * log2((double)diff_hist[b] / (double)(n - 1));
     entropy = n > 1 ? entropy / (double)(n - 1) : 0;
-    uint64_t sample[DISTINCT_SAMPLE];
-    size_t m = n < DISTINCT_SAMPLE ? n : DISTINCT_SAMPLE, distinct = m > 0;
-    memcpy(sample, s->v, m * sizeof *sample);
-    qsort(sample, m, sizeof *sample, compare_words);
-    for (size_t i = 1; i < m; i++)
-        distinct += sample[i] != sample[i - 1];
+    /* the distinct words of the first DISTINCT_SAMPLE: up to 16, up to
+     * an eighth of them, or more (where counting stops) */
+    size_t m = n < DISTINCT_SAMPLE ? n : DISTINCT_SAMPLE;
+    size_t most = m / 8 > 16 ? m / 8 : 16;
+    size_t distinct = count_distinct(s->v, m, most);
     double share = n ? 1.0 / (double)n : 0;
     s->features[0] = class_of((double)zeros * share, 0.05, 0.5);
     s->features[1] = distinct <= 16 ? 0 : distinct * 8 <= m ? 1 : 2;
