@@ -198,7 +198,7 @@ static bool chunk_has_ref(const file_job *f, const span_job *s, uint64_t c)
  * a keyframe chunk; with opts.all_programs, every one. By default,
  * tensors whose delta loses to standalone coding, as float32 Adam
  * state's does, get none: a program there is about 1% smaller than
- * bytegroup, and the prog encoder (about 23 MB/s a thread on float32)
+ * bytegroup, and the prog encoder (about 25 MB/s a thread on float32)
  * makes writing five times slower. Measured with `trajpack create -T 2`
  * on the whole of /work/corpus-data/default (33 files, 1721.4 MB; 2
  * loaded cores):
