@@ -189,20 +189,13 @@ static bool flat_merge(const executor *x, unsigned *m)
 
 static inline void put_word(uint8_t *dst, size_t i, uint32_t w, unsigned bytes)
 {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* one store (the byte loop does not compile to one) */
-    if (bytes == 4) {
-        memcpy(dst + 4 * i, &w, 4);
-        return;
+    switch (bytes) {
+    case 4: tf_le32_put(dst + 4 * i, w); break;
+    case 2: tf_le16_put(dst + 2 * i, (uint16_t)w); break;
+    default:
+        for (unsigned k = 0; k < bytes; k++)
+            dst[bytes * i + k] = (uint8_t)(w >> (8 * k));
     }
-    if (bytes == 2) {
-        uint16_t h = (uint16_t)w;
-        memcpy(dst + 2 * i, &h, 2);
-        return;
-    }
-#endif
-    for (unsigned k = 0; k < bytes; k++)
-        dst[bytes * i + k] = (uint8_t)(w >> (8 * k));
 }
 
 /* Stores count words of `bytes` bytes little-endian. */

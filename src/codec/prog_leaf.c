@@ -343,7 +343,7 @@ static void read_fixed32(const tf_prog_lit_reader *r, uint32_t *out, size_t coun
     switch (bits) { /* whole bytes: straight loads */
     case 16:
         for (size_t i = 0; i < count; i++)
-            out[i] = (uint32_t)p[2 * (r->done + i)] | (uint32_t)p[2 * (r->done + i) + 1] << 8;
+            out[i] = tf_le16_get(p + 2 * (r->done + i));
         return;
     case 32:
         for (size_t i = 0; i < count; i++)

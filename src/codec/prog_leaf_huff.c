@@ -165,16 +165,12 @@ static inline uint32_t get_one(const tf_huff_decoder *dec, tf_bit_reader *b, boo
     return ent & 0xff;
 }
 
-/* The up to three symbols of a multi entry into out[0..2]; out[3] is
- * written too, with a byte the next codes overwrite. */
+/* The up to three symbols of a multi entry into out[0..2] (bytes 0-2
+ * of e, in one store); out[3] is written too, with a byte the next codes
+ * overwrite. */
 static inline void put_symbols(uint8_t *out, uint32_t e)
 {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(out, &e, 4); /* one store */
-#else
-    for (unsigned k = 0; k < 4; k++)
-        out[k] = (uint8_t)(e >> 8 * k);
-#endif
+    tf_le32_put(out, e);
 }
 
 /* Up to TF_HUFF_MULTI_MAX codes into out[0..2] (out[3] written too);

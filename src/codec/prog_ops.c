@@ -150,7 +150,7 @@ void tf_prog_words_load(const uint8_t *src, size_t n, unsigned bytes, uint64_t *
         break;
     case 2:
         for (size_t i = 0; i < n; i++)
-            v[i] = (uint64_t)src[2 * i] | (uint64_t)src[2 * i + 1] << 8;
+            v[i] = tf_le16_get(src + 2 * i);
         break;
     case 4:
         for (size_t i = 0; i < n; i++)
@@ -170,10 +170,8 @@ void tf_prog_words_store(const uint64_t *v, size_t n, unsigned bytes, uint8_t *d
             dst[i] = (uint8_t)v[i];
         break;
     case 2:
-        for (size_t i = 0; i < n; i++) {
-            dst[2 * i] = (uint8_t)v[i];
-            dst[2 * i + 1] = (uint8_t)(v[i] >> 8);
-        }
+        for (size_t i = 0; i < n; i++)
+            tf_le16_put(dst + 2 * i, (uint16_t)v[i]);
         break;
     case 4:
         for (size_t i = 0; i < n; i++)

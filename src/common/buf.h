@@ -32,6 +32,15 @@ int tf_buf_varint(tf_buf *b, uint64_t v);
 #define TF_LE_HOST 0
 #endif
 
+static inline void tf_le16_put(uint8_t *p, uint16_t v)
+{
+    if (TF_LE_HOST) {
+        memcpy(p, &v, 2);
+        return;
+    }
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
 static inline void tf_le32_put(uint8_t *p, uint32_t v)
 {
     if (TF_LE_HOST) {
@@ -49,6 +58,15 @@ static inline void tf_le64_put(uint8_t *p, uint64_t v)
     }
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t tf_le16_get(const uint8_t *p)
+{
+    uint16_t v;
+    if (TF_LE_HOST) {
+        memcpy(&v, p, 2);
+        return v;
+    }
+    return (uint16_t)(p[0] | p[1] << 8);
 }
 static inline uint32_t tf_le32_get(const uint8_t *p)
 {
