@@ -291,22 +291,6 @@ static unsigned context_of(const format *f, uint64_t r)
     return (unsigned)(r >> f->man_bits) & (f->n_ctx - 1);
 }
 
-/* Plug-in conditional entropy, in bits, of counts laid out as rows of
- * n_sym symbols (one row per context). */
-static double entropy_bits(const uint64_t *counts, size_t n_rows, unsigned n_sym)
-{
-    double bits = 0;
-    for (size_t row = 0; row < n_rows; row++) {
-        const uint64_t *c = counts + row * n_sym;
-        uint64_t total = 0;
-        for (unsigned s = 0; s < n_sym; s++)
-            total += c[s];
-        for (unsigned s = 0; s < n_sym; s++)
-            if (c[s])
-                bits += (double)c[s] * log2((double)total / (double)c[s]);
-    }
-    return bits;
-}
 
 static size_t occupied_cells(const uint64_t *counts, size_t n)
 {
@@ -448,7 +432,7 @@ static void code_tensor(const tensor *t, const uint8_t *x, const uint8_t *r, siz
 
     uint64_t *counts = calloc((size_t)f.n_ctx * f.n_sym, sizeof *counts), raw_bits = 0;
     count_model(&f, x, r, n, counts, &raw_bits);
-    acc->entropy_bits += entropy_bits(counts, f.n_ctx, f.n_sym) + (double)raw_bits;
+    acc->entropy_bits += tf_rans_entropy_bits(counts, f.n_ctx, f.n_sym) + (double)raw_bits;
     acc->elems += n;
     acc->tensors++;
     acc->model_bytes += (double)model.len;
@@ -508,13 +492,14 @@ static void study_previous(const tensor *t, const uint8_t *xa, const uint8_t *xb
             n_lsb++;
         }
     }
-    double lsb_bits = entropy_bits(lsb, rows * nb * 3, 2);
+    double lsb_bits = tf_rans_entropy_bits(lsb, rows * nb * 3, 2);
     acc->prev_elems += (double)n;
-    acc->prev_base += entropy_bits(base, rows, ns) + (double)n_lsb;
-    acc->prev_sign += entropy_bits(sign, rows * 3, ns) + lsb_bits;
-    acc->prev_b += entropy_bits(bprev, rows * nb, ns) + (double)n_lsb;
-    acc->prev_both += entropy_bits(both, rows * nb * 3, ns) + lsb_bits;
-    acc->sign_alone += entropy_bits(base, rows, ns) + entropy_bits(lsb_alone, rows * nb, 2);
+    acc->prev_base += tf_rans_entropy_bits(base, rows, ns) + (double)n_lsb;
+    acc->prev_sign += tf_rans_entropy_bits(sign, rows * 3, ns) + lsb_bits;
+    acc->prev_b += tf_rans_entropy_bits(bprev, rows * nb, ns) + (double)n_lsb;
+    acc->prev_both += tf_rans_entropy_bits(both, rows * nb * 3, ns) + lsb_bits;
+    acc->sign_alone +=
+        tf_rans_entropy_bits(base, rows, ns) + tf_rans_entropy_bits(lsb_alone, rows * nb, 2);
     acc->cells_base += (double)occupied_cells(base, rows * ns);
     acc->cells_sign += (double)(occupied_cells(sign, rows * 3 * ns) +
                                 occupied_cells(lsb, rows * nb * 3 * 2));

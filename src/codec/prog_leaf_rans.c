@@ -290,21 +290,11 @@ typedef struct {
 } variant;
 
 /* The bytes the symbols take at the least under the plan's contexts:
- * their empirical conditional entropy, which no static code of those
- * contexts beats (lane states included: they hold coded bits too). */
+ * their empirical conditional entropy (lane states included: they hold
+ * coded bits too). */
 static double least_bytes(const uint64_t *counts, unsigned n_sym, const tf_prog_lit_plan *plan)
 {
-    double bits = 0;
-    for (unsigned c = 0; c < n_contexts(plan); c++) {
-        const uint64_t *row = counts + (size_t)c * n_sym;
-        uint64_t total = 0;
-        for (unsigned s = 0; s < n_sym; s++)
-            total += row[s];
-        for (unsigned s = 0; s < n_sym; s++)
-            if (row[s])
-                bits += (double)row[s] * log2((double)total / (double)row[s]);
-    }
-    return bits / 8;
+    return tf_rans_entropy_bits(counts, n_contexts(plan), n_sym) / 8;
 }
 
 /* The variants of one context setting, one per precision, unless even

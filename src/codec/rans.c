@@ -1,6 +1,7 @@
 #include "codec/rans.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,21 @@ int tf_rans_table_fit_span(tf_rans_table *t, unsigned n_ctx, unsigned n_sym, uns
         row++;
     }
     return 0;
+}
+
+double tf_rans_entropy_bits(const uint64_t *counts, size_t n_rows, unsigned n_sym)
+{
+    double bits = 0;
+    for (size_t row = 0; row < n_rows; row++) {
+        const uint64_t *c = counts + row * n_sym;
+        uint64_t total = 0;
+        for (unsigned s = 0; s < n_sym; s++)
+            total += c[s];
+        for (unsigned s = 0; s < n_sym; s++)
+            if (c[s])
+                bits += (double)c[s] * log2((double)total / (double)c[s]);
+    }
+    return bits;
 }
 
 int tf_rans_table_fit(tf_rans_table *t, unsigned n_ctx, unsigned n_sym, unsigned prec,

@@ -61,6 +61,11 @@ typedef struct {
     uint16_t *freq;      /* n_rows x n_sym */
 } tf_rans_table;
 
+/* The plug-in conditional entropy, in bits, of counts laid out as n_rows
+ * rows of n_sym symbols (a row a context): what no static code of those
+ * contexts beats. */
+double tf_rans_entropy_bits(const uint64_t *counts, size_t n_rows, unsigned n_sym);
+
 /* counts is n_ctx x n_sym; a context with no counts gets no row. */
 int tf_rans_table_fit(tf_rans_table *t, unsigned n_ctx, unsigned n_sym, unsigned prec,
                       const uint64_t *counts, tf_error *e);
