@@ -71,6 +71,13 @@ static inline bool tf_prog_scan_lagged(unsigned kind)
     return kind == TF_PROG_SCAN_XOR_LAG || kind == TF_PROG_SCAN_ADD_LAG;
 }
 
+/* Whether a node of op and kind holds param words while it runs: a
+ * repeat its period, a lagged scan the ring of its last lag words. */
+static inline bool tf_prog_holds_words(unsigned op, unsigned kind)
+{
+    return op == TF_PROG_REPEAT || (op == TF_PROG_SCAN && tf_prog_scan_lagged(kind));
+}
+
 static inline bool tf_prog_scan_xor(unsigned kind)
 {
     return kind == TF_PROG_SCAN_XOR || kind == TF_PROG_SCAN_XOR_LAG;

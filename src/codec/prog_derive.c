@@ -661,19 +661,12 @@ void tf_prog_expansion_release(tf_prog_expansion *x, size_t *bytes)
     x->n_kids = 0;
 }
 
-/* Whether a node of op and kind holds words while it runs
- * (prog_serialize.h). */
-static bool holds_words(unsigned op, unsigned kind)
-{
-    return op == TF_PROG_REPEAT || (op == TF_PROG_SCAN && tf_prog_scan_lagged(kind));
-}
-
 int tf_prog_expansion_build(tf_prog_expansion *x, tf_prog_tree *t, unsigned i)
 {
-    if (holds_words(x->op, x->kind)) {
+    if (tf_prog_holds_words(x->op, x->kind)) {
         uint64_t held = x->param;
         for (unsigned j = 0; j < t->prog.n_nodes; j++)
-            if (holds_words(t->prog.node[j].op, t->prog.node[j].kind))
+            if (tf_prog_holds_words(t->prog.node[j].op, t->prog.node[j].kind))
                 held += t->prog.node[j].param;
         if (held > t->prog.node[0].n)
             return -1;

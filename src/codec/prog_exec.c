@@ -144,7 +144,7 @@ static int alloc_buffers(executor *x, tf_error *e)
         const tf_prog_node *k = &p->node[i];
         const bool ring = k->op == TF_PROG_SCAN && tf_prog_scan_lagged(k->kind);
         size_t words = k->op == TF_PROG_MERGE ? (size_t)k->n_kids * BLOCK
-                       : k->op == TF_PROG_REPEAT || ring ? (size_t)k->param : 0;
+                       : tf_prog_holds_words(k->op, k->kind) ? (size_t)k->param : 0;
         if (!words)
             continue;
         /* a lagged scan's ring starts as zeros: q(0, P[i]) = P[i] are its
