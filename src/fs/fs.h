@@ -22,6 +22,7 @@
 #include "fs/fuse_api.h"
 #include "fs/handles.h"
 #include "fs/options.h"
+#include "fs/readahead.h"
 #include "fs/readbuf.h"
 #include "fs/tree.h"
 #include "store/archive.h"
@@ -42,6 +43,7 @@ typedef struct fs_state {
     fs_handles handles;
     fs_committer committer;     /* rw only */
     int spool_dir;              /* rw: descriptor of the spool directory */
+    fs_readahead readahead;     /* set at the first lookup */
 } fs_state;
 
 /* Opens the archive of the options: read-only, or with -o rw as its

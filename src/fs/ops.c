@@ -59,6 +59,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     fs_state *fs = state_of(req);
+    fs_readahead_apply(&fs->readahead);
     pthread_rwlock_rdlock(&fs->view_lock);
     const fs_node *dir = fs_tree_by_ino(&fs->tree, parent);
     int err = 0;

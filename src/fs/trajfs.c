@@ -14,7 +14,6 @@
 #include "fs/mount_helper.h"
 #include "fs/ops.h"
 #include "fs/options.h"
-#include "fs/readahead.h"
 
 /* In a read-only mount, blocks at least this large (reconstructed chunks,
  * payloads) are mapped on their own and given back to the system when
@@ -90,7 +89,6 @@ static int serve(fs_state *fs, struct fuse_args *args, const struct fuse_cmdline
     struct fuse_session *se = fuse_session_new(args, &fs_ops, sizeof fs_ops, fs);
     if (!se)
         return 1;
-    fs_readahead ra;
     int rc = 1;
     if (fuse_set_signal_handlers(se) != 0)
         goto destroy;
@@ -99,7 +97,7 @@ static int serve(fs_state *fs, struct fuse_args *args, const struct fuse_cmdline
     fuse_daemonize(cmd->foreground);
     if (!cmd->foreground)
         fs_log_use_syslog();
-    fs_readahead_start(&ra, cmd->mountpoint, o->readahead);
+    fs_readahead_prepare(&fs->readahead, cmd->mountpoint, o->readahead);
     tf_error e;
     if (fs_state_serving(fs, se, &e) < 0) {
         fs_log(LOG_ERR, "%s", e.msg);
@@ -125,7 +123,6 @@ unmount:
     /* Changes still queued finish while a signal's mount still stands. */
     fs_state_quiesce(fs);
     fuse_session_unmount(se);
-    fs_readahead_join(&ra);
 handlers:
     fuse_remove_signal_handlers(se);
 destroy:

@@ -22,7 +22,9 @@ SERVERS=""
 
 is_mounted() {
     # /proc/self/mountinfo, not stat: a hung daemon must not hang the test.
-    awk -v d="$1" '$5 == d { found = 1 } END { exit !found }' /proc/self/mountinfo
+    # A space in a mount point is written \040 there.
+    awk -v d="$1" '{ gsub(/\\040/, " ", $5) } $5 == d { found = 1 } END { exit !found }' \
+        /proc/self/mountinfo
 }
 
 # stop_pid PID: SIGTERM, then SIGKILL after 2 s.
