@@ -305,6 +305,36 @@ avx512_unpack_bytes(const uint8_t *p, size_t len, uint64_t first, unsigned bits,
 }
 #endif
 
+static inline __attribute__((always_inline)) void store_word(void *out, unsigned size,
+                                                             size_t at, uint64_t v)
+{
+    if (size == 1)
+        ((uint8_t *)out)[at] = (uint8_t)v;
+    else
+        ((uint32_t *)out)[at] = (uint32_t)v;
+}
+
+/* Words i.. of count of the payload from bit `first` on, stored in `out`
+ * as elements of `size` bytes (1 or 4, a constant once inlined). Each
+ * load of 8 bytes serves the `per` words wholly in its 57 bits past the
+ * bit offset; the last words of the payload, which may lie in fewer than
+ * 8 bytes, go one by one. */
+static inline __attribute__((always_inline)) void
+unpack_scalar(const uint8_t *p, size_t len, uint64_t first, unsigned bits, void *out,
+              unsigned size, size_t i, size_t count)
+{
+    const unsigned per = 57 / bits;
+    const uint64_t mask = tf_prog_mask(bits);
+    for (uint64_t bit = first + (uint64_t)i * bits;
+         count - i >= per && len - (bit >> 3) >= 8; i += per, bit += (uint64_t)per * bits) {
+        uint64_t v = tf_bits_load64(p + (bit >> 3)) >> (bit & 7);
+        for (unsigned k = 0; k < per; k++)
+            store_word(out, size, i + k, v >> (k * bits) & mask);
+    }
+    for (; i < count; i++)
+        store_word(out, size, i, fixed_get(p, len, first + (uint64_t)i * bits, bits));
+}
+
 /* The next RAW or PACK words of at most 8 bits, as bytes. */
 static void read_fixed8(const tf_prog_lit_reader *r, uint8_t *out, size_t count)
 {
@@ -322,15 +352,7 @@ static void read_fixed8(const tf_prog_lit_reader *r, uint8_t *out, size_t count)
     if (r->simd >= TF_SIMD_AVX2)
         i += bmi2_unpack_bytes(p, r->fixed_len, first + i * bits, bits, out + i, count - i);
 #endif
-    const unsigned per = 57 / bits; /* as read_fixed32 */
-    for (uint64_t bit = first + (uint64_t)i * bits;
-         count - i >= per && r->fixed_len - (bit >> 3) >= 8; i += per, bit += (uint64_t)per * bits) {
-        uint64_t v = tf_bits_load64(p + (bit >> 3)) >> (bit & 7);
-        for (unsigned k = 0; k < per; k++)
-            out[i + k] = (uint8_t)(v >> (k * bits) & ((1u << bits) - 1));
-    }
-    for (; i < count; i++)
-        out[i] = (uint8_t)fixed_get(p, r->fixed_len, first + (uint64_t)i * bits, bits);
+    unpack_scalar(p, r->fixed_len, first, bits, out, 1, i, count);
 }
 
 /* The next RAW or PACK words of 9 to 32 bits. open_fixed sized the
@@ -350,25 +372,13 @@ static void read_fixed32(const tf_prog_lit_reader *r, uint32_t *out, size_t coun
             out[i] = tf_bits_load32(p + 4 * (r->done + i));
         return;
     }
-    /* Each load of 8 bytes serves the `per` words wholly in its 57 bits
-     * past the bit offset; the last words of the payload, which may lie
-     * in fewer than 8 bytes, go one by one. */
-    const unsigned per = 57 / bits;
-    const uint32_t mask = (uint32_t)tf_prog_mask(bits);
     size_t i = 0;
 #ifdef LEAF_HAVE_AVX2
     if (r->simd >= TF_SIMD_AVX2)
         i = (r->simd >= TF_SIMD_AVX512 ? avx512_unpack : avx2_unpack)(p, r->fixed_len, first,
                                                                        bits, out, count);
 #endif
-    for (uint64_t bit = first + (uint64_t)i * bits;
-         count - i >= per && r->fixed_len - (bit >> 3) >= 8; i += per, bit += (uint64_t)per * bits) {
-        uint64_t v = tf_bits_load64(p + (bit >> 3)) >> (bit & 7);
-        for (unsigned k = 0; k < per; k++)
-            out[i + k] = (uint32_t)(v >> (k * bits)) & mask;
-    }
-    for (; i < count; i++)
-        out[i] = (uint32_t)fixed_get(p, r->fixed_len, first + (uint64_t)i * bits, bits);
+    unpack_scalar(p, r->fixed_len, first, bits, out, 4, i, count);
 }
 
 /* RAW and PACK words of more than 32 bits, in two halves. */
