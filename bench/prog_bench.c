@@ -10,6 +10,13 @@
  *   plane order-0 sum over byte planes of n * H(plane) / 8, a plane being
  *                 byte k of every element of a given size, over the file
  *                 (and, for reference, the same per tensor)
+ *   independent elements  per tensor, the order-0 entropy of the
+ *                 elements' top 16 bits taken whole plus that of each
+ *                 lower byte plane: the least that coding each element on
+ *                 its own can cost, even with the tensor's exact
+ *                 frequencies known for free, where the lower bytes are
+ *                 independent of the top ones (a float's low mantissa);
+ *                 only dependence between elements goes below it
  *   bytegroup-19  the byte planes of the file, each one zstd frame at
  *                 level 19 (zstd library)
  *   decode        prog decoding every chunk into one buffer of the
@@ -37,6 +44,7 @@
 #include <zstd.h>
 
 #include "codec/prog.h"
+#include "common/buf.h"
 #include "common/malloc_tune.h"
 #include "format/dtype.h"
 #include "format/safetensors.h"
@@ -122,16 +130,22 @@ static uint8_t *gather_plane(const tensor *t, size_t nt, unsigned w, unsigned k,
     return plane;
 }
 
+/* Bytes at the order-0 entropy of a histogram of n values. */
+static double entropy_bytes(const uint64_t *hist, size_t bins, size_t n)
+{
+    double bits = 0;
+    for (size_t b = 0; b < bins; b++)
+        if (hist[b])
+            bits -= (double)hist[b] * log2((double)hist[b] / (double)n);
+    return bits / 8;
+}
+
 static double order0_bytes(const uint8_t *p, size_t n)
 {
     uint64_t hist[256] = { 0 };
     for (size_t i = 0; i < n; i++)
         hist[p[i]]++;
-    double bits = 0;
-    for (unsigned b = 0; b < 256; b++)
-        if (hist[b])
-            bits -= (double)hist[b] * log2((double)hist[b] / (double)n);
-    return bits / 8;
+    return entropy_bytes(hist, 256, n);
 }
 
 static size_t zstd19(const uint8_t *p, size_t n, void **frame)
@@ -163,21 +177,36 @@ static void plane_baselines(const tensor *t, size_t nt, double *entropy, size_t 
         }
 }
 
-static double tensor_plane_entropy(const tensor *t, size_t nt)
+/* Per tensor, summed: the order-0 entropy of each byte plane (*planes);
+ * and (*bound) that of the elements' top 16 bits taken whole (all of a 1-
+ * or 2-byte element) plus each lower byte plane's. The bound is what
+ * coding each element on its own costs at the tensor's exact frequencies,
+ * no model stored, when the lower bytes are independent of the top ones
+ * (as a float's low mantissa is of its sign and exponent). */
+static void tensor_entropies(const tensor *t, size_t nt, double *planes, double *bound)
 {
-    double total = 0;
-    for (size_t i = 0; i < nt; i++) {
-        unsigned w = elem_size(t[i].dtype);
-        size_t n = t[i].len / w;
+    *planes = *bound = 0;
+    uint64_t *hist = malloc(65536 * sizeof *hist);
+    for (size_t i = 0; hist && i < nt; i++) {
+        const unsigned w = elem_size(t[i].dtype), top = w >= 2 ? w - 2 : 0;
+        const size_t n = t[i].len / w;
         uint8_t *plane = malloc(n ? n : 1);
         for (unsigned k = 0; plane && k < w; k++) {
             for (size_t j = 0; j < n; j++)
                 plane[j] = t[i].data[j * w + k];
-            total += order0_bytes(plane, n);
+            double bytes = order0_bytes(plane, n);
+            *planes += bytes;
+            *bound += k < top ? bytes : 0;
         }
         free(plane);
+        memset(hist, 0, 65536 * sizeof *hist);
+        for (size_t j = 0; j < n; j++) {
+            const uint8_t *e = t[i].data + j * w + top;
+            hist[w >= 2 ? tf_le16_get(e) : e[0]]++;
+        }
+        *bound += entropy_bytes(hist, w >= 2 ? 65536 : 256, n);
     }
-    return total;
+    free(hist);
 }
 
 static void count_program(program_count *pc, size_t *n_pc, const char *text, size_t bytes)
@@ -343,7 +372,8 @@ static int bench_file(const char *path, unsigned budget, bool learn_prior)
         decode = s < decode ? s : decode;
         timed += s;
     }
-    double entropy, per_tensor = tensor_plane_entropy(t, nt);
+    double entropy, per_tensor, bound;
+    tensor_entropies(t, nt, &per_tensor, &bound);
     size_t grouped, frame_len;
     plane_baselines(t, nt, &entropy, &grouped);
     double zstd_s = zstd_decode_seconds(file, file_len, &frame_len);
@@ -356,6 +386,7 @@ static int bench_file(const char *path, unsigned budget, bool learn_prior)
            (double)prog / entropy, (double)prog / (double)grouped, exact ? "" : "  NOT EXACT");
     printf("  plane order-0 (file)  %12.0f  (per tensor: %.0f, prog %.4f of it)\n", entropy,
            per_tensor, (double)prog / per_tensor);
+    printf("  independent elements  %12.0f  (%.4f of plane order-0)\n", bound, bound / entropy);
     printf("  bytegroup zstd -19    %12zu\n", grouped);
     printf("  zstd -19 (file)       %12zu\n", frame_len);
     printf("  decode  prog %.0f MB/s, zstd -d %.0f MB/s: %.2fx\n", prog_mbs, zstd_mbs,
