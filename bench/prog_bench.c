@@ -414,7 +414,7 @@ static int bench_file(const char *path, unsigned budget, bool learn_prior)
 
 int main(int argc, char **argv)
 {
-    tf_malloc_for_encoding();
+    tf_malloc_reuse();
     unsigned budget = 0;
     bool learn_prior = true;
     int rc = 0, i = 1;

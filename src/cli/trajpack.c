@@ -33,7 +33,7 @@ static void print_help(FILE *f)
 
 int main(int argc, char **argv)
 {
-    tf_malloc_for_encoding();
+    tf_malloc_reuse();
     if (argc < 2) {
         print_help(stderr);
         return CLI_EXIT_USAGE;

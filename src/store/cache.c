@@ -2,6 +2,20 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Blocks this large are mapped on their own (tf_cache_buffer). */
+#if defined(__SANITIZE_ADDRESS__)
+#define MAPPED_MIN SIZE_MAX
+#else
+#define MAPPED_MIN ((size_t)64 << 10)
+#endif
+/* Mapped blocks of evicted items kept for new items: a block reused
+ * (resized where it must be) costs neither a mapping nor page faults nor
+ * the kernel's zeroing of its pages. */
+#define SPARES_MAX 4
 
 enum { ITEM_CLAIMED, ITEM_FILLED, ITEM_ABANDONED };
 
@@ -12,6 +26,12 @@ struct tf_cache {
     tf_cache_item *head, *tail; /* head = most recently used */
     tf_cache_item **buckets;
     size_t nbuckets, count;
+    size_t page; /* bytes */
+    struct {
+        uint8_t *data;
+        size_t mapped;
+    } spare[SPARES_MAX];
+    unsigned n_spares;
 };
 
 tf_cache *tf_cache_new(size_t max_bytes)
@@ -28,6 +48,8 @@ tf_cache *tf_cache_new(size_t max_bytes)
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->settled, NULL);
     c->max_bytes = max_bytes;
+    long page = sysconf(_SC_PAGESIZE);
+    c->page = page > 0 ? (size_t)page : 4096;
     return c;
 }
 
@@ -69,9 +91,86 @@ static void unlink_bucket(tf_cache *c, tf_cache_item *it)
     *pp = it->hnext;
 }
 
-static void destroy(tf_cache_item *it)
+static size_t distance(size_t a, size_t b)
 {
-    free(it->data);
+    return a > b ? a - b : b - a;
+}
+
+/* Bytes an item holds (mapped: whole pages). */
+static size_t held(const tf_cache_item *it)
+{
+    return it->mapped ? it->mapped : it->len;
+}
+
+/* Takes the spare block nearest in size to `need` bytes: NULL when there
+ * is none; the caller holds the lock. */
+static uint8_t *take_spare(tf_cache *c, size_t need, size_t *mapped)
+{
+    if (c->n_spares == 0)
+        return NULL;
+    unsigned best = 0;
+    for (unsigned i = 1; i < c->n_spares; i++)
+        if (distance(c->spare[i].mapped, need) < distance(c->spare[best].mapped, need))
+            best = i;
+    uint8_t *data = c->spare[best].data;
+    *mapped = c->spare[best].mapped;
+    memmove(c->spare + best, c->spare + best + 1, (--c->n_spares - best) * sizeof c->spare[0]);
+    return data;
+}
+
+/* A mapped block of `need` bytes (whole pages): a spare resized, of
+ * which only the pages it grows by are new, or a new mapping. */
+static uint8_t *map_block(tf_cache *c, size_t need)
+{
+    size_t mapped = 0;
+    pthread_mutex_lock(&c->lock);
+    uint8_t *spare = take_spare(c, need, &mapped);
+    pthread_mutex_unlock(&c->lock);
+    void *p = MAP_FAILED;
+    if (spare && mapped == need)
+        return spare;
+    if (spare) {
+        p = mremap(spare, mapped, need, MREMAP_MAYMOVE);
+        if (p == MAP_FAILED)
+            munmap(spare, mapped);
+    }
+    if (p == MAP_FAILED)
+        p = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+uint8_t *tf_cache_buffer(tf_cache *c, tf_cache_item *it, size_t len)
+{
+    it->len = len;
+    if (len < MAPPED_MIN)
+        return it->data = malloc(len ? len : 1);
+    const size_t need = (len + c->page - 1) / c->page * c->page;
+    it->data = map_block(c, need);
+    it->mapped = it->data ? need : 0;
+    return it->data;
+}
+
+/* Frees an item's block, or keeps it in place of the oldest spare; the
+ * caller holds the lock. */
+static void drop_buffer(tf_cache *c, tf_cache_item *it)
+{
+    if (!it->mapped) {
+        free(it->data);
+    } else {
+        if (c->n_spares == SPARES_MAX) {
+            munmap(c->spare[0].data, c->spare[0].mapped);
+            memmove(c->spare, c->spare + 1, --c->n_spares * sizeof c->spare[0]);
+        }
+        c->spare[c->n_spares].data = it->data;
+        c->spare[c->n_spares++].mapped = it->mapped;
+    }
+    it->data = NULL;
+    it->mapped = 0;
+}
+
+static void destroy(tf_cache *c, tf_cache_item *it)
+{
+    drop_buffer(c, it);
     free(it);
 }
 
@@ -86,9 +185,9 @@ static void evict(tf_cache *c)
         if (it->refs == 0) {
             unlink_lru(c, it);
             unlink_bucket(c, it);
-            c->bytes -= it->len;
+            c->bytes -= held(it);
             c->count--;
-            destroy(it);
+            destroy(c, it);
         }
         it = prev;
     }
@@ -123,10 +222,10 @@ static void grow_buckets(tf_cache *c)
 }
 
 /* Drops one reference to an item already taken off the table. */
-static void unref_detached(tf_cache_item *it)
+static void unref_detached(tf_cache *c, tf_cache_item *it)
 {
     if (--it->refs == 0)
-        destroy(it);
+        destroy(c, it);
 }
 
 tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed)
@@ -147,7 +246,7 @@ tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed)
                 *claimed = false;
                 return it;
             }
-            unref_detached(it); /* abandoned: look again, perhaps claim it */
+            unref_detached(c, it); /* abandoned: look again, perhaps claim it */
             continue;
         }
         if (fresh)
@@ -170,14 +269,12 @@ tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed)
     return fresh;
 }
 
-void tf_cache_fill(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len)
+void tf_cache_fill(tf_cache *c, tf_cache_item *it)
 {
     pthread_mutex_lock(&c->lock);
-    it->data = data;
-    it->len = len;
     it->state = ITEM_FILLED;
     push_front(c, it);
-    c->bytes += len;
+    c->bytes += held(it);
     evict(c);
     pthread_cond_broadcast(&c->settled);
     pthread_mutex_unlock(&c->lock);
@@ -188,8 +285,9 @@ void tf_cache_abandon(tf_cache *c, tf_cache_item *it)
     pthread_mutex_lock(&c->lock);
     unlink_bucket(c, it);
     c->count--;
+    drop_buffer(c, it);
     it->state = ITEM_ABANDONED;
-    unref_detached(it);
+    unref_detached(c, it);
     pthread_cond_broadcast(&c->settled);
     pthread_mutex_unlock(&c->lock);
 }
@@ -210,8 +308,10 @@ void tf_cache_free(tf_cache *c)
     for (size_t i = 0; i < c->nbuckets; i++)
         for (tf_cache_item *it = c->buckets[i], *next; it; it = next) {
             next = it->hnext;
-            destroy(it);
+            destroy(c, it);
         }
+    for (unsigned i = 0; i < c->n_spares; i++)
+        munmap(c->spare[i].data, c->spare[i].mapped);
     free(c->buckets);
     pthread_cond_destroy(&c->settled);
     pthread_mutex_destroy(&c->lock);

@@ -16,8 +16,9 @@ typedef struct tf_cache tf_cache;
 typedef struct tf_cache_item {
     uint64_t key;
     size_t len;
-    uint8_t *data; /* NULL while claimed */
+    uint8_t *data; /* the bytes, once filled */
     /* private */
+    size_t mapped; /* bytes mapped for data; 0: data is malloc's */
     unsigned refs;
     int state;
     struct tf_cache_item *prev, *next, *hnext;
@@ -37,11 +38,19 @@ void tf_cache_free(tf_cache *c);
  * walking a reference chain downwards does that); waits then cannot
  * form a cycle. */
 tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed);
-/* Publishes a claimed item's bytes (ownership of data moves to the
- * cache) and wakes its waiters; the caller keeps its reference. The item
- * counts against the bound from now on, even when larger than all of it:
- * it is evicted once released. */
-void tf_cache_fill(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len);
+/* Memory for the len bytes of a claimed item, which the item holds from
+ * now on: tf_cache_fill publishes them, tf_cache_abandon frees them. NULL
+ * when out of memory. Blocks of 64 KiB and more are mapped on their own,
+ * so the process's memory follows the cache's bound while malloc may keep
+ * freed blocks in its heap for reuse (tf_malloc_reuse); the blocks of the
+ * last few items evicted are kept for new items, resized to them.
+ * Under AddressSanitizer every block comes from malloc, which it guards. */
+uint8_t *tf_cache_buffer(tf_cache *c, tf_cache_item *it, size_t len);
+/* Publishes a claimed item's bytes (of tf_cache_buffer) and wakes its
+ * waiters; the caller keeps its reference. The item counts against the
+ * bound from now on, even when larger than all of it: it is evicted once
+ * released. */
+void tf_cache_fill(tf_cache *c, tf_cache_item *it);
 /* Gives up a claimed item (its decode failed) and drops the caller's
  * reference; waiters retry, so each gets its own error. */
 void tf_cache_abandon(tf_cache *c, tf_cache_item *it);

@@ -176,15 +176,14 @@ static int decode_one(tf_reader_ctx *r, uint64_t idx, const uint8_t *ref, uint8_
 static int fill_claim(tf_reader_ctx *r, tf_cache_item *it, const tf_cache_item *ref, tf_error *e)
 {
     const tf_blob *b = tf_archive_blob(r->ar, it->key);
-    uint8_t *data = malloc(b->raw_len ? b->raw_len : 1);
+    uint8_t *data = tf_cache_buffer(r->cache, it, b->raw_len);
     int rc = data ? decode_one(r, it->key, ref ? ref->data : NULL, data, e)
                   : tf_fail(e, ENOMEM, "out of memory");
     if (rc < 0) {
-        free(data);
         tf_cache_abandon(r->cache, it);
         return -1;
     }
-    tf_cache_fill(r->cache, it, data, b->raw_len);
+    tf_cache_fill(r->cache, it);
     return 0;
 }
 
