@@ -70,6 +70,7 @@
 #include "common/buf.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/malloc_tune.h"
 #include "format/container.h"
 #include "format/dtype.h"
 #include "format/safetensors.h"
@@ -963,6 +964,7 @@ static options parse_options(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    tf_malloc_reuse(); /* as trajpack and trajfs, whose codecs are timed */
     options o = parse_options(argc, argv);
     path_list files = find_checkpoints(argv + optind, argc - optind);
     static figures by_dtype[TF_DT_COUNT];
