@@ -25,8 +25,10 @@
 #    fdatasync. RWKILL_TRIALS sets the number of kills (default 200).
 #    The moments come from timing an unkilled trial, and under a changing
 #    load they may all miss the short end of the commits (their writes,
-#    fdatasync and reply): then up to as many kills again are made, until
-#    one does not.
+#    fdatasync and reply). So every AIM-th kill is timed by the archive's
+#    writes instead (tests/tools/killonwrite), 0 to 7 writes into a
+#    commit; and if no kill hit the end of a commit, up to as many kills
+#    again are made, until one does.
 # 2. The archive on a small tmpfs: the close() of a file that does not fit
 #    fails with ENOSPC, nothing of it stays, the mount goes on, and the
 #    archive holds all the rest.
@@ -43,6 +45,7 @@ set -eu
 . "$(dirname "$0")/faultlib.sh"
 
 TRIALS=${RWKILL_TRIALS:-200}
+AIM=5         # every AIM-th kill is timed by the archive's writes
 PER_TRIAL=6   # copies started per trial
 NFILES=40     # checkpoints of the source trajectory
 ELEMENTS=120000
@@ -132,7 +135,7 @@ done
 
 awk -v n="$((2 * TRIALS))" -v span="$span" 'BEGIN { srand(11); for (i = 0; i < n; i++) printf "%.4f\n", rand() * span / 1e9 }' \
     > "$TEST_TMP/delays"
-trial=0 archives=1 in_commit=0 in_fsync=0 torn=0 unreported=0 missed=0
+trial=0 archives=1 in_commit=0 in_fsync=0 torn=0 unreported=0 missed=0 aimed=0
 stacks_seen=false
 start=$(date +%s)
 # Whether some kill hit a commit's writes, its fdatasync or its reply.
@@ -144,7 +147,13 @@ while IFS= read -r delay; do
         break
     fi
     trial=$((trial + 1))
-    what="trial $trial (kill after $delay s)"
+    skip=-1 # the kill's moment: $delay, or write $skip + 1 of the archive
+    [ $((trial % AIM)) -ne 0 ] || skip=$(((trial / AIM) % 8))
+    if [ "$skip" -ge 0 ]; then
+        what="trial $trial (kill at write $((skip + 1)) of the archive)"
+    else
+        what="trial $trial (kill after $delay s)"
+    fi
     if [ "$(wc -l < "$log")" -ge $((2 * NFILES)) ]; then # all in: start over
         new_archive "$archive" "$log"
         archives=$((archives + 1))
@@ -152,12 +161,26 @@ while IFS= read -r delay; do
     logged=$(wc -l < "$log")
     : > "$TEST_TMP/cp.pid"
     mount_warm "$archive" "$log"
-    # shellcheck disable=SC2046
-    start_writer "$mnt/run" "$log" $(next_files "$log")
-    sleep "$delay"
-    read -r cp_pid < "$TEST_TMP/cp.pid" || cp_pid=0
-    cat "/proc/$cp_pid/stack" "/proc/$DAEMON_PID"/task/*/stack > "$TEST_TMP/stacks" 2> /dev/null || true
-    kill -KILL "$DAEMON_PID"
+    : > "$TEST_TMP/stacks"
+    if [ "$skip" -ge 0 ]; then
+        "$TOOLS/killonwrite" "$archive" "$DAEMON_PID" "$skip" 10000 > "$TEST_TMP/killer.out" &
+        killer=$!
+        until [ -s "$TEST_TMP/killer.out" ]; do
+            kill -0 "$killer" 2> /dev/null || fail "$what: killonwrite did not start"
+            sleep 0.01
+        done
+        # shellcheck disable=SC2046
+        start_writer "$mnt/run" "$log" $(next_files "$log")
+        wait "$killer" || fail "$what: the archive was not written $((skip + 1)) times in 10 s"
+        aimed=$((aimed + 1))
+    else
+        # shellcheck disable=SC2046
+        start_writer "$mnt/run" "$log" $(next_files "$log")
+        sleep "$delay"
+        read -r cp_pid < "$TEST_TMP/cp.pid" || cp_pid=0
+        cat "/proc/$cp_pid/stack" "/proc/$DAEMON_PID"/task/*/stack > "$TEST_TMP/stacks" 2> /dev/null || true
+        kill -KILL "$DAEMON_PID"
+    fi
     wait "$DAEMON_PID" 2> /dev/null || true
     forget_daemon "$DAEMON_PID"
     if wait "$WRITER"; then
@@ -178,7 +201,8 @@ while IFS= read -r delay; do
 done < "$TEST_TMP/delays"
 [ "$trial" -ge "$TRIALS" ] || fail "ran $trial trials, fewer than $TRIALS"
 is_mounted "$mnt" && fail "$mnt still mounted"
-echo "$TEST_NAME: $trial kills in $(($(date +%s) - start)) s ($in_commit inside a commit, $in_fsync in its fdatasync," \
+echo "$TEST_NAME: $trial kills in $(($(date +%s) - start)) s ($aimed timed by the archive's writes;" \
+    "$in_commit inside a commit, $in_fsync in its fdatasync," \
     "$torn left a torn commit, $unreported a commit durable before its reply, $missed after the writer's $PER_TRIAL copies" \
     "of $((span / 1000000)) ms), $archives archives, $bytes_checked bytes compared"
 # The moments come from timing an unkilled trial, so under a changing load

@@ -1,0 +1,82 @@
+/* killonwrite: kills a process as a file is written, for the crash tests.
+ * A kill timed by the clock rarely falls on the short end of a commit
+ * (its writes, fdatasync and reply); one timed by the writes does.
+ *
+ *   killonwrite FILE PID SKIP TIMEOUT_MS
+ *
+ * Watches FILE for writes (inotify IN_MODIFY; writes in a row that it has
+ * not read yet count once), prints "watching" once the watch is in place,
+ * and sends SIGKILL to PID at the write after the first SKIP. Exits 0
+ * once it killed, 1 when TIMEOUT_MS passed first (PID is left alone), 2
+ * on a usage or system error. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <time.h>
+#include <unistd.h>
+
+static long number(const char *s, const char *what)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 0) {
+        fprintf(stderr, "killonwrite: %s: not a number: %s\n", what, s);
+        exit(2);
+    }
+    return v;
+}
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: killonwrite FILE PID SKIP TIMEOUT_MS\n");
+        return 2;
+    }
+    const long pid = number(argv[2], "PID"), skip = number(argv[3], "SKIP");
+    const long deadline = now_ms() + number(argv[4], "TIMEOUT_MS");
+    int fd = inotify_init1(IN_CLOEXEC);
+    if (fd < 0 || inotify_add_watch(fd, argv[1], IN_MODIFY) < 0) {
+        fprintf(stderr, "killonwrite: %s: %s\n", argv[1], strerror(errno));
+        return 2;
+    }
+    printf("watching\n");
+    fflush(stdout);
+    long seen = 0;
+    for (long left; (left = deadline - now_ms()) > 0;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int ready = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+        if (ready < 0 && errno != EINTR) {
+            fprintf(stderr, "killonwrite: poll: %s\n", strerror(errno));
+            return 2;
+        }
+        if (ready <= 0)
+            continue;
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        ssize_t n = read(fd, buf, sizeof buf);
+        for (ssize_t at = 0; at < n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
+            if ((ev->mask & IN_MODIFY) && seen++ == skip) {
+                if (kill((pid_t)pid, SIGKILL) < 0) {
+                    fprintf(stderr, "killonwrite: kill %ld: %s\n", pid, strerror(errno));
+                    return 2;
+                }
+                return 0;
+            }
+            at += (ssize_t)sizeof *ev + ev->len;
+        }
+    }
+    return 1;
+}
