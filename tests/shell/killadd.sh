@@ -4,10 +4,13 @@
 #
 # 1. kill -9 at random moments: each trial adds checkpoints one by one
 #    (one commit each) in the background, logging every add that exited 0,
-#    and kills the adds (process group) at a random moment. Then the
-#    archive opens, `verify` passes, every logged file is listed, and every
-#    listed file extracts byte-identical to its source (no partial file).
-#    The next trial appends to the same archive (cutting the torn tail).
+#    and kills the adds (process group) at a random moment; every AIM-th
+#    trial at the 1st to 8th write of the archive instead
+#    (tests/tools/killonwrite), inside a commit's writes, which moments
+#    timed by the clock rarely hit. Then the archive opens, `verify`
+#    passes, every logged file is listed, and every listed file extracts
+#    byte-identical to its source (no partial file). The next trial
+#    appends to the same archive (cutting the torn tail).
 # 2. ENOSPC: the archive on a 256 KiB tmpfs; adds until one fails. It must
 #    say "No space left on device", and the archive must still open,
 #    verify and hold every earlier file, and no byte of the failed add;
@@ -28,6 +31,8 @@ set -eu
 
 TRIALS=${KILLADD_TRIALS:-200}
 PER_TRIAL=6 # adds started per trial
+AIM=5       # every AIM-th kill is timed by the archive's writes
+KILLONWRITE=$top_builddir/tests/tools/killonwrite
 
 traj=$TEST_TMP/traj
 generate_trajectory "$traj" --layers 1 --width 32 --heads 2 --ctx 16 --batch 2 \
@@ -70,9 +75,11 @@ per_add=$(( ($(date +%s%N) - start) / 4 )) # ns
 awk -v n="$TRIALS" -v span="$per_add" -v k="$PER_TRIAL" \
     'BEGIN { srand(7); for (i = 0; i < n; i++) printf "%.4f\n", rand() * 0.75 * k * span / 1e9 }' \
     > "$TEST_TMP/delays"
-killed=0 torn=0 archives=1 trial=0
+killed=0 torn=0 archives=1 trial=0 aimed=0
 while IFS= read -r delay; do
     trial=$((trial + 1))
+    skip=-1 # the kill's moment: $delay, or write $skip + 1 of the archive
+    [ $((trial % AIM)) -ne 0 ] || skip=$(((trial / AIM) % 8))
     done_count=$(wc -l < "$log")
     if [ "$done_count" -gt "$nfiles" ]; then # all added: start over
         new_archive "$archive" "$log"
@@ -90,8 +97,17 @@ while IFS= read -r delay; do
             echo "$f" >> "$log"
         done' killadd "$TRAJPACK" "$archive" "$traj" "$log" $next 2> "$TEST_TMP/add.err" &
     group=$!
-    sleep "$delay"
-    kill -9 "-$group" 2> /dev/null || true # dash: no "kill -s KILL --"
+    if [ "$skip" -ge 0 ]; then
+        # The watch starts while the first add reads its checkpoint; a
+        # write before it only moves the kill to a later one.
+        rc=0
+        "$KILLONWRITE" "$archive" "-$group" "$skip" 5000 > /dev/null || rc=$?
+        [ "$rc" -le 1 ] || fail "trial $trial: killonwrite failed"
+        [ "$rc" -ne 0 ] || aimed=$((aimed + 1))
+    else
+        sleep "$delay"
+        kill -9 "-$group" 2> /dev/null || true # dash: no "kill -s KILL --"
+    fi
     status=0
     wait "$group" 2> /dev/null || status=$? # (dash reports "Killed")
     # wait reaps only the shell; its add may still be exiting (and holding
@@ -104,7 +120,12 @@ while IFS= read -r delay; do
     137) killed=$((killed + 1)) ;;
     *) fail "trial $trial: an add failed without being killed: $(cat "$TEST_TMP/add.err")" ;;
     esac
-    check_archive "$archive" "$log" "$traj" "" "trial $trial (killed after ${delay} s)"
+    if [ "$skip" -ge 0 ]; then
+        what="trial $trial (killed at write $((skip + 1)) of the archive)"
+    else
+        what="trial $trial (killed after ${delay} s)"
+    fi
+    check_archive "$archive" "$log" "$traj" "" "$what"
     grep -q 'after the last commit are ignored' "$TEST_TMP/verify" && torn=$((torn + 1))
 done < "$TEST_TMP/delays"
 [ "$trial" -eq "$TRIALS" ] || fail "ran $trial trials, not $TRIALS"
@@ -114,7 +135,7 @@ done < "$TEST_TMP/delays"
 [ "$killed" -ge $((TRIALS / 10)) ] || fail "only $killed of $TRIALS kills hit a running add"
 [ "$TRIALS" -lt 50 ] || [ "$torn" -ge 1 ] ||
     fail "no kill left a torn commit behind: the moments are too coarse"
-echo "killadd: $TRIALS kills ($killed during adds, $torn left a torn commit; an add takes $((per_add / 1000000)) ms), $archives archives, $bytes_checked bytes compared"
+echo "killadd: $TRIALS kills ($aimed timed by the archive's writes; $killed during adds, $torn left a torn commit; an add takes $((per_add / 1000000)) ms), $archives archives, $bytes_checked bytes compared"
 
 # ---- 2. ENOSPC on a tiny tmpfs ---------------------------------------------------
 

@@ -6,9 +6,9 @@
  *
  * Watches FILE for writes (inotify IN_MODIFY; writes in a row that it has
  * not read yet count once), prints "watching" once the watch is in place,
- * and sends SIGKILL to PID at the write after the first SKIP. Exits 0
- * once it killed, 1 when TIMEOUT_MS passed first (PID is left alone), 2
- * on a usage or system error. */
+ * and sends SIGKILL to PID (-PGID: a process group) at the write after
+ * the first SKIP. Exits 0 once it killed, 1 when TIMEOUT_MS passed first
+ * (PID is left alone), 2 on a usage or system error. */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -20,12 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static long number(const char *s, const char *what)
+static long number(const char *s, const char *what, long least)
 {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < 0) {
+    if (errno || end == s || *end || v < least) {
         fprintf(stderr, "killonwrite: %s: not a number: %s\n", what, s);
         exit(2);
     }
@@ -45,8 +45,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: killonwrite FILE PID SKIP TIMEOUT_MS\n");
         return 2;
     }
-    const long pid = number(argv[2], "PID"), skip = number(argv[3], "SKIP");
-    const long deadline = now_ms() + number(argv[4], "TIMEOUT_MS");
+    const long pid = number(argv[2], "PID", INT_MIN + 1L), skip = number(argv[3], "SKIP", 0);
+    const long deadline = now_ms() + number(argv[4], "TIMEOUT_MS", 0);
+    if (pid == 0 || pid == -1 || pid > INT_MAX) {
+        fprintf(stderr, "killonwrite: PID %ld: not one process or group\n", pid);
+        return 2;
+    }
     int fd = inotify_init1(IN_CLOEXEC);
     if (fd < 0 || inotify_add_watch(fd, argv[1], IN_MODIFY) < 0) {
         fprintf(stderr, "killonwrite: %s: %s\n", argv[1], strerror(errno));
