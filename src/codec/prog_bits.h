@@ -64,28 +64,6 @@ static inline int tf_bits_flush(tf_bit_writer *w)
     return w->oom ? -1 : 0;
 }
 
-/* 8 bytes little-endian in one load (tf_le64_get's byte loop does not
- * compile to one, and these are the readers' inner loops). */
-static inline uint64_t tf_bits_load64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static inline uint32_t tf_bits_load32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap32(v);
-#endif
-    return v;
-}
-
 typedef struct {
     const uint8_t *p, *end;
     uint64_t acc;
@@ -101,7 +79,7 @@ static inline tf_bit_reader tf_bit_reader_make(const uint8_t *p, size_t len)
 static inline void tf_bits_refill(tf_bit_reader *r)
 {
     if (r->end - r->p >= 8) {
-        uint64_t v = tf_bits_load64(r->p);
+        uint64_t v = tf_le64_get(r->p);
         r->acc |= v << r->count;
         r->p += (63 - r->count) >> 3;
         r->count |= 56;

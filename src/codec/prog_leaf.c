@@ -213,7 +213,7 @@ static inline uint64_t fixed_get(const uint8_t *p, size_t len, uint64_t bit, uns
     unsigned shift = (unsigned)(bit & 7);
     uint64_t v = 0;
     if (at <= len && len - at >= 8) {
-        v = tf_bits_load64(p + at) >> shift;
+        v = tf_le64_get(p + at) >> shift;
     } else {
         for (unsigned k = 0; at + k < len && 8 * k < shift + bits; k++)
             v |= (uint64_t)p[at + k] << (8 * k);
@@ -270,7 +270,7 @@ __attribute__((target("avx2,bmi2"))) static size_t bmi2_unpack_bytes(const uint8
     size_t i = 0;
     for (uint64_t bit = first; count - i >= 8 && len - (bit >> 3) >= 8;
          i += 8, bit += 8 * (uint64_t)bits) {
-        uint64_t v = _pdep_u64(tf_bits_load64(p + (bit >> 3)) >> (bit & 7), spread);
+        uint64_t v = _pdep_u64(tf_le64_get(p + (bit >> 3)) >> (bit & 7), spread);
         memcpy(out + i, &v, 8);
     }
     return i;
@@ -327,7 +327,7 @@ unpack_scalar(const uint8_t *p, size_t len, uint64_t first, unsigned bits, void 
     const uint64_t mask = tf_prog_mask(bits);
     for (uint64_t bit = first + (uint64_t)i * bits;
          count - i >= per && len - (bit >> 3) >= 8; i += per, bit += (uint64_t)per * bits) {
-        uint64_t v = tf_bits_load64(p + (bit >> 3)) >> (bit & 7);
+        uint64_t v = tf_le64_get(p + (bit >> 3)) >> (bit & 7);
         for (unsigned k = 0; k < per; k++)
             store_word(out, size, i + k, v >> (k * bits) & mask);
     }
@@ -369,7 +369,7 @@ static void read_fixed32(const tf_prog_lit_reader *r, uint32_t *out, size_t coun
         return;
     case 32:
         for (size_t i = 0; i < count; i++)
-            out[i] = tf_bits_load32(p + 4 * (r->done + i));
+            out[i] = tf_le32_get(p + 4 * (r->done + i));
         return;
     }
     size_t i = 0;

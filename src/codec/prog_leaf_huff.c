@@ -256,7 +256,7 @@ static tf_bit_reader fast_back(const fast_stream *f)
         while (room) {                                                                      \
             uint64_t bits[S];                                                               \
             _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                        \
-                bits[s] = tf_bits_load64(p[s]);                                             \
+                bits[s] = tf_le64_get(p[s]);                                             \
             _Pragma("GCC unroll 4") for (unsigned k = 0; k < FAST_LOOKUPS; k++)             \
                 _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                    \
             {                                                                               \
@@ -295,7 +295,7 @@ static void fast_singles(const tf_huff_decoder *dec, fast_stream *f)
     unsigned used = f->used;
     uint8_t *out = f->out;
     while (f->seg_end - out > TF_HUFF_MULTI_MAX && f->end - p >= 8) {
-        uint64_t bits = tf_bits_load64(p) >> used;
+        uint64_t bits = tf_le64_get(p) >> used;
         uint32_t e = dec->multi[bits & mask];
         if (e & TF_HUFF_MULTI_LONG)
             e = tf_huff_long_code(dec, bits);

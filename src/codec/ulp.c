@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "codec/rans.h"
+#include "common/buf.h"
 #include "format/dtype.h"
 
 #define ULP_MODEL_VERSION 1
@@ -65,44 +66,6 @@ static int format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_erro
         return tf_fail(e, EINVAL, "ulp: %zu bytes of %s need a reference of the same length",
                        len, tf_dtype_get(ctx->dtype)->name);
     return 0;
-}
-
-/* Little-endian element access that compiles to single loads and
- * stores (a byte loop does not, at -O2). */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define ULP_LE16(v) __builtin_bswap16(v)
-#define ULP_LE32(v) __builtin_bswap32(v)
-#define ULP_LE64(v) __builtin_bswap64(v)
-#else
-#define ULP_LE16(v) (v)
-#define ULP_LE32(v) (v)
-#define ULP_LE64(v) (v)
-#endif
-
-ULP_ALWAYS_INLINE uint64_t load_elem(const uint8_t *p, unsigned bytes)
-{
-    uint16_t v16;
-    uint32_t v32;
-    uint64_t v64;
-    switch (bytes) {
-    case 1: return p[0];
-    case 2: memcpy(&v16, p, 2); return ULP_LE16(v16);
-    case 4: memcpy(&v32, p, 4); return ULP_LE32(v32);
-    default: memcpy(&v64, p, 8); return ULP_LE64(v64);
-    }
-}
-
-ULP_ALWAYS_INLINE void store_elem(uint8_t *p, uint64_t v, unsigned bytes)
-{
-    uint16_t v16 = ULP_LE16((uint16_t)v);
-    uint32_t v32 = ULP_LE32((uint32_t)v);
-    uint64_t v64 = ULP_LE64(v);
-    switch (bytes) {
-    case 1: p[0] = (uint8_t)v; break;
-    case 2: memcpy(p, &v16, 2); break;
-    case 4: memcpy(p, &v32, 4); break;
-    default: memcpy(p, &v64, 8); break;
-    }
 }
 
 /* e_r: the exponent field of the reference element. */
@@ -177,8 +140,8 @@ ULP_ALWAYS_INLINE unsigned index_one(const uint8_t *src, const uint8_t *ref, siz
                                      ctx_span span, unsigned *n_raw, uint64_t *raw,
                                      unsigned bytes, unsigned man, unsigned exp, unsigned sb)
 {
-    uint64_t r = load_elem(ref + i * bytes, bytes);
-    uint64_t z = tf_ulp_residual(load_elem(src + i * bytes, bytes), r, 8 * bytes);
+    uint64_t r = tf_le_get(ref + i * bytes, bytes);
+    uint64_t z = tf_ulp_residual(tf_le_get(src + i * bytes, bytes), r, 8 * bytes);
     unsigned sym = tf_ulp_symbol(z, n_raw);
     *raw = z & (((uint64_t)1 << *n_raw) - 1); /* n_raw <= 61 */
     return row_of_context(context_of(r, man, exp), span) << sb | sym;
@@ -381,7 +344,7 @@ ULP_ALWAYS_INLINE ctx_span span_sized(const uint8_t *ref, size_t n, unsigned byt
 {
     unsigned lo = ~0u, hi = 0;
     for (size_t i = 0; i < n; i++) {
-        unsigned c = context_of(load_elem(ref + i * bytes, bytes), man, exp);
+        unsigned c = context_of(tf_le_get(ref + i * bytes, bytes), man, exp);
         lo = c < lo ? c : lo;
         hi = c > hi ? c : hi;
     }
@@ -471,7 +434,7 @@ ULP_ALWAYS_INLINE void bits_put(bit_writer *w, uint64_t v, unsigned n) /* n <= 5
 {
     w->acc |= v << w->count;
     w->count += n;
-    store_elem(w->p, w->acc, 8);
+    tf_le_put(w->p, w->acc, 8);
     unsigned whole = w->count >> 3;
     w->p += whole;
     w->acc >>= 8 * whole;
@@ -485,7 +448,7 @@ ULP_ALWAYS_INLINE void bits_put64(bit_writer *w, uint64_t v, unsigned n) /* n <=
 {
     uint64_t low = w->acc | v << w->count;
     uint64_t spill = (v >> 1) >> (63 - w->count); /* v >> (64 - count), 0 for count 0 */
-    store_elem(w->p, low, 8);
+    tf_le_put(w->p, low, 8);
     unsigned total = w->count + n, whole = total >> 3;
     w->p += whole;
     w->acc = whole == 8 ? spill : low >> (8 * whole & 63);
@@ -653,8 +616,8 @@ static size_t split_f64(const uint8_t *src, const uint8_t *ref, size_t n, uint8_
 {
     bit_writer w = { .p = raw };
     for (size_t i = 0; i < n; i++) {
-        uint64_t r = load_elem(ref + 8 * i, 8);
-        uint64_t z = tf_ulp_residual(load_elem(src + 8 * i, 8), r, 64);
+        uint64_t r = tf_le_get(ref + 8 * i, 8);
+        uint64_t z = tf_ulp_residual(tf_le_get(src + 8 * i, 8), r, 64);
         unsigned n_raw;
         sym[i] = (uint8_t)tf_ulp_symbol(z, &n_raw);
         ctx[i] = (uint16_t)context_of(r, 52, 11);
@@ -748,7 +711,7 @@ typedef struct {
  * `count` are those of the bytes at p, so loading them again is harmless. */
 ULP_ALWAYS_INLINE void bits_refill_fast(bit_reader *r)
 {
-    r->acc |= load_elem(r->p, 8) << r->count;
+    r->acc |= tf_le_get(r->p, 8) << r->count;
     r->p += (63 - r->count) >> 3;
     r->count |= 56;
 }
@@ -856,7 +819,7 @@ ULP_ALWAYS_INLINE void mark_sized(const uint8_t *ref, size_t n, uint8_t *used, u
     /* Unrolled: the loop is all overhead otherwise. */
 #pragma GCC unroll 8
     for (size_t i = 0; i < n; i++)
-        used[context_of(load_elem(ref + i * bytes, bytes), man, exp)] = 1;
+        used[context_of(tf_le_get(ref + i * bytes, bytes), man, exp)] = 1;
 }
 
 static void mark_contexts(unsigned dtype, const uint8_t *ref, size_t n, uint8_t *used)
@@ -971,11 +934,11 @@ ULP_ALWAYS_INLINE uint32_t decode_one(const uint32_t *const *row_of, tf_rans_str
                                       unsigned lane, bool checked, unsigned bytes, unsigned man,
                                       unsigned exp)
 {
-    uint64_t r = load_elem(ref + i * bytes, bytes);
+    uint64_t r = tf_le_get(ref + i * bytes, bytes);
     const uint32_t *row = row_of[context_of(r, man, exp)];
     uint32_t slot = checked ? slot_get_checked(s, lane, row) : slot_get_fast(s, lane, row);
     uint64_t z = residual_of(slot, br, checked, bytes);
-    store_elem(dst + i * bytes, tf_ulp_unresidual(z, r, 8 * bytes), bytes);
+    tf_le_put(dst + i * bytes, tf_ulp_unresidual(z, r, 8 * bytes), bytes);
     return slot;
 }
 
@@ -1300,9 +1263,9 @@ ULP_AVX2_INLINE void avx2_loop_end(avx2_loop *lp, avx2_round pending, size_t at,
     _mm256_storeu_si256((__m256i *)slots, pending.slot0);
     _mm256_storeu_si256((__m256i *)(slots + 8), pending.slot1);
     for (size_t l = 0; l < ULP_LANES; l++, at++) {
-        uint64_t r = load_elem(ref + at * bytes, bytes);
+        uint64_t r = tf_le_get(ref + at * bytes, bytes);
         uint64_t z = residual_of(slots[l], br, true, bytes);
-        store_elem(dst + at * bytes, tf_ulp_unresidual(z, r, 8 * bytes), bytes);
+        tf_le_put(dst + at * bytes, tf_ulp_unresidual(z, r, 8 * bytes), bytes);
     }
 }
 

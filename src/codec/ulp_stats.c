@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "codec/rans.h"
+#include "common/buf.h"
 #include "codec/ulp.h"
 #include "format/dtype.h"
 
@@ -121,15 +122,6 @@ void tf_ulp_hist_free(tf_ulp_hist *h)
     h->counts = NULL;
 }
 
-/* Little-endian on any host; a constant `bytes` makes it one load. */
-ULP_STATS_INLINE uint64_t load_le(const uint8_t *p, unsigned bytes)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 ULP_STATS_INLINE void hist_add_sized(tf_ulp_hist *h, const uint8_t *src, const uint8_t *ref,
                                      size_t n, unsigned bytes)
 {
@@ -137,8 +129,8 @@ ULP_STATS_INLINE void hist_add_sized(tf_ulp_hist *h, const uint8_t *src, const u
     const unsigned man = info->man_bits, ctx_mask = h->n_ctx - 1, n_sym = h->n_sym;
     uint64_t raw_bits = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t r = load_le(ref + i * bytes, bytes);
-        uint64_t z = tf_ulp_residual(load_le(src + i * bytes, bytes), r, 8 * bytes);
+        uint64_t r = tf_le_get(ref + i * bytes, bytes);
+        uint64_t z = tf_ulp_residual(tf_le_get(src + i * bytes, bytes), r, 8 * bytes);
         unsigned n_raw, sym = tf_ulp_symbol(z, &n_raw);
         h->counts[(size_t)((unsigned)(r >> man) & ctx_mask) * n_sym + sym]++;
         raw_bits += n_raw;

@@ -90,6 +90,25 @@ static inline uint64_t tf_le64_get(const uint8_t *p)
         v = (v << 8) | p[i];
     return v;
 }
+/* An element of 1, 2, 4 or 8 bytes; a constant `bytes` makes it one move. */
+static inline uint64_t tf_le_get(const uint8_t *p, unsigned bytes)
+{
+    switch (bytes) {
+    case 1: return p[0];
+    case 2: return tf_le16_get(p);
+    case 4: return tf_le32_get(p);
+    default: return tf_le64_get(p);
+    }
+}
+static inline void tf_le_put(uint8_t *p, uint64_t v, unsigned bytes)
+{
+    switch (bytes) {
+    case 1: p[0] = (uint8_t)v; break;
+    case 2: tf_le16_put(p, (uint16_t)v); break;
+    case 4: tf_le32_put(p, (uint32_t)v); break;
+    default: tf_le64_put(p, v); break;
+    }
+}
 
 /* Reading never goes past len: a short read sets `bad`, returns zeros, and
  * every later read fails too, so a parser checks `bad` once at the end of a
