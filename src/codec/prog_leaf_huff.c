@@ -173,15 +173,24 @@ static inline void put_symbols(uint8_t *out, uint32_t e)
     tf_le32_put(out, e);
 }
 
+/* The multi entry of the codes the low bits of `bits` begin with (multi:
+ * dec->multi, mask: its patterns', held by the caller where stores
+ * through byte pointers would make them reloaded), a long code looked up
+ * again. */
+static inline uint32_t multi_entry(const tf_huff_decoder *dec, const uint32_t *multi,
+                                   uint32_t mask, uint64_t bits)
+{
+    uint32_t e = multi[bits & mask];
+    return __builtin_expect(e & TF_HUFF_MULTI_LONG, 0) ? tf_huff_long_code(dec, bits) : e;
+}
+
 /* Up to TF_HUFF_MULTI_MAX codes into out[0..2] (out[3] written too);
  * returns how many, at least 1 (a bad pattern counts as one). */
 static inline unsigned get_multi(const tf_huff_decoder *dec, tf_bit_reader *b, uint8_t *out,
                                  bool *bad)
 {
     tf_bits_refill(b);
-    uint32_t e = dec->multi[b->acc & ((1u << dec->multi_bits) - 1)];
-    if (e & TF_HUFF_MULTI_LONG)
-        e = tf_huff_long_code(dec, b->acc);
+    uint32_t e = multi_entry(dec, dec->multi, (1u << dec->multi_bits) - 1, b->acc);
     *bad |= (e >> 26 & 1) | !take_bits(b, e >> 28);
     put_symbols(out, e);
     return e >> 24 & 3;
@@ -260,9 +269,7 @@ static tf_bit_reader fast_back(const fast_stream *f)
             _Pragma("GCC unroll 4") for (unsigned k = 0; k < FAST_LOOKUPS; k++)             \
                 _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                    \
             {                                                                               \
-                uint32_t e = multi[(bits[s] >> used[s]) & mask];                            \
-                if (__builtin_expect(e & TF_HUFF_MULTI_LONG, 0))                            \
-                    e = tf_huff_long_code(dec, bits[s] >> used[s]);                         \
+                uint32_t e = multi_entry(dec, multi, mask, bits[s] >> used[s]);             \
                 used[s] += e >> 28;                                                         \
                 put_symbols(out[s], e);                                                     \
                 out[s] += e >> 24 & 3;                                                      \
@@ -290,15 +297,13 @@ FAST_GROUPS(fast_groups1, 1)
  * fast loop's tail, without a refill's branches. */
 static void fast_singles(const tf_huff_decoder *dec, fast_stream *f)
 {
-    const uint32_t mask = (1u << dec->multi_bits) - 1;
+    const uint32_t *multi = dec->multi, mask = (1u << dec->multi_bits) - 1;
     const uint8_t *p = f->p;
     unsigned used = f->used;
     uint8_t *out = f->out;
     while (f->seg_end - out > TF_HUFF_MULTI_MAX && f->end - p >= 8) {
         uint64_t bits = tf_le64_get(p) >> used;
-        uint32_t e = dec->multi[bits & mask];
-        if (e & TF_HUFF_MULTI_LONG)
-            e = tf_huff_long_code(dec, bits);
+        uint32_t e = multi_entry(dec, multi, mask, bits);
         used += e >> 28;
         put_symbols(out, e);
         out += e >> 24 & 3;
