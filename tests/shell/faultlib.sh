@@ -3,6 +3,21 @@
 
 bytes_checked=0
 
+# Every KILL_AIM-th kill of the crash tests is timed by the archive's
+# writes (tests/tools/killonwrite) rather than by the clock, which rarely
+# falls inside a commit's writes. kill_skip TRIAL prints how many writes
+# of the archive trial TRIAL lets pass before its kill (0 to 7), or -1
+# for a kill timed by the clock.
+KILL_AIM=5
+KILLONWRITE=$top_builddir/tests/tools/killonwrite
+kill_skip() {
+    if [ $(($1 % KILL_AIM)) -eq 0 ]; then
+        echo $(($1 / KILL_AIM % 8))
+    else
+        echo -1
+    fi
+}
+
 # Mounts and loop devices set up here, undone by fault_cleanup in this
 # order.
 DISK_MOUNT="" LOOP="" BACK_MOUNT="" SMALL_MOUNT=""

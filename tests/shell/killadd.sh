@@ -4,8 +4,8 @@
 #
 # 1. kill -9 at random moments: each trial adds checkpoints one by one
 #    (one commit each) in the background, logging every add that exited 0,
-#    and kills the adds (process group) at a random moment; every AIM-th
-#    trial at the 1st to 8th write of the archive instead
+#    and kills the adds (process group) at a random moment; every
+#    KILL_AIM-th trial at the 1st to 8th write of the archive instead
 #    (tests/tools/killonwrite), inside a commit's writes, which moments
 #    timed by the clock rarely hit. Then the archive opens, `verify`
 #    passes, every logged file is listed, and every listed file extracts
@@ -31,8 +31,6 @@ set -eu
 
 TRIALS=${KILLADD_TRIALS:-200}
 PER_TRIAL=6 # adds started per trial
-AIM=5       # every AIM-th kill is timed by the archive's writes
-KILLONWRITE=$top_builddir/tests/tools/killonwrite
 
 traj=$TEST_TMP/traj
 generate_trajectory "$traj" --layers 1 --width 32 --heads 2 --ctx 16 --batch 2 \
@@ -78,8 +76,7 @@ awk -v n="$TRIALS" -v span="$per_add" -v k="$PER_TRIAL" \
 killed=0 torn=0 archives=1 trial=0 aimed=0
 while IFS= read -r delay; do
     trial=$((trial + 1))
-    skip=-1 # the kill's moment: $delay, or write $skip + 1 of the archive
-    [ $((trial % AIM)) -ne 0 ] || skip=$(((trial / AIM) % 8))
+    skip=$(kill_skip "$trial") # the kill's moment: write $skip + 1 of the archive, or $delay
     done_count=$(wc -l < "$log")
     if [ "$done_count" -gt "$nfiles" ]; then # all added: start over
         new_archive "$archive" "$log"

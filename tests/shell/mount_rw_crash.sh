@@ -25,10 +25,10 @@
 #    fdatasync. RWKILL_TRIALS sets the number of kills (default 200).
 #    The moments come from timing an unkilled trial, and under a changing
 #    load they may all miss the short end of the commits (their writes,
-#    fdatasync and reply). So every AIM-th kill is timed by the archive's
-#    writes instead (tests/tools/killonwrite), 0 to 7 writes into a
-#    commit; and if no kill hit the end of a commit, up to as many kills
-#    again are made, until one does.
+#    fdatasync and reply). So every KILL_AIM-th kill is timed by the
+#    archive's writes instead (tests/tools/killonwrite, faultlib.sh), 0 to
+#    7 writes into a commit; and if no kill hit the end of a commit, up to
+#    as many kills again are made, until one does.
 # 2. The archive on a small tmpfs: the close() of a file that does not fit
 #    fails with ENOSPC, nothing of it stays, the mount goes on, and the
 #    archive holds all the rest.
@@ -45,7 +45,6 @@ set -eu
 . "$(dirname "$0")/faultlib.sh"
 
 TRIALS=${RWKILL_TRIALS:-200}
-AIM=5         # every AIM-th kill is timed by the archive's writes
 PER_TRIAL=6   # copies started per trial
 NFILES=40     # checkpoints of the source trajectory
 ELEMENTS=120000
@@ -147,8 +146,7 @@ while IFS= read -r delay; do
         break
     fi
     trial=$((trial + 1))
-    skip=-1 # the kill's moment: $delay, or write $skip + 1 of the archive
-    [ $((trial % AIM)) -ne 0 ] || skip=$(((trial / AIM) % 8))
+    skip=$(kill_skip "$trial") # the kill's moment: write $skip + 1 of the archive, or $delay
     if [ "$skip" -ge 0 ]; then
         what="trial $trial (kill at write $((skip + 1)) of the archive)"
     else
@@ -163,7 +161,7 @@ while IFS= read -r delay; do
     mount_warm "$archive" "$log"
     : > "$TEST_TMP/stacks"
     if [ "$skip" -ge 0 ]; then
-        "$TOOLS/killonwrite" "$archive" "$DAEMON_PID" "$skip" 10000 > "$TEST_TMP/killer.out" &
+        "$KILLONWRITE" "$archive" "$DAEMON_PID" "$skip" 10000 > "$TEST_TMP/killer.out" &
         killer=$!
         until [ -s "$TEST_TMP/killer.out" ]; do
             kill -0 "$killer" 2> /dev/null || fail "$what: killonwrite did not start"
