@@ -8,9 +8,9 @@
 #include "codec/prog_leaf.h"
 #include "codec/prog_ops.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define EXEC_HAVE_AVX2 1
+#include "common/simd.h"
+
+#ifdef TF_X86_SIMD
 #define EXEC_AVX2 static inline __attribute__((target("avx2"), always_inline))
 #endif
 
@@ -261,7 +261,7 @@ static void merge32(const fields *fs, uint32_t *restrict word, size_t count)
     }
 }
 
-#ifdef EXEC_HAVE_AVX2
+#ifdef TF_X86_SIMD
 /* The fields of a block split by kind, each with its shift count. */
 typedef struct {
     const uint8_t *byte[TF_PROG_MAX_ARITY];
@@ -337,7 +337,7 @@ static void assemble(const fields *field, uint32_t *word, size_t count, unsigned
                      uint8_t *dst, tf_simd_level simd)
 {
     size_t done = 0;
-#ifdef EXEC_HAVE_AVX2
+#ifdef TF_X86_SIMD
     if (simd >= TF_SIMD_AVX2 && bytes >= 2)
         done = avx2_assemble(field, count, bytes, dst);
 #else

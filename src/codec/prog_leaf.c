@@ -8,11 +8,7 @@
 #include <string.h>
 
 #include "codec/prog_leaf_codings.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define LEAF_HAVE_AVX2 1
-#endif
+#include "common/simd.h"
 
 static unsigned bit_length(uint64_t v)
 {
@@ -222,7 +218,7 @@ static inline uint64_t fixed_get(const uint8_t *p, size_t len, uint64_t bit, uns
     return v & tf_prog_mask(bits);
 }
 
-#ifdef LEAF_HAVE_AVX2
+#ifdef TF_X86_SIMD
 /* Words of bits < 32 bits from bit `first` on, LANES at a time while the
  * 4 * LANES bytes from the first one's byte lie in the payload; returns
  * how many. Lane k's word starts at bit o = k * bits + first % 8 of those
@@ -346,7 +342,7 @@ static void read_fixed8(const tf_prog_lit_reader *r, uint8_t *out, size_t count)
         return;
     }
     size_t i = 0;
-#ifdef LEAF_HAVE_AVX2
+#ifdef TF_X86_SIMD
     if (r->simd >= TF_SIMD_AVX512)
         i = avx512_unpack_bytes(p, r->fixed_len, first, bits, out, count, r->spread);
     if (r->simd >= TF_SIMD_AVX2)
@@ -373,7 +369,7 @@ static void read_fixed32(const tf_prog_lit_reader *r, uint32_t *out, size_t coun
         return;
     }
     size_t i = 0;
-#ifdef LEAF_HAVE_AVX2
+#ifdef TF_X86_SIMD
     if (r->simd >= TF_SIMD_AVX2)
         i = (r->simd >= TF_SIMD_AVX512 ? avx512_unpack : avx2_unpack)(p, r->fixed_len, first,
                                                                        bits, out, count);

@@ -2,14 +2,8 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define RANS_HAVE_AVX2 1
-#endif
 
 /* ---- tables ---- */
 
@@ -547,7 +541,7 @@ static bool put_range(const tf_rans_indexed *ix, const uint16_t *idx, size_t fro
     return codable;
 }
 
-#ifdef RANS_HAVE_AVX2
+#ifdef TF_X86_SIMD
 #define RANS_AVX2 static inline __attribute__((always_inline, target("avx2,popcnt")))
 
 /* For each mask of renormalizing lanes (bit l: lane l of eight), the
@@ -652,12 +646,12 @@ int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_
         return -1;
     uint8_t *words = sw.top;
     size_t vector_end = 0; /* symbols below it go to the vector loop */
-#ifdef RANS_HAVE_AVX2
+#ifdef TF_X86_SIMD
     if (lanes == 16 && n >= 64 && tf_simd_level_get() >= TF_SIMD_AVX2)
         vector_end = n & ~(size_t)15;
 #endif
     bool codable = put_range(ix, idx, vector_end, n, sw.x, lanes, &words);
-#ifdef RANS_HAVE_AVX2
+#ifdef TF_X86_SIMD
     if (vector_end)
         codable &= avx2_put_rounds(ix, idx, vector_end / 16, sw.x, &words) != 0;
 #endif
@@ -670,52 +664,6 @@ int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_
     }
     stream_end(&sw, words, lanes, out);
     return 0;
-}
-
-/* ---- SIMD level ---- */
-
-/* What the CPU has, capped by TRAJFS_SIMD. */
-static tf_simd_level detect_simd(void)
-{
-    const char *cap = getenv("TRAJFS_SIMD");
-    if (cap && (!strcmp(cap, "none") || !strcmp(cap, "0")))
-        return TF_SIMD_NONE;
-#ifdef RANS_HAVE_AVX2
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("popcnt") ||
-        !__builtin_cpu_supports("bmi2"))
-        return TF_SIMD_NONE;
-    if (cap && !strcmp(cap, "avx2"))
-        return TF_SIMD_AVX2;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vbmi"))
-        return TF_SIMD_AVX512;
-    return TF_SIMD_AVX2;
-#else
-    return TF_SIMD_NONE;
-#endif
-}
-
-/* Read once: every chunk asks, and the environment's lookup costs as
- * much as decoding a small tensor. Threads that race to it store the
- * same value. */
-static _Atomic int simd_detected = -1;
-static _Atomic int simd_cap = TF_SIMD_AVX512;
-
-tf_simd_level tf_simd_level_get(void)
-{
-    int level = atomic_load_explicit(&simd_detected, memory_order_relaxed);
-    if (level < 0) {
-        level = (int)detect_simd();
-        atomic_store_explicit(&simd_detected, level, memory_order_relaxed);
-    }
-    int cap = atomic_load_explicit(&simd_cap, memory_order_relaxed);
-    return (tf_simd_level)(level < cap ? level : cap);
-}
-
-void tf_simd_level_cap(tf_simd_level cap)
-{
-    atomic_store_explicit(&simd_cap, (int)cap, memory_order_relaxed);
 }
 
 /* ---- decoder ---- */
@@ -854,7 +802,7 @@ int tf_rans_decode(const tf_rans_decoder *dec, tf_reader *r, const uint16_t *ctx
 
 /* ---- decoding into rows of dense slots ---- */
 
-#ifdef RANS_HAVE_AVX2
+#ifdef TF_X86_SIMD
 #define WL_BIT(m, l) ((m) >> (l) & 1)
 #define WL_BEFORE(m, l) \
     ((l) > 0 && WL_BIT(m, 0)) + ((l) > 1 && WL_BIT(m, 1)) + ((l) > 2 && WL_BIT(m, 2)) + \
@@ -1017,7 +965,7 @@ bool tf_rans_decode_rows(tf_rans_stream *s, unsigned k, uint64_t at, const uint3
     size_t j = 0;
     for (; j < count && (at + j) % turn; j++) /* up to the first stream's lane 0 */
         sym[j] = dense_checked(s, k, at + j, ROW(j), prec, &min_slot);
-#ifdef RANS_HAVE_AVX2
+#ifdef TF_X86_SIMD
     if (lanes == 16 && simd >= TF_SIMD_AVX2)
         j += (k == 2 ? avx2_turns_2 : avx2_turns_1)(s, slots, prec, ctx ? ctx + j : NULL, ctx_lo,
                                                     n_rows, sym + j, count - j, &min_slot);

@@ -36,6 +36,7 @@
 
 #include "common/buf.h"
 #include "common/error.h"
+#include "common/simd.h"
 
 /* Part of the stream format: never change. */
 #define TF_RANS_MAX_LANES 16
@@ -47,7 +48,7 @@
 #define TF_RANS_MIN_PREC 8
 #define TF_RANS_MAX_PREC 11
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef TF_X86_SIMD
 /* AVX2 renormalization of eight lanes: for each mask of renormalizing
  * lanes (bit l: lane l), the index of each such lane's word among the
  * words they take, the number of those lanes before it (0 for the other
@@ -143,17 +144,6 @@ static inline unsigned tf_rans_index(const tf_rans_indexed *ix, unsigned ctx, un
 int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_t n,
                            unsigned lanes, tf_buf *out, tf_error *e);
 
-/* The SIMD code the codecs may run: what the CPU has, capped by the
- * environment (read at the first call) and by tf_simd_level_cap.
- * TRAJFS_SIMD=none keeps them on their portable scalar loops,
- * TRAJFS_SIMD=avx2 off anything newer; every level must give the same
- * bytes, and tests cap it to cover each. AVX2 includes POPCNT; AVX512 is
- * AVX-512 F, VL, BW, DQ and VBMI (Ice Lake, Zen 4 and later). */
-typedef enum { TF_SIMD_NONE, TF_SIMD_AVX2, TF_SIMD_AVX512 } tf_simd_level;
-tf_simd_level tf_simd_level_get(void);
-/* Caps the level from now on, in every thread; TF_SIMD_AVX512 lifts the
- * cap. */
-void tf_simd_level_cap(tf_simd_level cap);
 
 typedef struct {
     unsigned n_ctx, prec;

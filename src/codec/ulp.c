@@ -6,6 +6,7 @@
 
 #include "codec/rans.h"
 #include "common/buf.h"
+#include "common/simd.h"
 #include "format/dtype.h"
 
 #define ULP_MODEL_VERSION 1
@@ -102,9 +103,7 @@ static ctx_span occupied_span(const tf_rans_table *t)
     return span;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define ULP_HAVE_AVX2 1
+#ifdef TF_X86_SIMD
 #define ULP_AVX2_INLINE static inline __attribute__((always_inline, target("avx2,popcnt")))
 #define ULP_AVX2_FUNCTION __attribute__((target("avx2,popcnt"))) static
 
@@ -123,7 +122,7 @@ ULP_AVX2_INLINE __m256i avx2_set16(uint16_t v)
  * it), for the formats they handle: 16 and 32 bits. */
 static bool use_avx2(unsigned bytes)
 {
-#ifdef ULP_HAVE_AVX2
+#ifdef TF_X86_SIMD
     return (bytes == 2 || bytes == 4) && tf_simd_level_get() >= TF_SIMD_AVX2;
 #else
     (void)bytes;
@@ -147,7 +146,7 @@ ULP_ALWAYS_INLINE unsigned index_one(const uint8_t *src, const uint8_t *ref, siz
     return row_of_context(context_of(r, man, exp), span) << sb | sym;
 }
 
-#ifdef ULP_HAVE_AVX2
+#ifdef TF_X86_SIMD
 /* The symbols of eight residuals z (32-bit lanes), without a bit length
  * instruction: converted to float, z < 2^24 is exact, its exponent is
  * b - 1 and the two mantissa bits below the implicit one are q1 and q2, so
@@ -264,7 +263,7 @@ static void count_indexes(uint64_t *cells, const uint16_t *idx, size_t n)
         cells[idx[i]]++;
 }
 
-#ifdef ULP_HAVE_AVX2
+#ifdef TF_X86_SIMD
 /* The indexes of n elements, whole vectors of them, into idx; returns
  * how many. */
 ULP_AVX2_INLINE size_t index_vectors(ctx_span span, const uint8_t *src, const uint8_t *ref,
@@ -325,7 +324,7 @@ ULP_AVX2_FUNCTION void count_avx2(uint64_t *cells, ctx_span span, unsigned dtype
 static void count_cells(uint64_t *cells, ctx_span span, const ulp_format *f, const uint8_t *src,
                         const uint8_t *ref, size_t n)
 {
-#ifdef ULP_HAVE_AVX2
+#ifdef TF_X86_SIMD
     if (use_avx2(f->bytes)) {
         count_avx2(cells, span, f->dtype, src, ref, n);
         return;
@@ -507,7 +506,7 @@ ULP_ALWAYS_INLINE void split_scalar(const uint8_t *src, const uint8_t *ref, size
     *writer = lw;
 }
 
-#ifdef ULP_HAVE_AVX2
+#ifdef TF_X86_SIMD
 /* The raw bits of eight elements (residuals z, symbols sym), packed in
  * lane order in 64-bit lanes: lanes 2j and 2j + 1 into lane j, z_2j
  * below z_2j+1; their bit counts in *len. */
@@ -596,7 +595,7 @@ static size_t split_residuals(const ulp_format *f, const uint8_t *src, const uin
 {
     bit_writer w = { .p = raw };
     size_t done = 0;
-#ifdef ULP_HAVE_AVX2
+#ifdef TF_X86_SIMD
     if (use_avx2(f->bytes))
         done = split_avx2(f->dtype, src, ref, n, span, idx, &w);
 #endif
@@ -991,7 +990,7 @@ ULP_ALWAYS_INLINE uint32_t decode_sized(const uint32_t *const *row_of, tf_rans_s
     return low;
 }
 
-#ifdef ULP_HAVE_AVX2
+#ifdef TF_X86_SIMD
 /* ---- AVX2 decoding ----
  * The rounds of decode_rounds, sixteen elements each, with lanes 0-7 and
  * 8-15 as two groups of eight 32-bit vector lanes. Each group takes its
@@ -1417,7 +1416,7 @@ ULP_AVX2_FUNCTION void fill_row_avx2(uint32_t *row, const uint16_t *freq, unsign
 
 static void fill_row(uint32_t *row, const uint16_t *freq, unsigned n_sym, bool avx2)
 {
-#ifdef ULP_HAVE_AVX2
+#ifdef TF_X86_SIMD
     if (avx2) {
         fill_row_avx2(row, freq, n_sym);
         return;
@@ -1442,7 +1441,7 @@ static uint32_t decode_elems(unsigned dtype, const slot_table *st, bool avx2, tf
 {
     size_t done = 0;
     uint32_t low = ~0u;
-#ifdef ULP_HAVE_AVX2
+#ifdef TF_X86_SIMD
     if (avx2 && s->lanes == ULP_LANES) {
         const avx2_tables t = { st->slots, st->span };
         done = tf_simd_level_get() >= TF_SIMD_AVX512
