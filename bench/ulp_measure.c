@@ -21,12 +21,12 @@
  * coding of (b, q1, q2). The last line is a digest of every byte fit and
  * encode wrote: an optimization of the codec must leave it unchanged.
  * TRAJFS_SIMD=none or avx2 in the environment caps the codec's SIMD code
- * (codec/rans.h); -c with a small chunk shows per-call setup costs.
+ * (common/simd.h); -c with a small chunk shows per-call setup costs.
  *
  * Build (from the repository root; not part of `make`):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Isrc src/common/buf.c src/common/error.c \
- *       src/format/dtype.c src/codec/rans.c src/codec/ulp.c bench/ulp_measure.c \
- *       $(pkg-config --cflags --libs libzstd) -lm -o ulp_measure */
+ *       src/common/simd.c src/format/dtype.c src/codec/rans_*.c src/codec/ulp.c \
+ *       bench/ulp_measure.c $(pkg-config --cflags --libs libzstd) -lm -o ulp_measure */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

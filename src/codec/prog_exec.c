@@ -7,12 +7,7 @@
 
 #include "codec/prog_leaf.h"
 #include "codec/prog_ops.h"
-
 #include "common/simd.h"
-
-#ifdef TF_X86_SIMD
-#define EXEC_AVX2 static inline __attribute__((target("avx2"), always_inline))
-#endif
 
 /* Words per pull: small enough that a merge's children and its output
  * stay in L1/L2, large enough to amortize the calls. */
@@ -270,7 +265,7 @@ typedef struct {
 } avx2_fields;
 
 /* The words of 8 positions from nb byte fields and nw word fields. */
-EXEC_AVX2 __m256i avx2_word8(const avx2_fields *f, unsigned nb, unsigned nw, size_t i)
+TF_AVX2_INLINE __m256i avx2_word8(const avx2_fields *f, unsigned nb, unsigned nw, size_t i)
 {
     __m256i w = _mm256_setzero_si256();
     for (unsigned c = 0; c < nb; c++) {
@@ -287,7 +282,7 @@ EXEC_AVX2 __m256i avx2_word8(const avx2_fields *f, unsigned nb, unsigned nw, siz
 /* merge32 and store32 in one pass, for words of 2 or 4 bytes; returns
  * how many words it stored (whole groups of 16). Inlined for the usual
  * numbers of fields of each kind, whose loops the compiler unrolls. */
-EXEC_AVX2 size_t avx2_assemble_n(const avx2_fields *f, unsigned nb, unsigned nw, size_t count,
+TF_AVX2_INLINE size_t avx2_assemble_n(const avx2_fields *f, unsigned nb, unsigned nw, size_t count,
                                  unsigned bytes, uint8_t *dst)
 {
     size_t i = 0;
@@ -304,7 +299,7 @@ EXEC_AVX2 size_t avx2_assemble_n(const avx2_fields *f, unsigned nb, unsigned nw,
     return i;
 }
 
-__attribute__((target("avx2"))) static size_t avx2_assemble(const fields *fs, size_t count,
+TF_AVX2_FUNCTION size_t avx2_assemble(const fields *fs, size_t count,
                                                             unsigned bytes, uint8_t *dst)
 {
     avx2_fields f;

@@ -26,7 +26,10 @@
  * want to do per-symbol work in the same loop use tf_rans_stream_open(),
  * the inline tf_rans_get_*() and tf_rans_stream_close(); and
  * tf_rans_decode_rows() decodes a piece of open streams at a time, with
- * rows computed from context words (SIMD where it can). */
+ * rows computed from context words (SIMD where it can).
+ *
+ * rans_table.c fits, writes and reads tables; rans_encode.c and
+ * rans_decode.c code streams. */
 #ifndef TRAJFS_CODEC_RANS_H
 #define TRAJFS_CODEC_RANS_H
 
@@ -86,7 +89,7 @@ unsigned tf_rans_table_freq(const tf_rans_table *t, unsigned ctx, unsigned sym);
 
 typedef struct {
     uint32_t x_lim;  /* renormalize while the state exceeds this */
-    uint32_t rcp;    /* reciprocal of freq, less 2^32 (see rans.c) */
+    uint32_t rcp;    /* reciprocal of freq, less 2^32 (see rans_encode.c) */
     uint16_t freq, cum, cmpl; /* cmpl = (1 << prec) - freq */
     uint8_t shift;
 } tf_rans_enc_sym;
@@ -119,7 +122,7 @@ int tf_rans_encode(const tf_rans_encoder *enc, const uint16_t *ctx, const uint8_
  * in unsigned arithmetic, [ctx_lo, ctx_lo + n_rows) being the span of
  * occupied contexts: a context outside it lands on row n_rows, which has
  * no frequencies. Each entry packs what coding a symbol needs in 64 bits
- * (see rans.c; 0 when the symbol has no frequency), so that a vector
+ * (see rans_encode.c; 0 when the symbol has no frequency), so that a vector
  * encoder fetches it with one gather. */
 typedef struct {
     unsigned prec, sym_bits, ctx_lo, n_rows;

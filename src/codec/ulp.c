@@ -104,15 +104,12 @@ static ctx_span occupied_span(const tf_rans_table *t)
 }
 
 #ifdef TF_X86_SIMD
-#define ULP_AVX2_INLINE static inline __attribute__((always_inline, target("avx2,popcnt")))
-#define ULP_AVX2_FUNCTION __attribute__((target("avx2,popcnt"))) static
-
-ULP_AVX2_INLINE __m256i avx2_set(uint32_t v)
+TF_AVX2_INLINE __m256i avx2_set(uint32_t v)
 {
     return _mm256_set1_epi32((int)v);
 }
 
-ULP_AVX2_INLINE __m256i avx2_set16(uint16_t v)
+TF_AVX2_INLINE __m256i avx2_set16(uint16_t v)
 {
     return _mm256_set1_epi16((short)v);
 }
@@ -154,7 +151,7 @@ ULP_ALWAYS_INLINE unsigned index_one(const uint8_t *src, const uint8_t *ref, siz
  * is the symbol 4 (b - 2) + 2 q1 + q2 plus 512. z >= 2^10 (F32 only) is
  * converted shifted down by 8 (b - 8 >= 3 bits keep q1 and q2), and
  * 4 x 8 added back. Below 8 the symbol is z. */
-ULP_AVX2_INLINE __m256i avx2_symbols(__m256i z, unsigned bytes)
+TF_AVX2_INLINE __m256i avx2_symbols(__m256i z, unsigned bytes)
 {
     __m256i t = z, add = avx2_set((uint32_t)-512), small = _mm256_cmpgt_epi32(avx2_set(8), z);
     if (bytes == 4) { /* z up to 2^32 - 1: compare unsigned */
@@ -170,14 +167,14 @@ ULP_AVX2_INLINE __m256i avx2_symbols(__m256i z, unsigned bytes)
 }
 
 /* The raw bit counts of eight symbols: b - 3 = (sym >> 2) - 1, at least 0. */
-ULP_AVX2_INLINE __m256i avx2_raw_counts(__m256i sym)
+TF_AVX2_INLINE __m256i avx2_raw_counts(__m256i sym)
 {
     return _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(sym, 2), avx2_set(1)),
                             _mm256_setzero_si256());
 }
 
 /* tf_ulp_residual of sixteen 16-bit elements in 16-bit lanes. */
-ULP_AVX2_INLINE __m256i avx2_residuals16(__m256i x, __m256i r)
+TF_AVX2_INLINE __m256i avx2_residuals16(__m256i x, __m256i r)
 {
     const __m256i top = avx2_set16(0x8000);
     __m256i kx = _mm256_xor_si256(x, _mm256_or_si256(_mm256_srai_epi16(x, 15), top));
@@ -187,7 +184,7 @@ ULP_AVX2_INLINE __m256i avx2_residuals16(__m256i x, __m256i r)
 }
 
 /* ... of eight 32-bit elements. */
-ULP_AVX2_INLINE __m256i avx2_residuals32(__m256i x, __m256i r)
+TF_AVX2_INLINE __m256i avx2_residuals32(__m256i x, __m256i r)
 {
     const __m256i top = avx2_set(0x80000000u);
     __m256i kx = _mm256_xor_si256(x, _mm256_or_si256(_mm256_srai_epi32(x, 31), top));
@@ -198,7 +195,7 @@ ULP_AVX2_INLINE __m256i avx2_residuals32(__m256i x, __m256i r)
 
 /* The indexes of sixteen 16-bit elements (16-bit lanes), and their
  * residuals widened to two vectors of eight 32-bit lanes. */
-ULP_AVX2_INLINE __m256i avx2_indexes16(const uint8_t *src, const uint8_t *ref, ctx_span span,
+TF_AVX2_INLINE __m256i avx2_indexes16(const uint8_t *src, const uint8_t *ref, ctx_span span,
                                        __m256i *z0, __m256i *z1, __m256i *s0, __m256i *s1,
                                        unsigned man, unsigned exp, unsigned sb)
 {
@@ -219,7 +216,7 @@ ULP_AVX2_INLINE __m256i avx2_indexes16(const uint8_t *src, const uint8_t *ref, c
 }
 
 /* ... of eight 32-bit elements (32-bit lanes) and their residuals. */
-ULP_AVX2_INLINE __m256i avx2_indexes32(const uint8_t *src, const uint8_t *ref, ctx_span span,
+TF_AVX2_INLINE __m256i avx2_indexes32(const uint8_t *src, const uint8_t *ref, ctx_span span,
                                        __m256i *z, __m256i *s, unsigned man, unsigned exp,
                                        unsigned sb)
 {
@@ -266,7 +263,7 @@ static void count_indexes(uint64_t *cells, const uint16_t *idx, size_t n)
 #ifdef TF_X86_SIMD
 /* The indexes of n elements, whole vectors of them, into idx; returns
  * how many. */
-ULP_AVX2_INLINE size_t index_vectors(ctx_span span, const uint8_t *src, const uint8_t *ref,
+TF_AVX2_INLINE size_t index_vectors(ctx_span span, const uint8_t *src, const uint8_t *ref,
                                      size_t n, uint16_t *idx, unsigned bytes, unsigned man,
                                      unsigned exp, unsigned sb)
 {
@@ -290,7 +287,7 @@ ULP_AVX2_INLINE size_t index_vectors(ctx_span span, const uint8_t *src, const ui
     return i;
 }
 
-ULP_AVX2_INLINE void count_avx2_sized(uint64_t *cells, ctx_span span, const uint8_t *src,
+TF_AVX2_INLINE void count_avx2_sized(uint64_t *cells, ctx_span span, const uint8_t *src,
                                       const uint8_t *ref, size_t n, unsigned bytes, unsigned man,
                                       unsigned exp, unsigned sb)
 {
@@ -308,7 +305,7 @@ ULP_AVX2_INLINE void count_avx2_sized(uint64_t *cells, ctx_span span, const uint
     count_scalar(cells, span, src + i * bytes, ref + i * bytes, n - i, bytes, man, exp, sb);
 }
 
-ULP_AVX2_FUNCTION void count_avx2(uint64_t *cells, ctx_span span, unsigned dtype,
+TF_AVX2_FUNCTION void count_avx2(uint64_t *cells, ctx_span span, unsigned dtype,
                                   const uint8_t *src, const uint8_t *ref, size_t n)
 {
     switch (dtype) {
@@ -510,7 +507,7 @@ ULP_ALWAYS_INLINE void split_scalar(const uint8_t *src, const uint8_t *ref, size
 /* The raw bits of eight elements (residuals z, symbols sym), packed in
  * lane order in 64-bit lanes: lanes 2j and 2j + 1 into lane j, z_2j
  * below z_2j+1; their bit counts in *len. */
-ULP_AVX2_INLINE __m256i avx2_raw_pairs(__m256i z, __m256i sym, __m256i *len)
+TF_AVX2_INLINE __m256i avx2_raw_pairs(__m256i z, __m256i sym, __m256i *len)
 {
     const __m256i low = _mm256_set1_epi64x(0xffffffff);
     __m256i n = avx2_raw_counts(sym);
@@ -524,7 +521,7 @@ ULP_AVX2_INLINE __m256i avx2_raw_pairs(__m256i z, __m256i sym, __m256i *len)
 
 /* BF16, F16 (13 raw bits at most): pairs join again into quads within
  * 128-bit halves, at most 52 bits each: two puts for eight elements. */
-ULP_AVX2_INLINE void avx2_put_raw16(bit_writer *w, __m256i z, __m256i sym)
+TF_AVX2_INLINE void avx2_put_raw16(bit_writer *w, __m256i z, __m256i sym)
 {
     __m256i len, v = avx2_raw_pairs(z, sym, &len);
     v = _mm256_or_si256(v, _mm256_sllv_epi64(_mm256_srli_si256(v, 8), len));
@@ -536,7 +533,7 @@ ULP_AVX2_INLINE void avx2_put_raw16(bit_writer *w, __m256i z, __m256i sym)
 }
 
 /* F32 (29 raw bits at most): pairs of up to 58 bits, four puts. */
-ULP_AVX2_INLINE void avx2_put_raw32(bit_writer *w, __m256i z, __m256i sym)
+TF_AVX2_INLINE void avx2_put_raw32(bit_writer *w, __m256i z, __m256i sym)
 {
     __m256i len, v = avx2_raw_pairs(z, sym, &len);
     uint64_t pv[4], pl[4];
@@ -548,7 +545,7 @@ ULP_AVX2_INLINE void avx2_put_raw32(bit_writer *w, __m256i z, __m256i sym)
 
 /* split_scalar for whole vectors of elements from 0; returns where the
  * scalar loop takes over. */
-ULP_AVX2_INLINE size_t split_avx2_sized(const uint8_t *src, const uint8_t *ref, size_t n,
+TF_AVX2_INLINE size_t split_avx2_sized(const uint8_t *src, const uint8_t *ref, size_t n,
                                         ctx_span span, uint16_t *idx, bit_writer *writer,
                                         unsigned bytes, unsigned man, unsigned exp, unsigned sb)
 {
@@ -577,7 +574,7 @@ ULP_AVX2_INLINE size_t split_avx2_sized(const uint8_t *src, const uint8_t *ref, 
     return i;
 }
 
-ULP_AVX2_FUNCTION size_t split_avx2(unsigned dtype, const uint8_t *src, const uint8_t *ref,
+TF_AVX2_FUNCTION size_t split_avx2(unsigned dtype, const uint8_t *src, const uint8_t *ref,
                                     size_t n, ctx_span span, uint16_t *idx, bit_writer *w)
 {
     switch (dtype) {
@@ -1017,7 +1014,7 @@ typedef struct {
 
 /* slot_step for eight lanes in rows `row`: their slots, and the states
  * before renormalization. */
-ULP_AVX2_INLINE __m256i avx2_rans_step(__m256i x, __m256i row, const avx2_tables *t,
+TF_AVX2_INLINE __m256i avx2_rans_step(__m256i x, __m256i row, const avx2_tables *t,
                                        __m256i *slot)
 {
     __m256i slot_index = _mm256_or_si256(_mm256_slli_epi32(row, ULP_PREC),
@@ -1031,7 +1028,7 @@ ULP_AVX2_INLINE __m256i avx2_rans_step(__m256i x, __m256i row, const avx2_tables
 /* The renormalization of slot_get_fast for eight lanes: those below
  * TF_RANS_L take the next words in lane order, placed by a permutation
  * looked up by the mask of those lanes. */
-ULP_AVX2_INLINE __m256i avx2_renormalize(__m256i next, const uint8_t **words)
+TF_AVX2_INLINE __m256i avx2_renormalize(__m256i next, const uint8_t **words)
 {
     __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(next, 16), _mm256_setzero_si256());
     unsigned mask = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need));
@@ -1045,7 +1042,7 @@ ULP_AVX2_INLINE __m256i avx2_renormalize(__m256i next, const uint8_t **words)
 /* Where the raw bits of eight elements start, n_raw[l] of them for lane
  * l, from bit `*bit` of `*base` on (the start, relative to *base); advances
  * *base and *bit past them. */
-ULP_AVX2_INLINE __m256i avx2_raw_starts(__m256i n_raw, const uint8_t **base, unsigned *bit)
+TF_AVX2_INLINE __m256i avx2_raw_starts(__m256i n_raw, const uint8_t **base, unsigned *bit)
 {
     __m256i end = _mm256_add_epi32(n_raw, _mm256_slli_si256(n_raw, 4)); /* prefix sums */
     end = _mm256_add_epi32(end, _mm256_slli_si256(end, 8));            /* in each half */
@@ -1060,7 +1057,7 @@ ULP_AVX2_INLINE __m256i avx2_raw_starts(__m256i n_raw, const uint8_t **base, uns
 
 /* Byte indexes picking, for each 32-bit lane, the 4 (or for 64-bit
  * lanes, 5 then 3 zero) bytes from `byte` on. */
-ULP_AVX2_INLINE __m256i avx2_pick4(__m256i byte)
+TF_AVX2_INLINE __m256i avx2_pick4(__m256i byte)
 {
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,
                                             0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
@@ -1070,7 +1067,7 @@ ULP_AVX2_INLINE __m256i avx2_pick4(__m256i byte)
 /* Four lanes' raw bits (F32: up to 29 after a bit offset up to 7, in the
  * 5 bytes from `byte`), in 64-bit lanes, from the 16 bytes at `from`,
  * which hold them all (offsets up to 7 + 3 * 29 bits). */
-ULP_AVX2_INLINE __m256i avx2_raw_bits_wide(const uint8_t *from, __m128i byte, __m128i shift)
+TF_AVX2_INLINE __m256i avx2_raw_bits_wide(const uint8_t *from, __m128i byte, __m128i shift)
 {
     __m256i window = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)from));
     __m256i first = _mm256_cvtepu32_epi64(byte);
@@ -1086,7 +1083,7 @@ ULP_AVX2_INLINE __m256i avx2_raw_bits_wide(const uint8_t *from, __m128i byte, __
  * 7 + 8 * 13, lie in the 16 bytes at base, and each lane picks the 4
  * bytes holding its own. F32: each half group has a window of its own
  * and 64-bit lanes. */
-ULP_AVX2_INLINE __m256i avx2_raw_bits(__m256i n_raw, const uint8_t **base, unsigned *bit,
+TF_AVX2_INLINE __m256i avx2_raw_bits(__m256i n_raw, const uint8_t **base, unsigned *bit,
                                       unsigned bytes)
 {
     const uint8_t *from = *base;
@@ -1113,7 +1110,7 @@ ULP_AVX2_INLINE __m256i avx2_raw_bits(__m256i n_raw, const uint8_t **base, unsig
 }
 
 /* tf_ulp_unresidual for eight 32-bit elements. */
-ULP_AVX2_INLINE __m256i avx2_unresidual32(__m256i z, __m256i r)
+TF_AVX2_INLINE __m256i avx2_unresidual32(__m256i z, __m256i r)
 {
     const __m256i zero = _mm256_setzero_si256(), one = avx2_set(1);
     const __m256i top = avx2_set(0x80000000u);
@@ -1127,7 +1124,7 @@ ULP_AVX2_INLINE __m256i avx2_unresidual32(__m256i z, __m256i r)
 }
 
 /* ... for sixteen 16-bit elements in 16-bit lanes. */
-ULP_AVX2_INLINE __m256i avx2_unresidual16(__m256i z, __m256i r)
+TF_AVX2_INLINE __m256i avx2_unresidual16(__m256i z, __m256i r)
 {
     const __m256i top = avx2_set16(0x8000);
     __m256i d = _mm256_xor_si256(_mm256_srli_epi16(z, 1),
@@ -1139,7 +1136,7 @@ ULP_AVX2_INLINE __m256i avx2_unresidual16(__m256i z, __m256i r)
 }
 
 /* The residuals of eight elements whose slots are `slot`. */
-ULP_AVX2_INLINE __m256i avx2_residuals(__m256i slot, const uint8_t **base, unsigned *bit,
+TF_AVX2_INLINE __m256i avx2_residuals(__m256i slot, const uint8_t **base, unsigned *bit,
                                        unsigned bytes)
 {
     __m256i n_raw = _mm256_and_si256(_mm256_srli_epi32(slot, 3), avx2_set(63));
@@ -1148,7 +1145,7 @@ ULP_AVX2_INLINE __m256i avx2_residuals(__m256i slot, const uint8_t **base, unsig
 }
 
 /* The rows of eight 32-bit reference elements. */
-ULP_AVX2_INLINE __m256i avx2_rows32(__m256i r, ctx_span span, unsigned man, unsigned exp)
+TF_AVX2_INLINE __m256i avx2_rows32(__m256i r, ctx_span span, unsigned man, unsigned exp)
 {
     __m256i ctx = _mm256_and_si256(_mm256_srli_epi32(r, (int)man), avx2_set((1u << exp) - 1));
     return _mm256_min_epu32(_mm256_sub_epi32(ctx, avx2_set(span.lo)), avx2_set(span.n));
@@ -1174,7 +1171,7 @@ typedef struct {
 } avx2_loop;
 
 /* The rows of a round's sixteen reference elements, by group. */
-ULP_AVX2_INLINE void avx2_round_rows(const avx2_tables *t, const uint8_t *ref, __m256i *row0,
+TF_AVX2_INLINE void avx2_round_rows(const avx2_tables *t, const uint8_t *ref, __m256i *row0,
                                      __m256i *row1, unsigned bytes, unsigned man, unsigned exp)
 {
     if (bytes == 2) {
@@ -1192,7 +1189,7 @@ ULP_AVX2_INLINE void avx2_round_rows(const avx2_tables *t, const uint8_t *ref, _
 }
 
 /* The second stage. */
-ULP_AVX2_INLINE void avx2_round_elements(avx2_loop *lp, avx2_round round, const uint8_t *ref,
+TF_AVX2_INLINE void avx2_round_elements(avx2_loop *lp, avx2_round round, const uint8_t *ref,
                                          uint8_t *dst, unsigned bytes)
 {
     __m256i z0 = avx2_residuals(round.slot0, &lp->base, &lp->bit, bytes);
@@ -1221,7 +1218,7 @@ ULP_AVX2_INLINE void avx2_round_elements(avx2_loop *lp, avx2_round round, const 
 /* Whether the loop may start: at least the last round is left to the
  * scalar loop, with the raw bits of the one before it (which keeps the
  * scalar code exercised on every machine, by every chunk). */
-ULP_AVX2_INLINE bool avx2_loop_begin(avx2_loop *lp, const avx2_tables *t,
+TF_AVX2_INLINE bool avx2_loop_begin(avx2_loop *lp, const avx2_tables *t,
                                      const tf_rans_stream *s, const bit_reader *br, size_t n)
 {
     *lp = (avx2_loop){ .t = t, .words = s->p, .words_end = s->end, .base = br->p,
@@ -1236,7 +1233,7 @@ ULP_AVX2_INLINE bool avx2_loop_begin(avx2_loop *lp, const avx2_tables *t,
  * the round before it: the rANS steps need 2 bytes of words per lane
  * (their 16-byte loads stay within them), the raw bits AVX2_RAW_MARGIN
  * bytes. */
-ULP_AVX2_INLINE bool avx2_loop_round_fits(const avx2_loop *lp, size_t i, size_t n)
+TF_AVX2_INLINE bool avx2_loop_round_fits(const avx2_loop *lp, size_t i, size_t n)
 {
     return i + 2 * ULP_LANES <= n && (size_t)(lp->words_end - lp->words) >= 2 * ULP_LANES &&
            (size_t)(lp->raw_end - lp->base) >= AVX2_RAW_MARGIN;
@@ -1245,7 +1242,7 @@ ULP_AVX2_INLINE bool avx2_loop_round_fits(const avx2_loop *lp, size_t i, size_t 
 /* Hands the stream and reader back, and the elements of the pending
  * round (from element `at`) to checked scalar code: the loop's raw bound
  * held for the rounds before it, not necessarily for this one. */
-ULP_AVX2_INLINE void avx2_loop_end(avx2_loop *lp, avx2_round pending, size_t at,
+TF_AVX2_INLINE void avx2_loop_end(avx2_loop *lp, avx2_round pending, size_t at,
                                    tf_rans_stream *s, bit_reader *br, const uint8_t *ref,
                                    uint8_t *dst, uint32_t *min_slot, unsigned bytes)
 {
@@ -1321,7 +1318,7 @@ ULP_AVX2_INLINE void avx2_loop_end(avx2_loop *lp, avx2_round pending, size_t at,
         }                                                                                         \
     }
 
-ULP_SIMD_ROUNDS(avx2, ULP_AVX2_INLINE, ULP_AVX2_FUNCTION, avx2_renormalize, avx2_round_elements)
+ULP_SIMD_ROUNDS(avx2, TF_AVX2_INLINE, TF_AVX2_FUNCTION, avx2_renormalize, avx2_round_elements)
 
 #define ULP_AVX512_TARGET "avx2,popcnt,avx512f,avx512vl,avx512bw,avx512dq,avx512vbmi"
 #define ULP_AVX512_INLINE static inline __attribute__((always_inline, target(ULP_AVX512_TARGET)))
@@ -1394,7 +1391,7 @@ ULP_SIMD_ROUNDS(avx512, ULP_AVX512_INLINE, ULP_AVX512_FUNCTION, avx512_renormali
                 avx512_round_elements)
 
 /* fill_row's runs, eight slots per store. */
-ULP_AVX2_FUNCTION void fill_row_avx2(uint32_t *row, const uint16_t *freq, unsigned n_sym)
+TF_AVX2_FUNCTION void fill_row_avx2(uint32_t *row, const uint16_t *freq, unsigned n_sym)
 {
     const __m256i bias =
         _mm256_setr_epi32(0, 1 << 9, 2 << 9, 3 << 9, 4 << 9, 5 << 9, 6 << 9, 7 << 9);

@@ -10,6 +10,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define TF_X86_SIMD 1
+/* An AVX2 helper, inlined into its AVX2 callers; an AVX2 function, called
+ * only where tf_simd_level_get() >= TF_SIMD_AVX2. */
+#define TF_AVX2_INLINE static inline __attribute__((always_inline, target("avx2,popcnt")))
+#define TF_AVX2_FUNCTION __attribute__((target("avx2,popcnt"))) static
 #endif
 
 /* What the CPU has, capped by the environment (read at the first call)
