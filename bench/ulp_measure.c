@@ -25,7 +25,7 @@
  *
  * Build (from the repository root; not part of `make`):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Isrc src/common/buf.c src/common/error.c \
- *       src/common/simd.c src/format/dtype.c src/codec/rans_*.c src/codec/ulp.c \
+ *       src/common/simd.c src/format/dtype.c src/codec/rans_*.c src/codec/ulp*.c \
  *       bench/ulp_measure.c $(pkg-config --cflags --libs libzstd) -lm -o ulp_measure */
 #include <errno.h>
 #include <math.h>
