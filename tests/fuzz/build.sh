@@ -33,14 +33,6 @@ command -v "$CLANG" > /dev/null || { echo "$0: $CLANG not found (apt-get install
 # The library's C files, as Makefile.am lists them.
 sources=$(sed -n '/^libtrajfs_a_SOURCES *=/,/[^\\]$/p' "$src/Makefile.am" |
     tr -s ' \t\\' '\n\n\n' | grep '\.c$')
-defs=
-# prog (Brevis-style programs) is fuzzed as soon as its codec exists, also
-# before it joins the codec table or Makefile.am builds it.
-if grep -q 'tf_codec_prog' "$src/src/codec/prog.h" 2> /dev/null; then
-    defs=-DTF_FUZZ_PROG
-    printf '%s\n' $sources | grep -qx 'src/codec/prog.c' ||
-        sources="$sources $(cd "$src" && ls src/codec/prog*.c src/codec/huffman.c)"
-fi
 # The targets' code goes into the library too: targets share helpers.
 sources="$(printf '%s\n' $sources | sort -u) tests/fuzz/codec_input.c
     $(for t in $targets; do echo "tests/fuzz/fuzz_$t.c"; done)"
@@ -48,7 +40,7 @@ sources="$(printf '%s\n' $sources | sort -u) tests/fuzz/codec_input.c
 cflags="-std=c11 -g -O1 -fno-omit-frame-pointer -pthread
     -fsanitize=address,undefined -fno-sanitize-recover=all
     -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
-    -I$src/src -I$src/tests/fuzz -include $build/config.h $defs $FUZZ_CFLAGS"
+    -I$src/src -I$src/tests/fuzz -include $build/config.h $FUZZ_CFLAGS"
 
 # ---- the library, instrumented for coverage, one compiler per CPU ----
 mkdir -p "$out/obj"

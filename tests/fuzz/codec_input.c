@@ -2,10 +2,6 @@
 
 #include "format/dtype.h"
 
-#ifdef TF_FUZZ_PROG
-#include "codec/prog.h"
-#endif
-
 #define HEAD_BYTES 6
 
 size_t tf_fuzz_codecs(const tf_codec *out[TF_FUZZ_CODECS_MAX])
@@ -14,10 +10,6 @@ size_t tf_fuzz_codecs(const tf_codec *out[TF_FUZZ_CODECS_MAX])
     for (unsigned id = 0; id < 256 && n < TF_FUZZ_CODECS_MAX; id++)
         if (tf_codec_get(id))
             out[n++] = tf_codec_get(id);
-#ifdef TF_FUZZ_PROG
-    if (tf_codec_get(tf_codec_prog.id) != &tf_codec_prog && n < TF_FUZZ_CODECS_MAX)
-        out[n++] = &tf_codec_prog;
-#endif
     return n;
 }
 

@@ -26,8 +26,7 @@ typedef struct {
     size_t payload_len;
 } tf_fuzz_codec_input;
 
-/* The codecs fuzzed: every codec of the table, and prog when build.sh
- * compiles it in (TF_FUZZ_PROG) before it has joined the table. */
+/* The codecs fuzzed: every codec of the table. */
 size_t tf_fuzz_codecs(const tf_codec *out[TF_FUZZ_CODECS_MAX]);
 
 /* 0, or -1 when the bytes are not a codec input (unknown codec or dtype,
