@@ -43,7 +43,7 @@
 #include <time.h>
 #include <zstd.h>
 
-#include "codec/prog.h"
+#include "codec/prog/prog.h"
 #include "common/buf.h"
 #include "common/malloc_tune.h"
 #include "format/dtype.h"

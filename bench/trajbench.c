@@ -24,7 +24,7 @@
  *              counting dedup of identical chunks);
  *   entropy    the paper's model, H(b|e_r) + H(q1|b,e_r) + H(q2|b,q1,e_r)
  *              + raw tail bits: plug-in estimates per tensor, the size of
- *              an ideal static coder without tables (codec/ulp_stats.h);
+ *              an ideal static coder without tables (codec/ulp/ulp_stats.h);
  *   zstd -19   of each file's group payload (one frame), of its byte
  *              planes (codec/bytegroup.h), and of the planes of its XOR
  *              with the reference payload (LMC's front end).
@@ -64,8 +64,8 @@
 
 #include "codec/bytegroup.h"
 #include "codec/codec.h"
-#include "codec/ulp.h"
-#include "codec/ulp_stats.h"
+#include "codec/ulp/ulp.h"
+#include "codec/ulp/ulp_stats.h"
 #include "codec/zstd_codec.h"
 #include "common/buf.h"
 #include "common/error.h"

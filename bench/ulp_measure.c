@@ -25,7 +25,8 @@
  *
  * Build (from the repository root; not part of `make`):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Isrc src/common/buf.c src/common/error.c \
- *       src/common/simd.c src/format/dtype.c src/codec/rans_*.c src/codec/ulp*.c \
+ *       src/common/simd.c src/format/dtype.c src/codec/entropy/rans_*.c \
+ *       src/codec/ulp/ulp*.c \
  *       bench/ulp_measure.c $(pkg-config --cflags --libs libzstd) -lm -o ulp_measure */
 #include <errno.h>
 #include <math.h>
@@ -36,8 +37,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "codec/rans.h"
-#include "codec/ulp.h"
+#include "codec/entropy/rans.h"
+#include "codec/ulp/ulp.h"
 #include "format/dtype.h"
 
 /* ---- files ---- */

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli/progress.h"
-#include "codec/prog.h"
+#include "codec/prog/prog.h"
 #include "format/container.h"
 #include "store/writer.h"
 

@@ -8,7 +8,7 @@
  * stored bits charged to it divided by all the weights it covers.
  *
  * The bits of ulp chunks are broken down further, per dtype, as in the
- * paper (codec/ulp_stats.h): b, q1, q2, raw tail, tables (the model blobs
+ * paper (codec/ulp/ulp_stats.h): b, q1, q2, raw tail, tables (the model blobs
  * charged with them) and framing. That decodes every ulp chunk charged,
  * and its reference first. */
 #include "cli/cli.h"
@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "codec/codec.h"
-#include "codec/prog.h"
-#include "codec/ulp_stats.h"
+#include "codec/prog/prog.h"
+#include "codec/ulp/ulp_stats.h"
 #include "common/buf.h"
 #include "common/hash.h"
 #include "format/catalog.h"

@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "codec/bytegroup.h"
-#include "codec/prog.h"
+#include "codec/prog/prog.h"
 #include "codec/raw.h"
-#include "codec/ulp.h"
+#include "codec/ulp/ulp.h"
 #include "codec/zstd_codec.h"
 
 static const tf_codec *const table[TF_CODEC_COUNT] = {

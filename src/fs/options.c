@@ -9,7 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "codec/prog.h"
+#include "codec/prog/prog.h"
 #include "store/writer.h"
 
 #define CACHE_MIN ((size_t)64 << 20)

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codec/prog.h"
+#include "codec/prog/prog.h"
 #include "common/buf.h"
 #include "common/error.h"
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "codec/codec.h"
-#include "codec/prog.h"
+#include "codec/prog/prog.h"
 #include "common/idmap.h"
 #include "format/dtype.h"
 #include "format/safetensors.h"
@@ -227,7 +227,7 @@ static void mark_program_spans(file_job *f)
     }
 }
 
-/* Learns the file's production prior (codec/prog.h) from a deterministic
+/* Learns the file's production prior (codec/prog/prog.h) from a deterministic
  * sample of the tensors that get programs; it only orders their
  * searches. */
 static int learn_prior(file_job *f, tf_error *e)

@@ -17,7 +17,7 @@
 
 #define TF_MAX_CHAIN_DEFAULT 16
 /* Largest prog search budget (expansions per tensor) a writer accepts:
- * far past where programs stop improving (codec/prog.h), and a bound on
+ * far past where programs stop improving (codec/prog/prog.h), and a bound on
  * the time one tensor's search may take. */
 #define TF_PROG_BUDGET_MAX 4096
 

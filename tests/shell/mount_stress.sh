@@ -26,7 +26,7 @@
 # chunk-sized blocks glibc keeps in its arenas once freed (a writable
 # mount keeps glibc's mmap threshold, see trajfs.c): BASE_MIB; and for a
 # keyframe, the program search of each encoder thread, whose open states
-# are bounded by 32 MiB (codec/prog_search.h), with its sample's words:
+# are bounded by 32 MiB (codec/prog/prog_search.h), with its sample's words:
 # SEARCH_MIB. Measured on 2 CPUs with threads=10 (which fixes the number
 # of threads, and so of arenas, whatever the machine): without keyframes
 # (max_chain=1000) peaks of 181 to 186 MiB for the 64 MiB cache; with

@@ -12,9 +12,9 @@
 
 #include "testlib.h"
 
-#include "codec/prog.h"
-#include "codec/prog_exec.h"
-#include "codec/prog_serialize.h"
+#include "codec/prog/prog.h"
+#include "codec/prog/prog_exec.h"
+#include "codec/prog/prog_serialize.h"
 #include "format/dtype.h"
 
 /* Roughly normal, scale 0.02: what trained weights look like. */

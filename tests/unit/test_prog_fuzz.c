@@ -10,7 +10,7 @@
 
 #include "testlib.h"
 
-#include "codec/prog.h"
+#include "codec/prog/prog.h"
 #include "format/dtype.h"
 
 /* Decodes enc (copied to an exact block) into an exact block of len. */

@@ -10,11 +10,11 @@
 
 #include "testlib.h"
 
-#include "codec/huffman.h"
-#include "codec/prog_exec.h"
-#include "codec/prog_leaf.h"
-#include "codec/prog_ops.h"
-#include "codec/prog_serialize.h"
+#include "codec/entropy/huffman.h"
+#include "codec/prog/prog_exec.h"
+#include "codec/prog/prog_leaf.h"
+#include "codec/prog/prog_ops.h"
+#include "codec/prog/prog_serialize.h"
 
 /* ---- Huffman ---- */
 

@@ -6,7 +6,7 @@
 
 #include "testlib.h"
 
-#include "codec/rans.h"
+#include "codec/entropy/rans.h"
 
 /* A geometric-ish symbol: small values are much more likely. */
 static unsigned skewed_symbol(unsigned n_sym)

@@ -9,7 +9,7 @@
 
 #include "testlib.h"
 
-#include "codec/ulp.h"
+#include "codec/ulp/ulp.h"
 #include "common/hash.h"
 #include "format/dtype.h"
 

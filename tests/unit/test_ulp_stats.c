@@ -9,8 +9,8 @@
 
 #include "testlib.h"
 
-#include "codec/ulp.h"
-#include "codec/ulp_stats.h"
+#include "codec/ulp/ulp.h"
+#include "codec/ulp/ulp_stats.h"
 #include "format/dtype.h"
 
 /* What the residuals of a test delta look like. */

@@ -10,7 +10,7 @@
 #include "testlib.h"
 
 #include "codec/codec.h"
-#include "codec/prog.h"
+#include "codec/prog/prog.h"
 #include "format/container.h"
 #include "store/reader.h"
 #include "store/writer.h"

@@ -1,0 +1,37 @@
+/* Internal to the literal leaf coder (prog_leaf*.c): one set of functions
+ * per entropy coding, over byte symbols. Each *_plan fills plan with its
+ * best variant and that variant's exact body size; -1 means out of
+ * memory. */
+#ifndef TRAJFS_CODEC_PROG_PROG_LEAF_CODINGS_H
+#define TRAJFS_CODEC_PROG_PROG_LEAF_CODINGS_H
+
+#include "codec/prog/prog_leaf.h"
+
+/* Symbols of a literal whose words are all below 256 (and below 2^width);
+ * returns n_sym = max + 1, or 0 when some word is 256 or more. */
+unsigned tf_prog_leaf_symbols(const uint64_t *v, size_t n, uint8_t *sym);
+
+/* HUFF and HUFF4 (the same codes; coding says which). */
+int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, tf_prog_lit_plan *huff,
+                      tf_prog_lit_plan *huff4);
+int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
+                       tf_buf *out, tf_error *e);
+int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e);
+void tf_prog_huff_read(tf_prog_lit_reader *r, uint8_t *out, size_t count);
+/* Whether every stream was consumed exactly. */
+bool tf_prog_huff_exhausted(const tf_prog_lit_reader *r);
+
+/* below: a size the plan must beat to be of use (variants estimated well
+ * above it are not encoded; plan->size is SIZE_MAX when none is). */
+int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
+                      const tf_prog_ctx_source *sources, unsigned n_src, size_t below,
+                      tf_prog_lit_plan *plan, tf_error *e);
+int tf_prog_rans_write(const uint8_t *sym, size_t n, unsigned n_sym,
+                       const tf_prog_ctx_source *sources, const tf_prog_lit_plan *plan,
+                       tf_buf *out, tf_error *e);
+int tf_prog_rans_open(tf_prog_lit_reader *r, tf_reader *in, const tf_prog_siblings *siblings,
+                      tf_error *e);
+void tf_prog_rans_read(tf_prog_lit_reader *r, uint32_t *out, size_t count,
+                       const uint32_t *ctx_words);
+
+#endif

@@ -1,0 +1,63 @@
+#include "codec/ulp/ulp.h"
+
+#include <errno.h>
+
+#include "codec/ulp/ulp_format.h"
+#include "format/dtype.h"
+
+int tf_ulp_format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_error *e)
+{
+    *f = (ulp_format){ .dtype = ctx->dtype };
+    switch (ctx->dtype) {
+#define X(dt, size, man, exp, sb)                 \
+    case dt:                                      \
+        f->bytes = size;                          \
+        f->n_ctx = 1u << exp;                     \
+        f->n_sym = tf_ulp_symbol_count(8 * size); \
+        f->sym_bits = sb;                         \
+        break;
+        ULP_FORMATS(X)
+#undef X
+    default:
+        return tf_fail(e, EINVAL, "ulp: needs a float dtype, not %u", ctx->dtype);
+    }
+    if (!ctx->ref || ctx->ref_len != len || len % f->bytes)
+        return tf_fail(e, EINVAL, "ulp: %zu bytes of %s need a reference of the same length",
+                       len, tf_dtype_get(ctx->dtype)->name);
+    return 0;
+}
+
+int tf_ulp_model_read(const tf_codec_ctx *ctx, const ulp_format *f, tf_rans_table *t,
+                      tf_error *e)
+{
+    if (!ctx->model)
+        return tf_fail(e, EINVAL, "ulp: no model");
+    tf_reader r = tf_reader_make(ctx->model, ctx->model_len);
+    unsigned version = tf_read_u8(&r), dtype = tf_read_u8(&r);
+    if (r.bad || version != ULP_MODEL_VERSION || dtype != f->dtype)
+        return tf_fail(e, EIO, "ulp: model is not a version %d model for dtype %u",
+                       ULP_MODEL_VERSION, f->dtype);
+    if (tf_rans_table_read(t, &r, f->n_ctx, f->n_sym, e) < 0)
+        return -1;
+    if (tf_reader_left(&r) || t->prec != ULP_PREC) {
+        tf_rans_table_free(t);
+        return tf_fail(e, EIO, "ulp: model has trailing bytes or precision other than %d",
+                       ULP_PREC);
+    }
+    return 0;
+}
+
+int tf_ulp_read_model(const tf_codec_ctx *ctx, size_t len, tf_rans_table *t, tf_error *e)
+{
+    ulp_format f;
+    return tf_ulp_format_of(ctx, len, &f, e) < 0 ? -1 : tf_ulp_model_read(ctx, &f, t, e);
+}
+
+const tf_codec tf_codec_ulp = {
+    .id = TF_CODEC_ULP,
+    .name = "ulp",
+    .delta = true,
+    .fit = tf_ulp_fit,
+    .encode = tf_ulp_encode,
+    .decode = tf_ulp_decode,
+};

@@ -1,0 +1,541 @@
+#include "codec/ulp/ulp_format.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/ulp/ulp.h"
+#include "common/buf.h"
+#include "format/dtype.h"
+
+/* ---- symbols ----
+ * The coding index of an element (rans.h): its row (ctx_span) above its
+ * symbol, sym_bits wide. Fitting counts indexes; encoding codes them. */
+
+/* Element i's index; its raw bits go to *raw, *n_raw of them. */
+ULP_ALWAYS_INLINE unsigned index_one(const uint8_t *src, const uint8_t *ref, size_t i,
+                                     ctx_span span, unsigned *n_raw, uint64_t *raw,
+                                     unsigned bytes, unsigned man, unsigned exp, unsigned sb)
+{
+    uint64_t r = tf_le_get(ref + i * bytes, bytes);
+    uint64_t z = tf_ulp_residual(tf_le_get(src + i * bytes, bytes), r, 8 * bytes);
+    unsigned sym = tf_ulp_symbol(z, n_raw);
+    *raw = z & (((uint64_t)1 << *n_raw) - 1); /* n_raw <= 61 */
+    return row_of_context(context_of(r, man, exp), span) << sb | sym;
+}
+
+#ifdef TF_X86_SIMD
+/* The symbols of eight residuals z (32-bit lanes), without a bit length
+ * instruction: converted to float, z < 2^24 is exact, its exponent is
+ * b - 1 and the two mantissa bits below the implicit one are q1 and q2, so
+ * the float's bits shifted down by 21 are 4 (b + 126) + 2 q1 + q2, which
+ * is the symbol 4 (b - 2) + 2 q1 + q2 plus 512. z >= 2^10 (F32 only) is
+ * converted shifted down by 8 (b - 8 >= 3 bits keep q1 and q2), and
+ * 4 x 8 added back. Below 8 the symbol is z. */
+TF_AVX2_INLINE __m256i avx2_symbols(__m256i z, unsigned bytes)
+{
+    __m256i t = z, add = avx2_set((uint32_t)-512), small = _mm256_cmpgt_epi32(avx2_set(8), z);
+    if (bytes == 4) { /* z up to 2^32 - 1: compare unsigned */
+        __m256i high = _mm256_srli_epi32(z, 8);
+        __m256i big = _mm256_cmpgt_epi32(high, avx2_set(3));
+        t = _mm256_blendv_epi8(z, high, big);
+        add = _mm256_add_epi32(add, _mm256_and_si256(big, avx2_set(32)));
+        small = _mm256_cmpeq_epi32(_mm256_min_epu32(z, avx2_set(7)), z);
+    }
+    __m256i bits = _mm256_castps_si256(_mm256_cvtepi32_ps(t));
+    __m256i sym = _mm256_add_epi32(_mm256_srli_epi32(bits, 21), add);
+    return _mm256_blendv_epi8(sym, z, small);
+}
+
+/* The raw bit counts of eight symbols: b - 3 = (sym >> 2) - 1, at least 0. */
+TF_AVX2_INLINE __m256i avx2_raw_counts(__m256i sym)
+{
+    return _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(sym, 2), avx2_set(1)),
+                            _mm256_setzero_si256());
+}
+
+/* tf_ulp_residual of sixteen 16-bit elements in 16-bit lanes. */
+TF_AVX2_INLINE __m256i avx2_residuals16(__m256i x, __m256i r)
+{
+    const __m256i top = avx2_set16(0x8000);
+    __m256i kx = _mm256_xor_si256(x, _mm256_or_si256(_mm256_srai_epi16(x, 15), top));
+    __m256i kr = _mm256_xor_si256(r, _mm256_or_si256(_mm256_srai_epi16(r, 15), top));
+    __m256i d = _mm256_sub_epi16(kx, kr);
+    return _mm256_xor_si256(_mm256_slli_epi16(d, 1), _mm256_srai_epi16(d, 15));
+}
+
+/* ... of eight 32-bit elements. */
+TF_AVX2_INLINE __m256i avx2_residuals32(__m256i x, __m256i r)
+{
+    const __m256i top = avx2_set(0x80000000u);
+    __m256i kx = _mm256_xor_si256(x, _mm256_or_si256(_mm256_srai_epi32(x, 31), top));
+    __m256i kr = _mm256_xor_si256(r, _mm256_or_si256(_mm256_srai_epi32(r, 31), top));
+    __m256i d = _mm256_sub_epi32(kx, kr);
+    return _mm256_xor_si256(_mm256_slli_epi32(d, 1), _mm256_srai_epi32(d, 31));
+}
+
+/* The indexes of sixteen 16-bit elements (16-bit lanes), and their
+ * residuals widened to two vectors of eight 32-bit lanes. */
+TF_AVX2_INLINE __m256i avx2_indexes16(const uint8_t *src, const uint8_t *ref, ctx_span span,
+                                       __m256i *z0, __m256i *z1, __m256i *s0, __m256i *s1,
+                                       unsigned man, unsigned exp, unsigned sb)
+{
+    __m256i x = _mm256_loadu_si256((const __m256i *)src);
+    __m256i r = _mm256_loadu_si256((const __m256i *)ref);
+    __m256i z = avx2_residuals16(x, r);
+    __m256i ctx = _mm256_and_si256(_mm256_srli_epi16(r, (int)man),
+                                   avx2_set16((uint16_t)((1u << exp) - 1)));
+    __m256i row = _mm256_min_epu16(_mm256_sub_epi16(ctx, avx2_set16((uint16_t)span.lo)),
+                                   avx2_set16((uint16_t)span.n));
+    *z0 = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(z));
+    *z1 = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(z, 1));
+    *s0 = avx2_symbols(*z0, 2);
+    *s1 = avx2_symbols(*z1, 2);
+    /* packus works within 128-bit halves: the qword shuffle restores order */
+    __m256i sym = _mm256_permute4x64_epi64(_mm256_packus_epi32(*s0, *s1), 0xd8);
+    return _mm256_or_si256(_mm256_slli_epi16(row, (int)sb), sym);
+}
+
+/* ... of eight 32-bit elements (32-bit lanes) and their residuals. */
+TF_AVX2_INLINE __m256i avx2_indexes32(const uint8_t *src, const uint8_t *ref, ctx_span span,
+                                       __m256i *z, __m256i *s, unsigned man, unsigned exp,
+                                       unsigned sb)
+{
+    __m256i x = _mm256_loadu_si256((const __m256i *)src);
+    __m256i r = _mm256_loadu_si256((const __m256i *)ref);
+    *z = avx2_residuals32(x, r);
+    *s = avx2_symbols(*z, 4);
+    __m256i ctx = _mm256_and_si256(_mm256_srli_epi32(r, (int)man), avx2_set((1u << exp) - 1));
+    __m256i row = _mm256_min_epu32(_mm256_sub_epi32(ctx, avx2_set(span.lo)), avx2_set(span.n));
+    return _mm256_or_si256(_mm256_slli_epi32(row, (int)sb), *s);
+}
+#endif
+
+/* ---- fitting ---- */
+
+/* Fitting counts coding indexes in a table of rows of 1 << sym_bits
+ * cells, one row per exponent of a span that covers the reference's: all
+ * exponents for a large tensor, for which clearing a table of them all
+ * costs little; the reference's own range for a small one (FIT_SMALL
+ * elements or fewer), which a pass over the reference finds first. (A
+ * table per element of four in turn, against increments of one counter
+ * waiting for each other, measured no faster on a Zen 4.) */
+#define FIT_BLOCK 4096 /* indexes computed ahead of counting (AVX2) */
+#define FIT_SMALL ((size_t)1 << 16)
+
+/* Counts the indexes of n elements straight from registers. */
+ULP_ALWAYS_INLINE void count_scalar(uint64_t *cells, ctx_span span, const uint8_t *src,
+                                    const uint8_t *ref, size_t n, unsigned bytes, unsigned man,
+                                    unsigned exp, unsigned sb)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned n_raw;
+        uint64_t raw;
+        cells[index_one(src, ref, i, span, &n_raw, &raw, bytes, man, exp, sb)]++;
+    }
+}
+
+static void count_indexes(uint64_t *cells, const uint16_t *idx, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cells[idx[i]]++;
+}
+
+#ifdef TF_X86_SIMD
+/* The indexes of n elements, whole vectors of them, into idx; returns
+ * how many. */
+TF_AVX2_INLINE size_t index_vectors(ctx_span span, const uint8_t *src, const uint8_t *ref,
+                                     size_t n, uint16_t *idx, unsigned bytes, unsigned man,
+                                     unsigned exp, unsigned sb)
+{
+    size_t i = 0;
+    if (bytes == 2) {
+        for (; i + 16 <= n; i += 16) {
+            __m256i z0, z1, s0, s1;
+            _mm256_storeu_si256((__m256i *)(idx + i),
+                                avx2_indexes16(src + 2 * i, ref + 2 * i, span, &z0, &z1, &s0,
+                                               &s1, man, exp, sb));
+        }
+        return i;
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256i z, s;
+        __m256i v = avx2_indexes32(src + 4 * i, ref + 4 * i, span, &z, &s, man, exp, sb);
+        v = _mm256_packus_epi32(v, v); /* indexes < 2^15 */
+        _mm_storeu_si128((__m128i *)(idx + i),
+                         _mm256_castsi256_si128(_mm256_permute4x64_epi64(v, 0x08)));
+    }
+    return i;
+}
+
+TF_AVX2_INLINE void count_avx2_sized(uint64_t *cells, ctx_span span, const uint8_t *src,
+                                      const uint8_t *ref, size_t n, unsigned bytes, unsigned man,
+                                      unsigned exp, unsigned sb)
+{
+    uint16_t idx[FIT_BLOCK];
+    size_t i = 0;
+    while (n - i >= FIT_BLOCK) {
+        count_indexes(cells, idx, index_vectors(span, src + i * bytes, ref + i * bytes,
+                                                FIT_BLOCK, idx, bytes, man, exp, sb));
+        i += FIT_BLOCK;
+    }
+    size_t done = index_vectors(span, src + i * bytes, ref + i * bytes, n - i, idx, bytes, man,
+                                exp, sb);
+    count_indexes(cells, idx, done);
+    i += done;
+    count_scalar(cells, span, src + i * bytes, ref + i * bytes, n - i, bytes, man, exp, sb);
+}
+
+TF_AVX2_FUNCTION void count_avx2(uint64_t *cells, ctx_span span, unsigned dtype,
+                                  const uint8_t *src, const uint8_t *ref, size_t n)
+{
+    switch (dtype) {
+    case TF_DT_BF16: count_avx2_sized(cells, span, src, ref, n, 2, 7, 8, 6); break;
+    case TF_DT_F16: count_avx2_sized(cells, span, src, ref, n, 2, 10, 5, 6); break;
+    default: count_avx2_sized(cells, span, src, ref, n, 4, 23, 8, 7); break;
+    }
+}
+#endif
+
+/* Counts n elements whose exponents all lie in span (F64's indexes, 19
+ * bits, do not fit 16, but count the same way). */
+static void count_cells(uint64_t *cells, ctx_span span, const ulp_format *f, const uint8_t *src,
+                        const uint8_t *ref, size_t n)
+{
+#ifdef TF_X86_SIMD
+    if (use_avx2(f->bytes)) {
+        count_avx2(cells, span, f->dtype, src, ref, n);
+        return;
+    }
+#endif
+    switch (f->dtype) {
+#define X(dt, bytes, man, exp, sb) \
+    case dt: count_scalar(cells, span, src, ref, n, bytes, man, exp, sb); break;
+        ULP_FORMATS(X)
+#undef X
+    }
+}
+
+ULP_ALWAYS_INLINE ctx_span span_sized(const uint8_t *ref, size_t n, unsigned bytes,
+                                      unsigned man, unsigned exp)
+{
+    unsigned lo = ~0u, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = context_of(tf_le_get(ref + i * bytes, bytes), man, exp);
+        lo = c < lo ? c : lo;
+        hi = c > hi ? c : hi;
+    }
+    return n ? (ctx_span){ lo, hi + 1 - lo } : (ctx_span){ 0, 0 };
+}
+
+/* The exponents of n reference elements: the span counting needs. */
+static ctx_span reference_span(const ulp_format *f, const uint8_t *ref, size_t n)
+{
+    if (n > FIT_SMALL)
+        return (ctx_span){ 0, f->n_ctx };
+    switch (f->dtype) {
+#define X(dt, bytes, man, exp, sb) \
+    case dt: return span_sized(ref, n, bytes, man, exp);
+        ULP_FORMATS(X)
+#undef X
+    }
+    return (ctx_span){ 0, f->n_ctx };
+}
+
+int tf_ulp_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *model,
+                   tf_error *e)
+{
+    ulp_format f;
+    if (tf_ulp_format_of(ctx, len, &f, e) < 0)
+        return -1;
+    const size_t n = len / f.bytes;
+    const ctx_span span = reference_span(&f, ctx->ref, n);
+    uint64_t *counts = calloc(((size_t)span.n << f.sym_bits) + 1, sizeof *counts);
+    if (!counts)
+        return tf_fail(e, ENOMEM, "ulp: out of memory for counts");
+    count_cells(counts, span, &f, src, ctx->ref, n);
+    /* rows of n_sym counts, as tf_rans_table_fit wants them: each moves
+     * down (n_sym <= 1 << sym_bits), so in place, in order */
+    for (size_t r = 1; r < span.n; r++)
+        memmove(counts + r * f.n_sym, counts + (r << f.sym_bits), f.n_sym * sizeof *counts);
+    tf_rans_table t;
+    int rc = tf_rans_table_fit_span(&t, f.n_ctx, f.n_sym, ULP_PREC, counts, span.lo, span.n, e);
+    free(counts);
+    if (rc < 0)
+        return -1;
+    if (tf_buf_u8(model, ULP_MODEL_VERSION) < 0 || tf_buf_u8(model, (uint8_t)f.dtype) < 0)
+        rc = tf_fail(e, ENOMEM, "ulp: out of memory writing the model");
+    else
+        rc = tf_rans_table_write(&t, model, e);
+    tf_rans_table_free(&t);
+    return rc;
+}
+
+/* ---- encode ---- */
+
+/* LSB-first bit writer. Every put stores 8 bytes, so the buffer needs 8
+ * bytes of slack; fewer than 8 bits stay pending between puts. */
+typedef struct {
+    uint64_t acc;
+    unsigned count;
+    uint8_t *p;
+} bit_writer;
+
+ULP_ALWAYS_INLINE void bits_put(bit_writer *w, uint64_t v, unsigned n) /* n <= 56 */
+{
+    w->acc |= v << w->count;
+    w->count += n;
+    tf_le_put(w->p, w->acc, 8);
+    unsigned whole = w->count >> 3;
+    w->p += whole;
+    w->acc >>= 8 * whole;
+    w->count &= 7;
+}
+
+/* bits_put for up to 64 bits: those that do not fit the accumulator
+ * beside the pending ones (at most 7) become the next pending ones, which
+ * unlike bits_put's are not in memory yet (bits_flush). */
+ULP_ALWAYS_INLINE void bits_put64(bit_writer *w, uint64_t v, unsigned n) /* n <= 64 */
+{
+    uint64_t low = w->acc | v << w->count;
+    uint64_t spill = (v >> 1) >> (63 - w->count); /* v >> (64 - count), 0 for count 0 */
+    tf_le_put(w->p, low, 8);
+    unsigned total = w->count + n, whole = total >> 3;
+    w->p += whole;
+    w->acc = whole == 8 ? spill : low >> (8 * whole & 63);
+    w->count = total & 7;
+}
+
+/* Stores the pending bits; returns the bytes written since `start`. */
+ULP_ALWAYS_INLINE size_t bits_flush(bit_writer *w, const uint8_t *start)
+{
+    if (w->count)
+        *w->p = (uint8_t)w->acc;
+    return (size_t)(w->p - start) + (w->count > 0);
+}
+
+/* Puts element's raw bits: F64's up to 61 in two halves. */
+ULP_ALWAYS_INLINE void put_raw_f64(bit_writer *w, uint64_t raw, unsigned n_raw)
+{
+    unsigned half = n_raw < 32 ? n_raw : 32;
+    bits_put(w, raw & 0xffffffffu, half);
+    bits_put(w, raw >> 32, n_raw - half);
+}
+
+/* Splits each residual into its coding index and raw bits, elements
+ * [from, n); the raw bits of a group of elements are gathered in a
+ * register first: one put per group keeps the writer's serial dependency
+ * chain short. */
+ULP_ALWAYS_INLINE void split_scalar(const uint8_t *src, const uint8_t *ref, size_t from,
+                                    size_t n, ctx_span span, uint16_t *idx, bit_writer *writer,
+                                    unsigned bytes, unsigned man, unsigned exp, unsigned sb)
+{
+    /* A local copy: stores of bytes through w.p could alias *writer, which
+     * would then go back to memory after each one. */
+    bit_writer lw = *writer, *w = &lw;
+    const unsigned group = elems_per_56_bits(bytes);
+    size_t i = from;
+    while (i < n) {
+        size_t end = n - i < group ? n : i + group;
+        uint64_t bits = 0;
+        unsigned n_bits = 0;
+        for (; i < end; i++) {
+            unsigned n_raw;
+            uint64_t raw;
+            idx[i] = (uint16_t)index_one(src, ref, i, span, &n_raw, &raw, bytes, man, exp, sb);
+            bits |= raw << n_bits;
+            n_bits += n_raw;
+        }
+        bits_put(w, bits, n_bits);
+    }
+    *writer = lw;
+}
+
+#ifdef TF_X86_SIMD
+/* The raw bits of eight elements (residuals z, symbols sym), packed in
+ * lane order in 64-bit lanes: lanes 2j and 2j + 1 into lane j, z_2j
+ * below z_2j+1; their bit counts in *len. */
+TF_AVX2_INLINE __m256i avx2_raw_pairs(__m256i z, __m256i sym, __m256i *len)
+{
+    const __m256i low = _mm256_set1_epi64x(0xffffffff);
+    __m256i n = avx2_raw_counts(sym);
+    __m256i keep = _mm256_sub_epi32(_mm256_sllv_epi32(avx2_set(1), n), avx2_set(1));
+    __m256i raw = _mm256_and_si256(z, keep);
+    __m256i n_even = _mm256_and_si256(n, low);
+    *len = _mm256_add_epi64(n_even, _mm256_srli_epi64(n, 32));
+    return _mm256_or_si256(_mm256_and_si256(raw, low),
+                           _mm256_sllv_epi64(_mm256_srli_epi64(raw, 32), n_even));
+}
+
+/* BF16, F16 (13 raw bits at most): pairs join again into quads within
+ * 128-bit halves, at most 52 bits each: two puts for eight elements. */
+TF_AVX2_INLINE void avx2_put_raw16(bit_writer *w, __m256i z, __m256i sym)
+{
+    __m256i len, v = avx2_raw_pairs(z, sym, &len);
+    v = _mm256_or_si256(v, _mm256_sllv_epi64(_mm256_srli_si256(v, 8), len));
+    len = _mm256_add_epi64(len, _mm256_srli_si256(len, 8));
+    __m128i v_high = _mm256_extracti128_si256(v, 1), len_high = _mm256_extracti128_si256(len, 1);
+    bits_put(w, (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(v)),
+             (unsigned)_mm_cvtsi128_si64(_mm256_castsi256_si128(len)));
+    bits_put(w, (uint64_t)_mm_cvtsi128_si64(v_high), (unsigned)_mm_cvtsi128_si64(len_high));
+}
+
+/* F32 (29 raw bits at most): pairs of up to 58 bits, four puts. */
+TF_AVX2_INLINE void avx2_put_raw32(bit_writer *w, __m256i z, __m256i sym)
+{
+    __m256i len, v = avx2_raw_pairs(z, sym, &len);
+    uint64_t pv[4], pl[4];
+    _mm256_storeu_si256((__m256i *)pv, v);
+    _mm256_storeu_si256((__m256i *)pl, len);
+    for (int j = 0; j < 4; j++)
+        bits_put64(w, pv[j], (unsigned)pl[j]);
+}
+
+/* split_scalar for whole vectors of elements from 0; returns where the
+ * scalar loop takes over. */
+TF_AVX2_INLINE size_t split_avx2_sized(const uint8_t *src, const uint8_t *ref, size_t n,
+                                        ctx_span span, uint16_t *idx, bit_writer *writer,
+                                        unsigned bytes, unsigned man, unsigned exp, unsigned sb)
+{
+    bit_writer lw = *writer, *w = &lw; /* in registers (split_scalar) */
+    size_t i = 0;
+    if (bytes == 2) {
+        for (; i + 16 <= n; i += 16) {
+            __m256i z0, z1, s0, s1;
+            __m256i v = avx2_indexes16(src + 2 * i, ref + 2 * i, span, &z0, &z1, &s0, &s1, man,
+                                       exp, sb);
+            _mm256_storeu_si256((__m256i *)(idx + i), v);
+            avx2_put_raw16(w, z0, s0);
+            avx2_put_raw16(w, z1, s1);
+        }
+    } else {
+        for (; i + 8 <= n; i += 8) {
+            __m256i z, s;
+            __m256i v = avx2_indexes32(src + 4 * i, ref + 4 * i, span, &z, &s, man, exp, sb);
+            v = _mm256_packus_epi32(v, v); /* indexes < 2^16 */
+            _mm_storeu_si128((__m128i *)(idx + i),
+                             _mm256_castsi256_si128(_mm256_permute4x64_epi64(v, 0x08)));
+            avx2_put_raw32(w, z, s);
+        }
+    }
+    *writer = lw;
+    return i;
+}
+
+TF_AVX2_FUNCTION size_t split_avx2(unsigned dtype, const uint8_t *src, const uint8_t *ref,
+                                    size_t n, ctx_span span, uint16_t *idx, bit_writer *w)
+{
+    switch (dtype) {
+    case TF_DT_BF16: return split_avx2_sized(src, ref, n, span, idx, w, 2, 7, 8, 6);
+    case TF_DT_F16: return split_avx2_sized(src, ref, n, span, idx, w, 2, 10, 5, 6);
+    default: return split_avx2_sized(src, ref, n, span, idx, w, 4, 23, 8, 7);
+    }
+}
+#endif
+
+/* Coding indexes of n elements into idx, their raw bits into raw;
+ * returns the raw section's length in bytes. */
+static size_t split_residuals(const ulp_format *f, const uint8_t *src, const uint8_t *ref,
+                              size_t n, ctx_span span, uint16_t *idx, uint8_t *raw)
+{
+    bit_writer w = { .p = raw };
+    size_t done = 0;
+#ifdef TF_X86_SIMD
+    if (use_avx2(f->bytes))
+        done = split_avx2(f->dtype, src, ref, n, span, idx, &w);
+#endif
+    switch (f->dtype) {
+#define X(dt, bytes, man, exp, sb) \
+    case dt: split_scalar(src, ref, done, n, span, idx, &w, bytes, man, exp, sb); break;
+        ULP_FORMATS(X)
+#undef X
+    }
+    return bits_flush(&w, raw);
+}
+
+/* F64, whose indexes do not fit 16 bits: contexts and symbols apart,
+ * for the generic encoder. */
+static size_t split_f64(const uint8_t *src, const uint8_t *ref, size_t n, uint8_t *sym,
+                        uint16_t *ctx, uint8_t *raw)
+{
+    bit_writer w = { .p = raw };
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = tf_le_get(ref + 8 * i, 8);
+        uint64_t z = tf_ulp_residual(tf_le_get(src + 8 * i, 8), r, 64);
+        unsigned n_raw;
+        sym[i] = (uint8_t)tf_ulp_symbol(z, &n_raw);
+        ctx[i] = (uint16_t)context_of(r, 52, 11);
+        put_raw_f64(&w, z & (((uint64_t)1 << n_raw) - 1), n_raw);
+    }
+    return bits_flush(&w, raw);
+}
+
+static int encode_f64(const tf_rans_table *t, const uint8_t *src, const uint8_t *ref, size_t n,
+                      unsigned lanes, uint8_t *raw, tf_buf *out, size_t *raw_len, tf_error *e)
+{
+    uint8_t *sym = malloc(n + 1);
+    uint16_t *ctx = malloc((n + 1) * sizeof *ctx);
+    tf_rans_encoder enc = { 0 };
+    int rc = -1;
+    if (!sym || !ctx)
+        tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
+    else if (tf_rans_encoder_init(&enc, t, e) == 0) {
+        *raw_len = split_f64(src, ref, n, sym, ctx, raw);
+        rc = tf_rans_encode(&enc, ctx, sym, n, lanes, out, e);
+    }
+    tf_rans_encoder_free(&enc);
+    free(sym);
+    free(ctx);
+    return rc;
+}
+
+static int encode_indexed(const ulp_format *f, const tf_rans_table *t, const uint8_t *src,
+                          const uint8_t *ref, size_t n, unsigned lanes, uint8_t *raw,
+                          tf_buf *out, size_t *raw_len, tf_error *e)
+{
+    uint16_t *idx = malloc((n + 1) * sizeof *idx);
+    tf_rans_indexed ix = { 0 };
+    int rc = -1;
+    if (!idx)
+        tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
+    else if (tf_rans_indexed_init(&ix, t, f->sym_bits, e) == 0) {
+        ctx_span span = { ix.ctx_lo, ix.n_rows };
+        *raw_len = split_residuals(f, src, ref, n, span, idx, raw);
+        rc = tf_rans_encode_indexed(&ix, idx, n, lanes, out, e);
+    }
+    tf_rans_indexed_free(&ix);
+    free(idx);
+    return rc;
+}
+
+static int encode_chunk(const ulp_format *f, const tf_rans_table *t, const uint8_t *src,
+                        const uint8_t *ref, size_t n, tf_buf *out, tf_error *e)
+{
+    /* At most 8 * bytes - 3 raw bits per element, plus the writer's slack. */
+    uint8_t *raw = malloc(n * f->bytes + 16);
+    if (!raw)
+        return tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
+    const unsigned lanes = n < ULP_ONE_LANE_BELOW ? 1 : ULP_LANES;
+    size_t raw_len = 0;
+    int rc = f->bytes == 8 ? encode_f64(t, src, ref, n, lanes, raw, out, &raw_len, e)
+                           : encode_indexed(f, t, src, ref, n, lanes, raw, out, &raw_len, e);
+    if (rc == 0 && tf_buf_put(out, raw, raw_len) < 0)
+        rc = tf_fail(e, ENOMEM, "ulp: out of memory for the raw bits");
+    free(raw);
+    return rc;
+}
+
+int tf_ulp_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *out,
+                      tf_error *e)
+{
+    ulp_format f;
+    tf_rans_table t;
+    if (tf_ulp_format_of(ctx, len, &f, e) < 0 || tf_ulp_model_read(ctx, &f, &t, e) < 0)
+        return -1;
+    size_t before = out->len;
+    int rc = encode_chunk(&f, &t, src, ctx->ref, len / f.bytes, out, e);
+    tf_rans_table_free(&t);
+    if (rc < 0)
+        out->len = before; /* nothing half-written is left behind */
+    return rc;
+}
