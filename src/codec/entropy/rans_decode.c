@@ -158,7 +158,7 @@ const int32_t tf_rans_avx2_word_lane[256][8] = {
  * folds their slots into *min_slot, renormalizes from *words in lane
  * order as tf_rans_renorm_fast does lane by lane. */
 TF_AVX2_INLINE void avx2_dense_step(__m256i *x, __m256i row, const uint32_t *slots, unsigned prec,
-                               const uint8_t **words, __m256i *min_slot, uint32_t *sym)
+                                    const uint8_t **words, __m256i *min_slot, uint32_t *sym)
 {
     const __m256i low = _mm256_set1_epi32((int)((1u << prec) - 1));
     __m128i count = _mm_cvtsi32_si128((int)prec);
@@ -211,8 +211,8 @@ TF_AVX2_INLINE bool avx2_room(const avx2_lanes *l, const tf_rans_stream *s)
 
 /* A round of 16 symbols, rows from ctx (NULL: row 0). */
 TF_AVX2_INLINE void avx2_round(avx2_lanes *l, const uint32_t *slots, unsigned prec,
-                          const uint32_t *ctx, __m256i lo, __m256i n, __m256i *least,
-                          uint32_t *sym)
+                               const uint32_t *ctx, __m256i lo, __m256i n, __m256i *least,
+                               uint32_t *sym)
 {
     __m256i row0 = _mm256_setzero_si256(), row1 = row0;
     if (ctx) {

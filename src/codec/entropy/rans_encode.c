@@ -322,7 +322,7 @@ TF_AVX2_INLINE __m256i avx2_mulhi(__m256i x, __m256i rcp)
 /* put_packed for eight lanes, symbols idx[0..8). Returns the lanes'
  * entries' top halves (for the codability check). */
 TF_AVX2_INLINE __m256i avx2_put8(__m256i *x, const uint16_t *idx, const uint64_t *entry,
-                            unsigned prec, uint8_t **w)
+                                 unsigned prec, uint8_t **w)
 {
     __m256i i = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)idx));
     const long long *table = (const long long *)entry;

@@ -283,7 +283,7 @@ TF_AVX2_INLINE __m256i avx2_word8(const avx2_fields *f, unsigned nb, unsigned nw
  * how many words it stored (whole groups of 16). Inlined for the usual
  * numbers of fields of each kind, whose loops the compiler unrolls. */
 TF_AVX2_INLINE size_t avx2_assemble_n(const avx2_fields *f, unsigned nb, unsigned nw, size_t count,
-                                 unsigned bytes, uint8_t *dst)
+                                      unsigned bytes, uint8_t *dst)
 {
     size_t i = 0;
     for (; i + 16 <= count && bytes == 4; i += 16) {
@@ -299,8 +299,8 @@ TF_AVX2_INLINE size_t avx2_assemble_n(const avx2_fields *f, unsigned nb, unsigne
     return i;
 }
 
-TF_AVX2_FUNCTION size_t avx2_assemble(const fields *fs, size_t count,
-                                                            unsigned bytes, uint8_t *dst)
+TF_AVX2_FUNCTION size_t avx2_assemble(const fields *fs, size_t count, unsigned bytes,
+                                      uint8_t *dst)
 {
     avx2_fields f;
     unsigned nb = 0, nw = 0;

@@ -27,7 +27,7 @@ int tf_ulp_format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_erro
     return 0;
 }
 
-int tf_ulp_model_read(const tf_codec_ctx *ctx, const ulp_format *f, tf_rans_table *t,
+static int read_model(const tf_codec_ctx *ctx, const ulp_format *f, tf_rans_table *t,
                       tf_error *e)
 {
     if (!ctx->model)
@@ -47,10 +47,16 @@ int tf_ulp_model_read(const tf_codec_ctx *ctx, const ulp_format *f, tf_rans_tabl
     return 0;
 }
 
+int tf_ulp_format_and_model(const tf_codec_ctx *ctx, size_t len, ulp_format *f,
+                            tf_rans_table *t, tf_error *e)
+{
+    return tf_ulp_format_of(ctx, len, f, e) < 0 ? -1 : read_model(ctx, f, t, e);
+}
+
 int tf_ulp_read_model(const tf_codec_ctx *ctx, size_t len, tf_rans_table *t, tf_error *e)
 {
     ulp_format f;
-    return tf_ulp_format_of(ctx, len, &f, e) < 0 ? -1 : tf_ulp_model_read(ctx, &f, t, e);
+    return tf_ulp_format_and_model(ctx, len, &f, t, e);
 }
 
 const tf_codec tf_codec_ulp = {

@@ -343,7 +343,7 @@ typedef struct {
 /* slot_step for eight lanes in rows `row`: their slots, and the states
  * before renormalization. */
 TF_AVX2_INLINE __m256i avx2_rans_step(__m256i x, __m256i row, const avx2_tables *t,
-                                       __m256i *slot)
+                                      __m256i *slot)
 {
     __m256i slot_index = _mm256_or_si256(_mm256_slli_epi32(row, ULP_PREC),
                                          _mm256_and_si256(x, avx2_set((1u << ULP_PREC) - 1)));
@@ -412,7 +412,7 @@ TF_AVX2_INLINE __m256i avx2_raw_bits_wide(const uint8_t *from, __m128i byte, __m
  * bytes holding its own. F32: each half group has a window of its own
  * and 64-bit lanes. */
 TF_AVX2_INLINE __m256i avx2_raw_bits(__m256i n_raw, const uint8_t **base, unsigned *bit,
-                                      unsigned bytes)
+                                     unsigned bytes)
 {
     const uint8_t *from = *base;
     __m256i start = avx2_raw_starts(n_raw, base, bit);
@@ -465,7 +465,7 @@ TF_AVX2_INLINE __m256i avx2_unresidual16(__m256i z, __m256i r)
 
 /* The residuals of eight elements whose slots are `slot`. */
 TF_AVX2_INLINE __m256i avx2_residuals(__m256i slot, const uint8_t **base, unsigned *bit,
-                                       unsigned bytes)
+                                      unsigned bytes)
 {
     __m256i n_raw = _mm256_and_si256(_mm256_srli_epi32(slot, 3), avx2_set(63));
     __m256i lead = _mm256_and_si256(slot, avx2_set(7));
@@ -500,7 +500,7 @@ typedef struct {
 
 /* The rows of a round's sixteen reference elements, by group. */
 TF_AVX2_INLINE void avx2_round_rows(const avx2_tables *t, const uint8_t *ref, __m256i *row0,
-                                     __m256i *row1, unsigned bytes, unsigned man, unsigned exp)
+                                    __m256i *row1, unsigned bytes, unsigned man, unsigned exp)
 {
     if (bytes == 2) {
         __m256i r = _mm256_loadu_si256((const __m256i *)ref);
@@ -518,7 +518,7 @@ TF_AVX2_INLINE void avx2_round_rows(const avx2_tables *t, const uint8_t *ref, __
 
 /* The second stage. */
 TF_AVX2_INLINE void avx2_round_elements(avx2_loop *lp, avx2_round round, const uint8_t *ref,
-                                         uint8_t *dst, unsigned bytes)
+                                        uint8_t *dst, unsigned bytes)
 {
     __m256i z0 = avx2_residuals(round.slot0, &lp->base, &lp->bit, bytes);
     __m256i z1 = avx2_residuals(round.slot1, &lp->base, &lp->bit, bytes);
@@ -547,7 +547,7 @@ TF_AVX2_INLINE void avx2_round_elements(avx2_loop *lp, avx2_round round, const u
  * scalar loop, with the raw bits of the one before it (which keeps the
  * scalar code exercised on every machine, by every chunk). */
 TF_AVX2_INLINE bool avx2_loop_begin(avx2_loop *lp, const avx2_tables *t,
-                                     const tf_rans_stream *s, const bit_reader *br, size_t n)
+                                    const tf_rans_stream *s, const bit_reader *br, size_t n)
 {
     *lp = (avx2_loop){ .t = t, .words = s->p, .words_end = s->end, .base = br->p,
                        .raw_end = br->end };
@@ -571,8 +571,8 @@ TF_AVX2_INLINE bool avx2_loop_round_fits(const avx2_loop *lp, size_t i, size_t n
  * round (from element `at`) to checked scalar code: the loop's raw bound
  * held for the rounds before it, not necessarily for this one. */
 TF_AVX2_INLINE void avx2_loop_end(avx2_loop *lp, avx2_round pending, size_t at,
-                                   tf_rans_stream *s, bit_reader *br, const uint8_t *ref,
-                                   uint8_t *dst, uint32_t *min_slot, unsigned bytes)
+                                  tf_rans_stream *s, bit_reader *br, const uint8_t *ref,
+                                  uint8_t *dst, uint32_t *min_slot, unsigned bytes)
 {
     _mm256_storeu_si256((__m256i *)s->x, lp->x0);
     _mm256_storeu_si256((__m256i *)(s->x + 8), lp->x1);
@@ -820,12 +820,12 @@ static int decode_chunk(const ulp_format *f, const tf_rans_table *t, const uint8
     return tf_rans_stream_close(&s, e) < 0 || bits_finish(&br, e) < 0 ? -1 : 0;
 }
 
-int tf_ulp_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx,
-                      uint8_t *dst, size_t len, tf_error *e)
+int tf_ulp_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx, uint8_t *dst,
+                  size_t len, tf_error *e)
 {
     ulp_format f;
     tf_rans_table t;
-    if (tf_ulp_format_of(ctx, len, &f, e) < 0 || tf_ulp_model_read(ctx, &f, &t, e) < 0) {
+    if (tf_ulp_format_and_model(ctx, len, &f, &t, e) < 0) {
         if (e && e->errnum != ENOMEM)
             e->errnum = EIO; /* the archive says ulp where ulp cannot be */
         return -1;

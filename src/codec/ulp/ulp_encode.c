@@ -77,8 +77,8 @@ TF_AVX2_INLINE __m256i avx2_residuals32(__m256i x, __m256i r)
 /* The indexes of sixteen 16-bit elements (16-bit lanes), and their
  * residuals widened to two vectors of eight 32-bit lanes. */
 TF_AVX2_INLINE __m256i avx2_indexes16(const uint8_t *src, const uint8_t *ref, ctx_span span,
-                                       __m256i *z0, __m256i *z1, __m256i *s0, __m256i *s1,
-                                       unsigned man, unsigned exp, unsigned sb)
+                                      __m256i *z0, __m256i *z1, __m256i *s0, __m256i *s1,
+                                      unsigned man, unsigned exp, unsigned sb)
 {
     __m256i x = _mm256_loadu_si256((const __m256i *)src);
     __m256i r = _mm256_loadu_si256((const __m256i *)ref);
@@ -98,8 +98,8 @@ TF_AVX2_INLINE __m256i avx2_indexes16(const uint8_t *src, const uint8_t *ref, ct
 
 /* ... of eight 32-bit elements (32-bit lanes) and their residuals. */
 TF_AVX2_INLINE __m256i avx2_indexes32(const uint8_t *src, const uint8_t *ref, ctx_span span,
-                                       __m256i *z, __m256i *s, unsigned man, unsigned exp,
-                                       unsigned sb)
+                                      __m256i *z, __m256i *s, unsigned man, unsigned exp,
+                                      unsigned sb)
 {
     __m256i x = _mm256_loadu_si256((const __m256i *)src);
     __m256i r = _mm256_loadu_si256((const __m256i *)ref);
@@ -145,8 +145,8 @@ static void count_indexes(uint64_t *cells, const uint16_t *idx, size_t n)
 /* The indexes of n elements, whole vectors of them, into idx; returns
  * how many. */
 TF_AVX2_INLINE size_t index_vectors(ctx_span span, const uint8_t *src, const uint8_t *ref,
-                                     size_t n, uint16_t *idx, unsigned bytes, unsigned man,
-                                     unsigned exp, unsigned sb)
+                                    size_t n, uint16_t *idx, unsigned bytes, unsigned man,
+                                    unsigned exp, unsigned sb)
 {
     size_t i = 0;
     if (bytes == 2) {
@@ -169,8 +169,8 @@ TF_AVX2_INLINE size_t index_vectors(ctx_span span, const uint8_t *src, const uin
 }
 
 TF_AVX2_INLINE void count_avx2_sized(uint64_t *cells, ctx_span span, const uint8_t *src,
-                                      const uint8_t *ref, size_t n, unsigned bytes, unsigned man,
-                                      unsigned exp, unsigned sb)
+                                     const uint8_t *ref, size_t n, unsigned bytes, unsigned man,
+                                     unsigned exp, unsigned sb)
 {
     uint16_t idx[FIT_BLOCK];
     size_t i = 0;
@@ -187,7 +187,7 @@ TF_AVX2_INLINE void count_avx2_sized(uint64_t *cells, ctx_span span, const uint8
 }
 
 TF_AVX2_FUNCTION void count_avx2(uint64_t *cells, ctx_span span, unsigned dtype,
-                                  const uint8_t *src, const uint8_t *ref, size_t n)
+                                 const uint8_t *src, const uint8_t *ref, size_t n)
 {
     switch (dtype) {
     case TF_DT_BF16: count_avx2_sized(cells, span, src, ref, n, 2, 7, 8, 6); break;
@@ -243,7 +243,7 @@ static ctx_span reference_span(const ulp_format *f, const uint8_t *ref, size_t n
 }
 
 int tf_ulp_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *model,
-                   tf_error *e)
+               tf_error *e)
 {
     ulp_format f;
     if (tf_ulp_format_of(ctx, len, &f, e) < 0)
@@ -394,8 +394,8 @@ TF_AVX2_INLINE void avx2_put_raw32(bit_writer *w, __m256i z, __m256i sym)
 /* split_scalar for whole vectors of elements from 0; returns where the
  * scalar loop takes over. */
 TF_AVX2_INLINE size_t split_avx2_sized(const uint8_t *src, const uint8_t *ref, size_t n,
-                                        ctx_span span, uint16_t *idx, bit_writer *writer,
-                                        unsigned bytes, unsigned man, unsigned exp, unsigned sb)
+                                       ctx_span span, uint16_t *idx, bit_writer *writer,
+                                       unsigned bytes, unsigned man, unsigned exp, unsigned sb)
 {
     bit_writer lw = *writer, *w = &lw; /* in registers (split_scalar) */
     size_t i = 0;
@@ -423,7 +423,7 @@ TF_AVX2_INLINE size_t split_avx2_sized(const uint8_t *src, const uint8_t *ref, s
 }
 
 TF_AVX2_FUNCTION size_t split_avx2(unsigned dtype, const uint8_t *src, const uint8_t *ref,
-                                    size_t n, ctx_span span, uint16_t *idx, bit_writer *w)
+                                   size_t n, ctx_span span, uint16_t *idx, bit_writer *w)
 {
     switch (dtype) {
     case TF_DT_BF16: return split_avx2_sized(src, ref, n, span, idx, w, 2, 7, 8, 6);
@@ -526,11 +526,11 @@ static int encode_chunk(const ulp_format *f, const tf_rans_table *t, const uint8
 }
 
 int tf_ulp_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *out,
-                      tf_error *e)
+                  tf_error *e)
 {
     ulp_format f;
     tf_rans_table t;
-    if (tf_ulp_format_of(ctx, len, &f, e) < 0 || tf_ulp_model_read(ctx, &f, &t, e) < 0)
+    if (tf_ulp_format_and_model(ctx, len, &f, &t, e) < 0)
         return -1;
     size_t before = out->len;
     int rc = encode_chunk(&f, &t, src, ctx->ref, len / f.bytes, out, e);

@@ -55,9 +55,10 @@ typedef struct {
  * whole number of elements matching a reference of the same length. */
 int tf_ulp_format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_error *e);
 
-/* The model of ctx, read and checked for format f; the caller frees *t. */
-int tf_ulp_model_read(const tf_codec_ctx *ctx, const ulp_format *f, tf_rans_table *t,
-                      tf_error *e);
+/* tf_ulp_format_of, then the model of ctx read and checked for that
+ * format into *t, which the caller frees. */
+int tf_ulp_format_and_model(const tf_codec_ctx *ctx, size_t len, ulp_format *f,
+                            tf_rans_table *t, tf_error *e);
 
 /* e_r: the exponent field of the reference element. */
 ULP_ALWAYS_INLINE unsigned context_of(uint64_t r, unsigned man, unsigned exp)
