@@ -370,31 +370,6 @@ static int next_element(parser *p, uint8_t close, const char *what)
     return fail_expected(p, what);
 }
 
-static int parse_array(parser *p, tf_json_value *v)
-{
-    size_t cap = 0;
-    int done;
-    v->type = TF_JSON_ARRAY;
-    if (enter_container(p) < 0)
-        return -1;
-    done = accept(p, ']');
-    while (!done) {
-        if (v->u.array.count == cap &&
-            grow(p, (void **)&v->u.array.items, &cap, sizeof *v->u.array.items) < 0)
-            goto fail;
-        if (parse_value(p, &v->u.array.items[v->u.array.count]) < 0)
-            goto fail;
-        v->u.array.count++;
-        if ((done = next_element(p, ']', "',' or ']' in an array")) < 0)
-            goto fail;
-    }
-    p->depth--;
-    return 0;
-fail:
-    tf_json_free(v);
-    return -1;
-}
-
 /* One "key": value pair; on failure m needs no freeing. */
 static int parse_member(parser *p, tf_json_member *m)
 {
@@ -416,22 +391,39 @@ static int parse_member(parser *p, tf_json_member *m)
     return 0;
 }
 
-static int parse_object(parser *p, tf_json_value *v)
+/* Parses an element of a container into `item`: a value of an array, a
+ * member of an object. On failure the item needs no freeing. */
+typedef int (*parse_item_fn)(parser *p, void *item);
+
+static int parse_array_item(parser *p, void *item)
+{
+    return parse_value(p, item);
+}
+
+static int parse_object_item(parser *p, void *item)
+{
+    return parse_member(p, item);
+}
+
+/* The elements of an array or an object, up to `close`, appended to
+ * *items (*count of them, item_size bytes each), where v frees them
+ * whatever happens; on failure v is freed. */
+static int parse_container(parser *p, tf_json_value *v, uint8_t close, const char *what,
+                           void **items, size_t *count, size_t item_size,
+                           parse_item_fn parse_item)
 {
     size_t cap = 0;
     int done;
-    v->type = TF_JSON_OBJECT;
     if (enter_container(p) < 0)
         return -1;
-    done = accept(p, '}');
+    done = accept(p, close);
     while (!done) {
-        if (v->u.object.count == cap &&
-            grow(p, (void **)&v->u.object.members, &cap, sizeof *v->u.object.members) < 0)
+        if (*count == cap && grow(p, items, &cap, item_size) < 0)
             goto fail;
-        if (parse_member(p, &v->u.object.members[v->u.object.count]) < 0)
+        if (parse_item(p, (char *)*items + *count * item_size) < 0)
             goto fail;
-        v->u.object.count++;
-        if ((done = next_element(p, '}', "',' or '}' in an object")) < 0)
+        (*count)++;
+        if ((done = next_element(p, close, what)) < 0)
             goto fail;
     }
     p->depth--;
@@ -439,6 +431,21 @@ static int parse_object(parser *p, tf_json_value *v)
 fail:
     tf_json_free(v);
     return -1;
+}
+
+static int parse_array(parser *p, tf_json_value *v)
+{
+    v->type = TF_JSON_ARRAY;
+    return parse_container(p, v, ']', "',' or ']' in an array", (void **)&v->u.array.items,
+                           &v->u.array.count, sizeof *v->u.array.items, parse_array_item);
+}
+
+static int parse_object(parser *p, tf_json_value *v)
+{
+    v->type = TF_JSON_OBJECT;
+    return parse_container(p, v, '}', "',' or '}' in an object",
+                           (void **)&v->u.object.members, &v->u.object.count,
+                           sizeof *v->u.object.members, parse_object_item);
 }
 
 /* On failure *v needs no freeing. */
