@@ -149,24 +149,8 @@ void tf_ulp_hist_add(tf_ulp_hist *h, const uint8_t *src, const uint8_t *ref, siz
     }
 }
 
-void tf_ulp_hist_entropy(const tf_ulp_hist *h, tf_ulp_bits *out)
-{
-    double w[TF_RANS_MAX_SYMBOLS];
-    for (unsigned c = 0; c < h->n_ctx; c++) {
-        const uint64_t *row = hist_row(h, c);
-        if (row_is_empty(row, h->n_sym))
-            continue;
-        for (unsigned s = 0; s < h->n_sym; s++)
-            w[s] = (double)row[s];
-        add_row_bits(row, w, h->n_sym, out);
-    }
-    out->weights += h->weights;
-    out->raw += h->raw_bits;
-}
-
-/* ---- breakdown of a stored chunk ---- */
-
-/* Adds the ideal code lengths of the counted symbols under table t. */
+/* Adds the ideal code lengths of the counted symbols under table t's
+ * frequencies, or with t NULL under the counts themselves (the entropy). */
 static void add_ideal_bits(const tf_ulp_hist *h, const tf_rans_table *t, tf_ulp_bits *out)
 {
     double w[TF_RANS_MAX_SYMBOLS];
@@ -175,10 +159,19 @@ static void add_ideal_bits(const tf_ulp_hist *h, const tf_rans_table *t, tf_ulp_
         if (row_is_empty(row, h->n_sym))
             continue;
         for (unsigned s = 0; s < h->n_sym; s++)
-            w[s] = tf_rans_table_freq(t, c, s);
+            w[s] = t ? tf_rans_table_freq(t, c, s) : (double)row[s];
         add_row_bits(row, w, h->n_sym, out);
     }
 }
+
+void tf_ulp_hist_entropy(const tf_ulp_hist *h, tf_ulp_bits *out)
+{
+    add_ideal_bits(h, NULL, out);
+    out->weights += h->weights;
+    out->raw += h->raw_bits;
+}
+
+/* ---- breakdown of a stored chunk ---- */
 
 /* Bytes of the chunk's rANS stream that the coder wrote: lane states and
  * words, without the stream's length and lane count. */
