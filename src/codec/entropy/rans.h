@@ -147,7 +147,6 @@ static inline unsigned tf_rans_index(const tf_rans_indexed *ix, unsigned ctx, un
 int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_t n,
                            unsigned lanes, tf_buf *out, tf_error *e);
 
-
 typedef struct {
     unsigned n_ctx, prec;
     const uint32_t **slots_of_ctx; /* n_ctx entries, NULL when not built */

@@ -182,18 +182,7 @@ static bool flat_merge(const executor *x, unsigned *m)
  * compiler vectorizes at -O2 (it does not, a loop of any count). */
 #define GROUP 16
 
-static inline void put_word(uint8_t *dst, size_t i, uint32_t w, unsigned bytes)
-{
-    switch (bytes) {
-    case 4: tf_le32_put(dst + 4 * i, w); break;
-    case 2: tf_le16_put(dst + 2 * i, (uint16_t)w); break;
-    default:
-        for (unsigned k = 0; k < bytes; k++)
-            dst[bytes * i + k] = (uint8_t)(w >> (8 * k));
-    }
-}
-
-/* Stores count words of `bytes` bytes little-endian. */
+/* Stores count words of `bytes` (1, 2 or 4) bytes little-endian. */
 static void store32(const uint32_t *restrict word, size_t count, unsigned bytes,
                     uint8_t *restrict dst)
 {
@@ -201,7 +190,7 @@ static void store32(const uint32_t *restrict word, size_t count, unsigned bytes,
 #define STORE_GROUPS(b)                                   \
     for (; i + GROUP <= count; i += GROUP)                \
         for (unsigned k = 0; k < GROUP; k++)              \
-            put_word(dst, i + k, word[i + k], b)
+            tf_le_put(dst + (b) * (i + k), word[i + k], b)
     switch (bytes) { /* constant widths, for the compiler */
     case 1: STORE_GROUPS(1); break;
     case 2: STORE_GROUPS(2); break;
@@ -209,7 +198,7 @@ static void store32(const uint32_t *restrict word, size_t count, unsigned bytes,
     }
 #undef STORE_GROUPS
     for (; i < count; i++)
-        put_word(dst, i, word[i], bytes);
+        tf_le_put(dst + bytes * i, word[i], bytes);
 }
 
 /* A block's fields: field c in slot c of `stride` 32-bit words (the

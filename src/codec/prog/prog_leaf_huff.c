@@ -265,7 +265,7 @@ static tf_bit_reader fast_back(const fast_stream *f)
         while (room) {                                                                      \
             uint64_t bits[S];                                                               \
             _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                        \
-                bits[s] = tf_le64_get(p[s]);                                             \
+                bits[s] = tf_le64_get(p[s]);                                                \
             _Pragma("GCC unroll 4") for (unsigned k = 0; k < FAST_LOOKUPS; k++)             \
                 _Pragma("GCC unroll 4") for (unsigned s = 0; s < S; s++)                    \
             {                                                                               \
