@@ -43,6 +43,7 @@
 #include <time.h>
 #include <zstd.h>
 
+#include "codec/entropy/rans.h"
 #include "codec/prog/prog.h"
 #include "common/buf.h"
 #include "common/malloc_tune.h"
@@ -130,22 +131,12 @@ static uint8_t *gather_plane(const tensor *t, size_t nt, unsigned w, unsigned k,
     return plane;
 }
 
-/* Bytes at the order-0 entropy of a histogram of n values. */
-static double entropy_bytes(const uint64_t *hist, size_t bins, size_t n)
-{
-    double bits = 0;
-    for (size_t b = 0; b < bins; b++)
-        if (hist[b])
-            bits -= (double)hist[b] * log2((double)hist[b] / (double)n);
-    return bits / 8;
-}
-
 static double order0_bytes(const uint8_t *p, size_t n)
 {
     uint64_t hist[256] = { 0 };
     for (size_t i = 0; i < n; i++)
         hist[p[i]]++;
-    return entropy_bytes(hist, 256, n);
+    return tf_rans_entropy_bits(hist, 1, 256) / 8;
 }
 
 static size_t zstd19(const uint8_t *p, size_t n, void **frame)
@@ -204,7 +195,7 @@ static void tensor_entropies(const tensor *t, size_t nt, double *planes, double 
             const uint8_t *e = t[i].data + j * w + top;
             hist[w >= 2 ? tf_le16_get(e) : e[0]]++;
         }
-        *bound += entropy_bytes(hist, w >= 2 ? 65536 : 256, n);
+        *bound += tf_rans_entropy_bits(hist, 1, w >= 2 ? 65536 : 256) / 8;
     }
     free(hist);
 }
