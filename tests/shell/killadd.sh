@@ -107,11 +107,13 @@ while IFS= read -r delay; do
     fi
     status=0
     wait "$group" 2> /dev/null || status=$? # (dash reports "Killed")
-    # wait reaps only the shell; its add may still be exiting (and holding
-    # the writer's lock) until it is a zombie: a zombie has closed its
-    # files. (Waiting for it to be gone waits for PID 1 to reap orphans,
-    # which can take a second each.)
-    while ps -o stat= --sid "$group" | grep -qv '^Z'; do sleep 0.01; done
+    # wait reaps only the shell; its add may still be exiting, holding the
+    # writer's lock. Its main thread showing as a zombie is not enough: a
+    # process's files close as the last of its threads exits, and encoder
+    # threads may outlive the main thread by a moment. The next trial
+    # needs the lock, so wait for the lock itself.
+    flock -w 10 "$archive" true ||
+        fail "trial $trial: the archive's lock is still held 10 s after the adds ended"
     case $status in
     0) ;;
     137) killed=$((killed + 1)) ;;
