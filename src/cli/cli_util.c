@@ -370,7 +370,7 @@ uint64_t cli_tensor_of_chunk(const tf_entry *ent, uint64_t c)
 
 bool cli_entry_is_file(const tf_entry *ent)
 {
-    return ent->kind == TF_ENTRY_FILE || ent->kind == TF_ENTRY_SAFETENSORS;
+    return tf_entry_is_regular(ent);
 }
 
 /* ---- the walk of the inputs of create/add ------------------------------ */

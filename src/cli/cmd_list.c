@@ -225,7 +225,7 @@ static void print_chunk_uses(const tf_archive *ar, tf_reader_ctx *reader,
         used[b] = true;
         print_blob(ar, b);
         printf("\t%s\t", ent->path);
-        if (ent->kind == TF_ENTRY_SAFETENSORS) {
+        if (tf_entry_is_tensor_file(ent)) {
             uint64_t t = cli_tensor_of_chunk(ent, c);
             const char *name = tf_reader_tensor_name(reader, ent, t);
             cli_put_quoted(stdout, name ? name : "?");

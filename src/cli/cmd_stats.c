@@ -417,7 +417,7 @@ static void print_text(const tf_archive *ar, const char *archive, const stats *s
     puts("by checkpoint:");
     for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
         const tf_entry *ent = tf_archive_entry(ar, i);
-        if (ent->kind == TF_ENTRY_SAFETENSORS)
+        if (tf_entry_is_tensor_file(ent))
             text_row(&st->by_entry[i], ent->path);
     }
     puts("total:");
@@ -543,7 +543,7 @@ static void print_json(const tf_archive *ar, const char *archive, const stats *s
     first = true;
     for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
         const tf_entry *ent = tf_archive_entry(ar, i);
-        if (ent->kind == TF_ENTRY_SAFETENSORS)
+        if (tf_entry_is_tensor_file(ent))
             json_row(&first, "path", ent->path, &st->by_entry[i]);
     }
     printf("\n  ],\n  \"other_files\": {\"count\": %llu, \"bytes\": %llu, "
@@ -672,7 +672,7 @@ static int print_tensors(tf_archive *ar, const char *archive, const bool *select
     char program[PROGRAM_TEXT_LEN];
     for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
         const tf_entry *ent = tf_archive_entry(ar, i);
-        if (!selected[i] || ent->kind != TF_ENTRY_SAFETENSORS)
+        if (!selected[i] || !tf_entry_is_tensor_file(ent))
             continue;
         for (uint64_t t = 0; t < ent->ntensors; t++) {
             const char *name = tf_reader_tensor_name(cx.reader, ent, t);

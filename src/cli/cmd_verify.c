@@ -85,7 +85,7 @@ static void report_bad_chunk(verifier *v, const tf_entry *ent, uint64_t c)
     uint64_t b = ent->chunks[c];
     const char *why = b < tf_archive_nblobs(v->ar) && v->why[b] ? v->why[b] : "bad data";
     cli_progress_hide();
-    if (ent->kind != TF_ENTRY_SAFETENSORS) {
+    if (!tf_entry_is_tensor_file(ent)) {
         if (ent->nchunks > 1)
             cli_error("%s: chunk %llu: %s", ent->path, (unsigned long long)c, why);
         else

@@ -9,6 +9,7 @@
 #ifndef TRAJFS_FORMAT_CATALOG_H
 #define TRAJFS_FORMAT_CATALOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,6 +81,18 @@ typedef struct {
     uint64_t nentries;
     tf_entry *entries;
 } tf_segment;
+
+/* Whether the entry is a regular file (opaque bytes or a tensor file). */
+static inline bool tf_entry_is_regular(const tf_entry *ent)
+{
+    return ent->kind == TF_ENTRY_FILE || ent->kind == TF_ENTRY_SAFETENSORS;
+}
+
+/* Whether the entry is a tensor file: it has tensor spans. */
+static inline bool tf_entry_is_tensor_file(const tf_entry *ent)
+{
+    return ent->kind == TF_ENTRY_SAFETENSORS;
+}
 
 /* Number of chunks of a tensor of nbytes bytes of elements of elem_size
  * bytes, with 2^chunk_shift elements per chunk. */

@@ -206,7 +206,7 @@ bool fs_handles_read_attrs(fs_handles *t, uint64_t ino, fs_write_attrs *out)
 void fs_handles_retire(fs_handles *t, uint64_t ino, const tf_entry *ent)
 {
     tf_entry copy;
-    if ((ent->kind != TF_ENTRY_FILE && ent->kind != TF_ENTRY_SAFETENSORS) ||
+    if (!tf_entry_is_regular(ent) ||
         tf_entry_clone(ent, NULL, &copy, NULL) < 0)
         return;
     pthread_mutex_lock(&t->lock);

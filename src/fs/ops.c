@@ -26,7 +26,7 @@ static fs_state *state_of(fuse_req_t req)
 
 static bool is_regular(const fs_node *n)
 {
-    return n->ent && (n->ent->kind == TF_ENTRY_FILE || n->ent->kind == TF_ENTRY_SAFETENSORS);
+    return n->ent && tf_entry_is_regular(n->ent);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)

@@ -38,7 +38,7 @@ static int link_parents(const tf_archive *ar, fs_tree *t, tf_error *e)
             return tf_fail(e, EIO, "catalog: \"%s\" has no parent directory", ent->path);
         t->nodes[i] = (fs_node){ .ino = ent->ino, .ent = ent, .name = name, .parent = parent };
         t->nodes[parent].nchildren++;
-        if (ent->kind == TF_ENTRY_FILE || ent->kind == TF_ENTRY_SAFETENSORS)
+        if (tf_entry_is_regular(ent))
             t->total_bytes += ent->size;
         if (ent->kind == TF_ENTRY_DIR) {
             t->nodes[parent].nsubdirs++;

@@ -159,7 +159,7 @@ static int check_entry(const tf_archive *ar, const tf_segment *seg, const tf_ent
 {
     if (ent->kind == TF_ENTRY_FILE)
         return check_span(ar, seg, ent, 0, ent->size, TF_DT_NONE, e);
-    if (ent->kind != TF_ENTRY_SAFETENSORS)
+    if (!tf_entry_is_tensor_file(ent))
         return 0;
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         const tf_tensor_span *ts = &ent->tensors[t];

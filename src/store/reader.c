@@ -336,7 +336,7 @@ static int read_safetensors(tf_reader_ctx *r, const tf_entry *ent, uint64_t off,
 ssize_t tf_reader_pread(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, size_t len,
                         uint8_t *out, tf_error *e)
 {
-    if (ent->kind != TF_ENTRY_FILE && ent->kind != TF_ENTRY_SAFETENSORS)
+    if (!tf_entry_is_regular(ent))
         return tf_fail(e, EISDIR, "%s: not a regular file", ent->path);
     if (off >= ent->size)
         return 0;
@@ -358,7 +358,7 @@ ssize_t tf_reader_pread(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, siz
 int tf_reader_check_header(const tf_entry *ent, tf_error *e)
 {
     tf_st_header h;
-    if (ent->kind != TF_ENTRY_SAFETENSORS)
+    if (!tf_entry_is_tensor_file(ent))
         return 0;
     if (tf_st_parse(ent->header, ent->header_len, ent->size, ent->path, &h, e) < 0)
         return -1;
@@ -380,7 +380,7 @@ int tf_reader_check_header(const tf_entry *ent, tf_error *e)
 
 const char *tf_reader_tensor_name(tf_reader_ctx *r, const tf_entry *ent, uint64_t t)
 {
-    if (ent->kind != TF_ENTRY_SAFETENSORS)
+    if (!tf_entry_is_tensor_file(ent))
         return NULL;
     if (r->names_of != ent->ino) {
         if (r->names_of)
