@@ -32,6 +32,7 @@
 #include "format/catalog.h"
 #include "format/container.h"
 #include "format/dtype.h"
+#include "format/tensor_format.h"
 #include "store/archive.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -80,10 +81,14 @@ static double now_s(void)
 
 /* ---- the model: tensors, header, chunks ---------------------------------- */
 
+/* A safetensors file as a tensor-file entry: the header (its length and
+ * JSON) one verbatim piece, stored in the first chunk, then the tensors. */
 typedef struct {
     size_t ntensors;
-    tf_tensor_span *spans; /* dtype and nbytes; data_off/first_chunk too */
-    uint64_t nchunks;      /* per checkpoint */
+    tf_tensor_span *spans; /* dtype, nbytes and name */
+    tf_piece *pieces;      /* ntensors + 1 */
+    tf_buf names;
+    uint64_t nchunks;      /* per checkpoint, the header's included */
     uint8_t *header;       /* verbatim JSON, padded to 8 bytes */
     size_t header_len;
     uint64_t data_len;
@@ -103,8 +108,9 @@ static void put_str(tf_buf *b, const char *s)
 
 static model make_model(size_t ntensors)
 {
-    model m = { .ntensors = ntensors };
+    model m = { .ntensors = ntensors, .nchunks = 1 };
     m.spans = xcalloc(ntensors, sizeof *m.spans);
+    m.pieces = xcalloc(ntensors + 1, sizeof *m.pieces);
     tf_buf h = { 0 };
     put_str(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
     for (size_t i = 0; i < ntensors; i++) {
@@ -113,20 +119,23 @@ static model make_model(size_t ntensors)
         tf_tensor_span *ts = &m.spans[i];
         ts->dtype = layer_tensors[k].dtype;
         ts->nbytes = tensor_elems(i) * info->size;
-        ts->data_off = m.data_len;
-        ts->first_chunk = m.nchunks;
-        char entry[256], shape[64];
+        ts->name_off = m.names.len;
+        m.pieces[i + 1] = (tf_piece){ .len = ts->nbytes, .tensor = i };
+        char entry[256], shape[64], name[96];
         if (layer_tensors[k].cols)
             snprintf(shape, sizeof shape, "%" PRIu64 ",%" PRIu64, layer_tensors[k].rows,
                      layer_tensors[k].cols);
         else
             snprintf(shape, sizeof shape, "%" PRIu64, layer_tensors[k].rows);
+        snprintf(name, sizeof name, "model.layers.%zu.%s", i / ARRAY_LEN(layer_tensors),
+                 layer_tensors[k].suffix);
         snprintf(entry, sizeof entry,
-                 ",\"model.layers.%zu.%s\":{\"dtype\":\"%s\",\"shape\":[%s],"
+                 ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],"
                  "\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}",
-                 i / ARRAY_LEN(layer_tensors), layer_tensors[k].suffix, info->name, shape,
-                 m.data_len, m.data_len + ts->nbytes);
+                 name, info->name, shape, m.data_len, m.data_len + ts->nbytes);
         put_str(&h, entry);
+        if (tf_buf_put(&m.names, name, strlen(name) + 1) < 0)
+            die("out of memory", NULL);
         m.data_len += ts->nbytes;
         m.nchunks += tf_chunk_count(ts->nbytes, info->size, CHUNK_SHIFT);
     }
@@ -135,19 +144,22 @@ static model make_model(size_t ntensors)
         put_str(&h, " ");
     m.header = h.data;
     m.header_len = h.len;
+    m.pieces[0] = (tf_piece){ .len = 8 + h.len, .tensor = TF_PIECE_VERBATIM };
     return m;
 }
 
 static void free_model(model *m)
 {
     free(m->spans);
+    free(m->pieces);
+    tf_buf_free(&m->names);
     free(m->header);
 }
 
 /* ---- shared payloads: one real encoding per distinct chunk shape --------- */
 
 typedef struct {
-    uint8_t dtype;
+    uint8_t dtype, codec;
     uint64_t raw_len;
     uint64_t offset, enc_len, enc_hash;
 } payload;
@@ -168,10 +180,11 @@ static const payload *payload_for(payload_set *ps, tf_container *c, uint8_t dtyp
     tf_buf enc = { 0 };
     tf_error e = { 0 };
     tf_codec_ctx ctx = { .dtype = dtype };
-    if (tf_codec_get(TF_CODEC_BYTEGROUP)->encode(zeros, raw_len, &ctx, &enc, &e) < 0)
+    uint8_t codec = dtype == TF_DT_NONE ? TF_CODEC_ZSTD : TF_CODEC_BYTEGROUP;
+    if (tf_codec_get(codec)->encode(zeros, raw_len, &ctx, &enc, &e) < 0)
         die("encode payload", &e);
     payload *p = &ps->items[ps->n++];
-    *p = (payload){ .dtype = dtype, .raw_len = raw_len, .enc_len = enc.len,
+    *p = (payload){ .dtype = dtype, .codec = codec, .raw_len = raw_len, .enc_len = enc.len,
                     .enc_hash = tf_hash64(enc.data, enc.len) };
     if (tf_container_append(c, enc.data, enc.len, &p->offset, &e) < 0)
         die("append payload", &e);
@@ -191,7 +204,12 @@ typedef struct {
 static void fill_blobs(const model *m, size_t ckpt, payload_set *ps, tf_container *c,
                        tf_blob *blobs)
 {
-    uint64_t b = 0;
+    const payload *h = payload_for(ps, c, TF_DT_NONE, 8 + m->header_len);
+    uint64_t who_h[3] = { ckpt, UINT64_MAX, 0 };
+    blobs[0] = (tf_blob){ .id = tf_blob_id_of(who_h, sizeof who_h), .offset = h->offset,
+                          .enc_len = h->enc_len, .raw_len = h->raw_len, .enc_hash = h->enc_hash,
+                          .codec = h->codec, .dtype = TF_DT_NONE };
+    uint64_t b = 1;
     for (size_t t = 0; t < m->ntensors; t++) {
         const tf_tensor_span *ts = &m->spans[t];
         uint64_t chunk_bytes = (uint64_t)tf_dtype_get(ts->dtype)->size << CHUNK_SHIFT;
@@ -236,11 +254,13 @@ static build_stats build_archive(const char *path, size_t checkpoints, const mod
                                        .mode = 0755, .mtime_sec = mtime };
         entries[n++] = (tf_entry){ .kind = TF_ENTRY_DIR, .ino = ino++, .path = dir,
                                    .mode = 0755, .mtime_sec = mtime };
-        entries[n++] = (tf_entry){ .kind = TF_ENTRY_SAFETENSORS, .ino = ino++, .path = file,
+        entries[n++] = (tf_entry){ .kind = TF_ENTRY_TENSORS, .ino = ino++, .path = file,
                                    .mode = 0644, .mtime_sec = mtime, .mtime_nsec = 123456789,
                                    .size = 8 + m->header_len + m->data_len,
-                                   .header = m->header, .header_len = m->header_len,
+                                   .format = TF_FORMAT_SAFETENSORS,
+                                   .npieces = m->ntensors + 1, .pieces = m->pieces,
                                    .ntensors = m->ntensors, .tensors = m->spans,
+                                   .names = (char *)m->names.data, .names_len = m->names.len,
                                    .nchunks = m->nchunks, .chunks = chunks };
         tf_segment s = { .first_blob = st.blobs, .nblobs = m->nchunks, .blobs = blobs,
                          .nentries = n, .entries = entries };

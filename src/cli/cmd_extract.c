@@ -216,7 +216,7 @@ static int extract_entry(extractor *ex, const tf_entry *ent)
         rc = create_symlink(ex, dir_fd, name, ent);
         break;
     case TF_ENTRY_FILE:
-    case TF_ENTRY_SAFETENSORS:
+    case TF_ENTRY_TENSORS:
         rc = create_file(ex, dir_fd, name, ent);
         break;
     default:

@@ -8,7 +8,6 @@
 
 #include "codec/codec.h"
 #include "format/catalog.h"
-#include "store/reader.h"
 
 static const char list_usage[] =
     "Usage: trajpack list [OPTIONS] ARCHIVE [PATH...]\n"
@@ -215,8 +214,7 @@ static void print_blob(const tf_archive *ar, uint64_t b)
     print_blob_index(blob->model);
 }
 
-static void print_chunk_uses(const tf_archive *ar, tf_reader_ctx *reader,
-                             const tf_entry *ent, bool *used)
+static void print_chunk_uses(const tf_archive *ar, const tf_entry *ent, bool *used)
 {
     for (uint64_t c = 0; c < ent->nchunks; c++) {
         uint64_t b = ent->chunks[c];
@@ -225,10 +223,9 @@ static void print_chunk_uses(const tf_archive *ar, tf_reader_ctx *reader,
         used[b] = true;
         print_blob(ar, b);
         printf("\t%s\t", ent->path);
-        if (tf_entry_is_tensor_file(ent)) {
+        if (tf_entry_is_tensor_file(ent) && c >= ent->verbatim_chunks) {
             uint64_t t = cli_tensor_of_chunk(ent, c);
-            const char *name = tf_reader_tensor_name(reader, ent, t);
-            cli_put_quoted(stdout, name ? name : "?");
+            cli_put_quoted(stdout, tf_tensor_name(ent, t));
             printf("\t%llu\n", (unsigned long long)(c - ent->tensors[t].first_chunk));
         } else {
             printf("-\t%llu\n", (unsigned long long)c);
@@ -240,11 +237,7 @@ static int print_blobs(tf_archive *ar, const bool *selected, bool all)
 {
     uint64_t nblobs = tf_archive_nblobs(ar);
     bool *used = calloc(nblobs ? nblobs : 1, sizeof *used);
-    tf_reader_ctx *reader = tf_reader_new(ar, 0);
-    if (!used || !reader) {
-        free(used);
-        if (reader)
-            tf_reader_free(reader);
+    if (!used) {
         cli_error("out of memory");
         return CLI_EXIT_FAIL;
     }
@@ -252,7 +245,7 @@ static int print_blobs(tf_archive *ar, const bool *selected, bool all)
     for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
         const tf_entry *ent = tf_archive_entry(ar, i);
         if (selected[i] && cli_entry_is_file(ent))
-            print_chunk_uses(ar, reader, ent, used);
+            print_chunk_uses(ar, ent, used);
     }
     /* Models and references left by replaced files, when listing all. */
     for (uint64_t b = 0; all && b < nblobs; b++) {
@@ -261,7 +254,6 @@ static int print_blobs(tf_archive *ar, const bool *selected, bool all)
             puts("\t-\t-\t-");
         }
     }
-    tf_reader_free(reader);
     free(used);
     return CLI_EXIT_OK;
 }

@@ -234,24 +234,34 @@ static void account_safetensors(stats_ctx *cx, size_t i, const tf_entry *ent)
     }
 }
 
+/* Bytes that are not tensors: an opaque file, a tensor file's verbatim
+ * pieces (its first nchunks chunks). */
+static void account_other(stats_ctx *cx, size_t i, const tf_entry *ent, uint64_t nbytes,
+                          uint64_t nchunks)
+{
+    stats *st = cx->st;
+    st->other.weights += nbytes;
+    for (uint64_t c = 0; c < nchunks; c++) {
+        uint64_t blobs = 0, model_bytes = 0;
+        uint64_t bytes = charge(cx, ent->chunks[c], i + 1, &blobs, &model_bytes);
+        add_row(&st->other, 0, bytes, blobs);
+    }
+}
+
 static void account_entry(stats_ctx *cx, size_t i, const tf_entry *ent)
 {
     stats *st = cx->st;
     switch (ent->kind) {
-    case TF_ENTRY_SAFETENSORS:
+    case TF_ENTRY_TENSORS:
         st->n_safetensors++;
         st->logical_bytes += ent->size;
+        account_other(cx, i, ent, ent->verbatim_len, ent->verbatim_chunks);
         account_safetensors(cx, i, ent);
         break;
     case TF_ENTRY_FILE:
         st->n_other++;
         st->logical_bytes += ent->size;
-        st->other.weights += ent->size;
-        for (uint64_t c = 0; c < ent->nchunks; c++) {
-            uint64_t blobs = 0, model_bytes = 0;
-            uint64_t bytes = charge(cx, ent->chunks[c], i + 1, &blobs, &model_bytes);
-            add_row(&st->other, 0, bytes, blobs);
-        }
+        account_other(cx, i, ent, ent->size, ent->nchunks);
         break;
     case TF_ENTRY_DIR:
         st->n_dirs++;
@@ -675,7 +685,7 @@ static int print_tensors(tf_archive *ar, const char *archive, const bool *select
         if (!selected[i] || !tf_entry_is_tensor_file(ent))
             continue;
         for (uint64_t t = 0; t < ent->ntensors; t++) {
-            const char *name = tf_reader_tensor_name(cx.reader, ent, t);
+            const char *name = tf_tensor_name(ent, t);
             tensor_cost tc;
             cost_tensor(ar, ent, &ent->tensors[t], &tc);
             if (!describe_program(&cx, ent, name ? name : "?", &tc, program, sizeof program))

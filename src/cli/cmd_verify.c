@@ -85,6 +85,10 @@ static void report_bad_chunk(verifier *v, const tf_entry *ent, uint64_t c)
     uint64_t b = ent->chunks[c];
     const char *why = b < tf_archive_nblobs(v->ar) && v->why[b] ? v->why[b] : "bad data";
     cli_progress_hide();
+    if (tf_entry_is_tensor_file(ent) && c < ent->verbatim_chunks) {
+        cli_error("%s: verbatim bytes, chunk %llu: %s", ent->path, (unsigned long long)c, why);
+        return;
+    }
     if (!tf_entry_is_tensor_file(ent)) {
         if (ent->nchunks > 1)
             cli_error("%s: chunk %llu: %s", ent->path, (unsigned long long)c, why);
@@ -93,9 +97,9 @@ static void report_bad_chunk(verifier *v, const tf_entry *ent, uint64_t c)
         return;
     }
     uint64_t t = cli_tensor_of_chunk(ent, c);
-    const char *name = tf_reader_tensor_name(v->reader, ent, t);
+    const char *name = tf_tensor_name(ent, t);
     fprintf(stderr, "trajpack: %s: tensor ", ent->path);
-    cli_put_quoted(stderr, name ? name : "?");
+    cli_put_quoted(stderr, name);
     if (tensor_chunks(ent, t) > 1)
         fprintf(stderr, " chunk %llu",
                 (unsigned long long)(c - ent->tensors[t].first_chunk));
@@ -105,7 +109,7 @@ static void report_bad_chunk(verifier *v, const tf_entry *ent, uint64_t c)
 static void verify_file(verifier *v, const tf_entry *ent)
 {
     tf_error e;
-    bool bad = tf_reader_check_header(ent, &e) < 0;
+    bool bad = tf_reader_check_layout(v->reader, ent, &e) < 0;
     if (bad) {
         cli_error("%s", e.msg);
         v->headers_bad++;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/catalog_v1.h"
 #include "format/dtype.h"
 
 #define SEGMENT_VERSION 1
@@ -79,6 +80,29 @@ static int put_chunks(tf_buf *o, const tf_entry *ent)
     return rc;
 }
 
+/* A tensor file: size, format, flags (bit 0: the verbatim stream is
+ * inline), pieces (length << 1 | is-tensor; a tensor adds its dtype and
+ * name), the inline stream, the chunks. */
+static int put_tensor_file(tf_buf *o, const tf_entry *ent)
+{
+    int rc = tf_buf_varint(o, ent->size) | tf_buf_u8(o, ent->format) |
+             tf_buf_u8(o, ent->verbatim != NULL) | tf_buf_varint(o, ent->npieces);
+    for (uint64_t i = 0; i < ent->npieces; i++) {
+        const tf_piece *p = &ent->pieces[i];
+        bool tensor = p->tensor != TF_PIECE_VERBATIM;
+        rc |= tf_buf_varint(o, p->len << 1 | tensor);
+        if (tensor) {
+            const char *name = tf_tensor_name(ent, p->tensor);
+            size_t n = strlen(name);
+            rc |= tf_buf_u8(o, ent->tensors[p->tensor].dtype) | tf_buf_varint(o, n) |
+                  tf_buf_put(o, name, n);
+        }
+    }
+    if (ent->verbatim)
+        rc |= tf_buf_put(o, ent->verbatim, ent->verbatim_len);
+    return rc | put_chunks(o, ent);
+}
+
 static int put_entry(tf_buf *o, const tf_entry *ent)
 {
     size_t plen = strlen(ent->path);
@@ -92,12 +116,8 @@ static int put_entry(tf_buf *o, const tf_entry *ent)
     case TF_ENTRY_FILE:
         rc |= tf_buf_varint(o, ent->size) | tf_buf_varint(o, ent->nchunks) | put_chunks(o, ent);
         break;
-    case TF_ENTRY_SAFETENSORS:
-        rc |= tf_buf_varint(o, ent->size) | tf_buf_varint(o, ent->header_len) |
-              tf_buf_put(o, ent->header, ent->header_len) | tf_buf_varint(o, ent->ntensors);
-        for (uint64_t t = 0; t < ent->ntensors; t++)
-            rc |= tf_buf_u8(o, ent->tensors[t].dtype) | tf_buf_varint(o, ent->tensors[t].nbytes);
-        rc |= put_chunks(o, ent);
+    case TF_ENTRY_TENSORS:
+        rc |= put_tensor_file(o, ent);
         break;
     default:
         break;
@@ -228,42 +248,130 @@ static int read_file_body(decoder *d, tf_entry *ent)
     return read_chunks(d, ent, n);
 }
 
-static int read_safetensors_body(decoder *d, tf_entry *ent)
+int tf_entry_layout(tf_entry *ent, unsigned chunk_shift, uint64_t *nchunks, tf_error *e)
 {
-    ent->size = tf_read_varint(&d->r);
-    ent->header_len = tf_read_varint(&d->r);
-    const uint8_t *h = tf_read_bytes(&d->r, ent->header_len);
-    if (!h)
-        return short_segment(d);
-    ent->header = malloc(ent->header_len ? ent->header_len : 1);
-    if (!ent->header)
-        return tf_fail(d->e, ENOMEM, "catalog: out of memory");
-    memcpy(ent->header, h, ent->header_len);
-    if (read_count(d, 2, "tensors", &ent->ntensors) < 0)
-        return -1;
-    ent->tensors = calloc(ent->ntensors ? ent->ntensors : 1, sizeof *ent->tensors);
-    if (!ent->tensors)
-        return tf_fail(d->e, ENOMEM, "catalog: out of memory");
-    uint64_t data = 0, chunks = 0;
+    uint64_t off = 0, stream = 0, next = 0;
+    for (uint64_t i = 0; i < ent->npieces; i++) {
+        tf_piece *p = &ent->pieces[i];
+        if (p->len > UINT64_MAX - off)
+            return tf_fail(e, EIO, "\"%s\": pieces longer than a file can be", ent->path);
+        p->file_off = off;
+        off += p->len;
+        if (p->tensor == TF_PIECE_VERBATIM) {
+            p->stream_off = stream;
+            stream += p->len;
+            continue;
+        }
+        if (p->tensor != next || next >= ent->ntensors)
+            return tf_fail(e, EIO, "\"%s\": piece %llu names tensor %llu out of order", ent->path,
+                           (unsigned long long)i, (unsigned long long)p->tensor);
+        tf_tensor_span *ts = &ent->tensors[next++];
+        const tf_dtype_info *info = tf_dtype_get(ts->dtype);
+        if (!info || ts->dtype == TF_DT_NONE || ts->nbytes != p->len || p->len % info->size)
+            return tf_fail(e, EIO, "\"%s\": tensor %llu has a bad dtype or size", ent->path,
+                           (unsigned long long)p->tensor);
+        if (ts->name_off >= ent->names_len)
+            return tf_fail(e, EIO, "\"%s\": tensor %llu has no name", ent->path,
+                           (unsigned long long)p->tensor);
+        ts->file_off = p->file_off;
+    }
+    if (next != ent->ntensors || off != ent->size)
+        return tf_fail(e, EIO, "\"%s\": pieces of %llu bytes and %llu tensors for a file of "
+                       "%llu bytes and %llu tensors", ent->path, (unsigned long long)off,
+                       (unsigned long long)next, (unsigned long long)ent->size,
+                       (unsigned long long)ent->ntensors);
+    if (ent->names_len && ent->names[ent->names_len - 1] != '\0')
+        return tf_fail(e, EIO, "\"%s\": tensor names are not terminated", ent->path);
+    ent->verbatim_len = stream;
+    ent->verbatim_chunks = ent->verbatim ? 0 : tf_chunk_count(stream, 1, chunk_shift);
+    uint64_t chunks = ent->verbatim_chunks;
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         tf_tensor_span *ts = &ent->tensors[t];
-        ts->dtype = tf_read_u8(&d->r);
-        ts->nbytes = tf_read_varint(&d->r);
-        const tf_dtype_info *info = tf_dtype_get(ts->dtype);
-        if (d->r.bad)
-            return short_segment(d);
-        if (!info || ts->dtype == TF_DT_NONE || ts->nbytes % info->size || ts->nbytes > UINT64_MAX - data)
-            return tf_fail(d->e, EIO, "catalog: \"%s\" tensor %llu has a bad dtype or size",
-                           ent->path, (unsigned long long)t);
         ts->first_chunk = chunks;
-        ts->data_off = data;
-        data += ts->nbytes;
-        chunks += tf_chunk_count(ts->nbytes, info->size, d->chunk_shift);
+        chunks += tf_chunk_count(ts->nbytes, tf_dtype_get(ts->dtype)->size, chunk_shift);
     }
-    if (ent->header_len > UINT64_MAX - 8 - data || ent->size != 8 + ent->header_len + data)
-        return tf_fail(d->e, EIO, "catalog: \"%s\" size %llu does not match header and tensors",
-                       ent->path, (unsigned long long)ent->size);
-    return read_chunks(d, ent, chunks);
+    *nchunks = chunks;
+    return 0;
+}
+
+/* Reads one piece of a tensor file; a tensor's name goes to names. */
+static int read_piece(decoder *d, tf_entry *ent, uint64_t i, tf_buf *names)
+{
+    uint64_t v = tf_read_varint(&d->r);
+    tf_piece *p = &ent->pieces[i];
+    *p = (tf_piece){ .len = v >> 1, .tensor = TF_PIECE_VERBATIM };
+    if (d->r.bad)
+        return short_segment(d);
+    if (!(v & 1))
+        return 0;
+    tf_tensor_span *ts = &ent->tensors[ent->ntensors];
+    p->tensor = ent->ntensors++;
+    *ts = (tf_tensor_span){ .dtype = tf_read_u8(&d->r), .nbytes = p->len, .name_off = names->len };
+    uint64_t n = tf_read_varint(&d->r);
+    if (d->r.bad)
+        return short_segment(d);
+    if (n > TF_TENSOR_NAME_MAX)
+        return tf_fail(d->e, EIO, "catalog: \"%s\" has a tensor name of %llu bytes", ent->path,
+                       (unsigned long long)n);
+    const uint8_t *name = tf_read_bytes(&d->r, n);
+    if (!name)
+        return short_segment(d);
+    if (memchr(name, '\0', n))
+        return tf_fail(d->e, EIO, "catalog: \"%s\" has a tensor name holding a NUL", ent->path);
+    if (tf_buf_put(names, name, n) < 0 || tf_buf_u8(names, 0) < 0)
+        return tf_fail(d->e, ENOMEM, "catalog: out of memory");
+    return 0;
+}
+
+/* The verbatim stream held in the catalog (entries of release 1). */
+static int read_inline_verbatim(decoder *d, tf_entry *ent)
+{
+    uint64_t len = 0, left = tf_reader_left(&d->r);
+    for (uint64_t i = 0; i < ent->npieces; i++) {
+        if (ent->pieces[i].tensor != TF_PIECE_VERBATIM)
+            continue;
+        if (ent->pieces[i].len > left - len)
+            return short_segment(d);
+        len += ent->pieces[i].len;
+    }
+    const uint8_t *v = tf_read_bytes(&d->r, (size_t)len);
+    if (!(ent->verbatim = malloc(len ? (size_t)len : 1)))
+        return tf_fail(d->e, ENOMEM, "catalog: out of memory");
+    memcpy(ent->verbatim, v, (size_t)len);
+    return 0;
+}
+
+static int read_tensor_file_body(decoder *d, tf_entry *ent)
+{
+    ent->size = tf_read_varint(&d->r);
+    ent->format = tf_read_u8(&d->r);
+    uint8_t flags = tf_read_u8(&d->r);
+    if (d->r.bad)
+        return short_segment(d);
+    if (flags > 1)
+        return tf_fail(d->e, EIO, "catalog: \"%s\" has unknown flags 0x%02x", ent->path, flags);
+    if (read_count(d, 1, "pieces", &ent->npieces) < 0)
+        return -1;
+    ent->pieces = calloc(ent->npieces ? ent->npieces : 1, sizeof *ent->pieces);
+    ent->tensors = calloc(ent->npieces ? ent->npieces : 1, sizeof *ent->tensors);
+    if (!ent->pieces || !ent->tensors)
+        return tf_fail(d->e, ENOMEM, "catalog: out of memory");
+    tf_buf names = { 0 };
+    int rc = 0;
+    for (uint64_t i = 0; rc == 0 && i < ent->npieces; i++)
+        rc = read_piece(d, ent, i, &names);
+    ent->names = (char *)names.data;
+    ent->names_len = names.len;
+    if (rc == 0 && (flags & 1))
+        rc = read_inline_verbatim(d, ent);
+    uint64_t nchunks;
+    if (rc < 0)
+        return -1;
+    if (tf_entry_layout(ent, d->chunk_shift, &nchunks, d->e) < 0) {
+        tf_error_prefix(d->e, "catalog");
+        return -1;
+    }
+    return read_chunks(d, ent, nchunks);
 }
 
 static int read_entry(decoder *d, tf_entry *ent)
@@ -309,8 +417,12 @@ static int read_entry(decoder *d, tf_entry *ent)
                : tf_fail(d->e, EIO, "catalog: \"%s\" link target holds a NUL", ent->path);
     case TF_ENTRY_FILE:
         return read_file_body(d, ent);
+    case TF_ENTRY_TENSORS:
+        return read_tensor_file_body(d, ent);
     case TF_ENTRY_SAFETENSORS:
-        return read_safetensors_body(d, ent);
+        return tf_catalog_read_v1_safetensors(&d->r, d->chunk_shift, ent, d->e) < 0
+                   ? -1
+                   : read_chunks(d, ent, ent->nchunks);
     default:
         return tf_fail(d->e, EIO, "catalog: \"%s\" has unknown kind %u", ent->path, ent->kind);
     }
@@ -362,8 +474,10 @@ fail:
 void tf_entry_free(tf_entry *ent)
 {
     free(ent->path);
-    free(ent->header);
+    free(ent->pieces);
     free(ent->tensors);
+    free(ent->names);
+    free(ent->verbatim);
     free(ent->chunks);
     free(ent->target);
     *ent = (tf_entry){ 0 };

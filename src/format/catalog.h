@@ -28,9 +28,11 @@
 typedef enum {
     TF_ENTRY_DIR = 1,
     TF_ENTRY_FILE = 2,        /* opaque bytes in zstd chunks */
-    TF_ENTRY_SAFETENSORS = 3, /* verbatim header + tensor chunks */
+    TF_ENTRY_SAFETENSORS = 3, /* written by release 1 only: read as a
+                                 TF_ENTRY_TENSORS entry (catalog_v1.c) */
     TF_ENTRY_SYMLINK = 4,
     TF_ENTRY_TOMBSTONE = 5,   /* the path was removed */
+    TF_ENTRY_TENSORS = 6,     /* a tensor file: verbatim pieces and tensor spans */
 } tf_entry_kind;
 
 /* One stored blob. `ref` and `model` are global blob indices plus one
@@ -47,12 +49,31 @@ typedef struct {
     uint64_t model;    /* shared model blob + 1, or 0 */
 } tf_blob;
 
+/* Longest tensor name (identity) a catalog holds, in bytes. */
+#define TF_TENSOR_NAME_MAX 4096
+
+/* A tensor of a tensor file: its bytes are a run of chunk blobs of
+ * 2^chunk_shift elements each. */
 typedef struct {
-    uint8_t dtype;        /* tf_dtype */
+    uint8_t dtype;        /* tf_dtype, not TF_DT_NONE */
     uint64_t nbytes;      /* data bytes; chunks = ceil(nbytes / chunk bytes) */
-    uint64_t data_off;    /* offset in the data section (not serialized) */
+    uint64_t name_off;    /* its identity, a NUL-terminated string in the
+                             entry's names (tf_tensor_name) */
+    uint64_t file_off;    /* of its bytes in the file (not serialized) */
     uint64_t first_chunk; /* index into the entry's chunk list (not serialized) */
 } tf_tensor_span;
+
+/* The pieces of a tensor file, in file order, tile it: verbatim runs
+ * (headers, pickles, zip records: the file's other bytes) and tensors. */
+#define TF_PIECE_VERBATIM UINT64_MAX
+typedef struct {
+    uint64_t len;
+    uint64_t tensor;     /* index into tensors, or TF_PIECE_VERBATIM */
+    uint64_t file_off;   /* (not serialized) */
+    uint64_t stream_off; /* verbatim: offset in the verbatim stream, the
+                            concatenation of the verbatim pieces (not
+                            serialized) */
+} tf_piece;
 
 typedef struct {
     uint8_t kind;      /* tf_entry_kind */
@@ -62,13 +83,20 @@ typedef struct {
     int64_t mtime_sec;
     uint32_t mtime_nsec;
     uint64_t size;     /* file size in bytes (symlink: target length) */
-    /* TF_ENTRY_SAFETENSORS: the verbatim JSON header (without the 8-byte
-     * length) and the tensors in data order. */
-    uint8_t *header;
-    uint64_t header_len;
+    /* TF_ENTRY_TENSORS. The verbatim stream is stored in the first
+     * verbatim_chunks chunks (bytes, 2^chunk_shift per chunk), or, for
+     * entries of release 1, inline in `verbatim`. */
+    uint8_t format;    /* tf_tensor_format id: what parsed it */
+    uint64_t npieces;
+    tf_piece *pieces;
     uint64_t ntensors;
-    tf_tensor_span *tensors;
-    /* TF_ENTRY_FILE and TF_ENTRY_SAFETENSORS: chunk blobs, global indices. */
+    tf_tensor_span *tensors; /* in file order */
+    char *names;       /* the tensors' names, NUL-terminated, back to back */
+    uint64_t names_len;
+    uint64_t verbatim_len;    /* bytes of the verbatim stream */
+    uint64_t verbatim_chunks; /* (not serialized) */
+    uint8_t *verbatim;        /* inline verbatim stream, or NULL */
+    /* TF_ENTRY_FILE and TF_ENTRY_TENSORS: chunk blobs, global indices. */
     uint64_t nchunks;
     uint64_t *chunks;
     char *target;      /* TF_ENTRY_SYMLINK */
@@ -85,13 +113,19 @@ typedef struct {
 /* Whether the entry is a regular file (opaque bytes or a tensor file). */
 static inline bool tf_entry_is_regular(const tf_entry *ent)
 {
-    return ent->kind == TF_ENTRY_FILE || ent->kind == TF_ENTRY_SAFETENSORS;
+    return ent->kind == TF_ENTRY_FILE || ent->kind == TF_ENTRY_TENSORS;
 }
 
 /* Whether the entry is a tensor file: it has tensor spans. */
 static inline bool tf_entry_is_tensor_file(const tf_entry *ent)
 {
-    return ent->kind == TF_ENTRY_SAFETENSORS;
+    return ent->kind == TF_ENTRY_TENSORS;
+}
+
+/* The identity of tensor t of a tensor file. */
+static inline const char *tf_tensor_name(const tf_entry *ent, uint64_t t)
+{
+    return ent->names + ent->tensors[t].name_off;
 }
 
 /* Number of chunks of a tensor of nbytes bytes of elements of elem_size
@@ -102,6 +136,14 @@ uint64_t tf_chunk_count(uint64_t nbytes, unsigned elem_size, unsigned chunk_shif
  * NUL or control characters, component and total lengths and depth
  * bounded. Returns 0 or -1 with the reason. */
 int tf_path_check(const char *path, size_t len, tf_error *e);
+
+/* Fills in a tensor file's derived fields (pieces' and tensors' offsets,
+ * first chunks, verbatim_len and verbatim_chunks) from its pieces, and
+ * checks them: the pieces tile size bytes, tensor pieces name the tensors
+ * in order, each a whole number of elements of a known dtype, each name
+ * inside names. Returns the number of chunks the entry must have through
+ * *nchunks; 0, or -1 with the reason. */
+int tf_entry_layout(tf_entry *ent, unsigned chunk_shift, uint64_t *nchunks, tf_error *e);
 
 /* Serializes a segment (uncompressed). */
 int tf_segment_encode(const tf_segment *s, tf_buf *out, tf_error *e);

@@ -11,6 +11,7 @@
 
 #include "common/buf.h"
 #include "format/json.h"
+#include "format/tensor_format.h"
 
 #define METADATA_KEY "__metadata__"
 #define QUOTED_MAX 96     /* a name quoted for a message, NUL included */
@@ -508,17 +509,50 @@ int tf_st_parse(const uint8_t *json, size_t json_len, uint64_t file_size, const 
 
 /* ---- reading from a file ---- */
 
-static int read_at(const context *c, int fd, void *buf, size_t n, uint64_t offset)
+int tf_st_read_source(const tf_file_source *src, uint8_t **json_out, tf_st_header *h, tf_error *e)
 {
+    context c = { .fname = src->name, .subject = "", .e = e };
+    uint8_t prefix[8];
+    *json_out = NULL;
+    *h = (tf_st_header){ 0 };
+    if (check_file_size(&c, src->size) < 0 || src->read(src->arg, 0, prefix, sizeof prefix, e) < 0)
+        return -1;
+    uint64_t header_len = tf_le64_get(prefix);
+    if (header_len > TF_ST_MAX_HEADER)
+        return fail(&c, EINVAL, "header length %" PRIu64 " exceeds the limit of %u bytes",
+                    header_len, TF_ST_MAX_HEADER);
+    if (check_header_fits(&c, header_len, src->size) < 0)
+        return -1;
+    uint8_t *json = malloc(header_len ? header_len : 1);
+    if (!json)
+        return out_of_memory(&c);
+    if (src->read(src->arg, 8, json, header_len, e) < 0 ||
+        tf_st_parse(json, header_len, src->size, src->name, h, e) < 0) {
+        free(json);
+        return -1;
+    }
+    *json_out = json;
+    return 0;
+}
+
+typedef struct {
+    int fd;
+    const char *fname;
+} fd_source;
+
+static int read_fd(void *arg, uint64_t off, void *buf, size_t n, tf_error *e)
+{
+    const fd_source *f = arg;
+    context c = { .fname = f->fname, .subject = "", .e = e };
     size_t done = 0;
     while (done < n) {
-        ssize_t got = pread(fd, (uint8_t *)buf + done, n - done, (off_t)(offset + done));
+        ssize_t got = pread(f->fd, (uint8_t *)buf + done, n - done, (off_t)(off + done));
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
-            return fail(c, errno, "read error: %s", strerror(errno));
+            return fail(&c, errno, "read error: %s", strerror(errno));
         if (got == 0)
-            return fail(c, EIO, "unexpected end of file (did it shrink while being read?)");
+            return fail(&c, EIO, "unexpected end of file (did it shrink while being read?)");
         done += (size_t)got;
     }
     return 0;
@@ -527,29 +561,65 @@ static int read_at(const context *c, int fd, void *buf, size_t n, uint64_t offse
 int tf_st_read(int fd, uint64_t file_size, const char *fname, uint8_t **json_out,
                tf_st_header *h, tf_error *e)
 {
-    context c = { .fname = fname, .subject = "", .e = e };
-    uint8_t prefix[8];
-    *json_out = NULL;
-    *h = (tf_st_header){ 0 };
-    if (check_file_size(&c, file_size) < 0 || read_at(&c, fd, prefix, sizeof prefix, 0) < 0)
-        return -1;
-    uint64_t header_len = tf_le64_get(prefix);
-    if (header_len > TF_ST_MAX_HEADER)
-        return fail(&c, EINVAL, "header length %" PRIu64 " exceeds the limit of %u bytes",
-                    header_len, TF_ST_MAX_HEADER);
-    if (check_header_fits(&c, header_len, file_size) < 0)
-        return -1;
-    uint8_t *json = malloc(header_len ? header_len : 1);
-    if (!json)
-        return out_of_memory(&c);
-    if (read_at(&c, fd, json, header_len, 8) < 0 ||
-        tf_st_parse(json, header_len, file_size, fname, h, e) < 0) {
-        free(json);
-        return -1;
-    }
-    *json_out = json;
-    return 0;
+    fd_source f = { .fd = fd, .fname = fname };
+    tf_file_source src = { .name = fname, .size = file_size, .read = read_fd, .arg = &f };
+    return tf_st_read_source(&src, json_out, h, e);
 }
+
+/* ---- the tensor-file format ---- */
+
+static bool recognise(const uint8_t *head, size_t head_len, uint64_t size)
+{
+    if (head_len < 9 || size < 9)
+        return false;
+    uint64_t n = tf_le64_get(head);
+    return n >= 2 && n <= TF_ST_MAX_HEADER && n <= size - 8 && head[8] == '{';
+}
+
+/* The header (with its length prefix) is one verbatim piece, each tensor
+ * a piece, in data order; the parser checked that they tile the data. */
+static int parse(const tf_file_source *src, tf_entry *ent, tf_error *e)
+{
+    uint8_t *json;
+    tf_st_header h;
+    if (tf_st_read_source(src, &json, &h, e) < 0)
+        return -1;
+    free(json);
+    context c = { .fname = src->name, .subject = "", .e = e };
+    tf_buf names = { 0 };
+    ent->npieces = h.ntensors + 1;
+    ent->ntensors = h.ntensors;
+    ent->pieces = calloc(ent->npieces, sizeof *ent->pieces);
+    ent->tensors = calloc(h.ntensors ? h.ntensors : 1, sizeof *ent->tensors);
+    int rc = ent->pieces && ent->tensors ? 0 : out_of_memory(&c);
+    if (rc == 0)
+        ent->pieces[0] = (tf_piece){ .len = 8 + h.header_len, .tensor = TF_PIECE_VERBATIM };
+    for (size_t t = 0; rc == 0 && t < h.ntensors; t++) {
+        const tf_st_tensor *st = &h.tensors[t];
+        if (strlen(st->name) > TF_TENSOR_NAME_MAX) {
+            rc = fail(&c, EINVAL, "tensor name of %zu bytes is longer than %d", strlen(st->name),
+                      TF_TENSOR_NAME_MAX);
+            break;
+        }
+        ent->pieces[t + 1] = (tf_piece){ .len = st->end - st->begin, .tensor = t };
+        ent->tensors[t] = (tf_tensor_span){ .dtype = (uint8_t)st->dtype, .nbytes = st->end - st->begin,
+                                            .name_off = names.len };
+        if (tf_buf_put(&names, st->name, strlen(st->name) + 1) < 0)
+            rc = out_of_memory(&c);
+    }
+    ent->names = (char *)names.data;
+    ent->names_len = names.len;
+    tf_st_free(&h);
+    return rc;
+}
+
+const tf_tensor_format tf_safetensors_format = {
+    .id = TF_FORMAT_SAFETENSORS,
+    .name = "safetensors",
+    .suffix = ".safetensors",
+    .recognise = recognise,
+    .parse = parse,
+};
 
 void tf_st_free(tf_st_header *h)
 {

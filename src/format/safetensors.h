@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "format/dtype.h"
+#include "format/tensor_format.h"
 
 typedef struct {
     char *name;          /* decoded UTF-8, NUL-terminated; NUL inside a name is rejected */
@@ -46,7 +47,13 @@ int tf_st_parse(const uint8_t *json, size_t json_len, uint64_t file_size,
  * On success *json_out is a malloc'd copy of the verbatim header bytes (the caller frees). */
 int tf_st_read(int fd, uint64_t file_size, const char *fname, uint8_t **json_out,
                tf_st_header *h, tf_error *e);
+/* The same, reading the file through src. */
+int tf_st_read_source(const tf_file_source *src, uint8_t **json_out, tf_st_header *h, tf_error *e);
 void tf_st_free(tf_st_header *h);
+
+/* safetensors as a tensor-file format: the header one verbatim piece,
+ * each tensor a piece, its name its identity. */
+extern const tf_tensor_format tf_safetensors_format;
 /* Linear search by name. NULL if absent. */
 const tf_st_tensor *tf_st_find(const tf_st_header *h, const char *name);
 /* Byte offset of a tensor's data within the file: 8 + header_len + begin. */

@@ -161,6 +161,8 @@ static int check_entry(const tf_archive *ar, const tf_segment *seg, const tf_ent
         return check_span(ar, seg, ent, 0, ent->size, TF_DT_NONE, e);
     if (!tf_entry_is_tensor_file(ent))
         return 0;
+    if (!ent->verbatim && check_span(ar, seg, ent, 0, ent->verbatim_len, TF_DT_NONE, e) < 0)
+        return -1;
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         const tf_tensor_span *ts = &ent->tensors[t];
         if (check_span(ar, seg, ent, ts->first_chunk, ts->nbytes, ts->dtype, e) < 0)
@@ -471,12 +473,16 @@ int tf_entry_clone(const tf_entry *src, const char *path, tf_entry *dst, tf_erro
 {
     *dst = *src;
     dst->path = strdup(path ? path : src->path);
-    size_t tensor_bytes = src->ntensors * sizeof *src->tensors;
-    dst->header = src->header ? copy_bytes(src->header, src->header_len) : NULL;
-    dst->tensors = src->tensors ? copy_bytes(src->tensors, tensor_bytes) : NULL;
+    /* Each array is copied when the source has one; a copy that failed is
+     * NULL where the source's is not. */
+    dst->pieces = src->pieces ? copy_bytes(src->pieces, src->npieces * sizeof *src->pieces) : NULL;
+    dst->tensors = src->tensors ? copy_bytes(src->tensors, src->ntensors * sizeof *src->tensors) : NULL;
+    dst->names = src->names ? copy_bytes(src->names, src->names_len) : NULL;
+    dst->verbatim = src->verbatim ? copy_bytes(src->verbatim, src->verbatim_len) : NULL;
     dst->chunks = src->chunks ? copy_bytes(src->chunks, src->nchunks * sizeof *src->chunks) : NULL;
     dst->target = src->target ? strdup(src->target) : NULL;
-    if (!dst->path || (src->header && !dst->header) || (src->tensors && !dst->tensors) ||
+    if (!dst->path || (src->pieces && !dst->pieces) || (src->tensors && !dst->tensors) ||
+        (src->names && !dst->names) || (src->verbatim && !dst->verbatim) ||
         (src->chunks && !dst->chunks) || (src->target && !dst->target)) {
         tf_entry_free(dst);
         return tf_fail(e, ENOMEM, "out of memory");

@@ -40,19 +40,3 @@ int tf_natcmp(const char *a, const char *b)
     }
     return *a ? 1 : *b ? -1 : 0;
 }
-
-void tf_series_key(const char *path, char *out, size_t outsz)
-{
-    size_t o = 0;
-    if (!outsz)
-        return;
-    for (const char *p = path; *p && o + 1 < outsz;) {
-        if (isdigit((unsigned char)*p)) {
-            out[o++] = '#';
-            p += digit_run(p);
-        } else {
-            out[o++] = *p++;
-        }
-    }
-    out[o] = '\0';
-}

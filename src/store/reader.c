@@ -9,7 +9,7 @@
 
 #include "codec/codec.h"
 #include "format/dtype.h"
-#include "format/safetensors.h"
+#include "format/tensor_format.h"
 #include "store/cache.h"
 
 #define PAYLOADS_KEPT_MAX 64
@@ -27,10 +27,6 @@ struct tf_reader_ctx {
     tf_buf *payloads[PAYLOADS_KEPT_MAX];
     size_t npayloads, payloads_keep;
     _Atomic uint64_t decoded, hits;
-    /* Parsed header of the last entry asked for tensor names, by inode
-     * (unique, unlike an entry's address across catalog updates). */
-    uint64_t names_of;
-    tf_st_header names;
 };
 
 /* One kept payload buffer per CPU: more decodes at once gain nothing. */
@@ -76,8 +72,6 @@ void tf_reader_free(tf_reader_ctx *r)
     while (r->npayloads)
         destroy_payload(r->payloads[--r->npayloads]);
     pthread_mutex_destroy(&r->payloads_lock);
-    if (r->names_of)
-        tf_st_free(&r->names);
     free(r);
 }
 
@@ -239,6 +233,25 @@ static tf_cache_item *obtain(tf_reader_ctx *r, uint64_t idx, tf_error *e)
     return ready;
 }
 
+void tf_reader_seed(tf_reader_ctx *r, uint64_t idx, const uint8_t *data)
+{
+    bool claimed;
+    tf_cache_item *it = tf_cache_acquire(r->cache, idx, &claimed);
+    if (!it)
+        return;
+    if (claimed) {
+        size_t len = (size_t)tf_archive_blob(r->ar, idx)->raw_len;
+        uint8_t *buf = tf_cache_buffer(r->cache, it, len);
+        if (!buf) {
+            tf_cache_abandon(r->cache, it);
+            return;
+        }
+        memcpy(buf, data, len);
+        tf_cache_fill(r->cache, it);
+    }
+    tf_cache_release(r->cache, it);
+}
+
 int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e)
 {
     tf_cache_item *it = obtain(r, idx, e);
@@ -269,13 +282,14 @@ static int read_chunks(tf_reader_ctx *r, const uint64_t *chunks, uint64_t chunk_
     return 0;
 }
 
-/* Index of the tensor whose data holds byte `off` of the data section. */
-static uint64_t tensor_at(const tf_entry *ent, uint64_t off)
+/* Index of the piece that holds byte `off` of the file (the last of
+ * those starting there, when empty pieces precede it). */
+static uint64_t piece_at(const tf_entry *ent, uint64_t off)
 {
-    uint64_t lo = 0, hi = ent->ntensors;
+    uint64_t lo = 0, hi = ent->npieces;
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (ent->tensors[mid].data_off <= off)
+        if (ent->pieces[mid].file_off <= off)
             lo = mid;
         else
             hi = mid;
@@ -283,49 +297,42 @@ static uint64_t tensor_at(const tf_entry *ent, uint64_t off)
     return lo;
 }
 
-/* Prefixes e with the file and the name of its tensor t. The header is
- * parsed afresh: this is the error path, and it keeps reads free of
- * shared state. */
-static void prefix_tensor_name(const tf_entry *ent, uint64_t t, tf_error *e)
+/* Copies n bytes at `in` of piece p into out. */
+static int read_piece(tf_reader_ctx *r, const tf_entry *ent, const tf_piece *p, uint64_t in,
+                      size_t n, uint8_t *out, tf_error *e)
 {
-    tf_st_header h;
-    bool parsed = tf_st_parse(ent->header, ent->header_len, ent->size, ent->path, &h, NULL) == 0;
-    tf_error_prefix(e, "%s: tensor \"%s\"", ent->path,
-                    parsed && t < h.ntensors ? h.tensors[t].name : "?");
-    tf_st_free(&h); /* left empty when parsing failed */
-}
-
-static int read_safetensors(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, size_t len,
-                            uint8_t *out, tf_error *e)
-{
-    uint8_t prefix[8];
-    tf_le64_put(prefix, ent->header_len);
-    const struct { const uint8_t *p; uint64_t start, end; } head[2] = {
-        { prefix, 0, 8 },
-        { ent->header, 8, 8 + ent->header_len },
-    };
-    for (int h = 0; h < 2; h++) {
-        if (!len || off >= head[h].end)
-            continue;
-        size_t n = head[h].end - off < len ? (size_t)(head[h].end - off) : len;
-        memcpy(out, head[h].p + (off - head[h].start), n);
-        out += n;
-        off += n;
-        len -= n;
-    }
-    uint64_t data_start = 8 + ent->header_len;
-    uint64_t t = len ? tensor_at(ent, off - data_start) : 0;
-    for (; len; t++) {
-        const tf_tensor_span *ts = &ent->tensors[t];
-        uint64_t in = off - data_start - ts->data_off;
-        if (in >= ts->nbytes)
-            continue; /* empty tensors */
-        size_t n = ts->nbytes - in < len ? (size_t)(ts->nbytes - in) : len;
-        uint64_t chunk_bytes = (uint64_t)tf_dtype_get(ts->dtype)->size << tf_archive_chunk_shift(r->ar);
-        if (read_chunks(r, ent->chunks + ts->first_chunk, chunk_bytes, in, n, out, e) < 0) {
-            prefix_tensor_name(ent, t, e);
+    unsigned shift = tf_archive_chunk_shift(r->ar);
+    if (p->tensor == TF_PIECE_VERBATIM) {
+        if (ent->verbatim) {
+            memcpy(out, ent->verbatim + p->stream_off + in, n);
+            return 0;
+        }
+        if (read_chunks(r, ent->chunks, (uint64_t)1 << shift, p->stream_off + in, n, out, e) < 0) {
+            tf_error_prefix(e, "%s", ent->path);
             return -1;
         }
+        return 0;
+    }
+    const tf_tensor_span *ts = &ent->tensors[p->tensor];
+    uint64_t chunk_bytes = (uint64_t)tf_dtype_get(ts->dtype)->size << shift;
+    if (read_chunks(r, ent->chunks + ts->first_chunk, chunk_bytes, in, n, out, e) < 0) {
+        tf_error_prefix(e, "%s: tensor \"%s\"", ent->path, tf_tensor_name(ent, p->tensor));
+        return -1;
+    }
+    return 0;
+}
+
+static int read_tensor_file(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, size_t len,
+                            uint8_t *out, tf_error *e)
+{
+    for (uint64_t i = piece_at(ent, off); len; i++) {
+        const tf_piece *p = &ent->pieces[i];
+        uint64_t in = off - p->file_off;
+        if (in >= p->len)
+            continue; /* empty pieces */
+        size_t n = p->len - in < len ? (size_t)(p->len - in) : len;
+        if (read_piece(r, ent, p, in, n, out, e) < 0)
+            return -1;
         out += n;
         off += n;
         len -= n;
@@ -350,45 +357,66 @@ ssize_t tf_reader_pread(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, siz
         if (rc < 0)
             tf_error_prefix(e, "%s", ent->path);
     } else {
-        rc = read_safetensors(r, ent, off, len, out, e);
+        rc = read_tensor_file(r, ent, off, len, out, e);
     }
     return rc < 0 ? -1 : (ssize_t)len;
 }
 
-int tf_reader_check_header(const tf_entry *ent, tf_error *e)
+/* ---- checking a tensor file's layout against its bytes ---- */
+
+typedef struct {
+    tf_reader_ctx *r;
+    const tf_entry *ent;
+} entry_source;
+
+static int read_entry(void *arg, uint64_t off, void *out, size_t len, tf_error *e)
 {
-    tf_st_header h;
-    if (!tf_entry_is_tensor_file(ent))
-        return 0;
-    if (tf_st_parse(ent->header, ent->header_len, ent->size, ent->path, &h, e) < 0)
+    const entry_source *s = arg;
+    ssize_t n = tf_reader_pread(s->r, s->ent, off, len, out, e);
+    if (n < 0)
         return -1;
-    int rc = h.ntensors == ent->ntensors ? 0
-             : tf_fail(e, EIO, "%s: the header has %zu tensors, the catalog %llu", ent->path,
-                       h.ntensors, (unsigned long long)ent->ntensors);
-    for (size_t t = 0; rc == 0 && t < h.ntensors; t++) {
-        const tf_st_tensor *ht = &h.tensors[t];
-        const tf_tensor_span *ts = &ent->tensors[t];
-        if (ht->dtype != ts->dtype || ht->end - ht->begin != ts->nbytes)
-            rc = tf_fail(e, EIO, "%s: tensor %zu: the header says %s x %llu bytes, the catalog "
-                         "%s x %llu", ent->path, t, tf_dtype_get(ht->dtype)->name,
-                         (unsigned long long)(ht->end - ht->begin),
-                         tf_dtype_get(ts->dtype)->name, (unsigned long long)ts->nbytes);
-    }
-    tf_st_free(&h);
-    return rc;
+    return (size_t)n == len ? 0 : tf_fail(e, EIO, "%s: short read at %llu", s->ent->path,
+                                          (unsigned long long)off);
 }
 
-const char *tf_reader_tensor_name(tf_reader_ctx *r, const tf_entry *ent, uint64_t t)
+/* The first difference between two layouts of one file, or 0. */
+static int compare_layouts(const tf_entry *stored, const tf_entry *parsed, tf_error *e)
 {
-    if (!tf_entry_is_tensor_file(ent))
-        return NULL;
-    if (r->names_of != ent->ino) {
-        if (r->names_of)
-            tf_st_free(&r->names);
-        r->names_of = 0;
-        if (tf_st_parse(ent->header, ent->header_len, ent->size, ent->path, &r->names, NULL) < 0)
-            return NULL;
-        r->names_of = ent->ino;
+    if (parsed->npieces != stored->npieces || parsed->ntensors != stored->ntensors)
+        return tf_fail(e, EIO, "%s: the file's bytes describe %llu pieces and %llu tensors, the "
+                       "catalog %llu and %llu", stored->path, (unsigned long long)parsed->npieces,
+                       (unsigned long long)parsed->ntensors, (unsigned long long)stored->npieces,
+                       (unsigned long long)stored->ntensors);
+    for (uint64_t i = 0; i < stored->npieces; i++) {
+        const tf_piece *a = &stored->pieces[i], *b = &parsed->pieces[i];
+        if (a->len != b->len || a->tensor != b->tensor)
+            return tf_fail(e, EIO, "%s: piece %llu differs from what the file's bytes say",
+                           stored->path, (unsigned long long)i);
     }
-    return t < r->names.ntensors ? r->names.tensors[t].name : NULL;
+    for (uint64_t t = 0; t < stored->ntensors; t++)
+        if (stored->tensors[t].dtype != parsed->tensors[t].dtype ||
+            strcmp(tf_tensor_name(stored, t), tf_tensor_name(parsed, t)) != 0)
+            return tf_fail(e, EIO, "%s: tensor %llu: the file's bytes say %s \"%s\", the catalog "
+                           "%s \"%s\"", stored->path, (unsigned long long)t,
+                           tf_dtype_get(parsed->tensors[t].dtype)->name, tf_tensor_name(parsed, t),
+                           tf_dtype_get(stored->tensors[t].dtype)->name, tf_tensor_name(stored, t));
+    return 0;
+}
+
+int tf_reader_check_layout(tf_reader_ctx *r, const tf_entry *ent, tf_error *e)
+{
+    const tf_tensor_format *f = tf_entry_is_tensor_file(ent) ? tf_tensor_format_get(ent->format) : NULL;
+    if (!f)
+        return 0;
+    entry_source s = { r, ent };
+    tf_file_source src = { .name = ent->path, .size = ent->size, .read = read_entry, .arg = &s };
+    tf_entry parsed = { .kind = TF_ENTRY_TENSORS, .path = ent->path, .size = ent->size };
+    int rc = tf_tensor_format_parse(f, &src, tf_archive_chunk_shift(r->ar), &parsed, e);
+    if (rc < 0)
+        tf_error_prefix(e, "%s does not parse as %s", ent->path, f->name);
+    else
+        rc = compare_layouts(ent, &parsed, e);
+    parsed.path = NULL; /* ent's */
+    tf_entry_free(&parsed);
+    return rc;
 }

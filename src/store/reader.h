@@ -1,5 +1,6 @@
 /* Reconstructing bytes: a blob by walking its reference chain, a byte
- * range of a file by mapping it onto header bytes and tensor chunks. */
+ * range of a file by mapping it onto its pieces: verbatim bytes and
+ * tensor chunks. */
 #ifndef TRAJFS_STORE_READER_H
 #define TRAJFS_STORE_READER_H
 
@@ -16,9 +17,8 @@ typedef struct tf_reader_ctx tf_reader_ctx;
 /* A reader keeps an LRU cache of reconstructed blobs bounded by
  * cache_bytes (at least two chunks of the widest dtype), so reading a
  * trajectory in step order decodes each chunk once. Any number of threads
- * may use one reader at once (all functions but tf_reader_tensor_name):
- * they share its cache, and threads that need the same blob at the same
- * time decode it once. */
+ * may use one reader at once: they share its cache, and threads that need
+ * the same blob at the same time decode it once. */
 tf_reader_ctx *tf_reader_new(tf_archive *ar, size_t cache_bytes);
 void tf_reader_free(tf_reader_ctx *r);
 
@@ -34,24 +34,26 @@ tf_reader_counts tf_reader_get_counts(const tf_reader_ctx *r);
  * checks the id of the result. */
 int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e);
 
+/* Puts the bytes of blob idx, known to the caller (a writer that has
+ * just stored them), into the cache as if they had been decoded, so that
+ * the next checkpoint's deltas find their reference without decoding.
+ * data holds the blob's raw_len bytes. Best effort: out of memory, it
+ * does nothing. */
+void tf_reader_seed(tf_reader_ctx *r, uint64_t idx, const uint8_t *data);
+
 /* Reads up to len bytes of a file entry at off into out. Returns the
- * number of bytes read (short only at end of file), or -1. For a
- * safetensors entry, error messages name the tensor. */
+ * number of bytes read (short only at end of file), or -1. For a tensor
+ * file, error messages name the tensor. */
 ssize_t tf_reader_pread(tf_reader_ctx *r, const tf_entry *ent, uint64_t off,
                         size_t len, uint8_t *out, tf_error *e);
 
-/* Whether a safetensors entry's stored header describes its stored
- * tensors: as many, in data order each of the dtype and byte size of its
- * span. Opening checks the spans against the chunks, not against the
- * header (that would parse every header); a catalog pairing a header
- * with other tensors reads back as a file whose header lies, so `trajpack
- * verify` checks this. 0, or -1 naming the first difference. */
-int tf_reader_check_header(const tf_entry *ent, tf_error *e);
-
-/* Name of the tensor with index t of a safetensors entry (parsed from the
- * stored header), for messages and statistics; NULL if unavailable. The
- * string is owned by the reader and valid until the next call. Not for
- * concurrent use. */
-const char *tf_reader_tensor_name(tf_reader_ctx *r, const tf_entry *ent, uint64_t t);
+/* Whether a tensor file's stored layout is what its bytes say: its
+ * verbatim bytes, parsed again by its format, give the same pieces,
+ * dtypes and names. Opening checks pieces against chunks, not against
+ * the bytes (that would parse every file); a catalog pairing a header
+ * with other tensors reads back as a file whose header lies, so
+ * `trajpack verify` checks this. 0 (also for a format this release does
+ * not know), or -1 naming the first difference. */
+int tf_reader_check_layout(tf_reader_ctx *r, const tf_entry *ent, tf_error *e);
 
 #endif

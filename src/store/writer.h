@@ -1,9 +1,10 @@
-/* Adding files to an archive: each regular file is parsed, its tensors
- * split into chunks, each chunk deduplicated by content id or encoded
- * with the smallest of the applicable codecs (a delta against the same
- * tensor of the parent checkpoint, or a self-contained codec), then the
- * file is committed. One commit per file: a crash loses at most the file
- * being added. */
+/* Adding files to an archive: a regular file that a tensor-file format
+ * recognises (format/tensor_format.h) is parsed into pieces, each tensor
+ * given its reference (the same tensor of the nearest earlier checkpoint
+ * of its run, store/refs.h) and cut into chunks; each chunk is
+ * deduplicated by content id or encoded with the smallest of the
+ * applicable codecs (store/pipeline.h), then the file is committed. One
+ * commit per file: a crash loses at most the file being added. */
 #ifndef TRAJFS_STORE_WRITER_H
 #define TRAJFS_STORE_WRITER_H
 
@@ -74,10 +75,12 @@ tf_archive *tf_writer_archive(tf_writer *w);
 struct tf_reader_ctx *tf_writer_reader(tf_writer *w);
 
 /* Adds the file, directory or symlink at src (not recursive) as archive
- * path dest, creating missing parent directories. A regular file whose
- * name ends in .safetensors must parse as one. parent, when non-NULL, is
- * the archive path of the checkpoint to delta against; otherwise the
- * previous file of the same series in natural order. Each call commits. */
+ * path dest, creating missing parent directories. A regular file is a
+ * tensor file when a format recognises its content; one whose name
+ * claims a format (*.safetensors) must be a valid file of it. parent,
+ * when non-NULL, is the archive path of the tensor file whose same-named
+ * tensors are the references; otherwise each tensor's is found by
+ * identity in dest's run. Each call commits. */
 int tf_writer_add(tf_writer *w, const char *src, const char *dest,
                   const char *parent, tf_error *e);
 
@@ -86,16 +89,28 @@ int tf_writer_add(tf_writer *w, const char *src, const char *dest,
 uint64_t tf_writer_new_ino(tf_writer *w);
 
 /* Adds the regular file open as fd (all of it, from offset 0) as archive
- * path dest, and commits. The file is mapped, not read into memory, and
- * must not change until this returns. Unlike tf_writer_add, its content
- * decides what it is: a valid safetensors file is stored per tensor
- * whatever its name (temporary names are common when files are copied);
- * a non-empty file named *.safetensors that is not one fails with EINVAL;
- * anything else is stored as opaque bytes. series_path (dest when NULL)
- * is the path whose series gives the parent checkpoint and whose name the
- * .safetensors rule looks at. */
+ * path dest, and commits, as tf_writer_add does. The file is mapped, not
+ * read into memory, and must not change until this returns. series_path
+ * (dest when NULL) is the path whose run gives the references and whose
+ * name the format rule looks at. */
 int tf_writer_add_fd(tf_writer *w, int fd, const char *dest, const char *series_path,
                      const tf_entry_attrs *attrs, tf_error *e);
+
+/* What the last tf_writer_add or tf_writer_add_fd of a regular file
+ * found. */
+typedef struct {
+    bool tensor_file;
+    uint64_t tensor_bytes;     /* bytes of its float tensors */
+    uint64_t referenced_bytes; /* of those, in tensors that found a reference */
+    uint64_t run_files;        /* tensor files of its run already stored */
+} tf_add_report;
+
+const tf_add_report *tf_writer_last_report(const tf_writer *w);
+/* Whether a tensor file of a run that has checkpoints already found a
+ * reference for less than half of its float bytes: its tensors match
+ * nothing stored (renamed, or of another model), and it is stored
+ * standalone. Worth a warning. */
+bool tf_add_report_unmatched(const tf_add_report *r);
 
 /* Edits of the tree, one commit each; the errors are rename(2)'s and
  * mkdir(2)'s (see store/commit.h). */

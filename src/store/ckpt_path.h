@@ -1,0 +1,34 @@
+/* Where a file sits in a training run, read from its path: which run,
+ * which checkpoint of it (the step), and which file of the checkpoint
+ * (its role). Trainers write, for example,
+ *     step-000400.safetensors                 run "", step-000400.safetensors
+ *     out/checkpoint-400/model-00001-of-00003.safetensors
+ *                                             run "out", step checkpoint-400,
+ *                                             role model-#-of-#.safetensors
+ *     run2/global_step400/mp_rank_00_model_states.pt
+ *     tmp-checkpoint-400/model.safetensors    (a temporary name: checkpoint-400)
+ * The checkpoint component is the deepest one holding a number once
+ * temporary-name markers (a tmp- prefix, a .tmp or .part suffix, rsync's
+ * .NAME.XXXXXX) are removed and shard (00001-of-00003) and rank (rank_00)
+ * numbers are not counted. Files with equal run keys are checkpoints of
+ * one run; the run key holds the checkpoint component with its numbers
+ * replaced, so step-N.safetensors and step-N.optim.safetensors are two
+ * runs, and so are run1/step-N and run2/step-N. */
+#ifndef TRAJFS_STORE_CKPT_PATH_H
+#define TRAJFS_STORE_CKPT_PATH_H
+
+#include <stdbool.h>
+
+typedef struct {
+    char *run;  /* run key */
+    char *step; /* the checkpoint component, temporary markers removed,
+                   compared with tf_natcmp; NULL when the path has none */
+    char *role; /* the path below the checkpoint component (the file name
+                   when it has none), shard numbers replaced */
+} tf_ckpt_path;
+
+/* 0, or -1 when out of memory. */
+int tf_ckpt_path_parse(const char *path, tf_ckpt_path *out);
+void tf_ckpt_path_free(tf_ckpt_path *p);
+
+#endif

@@ -1,0 +1,46 @@
+/* The reference of a tensor being added: the same tensor (its identity:
+ * its name with wrapper prefixes such as torch.compile's "_orig_mod." and
+ * DistributedDataParallel's "module." removed, its dtype and its byte
+ * size) in the nearest earlier checkpoint of the same run, in whichever
+ * file of that checkpoint it lies (store/ckpt_path.h says what a run and
+ * a checkpoint are). In order of preference:
+ *   1. the run's nearest earlier checkpoint holding it (at one step, the
+ *      file of the same role first, then the latest added);
+ *   2. the run's nearest later checkpoint (checkpoints added out of order);
+ *   3. the latest added anywhere else (a run forked from another).
+ * The index is kept per writer and brought up to date with the catalog
+ * before each file: a pass over the entries, hashing only the tensors of
+ * entries it has not seen, so a file costs O(entries) plus its own
+ * tensors, not a scan of every tensor. */
+#ifndef TRAJFS_STORE_REFS_H
+#define TRAJFS_STORE_REFS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "store/archive.h"
+#include "store/ckpt_path.h"
+
+typedef struct tf_ref_index tf_ref_index;
+
+typedef struct {
+    const tf_entry *ent; /* NULL: no reference */
+    uint64_t tensor;
+} tf_tensor_ref;
+
+tf_ref_index *tf_ref_index_new(void);
+void tf_ref_index_free(tf_ref_index *ix);
+
+/* Brings the index up to date with the archive's live entries; the
+ * entries it returns are valid until the catalog changes. */
+int tf_ref_index_sync(tf_ref_index *ix, const tf_archive *ar, tf_error *e);
+
+/* The reference of a tensor of the file at `at` (parsed from its path). */
+tf_tensor_ref tf_ref_find(const tf_ref_index *ix, const tf_ckpt_path *at, const char *name,
+                          uint8_t dtype, uint64_t nbytes);
+
+/* Number of tensor files of the run of `at` other than the one at path. */
+uint64_t tf_ref_run_files(const tf_ref_index *ix, const tf_ckpt_path *at, const char *path);
+
+#endif
