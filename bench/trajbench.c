@@ -5,9 +5,8 @@
  *
  * The trajectory is the *.safetensors files given (directories are
  * searched recursively) in natural order (step-900 before step-1000). A
- * file is a delta against the previous file of its series, the files
- * whose paths are equal once digits are removed (store/natsort.h):
- * step-25.safetensors is the reference of step-50.safetensors,
+ * file is a delta against the previous file of its run with its role
+ * (store/ckpt_path.h): step-25.safetensors is the reference of step-50.safetensors,
  * step-25.optim.safetensors that of step-50.optim.safetensors. The first
  * file of a series has no reference and is not measured (as in the
  * paper). Of the other files, the float tensors whose reference file has
@@ -75,6 +74,7 @@
 #include "format/dtype.h"
 #include "format/safetensors.h"
 #include "store/encode.h"
+#include "store/ckpt_path.h"
 #include "store/natsort.h"
 
 #define CHUNK_SHIFT TF_CHUNK_SHIFT_DEFAULT
@@ -242,8 +242,14 @@ typedef struct {
  * caller's to free), or NULL for the first of a series. */
 static checkpoint *follow_series(series_table *s, checkpoint *c)
 {
-    char key[4096];
-    tf_series_key(c->path, key, sizeof key);
+    /* A file follows the previous file of its run with its role: the
+     * tensors of a sharded checkpoint are compared shard by shard. */
+    tf_ckpt_path place;
+    char key[2 * 4096 + 2];
+    if (tf_ckpt_path_parse(c->path, &place) < 0)
+        die("out of memory");
+    snprintf(key, sizeof key, "%s\n%s", place.run, place.role);
+    tf_ckpt_path_free(&place);
     for (size_t i = 0; i < s->n; i++) {
         if (strcmp(s->keys[i], key) == 0) {
             checkpoint *prev = s->last[i];
