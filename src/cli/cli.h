@@ -117,11 +117,35 @@ size_t cli_select_entries(const tf_archive *ar, char **paths, size_t npaths,
  * tf_archive_nblobs() elements, or NULL when out of memory. */
 uint64_t *cli_blob_owners(const tf_archive *ar);
 
-/* The tensor of a safetensors entry that chunk c belongs to. */
-uint64_t cli_tensor_of_chunk(const tf_entry *ent, uint64_t c);
+/* Which tensor first stored each blob: the first live entry in commit
+ * order (ascending ino) whose tensor uses it as a chunk. entry is that
+ * entry's index in archive order plus one, 0 when no tensor of a live
+ * entry has blob b as a chunk. */
+typedef struct {
+    uint64_t entry;
+    uint64_t tensor;
+} cli_blob_user;
 
-/* Whether an entry has data chunks (a regular file of either kind). */
-bool cli_entry_is_file(const tf_entry *ent);
+/* cli_blob_user of each blob: a malloc'd array of tf_archive_nblobs()
+ * elements, or NULL when out of memory. */
+cli_blob_user *cli_blob_tensors(const tf_archive *ar);
+
+/* Bytes in each chunk of a tensor but its last. */
+uint64_t cli_chunk_bytes(const tf_archive *ar, const tf_tensor_span *ts);
+
+/* The number of chunks of tensor t of a tensor file, from its bytes and
+ * dtype (at most the chunks the entry has from its first_chunk on). */
+uint64_t cli_tensor_chunks(const tf_archive *ar, const tf_entry *ent, uint64_t t);
+
+/* The tensor of a tensor file that chunk c belongs to, or ent->ntensors
+ * when it is in none (verbatim bytes; any chunk of an opaque file). */
+uint64_t cli_tensor_of_chunk(const tf_archive *ar, const tf_entry *ent, uint64_t c);
+
+/* The indices (archive order) of all entries in natural order of their
+ * paths, component by component: checkpoint-20 before checkpoint-100,
+ * each directory followed by its contents. A malloc'd array of
+ * tf_archive_nentries() elements, or NULL when out of memory. */
+size_t *cli_natural_order(const tf_archive *ar);
 
 /* ---- the walk of the inputs of create/add ------------------------------ */
 

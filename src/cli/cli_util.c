@@ -1,5 +1,6 @@
 /* Helpers shared by the trajpack verbs: messages, option parsing, output
- * formatting, entry selection, blob ownership and the input walk. */
+ * formatting, entry selection and order, blob ownership, tensor chunks
+ * and the input walk. */
 #include "cli/cli.h"
 
 #include <ctype.h>
@@ -12,6 +13,7 @@
 
 #include "cli/progress.h"
 #include "format/catalog.h"
+#include "format/dtype.h"
 #include "store/natsort.h"
 
 /* ---- messages ---------------------------------------------------------- */
@@ -315,6 +317,27 @@ static int cmp_ino(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The indices of the entries in commit order (ascending ino): a malloc'd
+ * array of tf_archive_nentries() elements, or NULL when out of memory. */
+static size_t *commit_order(const tf_archive *ar)
+{
+    size_t n = tf_archive_nentries(ar);
+    ino_order *by_ino = malloc((n ? n : 1) * sizeof *by_ino);
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (by_ino && order) {
+        for (size_t i = 0; i < n; i++)
+            by_ino[i] = (ino_order){ tf_archive_entry(ar, i)->ino, i };
+        qsort(by_ino, n, sizeof *by_ino, cmp_ino);
+        for (size_t k = 0; k < n; k++)
+            order[k] = by_ino[k].idx;
+    } else {
+        free(order);
+        order = NULL;
+    }
+    free(by_ino);
+    return order;
+}
+
 /* Gives blob b (and its model) to owner when nobody has it yet. */
 static void claim_blob(const tf_archive *ar, uint64_t *owners, uint64_t b, uint64_t owner)
 {
@@ -329,35 +352,81 @@ static void claim_blob(const tf_archive *ar, uint64_t *owners, uint64_t b, uint6
 
 uint64_t *cli_blob_owners(const tf_archive *ar)
 {
-    size_t n = tf_archive_nentries(ar);
     uint64_t nblobs = tf_archive_nblobs(ar);
     uint64_t *owners = calloc(nblobs ? nblobs : 1, sizeof *owners);
-    ino_order *order = malloc((n ? n : 1) * sizeof *order);
+    size_t *order = commit_order(ar);
     if (!owners || !order) {
         free(owners);
         free(order);
         return NULL;
     }
-    for (size_t i = 0; i < n; i++)
-        order[i] = (ino_order){ tf_archive_entry(ar, i)->ino, i };
-    qsort(order, n, sizeof *order, cmp_ino);
-    for (size_t k = 0; k < n; k++) {
-        const tf_entry *ent = tf_archive_entry(ar, order[k].idx);
-        if (!cli_entry_is_file(ent))
+    for (size_t k = 0; k < tf_archive_nentries(ar); k++) {
+        const tf_entry *ent = tf_archive_entry(ar, order[k]);
+        if (!tf_entry_is_regular(ent))
             continue;
         for (uint64_t c = 0; c < ent->nchunks; c++)
-            claim_blob(ar, owners, ent->chunks[c], order[k].idx + 1);
+            claim_blob(ar, owners, ent->chunks[c], order[k] + 1);
     }
     free(order);
     return owners;
 }
 
-uint64_t cli_tensor_of_chunk(const tf_entry *ent, uint64_t c)
+cli_blob_user *cli_blob_tensors(const tf_archive *ar)
+{
+    uint64_t nblobs = tf_archive_nblobs(ar);
+    cli_blob_user *users = calloc(nblobs ? nblobs : 1, sizeof *users);
+    size_t *order = commit_order(ar);
+    if (!users || !order) {
+        free(users);
+        free(order);
+        return NULL;
+    }
+    for (size_t k = 0; k < tf_archive_nentries(ar); k++) {
+        const tf_entry *ent = tf_archive_entry(ar, order[k]);
+        if (!tf_entry_is_tensor_file(ent))
+            continue;
+        for (uint64_t t = 0; t < ent->ntensors; t++) {
+            uint64_t n = cli_tensor_chunks(ar, ent, t);
+            for (uint64_t j = 0; j < n; j++) {
+                uint64_t b = ent->chunks[ent->tensors[t].first_chunk + j];
+                if (b < nblobs && !users[b].entry)
+                    users[b] = (cli_blob_user){ order[k] + 1, t };
+            }
+        }
+    }
+    free(order);
+    return users;
+}
+
+/* Bytes of one element of the tensor; 1 for a dtype this build does not
+ * know (the catalog decoder rejects those; stay safe). */
+static unsigned element_size(const tf_tensor_span *ts)
+{
+    const tf_dtype_info *info = tf_dtype_get(ts->dtype);
+    return info ? info->size : 1;
+}
+
+uint64_t cli_chunk_bytes(const tf_archive *ar, const tf_tensor_span *ts)
+{
+    return (uint64_t)element_size(ts) << tf_archive_chunk_shift(ar);
+}
+
+uint64_t cli_tensor_chunks(const tf_archive *ar, const tf_entry *ent, uint64_t t)
+{
+    const tf_tensor_span *ts = &ent->tensors[t];
+    uint64_t n = tf_chunk_count(ts->nbytes, element_size(ts), tf_archive_chunk_shift(ar));
+    uint64_t left = ts->first_chunk < ent->nchunks ? ent->nchunks - ts->first_chunk : 0;
+    return n < left ? n : left;
+}
+
+uint64_t cli_tensor_of_chunk(const tf_archive *ar, const tf_entry *ent, uint64_t c)
 {
     /* The last tensor starting at or before c: tensors without chunks
      * (empty ones) share first_chunk with the tensor after them, which is
      * the one that owns the chunk. */
     uint64_t lo = 0, hi = ent->ntensors;
+    if (!tf_entry_is_tensor_file(ent) || hi == 0 || ent->tensors[0].first_chunk > c)
+        return ent->ntensors;
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
         if (ent->tensors[mid].first_chunk <= c)
@@ -365,12 +434,49 @@ uint64_t cli_tensor_of_chunk(const tf_entry *ent, uint64_t c)
         else
             hi = mid;
     }
-    return lo;
+    return c - ent->tensors[lo].first_chunk < cli_tensor_chunks(ar, ent, lo) ? lo
+                                                                             : ent->ntensors;
 }
 
-bool cli_entry_is_file(const tf_entry *ent)
+typedef struct {
+    char *key; /* the path with each '/' as '\1' */
+    size_t idx;
+} path_key;
+
+static int cmp_path_key(const void *a, const void *b)
 {
-    return tf_entry_is_regular(ent);
+    return tf_natcmp(((const path_key *)a)->key, ((const path_key *)b)->key);
+}
+
+size_t *cli_natural_order(const tf_archive *ar)
+{
+    /* Paths hold no control characters, so with '/' as '\1' (below every
+     * byte a name may hold) tf_natcmp of whole paths orders them component
+     * by component: a directory sorts just before its contents, and
+     * "run-2/x" before "run-2-b" (a plain '/' would sort after '-'). */
+    size_t n = tf_archive_nentries(ar), made = 0;
+    path_key *keys = malloc((n ? n : 1) * sizeof *keys);
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    for (; keys && order && made < n; made++) {
+        char *key = strdup(tf_archive_entry(ar, made)->path);
+        if (!key)
+            break;
+        for (char *p = strchr(key, '/'); p; p = strchr(p + 1, '/'))
+            *p = '\1';
+        keys[made] = (path_key){ key, made };
+    }
+    if (keys && order && made == n) {
+        qsort(keys, n, sizeof *keys, cmp_path_key);
+        for (size_t k = 0; k < n; k++)
+            order[k] = keys[k].idx;
+    } else {
+        free(order);
+        order = NULL;
+    }
+    for (size_t k = 0; keys && k < made; k++)
+        free(keys[k].key);
+    free(keys);
+    return order;
 }
 
 /* ---- the walk of the inputs of create/add ------------------------------ */

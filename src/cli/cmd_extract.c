@@ -281,7 +281,7 @@ static int extract_to_stdout(extractor *ex, const char *path)
         cli_error("%s: not in the archive", path);
         return CLI_EXIT_FAIL;
     }
-    if (!cli_entry_is_file(ent)) {
+    if (!tf_entry_is_regular(ent)) {
         cli_error("%s: not a regular file (--stdout writes one file)", path);
         return CLI_EXIT_FAIL;
     }
@@ -295,7 +295,7 @@ static uint64_t selected_bytes(const tf_archive *ar, const bool *selected)
     uint64_t total = 0;
     for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
         const tf_entry *ent = tf_archive_entry(ar, i);
-        if (selected[i] && cli_entry_is_file(ent))
+        if (selected[i] && tf_entry_is_regular(ent))
             total += ent->size;
     }
     return total;

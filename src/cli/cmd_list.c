@@ -1,5 +1,6 @@
-/* trajpack list: paths; with -l sizes, stored sizes and codec mix; with
- * --blobs a debugging listing of where each blob lies and who uses it. */
+/* trajpack list: paths in natural order; with -l sizes, stored sizes, the
+ * share of delta-coded tensor bytes and the codec mix; with --blobs a
+ * debugging listing of where each blob lies and who uses it. */
 #include "cli/cli.h"
 
 #include <stdlib.h>
@@ -12,12 +13,15 @@
 static const char list_usage[] =
     "Usage: trajpack list [OPTIONS] ARCHIVE [PATH...]\n"
     "List the entries of ARCHIVE, or only PATH... and everything below them,\n"
-    "one path per line; directories end in '/'.\n"
+    "one path per line in natural order (step-20 before step-100), each\n"
+    "directory before its contents; directories end in '/'.\n"
     "\nOptions:\n"
-    "  -l, --long   also show mode, size, stored size, compression ratio and\n"
-    "               the codecs of the stored bytes, and a total line. A file's\n"
-    "               stored size counts the blobs that no file committed before\n"
-    "               it uses: a fully deduplicated file stores 0 bytes.\n"
+    "  -l, --long   also show mode, size, stored size, compression ratio, the\n"
+    "               share of a tensor file's tensor bytes stored as deltas\n"
+    "               (e.g. \"delta 93%\") and the codecs of the stored bytes,\n"
+    "               and a total line. A file's stored size counts the blobs\n"
+    "               that no file committed before it uses: a fully\n"
+    "               deduplicated file stores 0 bytes.\n"
     "      --blobs  debugging listing, one tab-separated line per use of a\n"
     "               stored blob: blob index, payload offset, encoded and raw\n"
     "               length, codec, reference and model blob, file, tensor and\n"
@@ -48,6 +52,31 @@ typedef struct {
     uint64_t stored;
     uint64_t by_codec[MIX_SLOTS]; /* stored bytes per codec */
 } file_cost;
+
+/* How many bytes of a tensor file's tensors are in chunks stored as a
+ * delta against another blob (whoever stored them: a deduplicated file
+ * shows how its bytes are coded). */
+typedef struct {
+    uint64_t tensor_bytes, delta_bytes;
+} delta_share;
+
+static delta_share measure_deltas(const tf_archive *ar, const tf_entry *ent)
+{
+    delta_share d = { 0, 0 };
+    for (uint64_t t = 0; t < ent->ntensors; t++) {
+        const tf_tensor_span *ts = &ent->tensors[t];
+        uint64_t n = cli_tensor_chunks(ar, ent, t), chunk_bytes = cli_chunk_bytes(ar, ts);
+        d.tensor_bytes += ts->nbytes;
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t b = ent->chunks[ts->first_chunk + k];
+            if (b >= tf_archive_nblobs(ar) || !tf_archive_blob(ar, b)->ref)
+                continue;
+            uint64_t at = k * chunk_bytes;
+            d.delta_bytes += ts->nbytes - at < chunk_bytes ? ts->nbytes - at : chunk_bytes;
+        }
+    }
+    return d;
+}
 
 /* Stored bytes charged to each entry (see cli_blob_owners). */
 static file_cost *charge_entries(const tf_archive *ar)
@@ -119,6 +148,24 @@ static void format_mix(const tf_entry *ent, const file_cost *fc, char *out, size
     }
 }
 
+/* "delta 93%" for a tensor file: the share of its tensor bytes stored as
+ * deltas, never rounded to 0% or 100% unless it is exactly that; "-" for
+ * other entries and tensor files without tensor bytes. */
+static void format_delta(const tf_archive *ar, const tf_entry *ent, char *out, size_t outsz)
+{
+    delta_share d = tf_entry_is_tensor_file(ent) ? measure_deltas(ar, ent) : (delta_share){ 0 };
+    if (d.tensor_bytes == 0) {
+        snprintf(out, outsz, "-");
+        return;
+    }
+    unsigned pct = (unsigned)(100.0 * (double)d.delta_bytes / (double)d.tensor_bytes + 0.5);
+    if (pct == 0 && d.delta_bytes)
+        pct = 1;
+    if (pct == 100 && d.delta_bytes < d.tensor_bytes)
+        pct = 99;
+    snprintf(out, outsz, "delta %u%%", pct);
+}
+
 static void format_ratio(uint64_t size, uint64_t stored, char *out, size_t outsz)
 {
     if (stored == 0)
@@ -127,11 +174,12 @@ static void format_ratio(uint64_t size, uint64_t stored, char *out, size_t outsz
         snprintf(out, outsz, "%.2fx", (double)size / (double)stored);
 }
 
-static void print_long(const tf_entry *ent, const file_cost *fc)
+static void print_long(const tf_archive *ar, const tf_entry *ent, const file_cost *fc)
 {
-    char mode[11], size[CLI_SIZE_LEN], stored[CLI_SIZE_LEN], ratio[32], mix[128];
+    char mode[11], size[CLI_SIZE_LEN], stored[CLI_SIZE_LEN], ratio[32], delta[16], mix[128];
     format_mode(ent, mode);
-    if (cli_entry_is_file(ent)) {
+    format_delta(ar, ent, delta, sizeof delta);
+    if (tf_entry_is_regular(ent)) {
         cli_format_size(ent->size, size);
         cli_format_size(fc->stored, stored);
         format_ratio(ent->size, fc->stored, ratio, sizeof ratio);
@@ -142,8 +190,8 @@ static void print_long(const tf_entry *ent, const file_cost *fc)
         snprintf(ratio, sizeof ratio, "-");
         snprintf(mix, sizeof mix, "-");
     }
-    printf("%s %9s %9s %7s  %-30s %s%s", mode, size, stored, ratio, mix, ent->path,
-           ent->kind == TF_ENTRY_DIR ? "/" : "");
+    printf("%s %9s %9s %7s  %-10s  %-30s %s%s", mode, size, stored, ratio, delta, mix,
+           ent->path, ent->kind == TF_ENTRY_DIR ? "/" : "");
     if (ent->kind == TF_ENTRY_SYMLINK) {
         /* Paths are checked when the catalog is read; a link target may
          * hold any byte but NUL. */
@@ -159,7 +207,7 @@ static void print_total(const tf_archive *ar, const bool *selected, const file_c
     char size_s[CLI_SIZE_LEN], stored_s[CLI_SIZE_LEN], archive_s[CLI_SIZE_LEN], ratio[32];
     for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
         const tf_entry *ent = tf_archive_entry(ar, i);
-        if (!selected[i] || !cli_entry_is_file(ent))
+        if (!selected[i] || !tf_entry_is_regular(ent))
             continue;
         files++;
         size += ent->size;
@@ -174,17 +222,19 @@ static void print_total(const tf_archive *ar, const bool *selected, const file_c
            (unsigned long long)tf_archive_commits(ar));
 }
 
-static int print_entries(const tf_archive *ar, const bool *selected, bool long_format)
+static int print_entries(const tf_archive *ar, const size_t *order, const bool *selected,
+                         bool long_format)
 {
     file_cost *cost = NULL;
     if (long_format && !(cost = charge_entries(ar)))
         return CLI_EXIT_FAIL;
-    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+    for (size_t k = 0; k < tf_archive_nentries(ar); k++) {
+        size_t i = order[k];
         const tf_entry *ent = tf_archive_entry(ar, i);
         if (!selected[i])
             continue;
         if (long_format)
-            print_long(ent, &cost[i]);
+            print_long(ar, ent, &cost[i]);
         else
             printf("%s%s\n", ent->path, ent->kind == TF_ENTRY_DIR ? "/" : "");
     }
@@ -223,8 +273,8 @@ static void print_chunk_uses(const tf_archive *ar, const tf_entry *ent, bool *us
         used[b] = true;
         print_blob(ar, b);
         printf("\t%s\t", ent->path);
-        if (tf_entry_is_tensor_file(ent) && c >= ent->verbatim_chunks) {
-            uint64_t t = cli_tensor_of_chunk(ent, c);
+        uint64_t t = cli_tensor_of_chunk(ar, ent, c);
+        if (t < ent->ntensors) {
             cli_put_quoted(stdout, tf_tensor_name(ent, t));
             printf("\t%llu\n", (unsigned long long)(c - ent->tensors[t].first_chunk));
         } else {
@@ -233,7 +283,7 @@ static void print_chunk_uses(const tf_archive *ar, const tf_entry *ent, bool *us
     }
 }
 
-static int print_blobs(tf_archive *ar, const bool *selected, bool all)
+static int print_blobs(tf_archive *ar, const size_t *order, const bool *selected, bool all)
 {
     uint64_t nblobs = tf_archive_nblobs(ar);
     bool *used = calloc(nblobs ? nblobs : 1, sizeof *used);
@@ -242,9 +292,9 @@ static int print_blobs(tf_archive *ar, const bool *selected, bool all)
         return CLI_EXIT_FAIL;
     }
     puts("#blob\toffset\tenc_len\traw_len\tcodec\tref\tmodel\tpath\ttensor\tchunk");
-    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
-        const tf_entry *ent = tf_archive_entry(ar, i);
-        if (selected[i] && cli_entry_is_file(ent))
+    for (size_t k = 0; k < tf_archive_nentries(ar); k++) {
+        const tf_entry *ent = tf_archive_entry(ar, order[k]);
+        if (selected[order[k]] && tf_entry_is_regular(ent))
             print_chunk_uses(ar, ent, used);
     }
     /* Models and references left by replaced files, when listing all. */
@@ -288,16 +338,18 @@ int cmd_list(int argc, char **argv)
     }
     size_t n = tf_archive_nentries(ar);
     bool *selected = malloc((n ? n : 1) * sizeof *selected);
+    size_t *order = cli_natural_order(ar);
     int status = CLI_EXIT_FAIL;
-    if (!selected) {
+    if (!selected || !order) {
         cli_error("out of memory");
     } else {
         size_t missing = cli_select_entries(ar, paths, npaths, selected);
-        status = blobs ? print_blobs(ar, selected, npaths == 0)
-                       : print_entries(ar, selected, long_format);
+        status = blobs ? print_blobs(ar, order, selected, npaths == 0)
+                       : print_entries(ar, order, selected, long_format);
         if (missing)
             status = CLI_EXIT_FAIL;
     }
+    free(order);
     free(selected);
     tf_archive_close(ar);
     cli_free_paths(paths, npaths);

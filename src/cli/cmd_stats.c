@@ -35,9 +35,10 @@ static const char stats_usage[] =
     "Usage: trajpack stats [OPTIONS] ARCHIVE\n"
     "       trajpack stats --tensors [OPTIONS] ARCHIVE [FILE...]\n"
     "Show the bits per weight (stored bits / tensor elements) of ARCHIVE by\n"
-    "dtype, by codec and by checkpoint (safetensors file), totals and the\n"
-    "compression ratio. Stored bytes are charged to the first file that uses\n"
-    "them; weights of data stored before cost 0 bits (row \"dedup\").\n"
+    "dtype, by codec and by checkpoint (safetensors file; in natural order,\n"
+    "step-20 before step-100), totals and the compression ratio. Stored\n"
+    "bytes are charged to the first file that uses them; weights of data\n"
+    "stored before cost 0 bits (row \"dedup\").\n"
     "The bits of ulp deltas are broken down by dtype into the bit length b,\n"
     "the refinement bits q1 and q2, the raw tail, tables and framing.\n"
     "\nOptions:\n"
@@ -45,9 +46,12 @@ static const char stats_usage[] =
     "                 safetensors files FILE... (and those below them; default:\n"
     "                 all): file, tensor name (quoted), dtype, bytes, stored\n"
     "                 bytes (its chunks and their models, shared or not), chunks\n"
-    "                 per codec (e.g. prog:1,ulp:3), and the program of its\n"
-    "                 first prog chunk (e.g. merge_bf16(lit_huff, lit_rans|exp,\n"
-    "                 lit_raw)) or \"-\"\n"
+    "                 per codec (e.g. prog:1,ulp:3), the program of its first\n"
+    "                 prog chunk (e.g. merge_bf16(lit_huff, lit_rans|exp,\n"
+    "                 lit_raw)) or \"-\", and its reference: the file and the\n"
+    "                 tensor (quoted) that stored the blob its first delta\n"
+    "                 chunk is a delta against; \"-\" and \"-\" when no chunk\n"
+    "                 is a delta, \"?\" and \"-\" when no file holds that blob\n"
     "      --json     print one JSON object instead of tables\n"
     "  -h, --help     show this help\n";
 
@@ -90,10 +94,13 @@ typedef struct {
     const uint64_t *owners;
     bool *counted; /* per blob: charged already */
     stats *st;
-    /* What the ulp breakdown decodes a chunk with. */
+    /* What the ulp breakdown decodes a chunk with; --tensors reads the
+     * names of tensors with it. */
     tf_reader_ctx *reader;
     tf_buf payload, ref, model;
     uint64_t model_of; /* blob index + 1 of what `model` holds */
+    /* --tensors: which tensor stored each blob. */
+    cli_blob_user *users;
 } stats_ctx;
 
 /* Bytes that blob b (and the model it needs) add when entry owner_plus1
@@ -279,6 +286,7 @@ static void stats_ctx_free(stats_ctx *cx)
     free((void *)cx->owners);
     free(cx->counted);
     tf_reader_free(cx->reader);
+    free(cx->users);
     tf_buf_free(&cx->payload);
     tf_buf_free(&cx->ref);
     tf_buf_free(&cx->model);
@@ -392,7 +400,8 @@ static void text_ulp_breakdown(const stats *st)
         text_row(&st->ulp_undecoded, "  not decoded (see errors)");
 }
 
-static void print_text(const tf_archive *ar, const char *archive, const stats *st)
+static void print_text(const tf_archive *ar, const size_t *order, const char *archive,
+                       const stats *st)
 {
     char logical[CLI_SIZE_LEN], size[CLI_SIZE_LEN], other[CLI_SIZE_LEN],
         other_stored[CLI_SIZE_LEN], overhead[CLI_SIZE_LEN], unused[CLI_SIZE_LEN];
@@ -425,10 +434,10 @@ static void print_text(const tf_archive *ar, const char *archive, const stats *s
     if (st->dedup.weights)
         text_row(&st->dedup, "dedup");
     puts("by checkpoint:");
-    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
-        const tf_entry *ent = tf_archive_entry(ar, i);
+    for (size_t k = 0; k < tf_archive_nentries(ar); k++) {
+        const tf_entry *ent = tf_archive_entry(ar, order[k]);
         if (tf_entry_is_tensor_file(ent))
-            text_row(&st->by_entry[i], ent->path);
+            text_row(&st->by_entry[order[k]], ent->path);
     }
     puts("total:");
     text_row(&st->tensors, "all tensors");
@@ -510,7 +519,8 @@ static void json_ulp_breakdown(const stats *st)
     putchar('}');
 }
 
-static void print_json(const tf_archive *ar, const char *archive, const stats *st)
+static void print_json(const tf_archive *ar, const size_t *order, const char *archive,
+                       const stats *st)
 {
     bool first;
     uint64_t archive_bytes = tf_archive_file_size(ar);
@@ -551,10 +561,10 @@ static void print_json(const tf_archive *ar, const char *archive, const stats *s
     printf("\n  ],\n  \"dedup_weights\": %llu,\n  \"checkpoints\": [",
            (unsigned long long)st->dedup.weights);
     first = true;
-    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
-        const tf_entry *ent = tf_archive_entry(ar, i);
+    for (size_t k = 0; k < tf_archive_nentries(ar); k++) {
+        const tf_entry *ent = tf_archive_entry(ar, order[k]);
         if (tf_entry_is_tensor_file(ent))
-            json_row(&first, "path", ent->path, &st->by_entry[i]);
+            json_row(&first, "path", ent->path, &st->by_entry[order[k]]);
     }
     printf("\n  ],\n  \"other_files\": {\"count\": %llu, \"bytes\": %llu, "
            "\"stored_bytes\": %llu},\n",
@@ -576,16 +586,17 @@ typedef struct {
     uint64_t stored;              /* bytes of its chunk blobs and their models */
     uint64_t chunks[CODEC_SLOTS]; /* chunks per codec */
     uint64_t first_prog;          /* blob + 1 of its first prog chunk, or 0 */
+    uint64_t first_ref;           /* the ref (blob + 1) of its first delta chunk, or 0 */
+    uint64_t first_ref_at;        /* that chunk's number in the tensor */
 } tensor_cost;
 
-static void cost_tensor(const tf_archive *ar, const tf_entry *ent, const tf_tensor_span *ts,
-                        tensor_cost *tc)
+static void cost_tensor(const tf_archive *ar, const tf_entry *ent, uint64_t t, tensor_cost *tc)
 {
-    const tf_dtype_info *info = tf_dtype_get(ts->dtype);
-    uint64_t n = tf_chunk_count(ts->nbytes, info ? info->size : 1, tf_archive_chunk_shift(ar));
+    const tf_tensor_span *ts = &ent->tensors[t];
+    uint64_t n = cli_tensor_chunks(ar, ent, t);
     uint64_t model = 0; /* the chunks of a tensor share one model: count it once */
     *tc = (tensor_cost){ 0 };
-    for (uint64_t k = 0; k < n && ts->first_chunk + k < ent->nchunks; k++) {
+    for (uint64_t k = 0; k < n; k++) {
         uint64_t b = ent->chunks[ts->first_chunk + k];
         const tf_blob *blob = tf_archive_blob(ar, b);
         tc->stored += blob->enc_len;
@@ -596,7 +607,44 @@ static void cost_tensor(const tf_archive *ar, const tf_entry *ent, const tf_tens
         tc->chunks[blob->codec < TF_CODEC_COUNT ? blob->codec : TF_CODEC_COUNT]++;
         if (blob->codec == TF_CODEC_PROG && !tc->first_prog)
             tc->first_prog = b + 1;
+        if (blob->ref && !tc->first_ref) {
+            tc->first_ref = blob->ref;
+            tc->first_ref_at = k;
+        }
     }
+}
+
+/* What a tensor's deltas point to. */
+typedef struct {
+    uint64_t blob;        /* the reference blob + 1 of its first delta chunk; 0: none */
+    const tf_entry *ent;  /* the file whose tensor stored that blob first; NULL: none now */
+    const char *tensor;   /* that tensor's name ("?" when it cannot be read) */
+} tensor_ref;
+
+/* Whether chunk k of tensor t of ent is blob b. */
+static bool has_chunk(const tf_archive *ar, const tf_entry *ent, uint64_t t, uint64_t k,
+                      uint64_t b)
+{
+    return t < ent->ntensors && k < cli_tensor_chunks(ar, ent, t) &&
+           ent->chunks[ent->tensors[t].first_chunk + k] == b;
+}
+
+/* The reference of tensor t with cost tc. A blob that several tensors of
+ * the file that stored it share (tied weights) is named by the tensor in
+ * the same place as t when that one holds it, so that a checkpoint's
+ * tensors read as deltas against the same tensors of an earlier one. */
+static tensor_ref find_reference(stats_ctx *cx, uint64_t t, const tensor_cost *tc)
+{
+    tensor_ref ref = { .blob = tc->first_ref };
+    if (!tc->first_ref)
+        return ref;
+    uint64_t b = tc->first_ref - 1;
+    if (b >= tf_archive_nblobs(cx->ar) || !cx->users[b].entry)
+        return ref;
+    ref.ent = tf_archive_entry(cx->ar, cx->users[b].entry - 1);
+    uint64_t rt = has_chunk(cx->ar, ref.ent, t, tc->first_ref_at, b) ? t : cx->users[b].tensor;
+    ref.tensor = tf_tensor_name(ref.ent, rt);
+    return ref;
 }
 
 /* The text of the program of the tensor's first prog chunk, or "-"; false
@@ -624,9 +672,41 @@ static bool describe_program(stats_ctx *cx, const tf_entry *ent, const char *ten
     return ok;
 }
 
+/* The reference of a tensor: two tab-separated columns, file and tensor,
+ * or a JSON object (null when no chunk is a delta). */
+static void print_reference(const tensor_ref *ref, bool json)
+{
+    if (!json) {
+        if (!ref->blob)
+            fputs("\t-\t-", stdout);
+        else if (!ref->ent)
+            fputs("\t?\t-", stdout);
+        else {
+            printf("\t%s\t", ref->ent->path);
+            cli_put_quoted(stdout, ref->tensor);
+        }
+        return;
+    }
+    fputs(", \"reference\": ", stdout);
+    if (!ref->blob) {
+        fputs("null", stdout);
+        return;
+    }
+    printf("{\"blob\": %llu, \"file\": ", (unsigned long long)(ref->blob - 1));
+    if (ref->ent) {
+        cli_put_quoted(stdout, ref->ent->path);
+        fputs(", \"tensor\": ", stdout);
+        cli_put_quoted(stdout, ref->tensor);
+    } else {
+        fputs("null, \"tensor\": null", stdout);
+    }
+    putchar('}');
+}
+
 /* One tensor: a tab-separated line, or a JSON object after *first. */
 static void print_tensor(const tf_entry *ent, const char *tensor, const tf_tensor_span *ts,
-                         const tensor_cost *tc, const char *program, bool json, bool *first)
+                         const tensor_cost *tc, const char *program, const tensor_ref *ref,
+                         bool json, bool *first)
 {
     if (json) {
         printf("%s\n    {\"file\": ", *first ? "" : ",");
@@ -656,19 +736,25 @@ static void print_tensor(const tf_entry *ent, const char *tensor, const tf_tenso
             fputs("null", stdout);
         else
             cli_put_quoted(stdout, program);
+        print_reference(ref, json);
         putchar('}');
     } else {
-        printf("%s\t%s\n", none ? "-" : "", program);
+        printf("%s\t%s", none ? "-" : "", program);
+        print_reference(ref, json);
+        putchar('\n');
     }
     *first = false;
 }
 
 /* The per-tensor view of the selected entries; 0, or -1 when a program
  * could not be read (the others are still printed). */
-static int print_tensors(tf_archive *ar, const char *archive, const bool *selected, bool json)
+static int print_tensors(tf_archive *ar, const char *archive, const size_t *order,
+                         const bool *selected, bool json)
 {
-    stats_ctx cx = { .ar = ar, .reader = tf_reader_new(ar, CACHE_BYTES) };
-    if (!cx.reader) {
+    stats_ctx cx = { .ar = ar, .reader = tf_reader_new(ar, CACHE_BYTES),
+                     .users = cli_blob_tensors(ar) };
+    if (!cx.reader || !cx.users) {
+        stats_ctx_free(&cx);
         cli_error("out of memory");
         return -1;
     }
@@ -680,17 +766,19 @@ static int print_tensors(tf_archive *ar, const char *archive, const bool *select
     int rc = 0;
     bool first = true;
     char program[PROGRAM_TEXT_LEN];
-    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
-        const tf_entry *ent = tf_archive_entry(ar, i);
-        if (!selected[i] || !tf_entry_is_tensor_file(ent))
+    for (size_t k = 0; k < tf_archive_nentries(ar); k++) {
+        const tf_entry *ent = tf_archive_entry(ar, order[k]);
+        if (!selected[order[k]] || !tf_entry_is_tensor_file(ent))
             continue;
         for (uint64_t t = 0; t < ent->ntensors; t++) {
             const char *name = tf_tensor_name(ent, t);
             tensor_cost tc;
-            cost_tensor(ar, ent, &ent->tensors[t], &tc);
-            if (!describe_program(&cx, ent, name ? name : "?", &tc, program, sizeof program))
+            cost_tensor(ar, ent, t, &tc);
+            if (!describe_program(&cx, ent, name, &tc, program, sizeof program))
                 rc = -1;
-            print_tensor(ent, name ? name : "?", &ent->tensors[t], &tc, program, json, &first);
+            tensor_ref ref = find_reference(&cx, t, &tc);
+            print_tensor(ent, name, &ent->tensors[t], &tc, program, &ref, json,
+                         &first);
         }
     }
     if (json)
@@ -704,14 +792,18 @@ static int print_stats(tf_archive *ar, const char *archive, bool json)
 {
     stats st = { 0 };
     int status = CLI_EXIT_FAIL;
-    if (gather(ar, &st) == 0) {
+    size_t *order = cli_natural_order(ar);
+    if (!order) {
+        cli_error("out of memory");
+    } else if (gather(ar, &st) == 0) {
         if (json)
-            print_json(ar, archive, &st);
+            print_json(ar, order, archive, &st);
         else
-            print_text(ar, archive, &st);
+            print_text(ar, order, archive, &st);
         status = st.ulp_undecoded.blobs ? CLI_EXIT_FAIL : CLI_EXIT_OK;
     }
     free(st.by_entry);
+    free(order);
     return status;
 }
 
@@ -721,14 +813,16 @@ static int run_tensors(tf_archive *ar, const char *archive, char **args, size_t 
     char **paths = cli_archive_paths(args, nargs);
     size_t n = tf_archive_nentries(ar);
     bool *selected = paths ? malloc((n ? n : 1) * sizeof *selected) : NULL;
+    size_t *order = selected ? cli_natural_order(ar) : NULL;
     int status = CLI_EXIT_FAIL;
-    if (paths && !selected)
+    if (paths && !order)
         cli_error("out of memory");
-    if (selected) {
+    if (order) {
         size_t missing = cli_select_entries(ar, paths, nargs, selected);
-        if (print_tensors(ar, archive, selected, json) == 0 && !missing)
+        if (print_tensors(ar, archive, order, selected, json) == 0 && !missing)
             status = CLI_EXIT_OK;
     }
+    free(order);
     free(selected);
     cli_free_paths(paths, nargs);
     return status;

@@ -73,34 +73,23 @@ static blob_state check_blob(verifier *v, uint64_t b)
     return v->state[b];
 }
 
-static uint64_t tensor_chunks(const tf_entry *ent, uint64_t t)
-{
-    uint64_t end = t + 1 < ent->ntensors ? ent->tensors[t + 1].first_chunk : ent->nchunks;
-    return end - ent->tensors[t].first_chunk;
-}
-
 /* Names the part of ent that chunk c holds, and why it is bad. */
 static void report_bad_chunk(verifier *v, const tf_entry *ent, uint64_t c)
 {
     uint64_t b = ent->chunks[c];
     const char *why = b < tf_archive_nblobs(v->ar) && v->why[b] ? v->why[b] : "bad data";
+    uint64_t t = cli_tensor_of_chunk(v->ar, ent, c);
     cli_progress_hide();
-    if (tf_entry_is_tensor_file(ent) && c < ent->verbatim_chunks) {
-        cli_error("%s: verbatim bytes, chunk %llu: %s", ent->path, (unsigned long long)c, why);
-        return;
-    }
-    if (!tf_entry_is_tensor_file(ent)) {
+    if (t >= ent->ntensors) { /* an opaque file's bytes, or verbatim ones */
         if (ent->nchunks > 1)
             cli_error("%s: chunk %llu: %s", ent->path, (unsigned long long)c, why);
         else
             cli_error("%s: %s", ent->path, why);
         return;
     }
-    uint64_t t = cli_tensor_of_chunk(ent, c);
-    const char *name = tf_tensor_name(ent, t);
     fprintf(stderr, "trajpack: %s: tensor ", ent->path);
-    cli_put_quoted(stderr, name);
-    if (tensor_chunks(ent, t) > 1)
+    cli_put_quoted(stderr, tf_tensor_name(ent, t));
+    if (cli_tensor_chunks(v->ar, ent, t) > 1)
         fprintf(stderr, " chunk %llu",
                 (unsigned long long)(c - ent->tensors[t].first_chunk));
     fprintf(stderr, ": %s\n", why);
@@ -134,7 +123,7 @@ static void measure(const tf_archive *ar, uint64_t *total, uint64_t *largest)
     *total = *largest = 0;
     for (size_t i = 0; seen && i < tf_archive_nentries(ar); i++) {
         const tf_entry *ent = tf_archive_entry(ar, i);
-        for (uint64_t c = 0; cli_entry_is_file(ent) && c < ent->nchunks; c++) {
+        for (uint64_t c = 0; tf_entry_is_regular(ent) && c < ent->nchunks; c++) {
             uint64_t b = ent->chunks[c];
             if (b >= nblobs || seen[b])
                 continue;
@@ -185,7 +174,7 @@ static int verify_archive(tf_archive *ar, const char *archive, bool quiet)
     } else {
         v.bar = cli_progress_start("verify", total, quiet);
         for (size_t i = 0; i < tf_archive_nentries(ar); i++)
-            if (cli_entry_is_file(tf_archive_entry(ar, i)))
+            if (tf_entry_is_regular(tf_archive_entry(ar, i)))
                 verify_file(&v, tf_archive_entry(ar, i));
         cli_progress_end(v.bar);
         print_summary(&v, archive);

@@ -110,11 +110,11 @@ for d in bf16 fp32; do
     diff -r "$TEST_TMP/run/$d" "$TEST_TMP/out/$d" > /dev/null || fail "--all-programs: $d differs"
 done
 
-# stats --tensors: a line per tensor (7 tab-separated fields) of the files
+# stats --tensors: a line per tensor (9 tab-separated fields) of the files
 # named; the first checkpoint, with no parent, has programs.
 "$TRAJPACK" stats --tensors "$archive" bf16 > "$TEST_TMP/tensors" ||
     fail "stats --tensors failed"
-awk -F '\t' 'NF != 7 { exit 1 } $1 !~ /^bf16\// { exit 1 }' "$TEST_TMP/tensors" ||
+awk -F '\t' 'NF != 9 { exit 1 } $1 !~ /^bf16\// { exit 1 }' "$TEST_TMP/tensors" ||
     fail "stats --tensors: bad lines: $(head -3 "$TEST_TMP/tensors")"
 grep -qE "$(printf '\tprog:[0-9]+\t(merge|lit|const|repeat|concat|map|scan)')" "$TEST_TMP/tensors" ||
     fail "stats --tensors names no program: $(head -3 "$TEST_TMP/tensors")"
@@ -124,8 +124,8 @@ grep -qE "$(printf '\tprog:[0-9]+\t(merge|lit|const|repeat|concat|map|scan)')" "
 import json, sys
 t = json.load(open(sys.argv[1]))["tensors"]
 assert t and any(x["program"] for x in t), "no program"
-assert all(set(x) == {"file", "tensor", "dtype", "bytes", "stored_bytes", "chunks", "program"}
-           for x in t)
+assert all(set(x) == {"file", "tensor", "dtype", "bytes", "stored_bytes", "chunks", "program",
+                      "reference"} for x in t)
 ' "$TEST_TMP/tensors.json" || fail "stats --tensors --json: bad output"
 status=0
 "$TRAJPACK" stats --tensors "$archive" no-such-file > /dev/null 2>&1 || status=$?
@@ -144,4 +144,142 @@ shown=$(on_terminal "'$TRAJPACK' add -q '$archive' '$TEST_TMP/run/step-000002.op
                      '$TRAJPACK' extract -q '$archive' -C '$TEST_TMP/out' &&
                      '$TRAJPACK' verify -q '$archive' > /dev/null")
 [ -z "$shown" ] || fail "-q runs showed on a terminal: $shown"
+
+# ---- natural order, delta shares and references ----
+# Three checkpoints whose names sort otherwise as strings (checkpoint-100
+# before checkpoint-20), and a file whose name extends a directory's
+# ('-' sorts before '/': a plain comparison of whole paths would put it
+# between checkpoint-2/ and its contents). Chunks of 2^10 elements give
+# the larger tensors several, the last one short.
+nat=$TEST_TMP/nat
+nat_archive=$TEST_TMP/nat.traj
+mkdir -p "$nat/checkpoint-2" "$nat/checkpoint-20" "$nat/checkpoint-100"
+cp "$TEST_TMP/run/bf16/step-000002.safetensors" "$nat/checkpoint-2/model.safetensors"
+cp "$TEST_TMP/run/bf16/step-000004.safetensors" "$nat/checkpoint-20/model.safetensors"
+cp "$TEST_TMP/run/bf16/step-000006.safetensors" "$nat/checkpoint-100/model.safetensors"
+echo notes > "$nat/checkpoint-2-notes.txt"
+quiet "$TRAJPACK" create -q --chunk-shift 10 "$nat_archive" "$nat"
+printf '%s\n' nat/ nat/checkpoint-2/ nat/checkpoint-2/model.safetensors \
+    nat/checkpoint-2-notes.txt nat/checkpoint-20/ nat/checkpoint-20/model.safetensors \
+    nat/checkpoint-100/ nat/checkpoint-100/model.safetensors > "$TEST_TMP/nat.expected"
+grep 'model' "$TEST_TMP/nat.expected" > "$TEST_TMP/nat.models"
+"$TRAJPACK" list "$nat_archive" > "$TEST_TMP/nat.list" || fail "list failed"
+cmp -s "$TEST_TMP/nat.expected" "$TEST_TMP/nat.list" ||
+    fail "list is not in natural order: $(cat "$TEST_TMP/nat.list")"
+"$TRAJPACK" list -l "$nat_archive" > "$TEST_TMP/nat.long" || fail "list -l failed"
+grep -v '^total: ' "$TEST_TMP/nat.long" | awk '{ print $NF }' > "$TEST_TMP/nat.long.paths"
+cmp -s "$TEST_TMP/nat.expected" "$TEST_TMP/nat.long.paths" ||
+    fail "list -l is not in natural order: $(cat "$TEST_TMP/nat.long")"
+"$TRAJPACK" stats "$nat_archive" > "$TEST_TMP/nat.stats" || fail "stats failed"
+awk '/^total:$/ { rows = 0 } rows { print $NF } /^by checkpoint:$/ { rows = 1 }' \
+    "$TEST_TMP/nat.stats" > "$TEST_TMP/nat.stats.paths"
+cmp -s "$TEST_TMP/nat.models" "$TEST_TMP/nat.stats.paths" ||
+    fail "stats lists checkpoints out of natural order: $(cat "$TEST_TMP/nat.stats")"
+"$TRAJPACK" stats --json "$nat_archive" > "$TEST_TMP/nat.stats.json" || fail "stats --json failed"
+"$PYTHON" -c '
+import json, sys
+got = [c["path"] for c in json.load(open(sys.argv[1]))["checkpoints"]]
+assert got == open(sys.argv[2]).read().split(), got
+' "$TEST_TMP/nat.stats.json" "$TEST_TMP/nat.models" ||
+    fail "stats --json lists checkpoints out of natural order"
+
+# list -l: the delta share of a checkpoint is the share of its tensor
+# bytes in chunks with a reference blob (list --blobs: raw_len, ref), of
+# all its tensor bytes (stats --tensors: bytes): 0% for the first
+# checkpoint, more for the later ones; "-" for a file without tensors.
+"$TRAJPACK" list --blobs "$nat_archive" > "$TEST_TMP/nat.blobs" || fail "list --blobs failed"
+"$TRAJPACK" stats --tensors "$nat_archive" > "$TEST_TMP/nat.tensors" ||
+    fail "stats --tensors failed"
+delta_shown() { # delta_shown PATH: the "delta N%" of PATH in list -l, or "none"
+    awk -v p="$1" '$NF == p {
+        print match($0, / delta [0-9]+% /) ? substr($0, RSTART + 1, RLENGTH - 2) : "none"
+    }' "$TEST_TMP/nat.long"
+}
+delta_expected() { # delta_expected PATH: the same, from the blobs and tensors
+    awk -F '\t' -v p="$1" '
+        FILENAME == ARGV[1] && $8 == p && $6 != "-" { delta += $4 }
+        FILENAME == ARGV[2] && $1 == p { total += $4 }
+        END {
+            pct = int(100 * delta / total + 0.5)
+            if (pct == 0 && delta > 0) pct = 1
+            if (pct == 100 && delta < total) pct = 99
+            printf "delta %d%%\n", pct
+        }' "$TEST_TMP/nat.blobs" "$TEST_TMP/nat.tensors"
+}
+for n in 2 20 100; do
+    f=nat/checkpoint-$n/model.safetensors
+    shown=$(delta_shown "$f")
+    [ "$shown" = "$(delta_expected "$f")" ] ||
+        fail "list -l shows '$shown' for $f, expected '$(delta_expected "$f")'"
+done
+[ "$(delta_shown nat/checkpoint-2/model.safetensors)" = "delta 0%" ] ||
+    fail "the first checkpoint shows deltas: $(cat "$TEST_TMP/nat.long")"
+case $(delta_shown nat/checkpoint-20/model.safetensors) in
+"delta 0%" | none | "") fail "the second checkpoint shows no deltas: $(cat "$TEST_TMP/nat.long")" ;;
+esac
+[ "$(delta_shown nat/checkpoint-2-notes.txt)" = none ] ||
+    fail "a file without tensors shows a delta share: $(cat "$TEST_TMP/nat.long")"
+
+# stats --tensors: the reference of each tensor of checkpoint-N with
+# deltas is the same tensor of the checkpoint before; every ulp tensor
+# (always a delta) has one; the first checkpoint has none.
+awk -F '\t' '
+    BEGIN {
+        prev["nat/checkpoint-20/model.safetensors"] = "nat/checkpoint-2/model.safetensors"
+        prev["nat/checkpoint-100/model.safetensors"] = "nat/checkpoint-20/model.safetensors"
+    }
+    NF != 9 { print "fields: " $0; exit 1 }
+    $1 == "nat/checkpoint-2/model.safetensors" && ($8 != "-" || $9 != "-") {
+        print "a reference in the first checkpoint: " $0; exit 1
+    }
+    $6 ~ /ulp/ && $8 == "-" { print "a delta without a reference: " $0; exit 1 }
+    $8 != "-" && ($8 != prev[$1] || $9 != $2) { print "another reference: " $0; exit 1 }
+    $8 != "-" { refs[$1]++ }
+    END {
+        for (f in prev)
+            if (!refs[f]) { print "no references in " f; exit 1 }
+    }' "$TEST_TMP/nat.tensors" > "$TEST_TMP/nat.why" ||
+    fail "stats --tensors: $(cat "$TEST_TMP/nat.why")"
+"$TRAJPACK" stats --tensors --json "$nat_archive" > "$TEST_TMP/nat.tensors.json" ||
+    fail "stats --tensors --json failed"
+"$PYTHON" -m json.tool "$TEST_TMP/nat.tensors.json" > /dev/null ||
+    fail "stats --tensors --json is not JSON"
+"$PYTHON" -c '
+import json, sys
+tensors = json.load(open(sys.argv[1]))["tensors"]
+files = []
+for x in tensors:
+    if not files or files[-1] != x["file"]:
+        files.append(x["file"])
+assert files == open(sys.argv[2]).read().split(), files
+prev = dict(zip(files[1:], files))
+refs = 0
+for x in tensors:
+    r = x["reference"]
+    assert r is None or x["file"] != files[0], x
+    assert r is not None or "ulp" not in x["chunks"], x
+    if r is not None:
+        assert set(r) == {"blob", "file", "tensor"} and isinstance(r["blob"], int), r
+        assert r["file"] == prev[x["file"]] and r["tensor"] == x["tensor"], x
+        refs += 1
+assert refs, "no references"
+' "$TEST_TMP/nat.tensors.json" "$TEST_TMP/nat.models" ||
+    fail "stats --tensors --json: bad references"
+
+# A reference whose file was replaced is in no file any more: "?" and
+# "-", and null file and tensor in JSON.
+quiet "$TRAJPACK" add -q "$nat_archive" "$TEST_TMP/run/fp32/step-000004.safetensors" \
+    --as nat/checkpoint-20/model.safetensors
+"$TRAJPACK" stats --tensors "$nat_archive" nat/checkpoint-100 > "$TEST_TMP/nat.gone" ||
+    fail "stats --tensors failed"
+awk -F '\t' '$6 ~ /ulp/ && !($8 == "?" && $9 == "-") { exit 1 }' "$TEST_TMP/nat.gone" &&
+    grep -q "$(printf '\t?\t-$')" "$TEST_TMP/nat.gone" ||
+    fail "stats --tensors names a replaced file as reference: $(cat "$TEST_TMP/nat.gone")"
+"$TRAJPACK" stats --tensors --json "$nat_archive" nat/checkpoint-100 > "$TEST_TMP/nat.gone.json" ||
+    fail "stats --tensors --json failed"
+"$PYTHON" -c '
+import json, sys
+refs = [x["reference"] for x in json.load(open(sys.argv[1]))["tensors"] if x["reference"]]
+assert refs and all(r["file"] is None and r["tensor"] is None for r in refs), refs
+' "$TEST_TMP/nat.gone.json" || fail "stats --tensors --json names a replaced file as reference"
 exit 0
