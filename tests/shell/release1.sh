@@ -1,0 +1,62 @@
+#!/bin/sh
+# Archives written by release 1 (safetensors entries with an inline
+# header) still open and read byte-identical, through extract and a
+# mount; a checkpoint added to one finds its references in the old
+# entries; a rename in a writable mount keeps an old entry readable.
+# tests/fixtures/release1.trajfs was made by release 1 with
+# `trajpack create --chunk-shift 12 release1.trajfs run`, where run/ held
+# examples/tiny-run/step-000002.safetensors, step-000004.safetensors and
+# config.json, a symlink link -> config.json and an empty sub/empty.
+set -eu
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mountlib.sh"
+
+fixture=$top_srcdir/tests/fixtures/release1.trajfs
+tiny=$top_srcdir/examples/tiny-run
+archive=$TEST_TMP/release1.trajfs
+cp "$fixture" "$archive"
+chmod u+w "$archive"
+
+# The expected tree, made from the originals.
+want=$TEST_TMP/want/run
+mkdir -p "$want/sub"
+cp "$tiny/step-000002.safetensors" "$tiny/step-000004.safetensors" "$tiny/config.json" "$want/"
+ln -s config.json "$want/link"
+: > "$want/sub/empty"
+
+same_files() { # DIR: the files of DIR/run are the originals
+    for _f in step-000002.safetensors step-000004.safetensors config.json link sub/empty; do
+        cmp "$want/$_f" "$1/$_f" || fail "$1/$_f differs from the original"
+    done
+    [ "$(readlink "$1/link")" = config.json ] || fail "$1/link: wrong target"
+}
+
+"$TRAJPACK" verify -q "$archive" || fail "verify of the release-1 archive failed"
+"$TRAJPACK" list "$archive" > "$TEST_TMP/list"
+grep -qx "run/step-000004.safetensors" "$TEST_TMP/list" || fail "list lacks the checkpoint"
+
+mkdir "$TEST_TMP/out"
+"$TRAJPACK" extract -q "$archive" -C "$TEST_TMP/out" || fail "extract failed"
+same_files "$TEST_TMP/out/run"
+
+start_mount "$archive" "$TEST_TMP/mnt"
+same_files "$TEST_TMP/mnt/run"
+stop_mount "$TEST_TMP/mnt"
+
+# A new checkpoint deltas against the old entry's tensors.
+"$TRAJPACK" add -q --as run/step-000006.safetensors "$archive" "$tiny/step-000006.safetensors" ||
+    fail "add to the release-1 archive failed"
+"$TRAJPACK" extract -q -O "$archive" run/step-000006.safetensors > "$TEST_TMP/step6"
+cmp "$tiny/step-000006.safetensors" "$TEST_TMP/step6" || fail "step 6 reads back differently"
+"$TRAJPACK" stats --tensors "$archive" run/step-000006.safetensors > "$TEST_TMP/tensors"
+grep -q "run/step-000004.safetensors" "$TEST_TMP/tensors" ||
+    { cat "$TEST_TMP/tensors" >&2; fail "step 6 found no reference in the release-1 step 4"; }
+
+# A rename writes the old entry again, its header still inline.
+start_mount "$archive" "$TEST_TMP/mnt" -o rw
+mv "$TEST_TMP/mnt/run/step-000002.safetensors" "$TEST_TMP/mnt/run/moved.safetensors"
+stop_mount "$TEST_TMP/mnt"
+"$TRAJPACK" verify -q "$archive" || fail "verify after the rename failed"
+"$TRAJPACK" extract -q -O "$archive" run/moved.safetensors > "$TEST_TMP/moved"
+cmp "$tiny/step-000002.safetensors" "$TEST_TMP/moved" || fail "the renamed release-1 file differs"
+exit 0
