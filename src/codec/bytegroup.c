@@ -30,13 +30,19 @@ void tf_bytegroup_join(const uint8_t *src, size_t n, unsigned w, uint8_t *dst)
     }
 }
 
+/* Floats of two bytes or more. */
+static bool groups(unsigned dtype)
+{
+    return tf_dtype_is_float(dtype) && tf_dtype_get(dtype)->size >= 2;
+}
+
 /* Element width for grouping, or 0 when the codec does not apply. */
 static unsigned group_width(const tf_codec_ctx *ctx, size_t len)
 {
-    const tf_dtype_info *info = tf_dtype_get(ctx->dtype);
-    if (!info || !tf_dtype_is_float(ctx->dtype) || info->size < 2 || len % info->size)
+    if (!groups(ctx->dtype))
         return 0;
-    return info->size;
+    unsigned size = tf_dtype_get(ctx->dtype)->size;
+    return len % size ? 0 : size;
 }
 
 static int bytegroup_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,
@@ -73,6 +79,7 @@ static int bytegroup_decode(const uint8_t *enc, size_t enc_len, const tf_codec_c
 const tf_codec tf_codec_bytegroup = {
     .id = TF_CODEC_BYTEGROUP,
     .name = "bytegroup",
+    .standalone_for = groups,
     .encode = bytegroup_encode,
     .decode = bytegroup_decode,
 };

@@ -1,7 +1,9 @@
 /* The codec slot. A codec is a pure function of bytes: it turns one chunk
  * (and, for a delta codec, the reference chunk of the same length) into
  * encoded bytes and back. No I/O, no globals. Adding a codec means writing
- * its three functions and adding one row to the table in codec.c.
+ * its functions and adding one row to the table in codec.c; what the row
+ * declares it needs decides which chunks the writer tries it on
+ * (store/encode.h).
  *
  * Codec ids are stored in the archive: never renumber. */
 #ifndef TRAJFS_CODEC_CODEC_H
@@ -30,16 +32,26 @@ typedef struct {
     size_t ref_len;
     const uint8_t *model; /* codecs with a fit step: the tensor's shared model */
     size_t model_len;
+    const void *fit_opts; /* fit: the codec's own options (prog: tf_prog_fit_opts),
+                             NULL for its defaults */
 } tf_codec_ctx;
 
 typedef struct {
     uint8_t id;
     const char *name;
-    bool delta; /* needs ctx->ref */
+    bool delta;       /* needs ctx->ref */
+    bool needs_model; /* decode needs ctx->model: the model fit made is stored,
+                         and the chunks refer to it (without, it only guides
+                         encode) */
+    /* Optional, for a codec that needs neither a reference nor a model:
+     * whether it competes for every chunk of dtype. */
+    bool (*standalone_for)(unsigned dtype);
     /* Optional. Called once per tensor with the whole tensor (and the whole
-     * reference tensor in ctx->ref), appends a model (e.g. probability
-     * tables) that every chunk of the tensor shares. The model is stored as
-     * its own blob; decode gets it back in ctx->model. */
+     * reference tensor in ctx->ref, the options in ctx->fit_opts), appends
+     * a model (e.g. probability tables, a program template) that every
+     * chunk of the tensor shares: encode gets it in ctx->model, and so does
+     * decode when the codec needs_model, the model then being stored as its
+     * own blob. */
     int (*fit)(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,
                tf_buf *model, tf_error *e);
     /* Appends the encoding of src[0..len) to out. Returns -1 when the codec

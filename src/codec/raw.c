@@ -23,9 +23,17 @@ static int raw_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ct
     return 0;
 }
 
+/* Raw competes for every chunk, so that no blob is larger than its bytes. */
+static bool raw_standalone_for(unsigned dtype)
+{
+    (void)dtype;
+    return true;
+}
+
 const tf_codec tf_codec_raw = {
     .id = TF_CODEC_RAW,
     .name = "raw",
+    .standalone_for = raw_standalone_for,
     .encode = raw_encode,
     .decode = raw_decode,
 };

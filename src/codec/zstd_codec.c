@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <zstd.h>
 
+#include "codec/bytegroup.h"
+
 /* The level is not part of the format (any level decodes the same way);
  * 3 is zstd's own default, a good speed/size point for what reaches this
  * codec (configs, tokenizers, integer buffers). */
@@ -48,9 +50,17 @@ static int zstd_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *c
     return tf_zstd_decompress(enc, enc_len, dst, len, e);
 }
 
+/* The chunks bytegroup does not take: a chunk gets one general-purpose
+ * compression, of grouped bytes where its elements allow. */
+static bool zstd_standalone_for(unsigned dtype)
+{
+    return !tf_codec_bytegroup.standalone_for(dtype);
+}
+
 const tf_codec tf_codec_zstd = {
     .id = TF_CODEC_ZSTD,
     .name = "zstd",
+    .standalone_for = zstd_standalone_for,
     .encode = zstd_encode,
     .decode = zstd_decode,
 };

@@ -4,86 +4,117 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
-
-#include "codec/codec.h"
-#include "format/dtype.h"
 
 /* ---- codec choice ---- */
 
-static unsigned standalone_codec(unsigned dtype)
+/* Whether codec competes for the job's chunk: the job has what the codec
+ * needs, which goes into *ctx. *charge gets what the chunk pays besides
+ * its encoding, its share of a model stored for it. */
+static bool competes(const tf_codec *codec, const tf_chunk_job *job, tf_codec_ctx *ctx,
+                     size_t *charge)
 {
-    const tf_dtype_info *info = tf_dtype_get(dtype);
-    return tf_dtype_is_float(dtype) && info->size > 1 ? TF_CODEC_BYTEGROUP : TF_CODEC_ZSTD;
+    *ctx = (tf_codec_ctx){ .dtype = job->dtype };
+    *charge = 0;
+    if (!codec->delta && !codec->fit)
+        return codec->standalone_for && codec->standalone_for(job->dtype);
+    if (codec->delta) {
+        if (!job->ref)
+            return false;
+        ctx->ref = job->ref;
+        ctx->ref_len = job->len;
+    }
+    if (codec->fit) {
+        const tf_chunk_model *m = &job->models[codec->id];
+        if (!m->data)
+            return false;
+        ctx->model = m->data;
+        ctx->model_len = m->len;
+        *charge = codec->needs_model ? m->share : 0;
+    }
+    return true;
 }
 
-/* Encodes with codec id into a fresh buffer; a codec that does not apply
- * leaves *out empty and returns -1. */
-static int try_codec(unsigned id, const tf_chunk_job *job, const tf_codec_ctx *ctx, tf_buf *out)
+static bool decodes_alone(const tf_codec *codec)
 {
-    out->len = 0;
-    return tf_codec_get(id)->encode(job->src, job->len, ctx, out, NULL);
+    return !codec->delta && !codec->needs_model;
+}
+
+/* Whether an encoding of this cost beats the best so far: it is smaller,
+ * or as small and decodes alone where the best does not (it is read
+ * without decoding a reference, and keeps no reference or model alive). */
+static bool beats(size_t cost, const tf_codec *codec, size_t best_cost, const tf_codec *best)
+{
+    return !best || cost < best_cost ||
+           (cost == best_cost && decodes_alone(codec) && !decodes_alone(best));
+}
+
+/* Moves the models a job carries in the writer's fields from before
+ * models[] (store/encode.h) into models[]. */
+static void take_old_fields(tf_chunk_job *job)
+{
+    if (job->model)
+        job->models[TF_CODEC_ULP] =
+            (tf_chunk_model){ job->model, job->model_len, job->model_share };
+    if (job->program)
+        job->models[TF_CODEC_PROG] = (tf_chunk_model){ job->program, job->program_len, 0 };
 }
 
 int tf_encode_chunk(tf_chunk_job *job, tf_error *e)
 {
-    tf_codec_ctx ctx = { .dtype = job->dtype };
+    take_old_fields(job);
     tf_buf best = { 0 }, cand = { 0 };
-    unsigned best_id = TF_CODEC_RAW;
-    size_t best_len = job->len;
-
-    unsigned ids[3] = { standalone_codec(job->dtype), TF_CODEC_PROG, TF_CODEC_ULP };
-    for (int k = 0; k < 3; k++) {
-        if (ids[k] == TF_CODEC_PROG) {
-            if (!job->program)
-                continue;
-            ctx.model = job->program;
-            ctx.model_len = job->program_len;
-        }
-        if (ids[k] == TF_CODEC_ULP) {
-            if (!job->ref || !job->model)
-                continue;
-            ctx.ref = job->ref;
-            ctx.ref_len = job->len;
-            ctx.model = job->model;
-            ctx.model_len = job->model_len;
-        }
-        size_t extra = ids[k] == TF_CODEC_ULP ? job->model_share : 0;
-        if (try_codec(ids[k], job, &ctx, &cand) == 0 && cand.len + extra < best_len) {
+    const tf_codec *best_codec = NULL;
+    size_t best_cost = 0;
+    tf_error why = { .msg = "no codec applies" };
+    for (unsigned id = 0; id < TF_CODEC_COUNT; id++) {
+        const tf_codec *codec = tf_codec_get(id);
+        tf_codec_ctx ctx;
+        size_t charge;
+        if (!codec || !competes(codec, job, &ctx, &charge))
+            continue;
+        /* A codec that fails does not apply; raw, which competes for every
+         * chunk, fails only when memory does. */
+        cand.len = 0;
+        if (codec->encode(job->src, job->len, &ctx, &cand, &why) < 0)
+            continue;
+        if (beats(cand.len + charge, codec, best_cost, best_codec)) {
             tf_buf t = best;
             best = cand;
             cand = t;
-            best_len = best.len + extra;
-            best_id = ids[k];
+            best_cost = best.len + charge;
+            best_codec = codec;
         }
     }
     tf_buf_free(&cand);
-    if (best_id == TF_CODEC_RAW) {
-        best.len = 0;
-        if (tf_buf_put(&best, job->src, job->len) < 0) {
-            tf_buf_free(&best);
-            return tf_fail(e, ENOMEM, "out of memory");
-        }
+    if (!best_codec) {
+        *e = why;
+        return -1;
     }
-    job->codec = (uint8_t)best_id;
+    job->codec = best_codec->id;
     job->out = best;
     return 0;
+}
+
+int tf_fit_model(unsigned codec, const uint8_t *src, const uint8_t *ref, size_t len,
+                 unsigned dtype, const void *opts, tf_buf *model)
+{
+    const tf_codec *c = tf_codec_get(codec);
+    tf_codec_ctx ctx = { .dtype = dtype, .ref = ref, .ref_len = ref ? len : 0,
+                         .fit_opts = opts };
+    model->len = 0;
+    return c && c->fit ? c->fit(src, len, &ctx, model, NULL) : -1;
 }
 
 int tf_fit_program(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fit_opts *opts,
                    tf_buf *program)
 {
-    program->len = 0;
-    return tf_prog_fit(src, len, dtype, opts, program, NULL);
+    return tf_fit_model(TF_CODEC_PROG, src, NULL, len, dtype, opts, program);
 }
 
 int tf_fit_delta_model(const uint8_t *src, const uint8_t *ref, size_t len, unsigned dtype,
                        tf_buf *model)
 {
-    const tf_codec *ulp = tf_codec_get(TF_CODEC_ULP);
-    tf_codec_ctx ctx = { .dtype = dtype, .ref = ref, .ref_len = len };
-    model->len = 0;
-    return ulp->fit(src, len, &ctx, model, NULL);
+    return tf_fit_model(TF_CODEC_ULP, src, ref, len, dtype, NULL, model);
 }
 
 /* ---- ordered parallel execution ---- */

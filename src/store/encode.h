@@ -7,24 +7,38 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec/codec.h"
 #include "codec/prog/prog.h"
 #include "common/buf.h"
 #include "common/error.h"
 
-/* One chunk to encode. The chosen codec is the one whose output is
- * smallest among: the delta codec (when ref and model are given, charged
- * its share of the model, which small tensors cannot amortize), the
- * program codec (when a program template is given; its chunks decode
- * without the template), the zstd-based codec for the dtype, and raw. */
+/* A codec's model of the tensor a chunk belongs to (tf_fit_model). */
+typedef struct {
+    const uint8_t *data; /* NULL: the codec was not fitted to the tensor */
+    size_t len;
+    size_t share; /* the chunk's part of the model's size, charged to the
+                     codec's output when the model is stored (needs_model):
+                     small tensors cannot amortize a model */
+} tf_chunk_model;
+
+/* One chunk to encode. Every codec of the table competes that the job
+ * gives what the codec declares it needs (codec/codec.h): a reference for
+ * a delta codec, the tensor's model for a codec with a fit step; a codec
+ * that needs neither competes where it is standalone for the chunk's
+ * dtype (raw for every one). The smallest output wins, counting what it
+ * is charged for a stored model; at equal cost, one that decodes alone. */
 typedef struct {
     const uint8_t *src;
     size_t len;
     unsigned dtype;
-    const uint8_t *ref;   /* reference chunk of the same length, or NULL */
-    const uint8_t *model; /* delta codec's model for the tensor, or NULL */
+    const uint8_t *ref;                    /* reference chunk of the same length, or NULL */
+    tf_chunk_model models[TF_CODEC_COUNT]; /* by codec id */
+    /* The writer's fields from before models[], which tf_encode_chunk
+     * moves there: ulp's model and share, and prog's template. */
+    const uint8_t *model;
     size_t model_len;
-    size_t model_share;   /* this chunk's share of the model's stored size */
-    const uint8_t *program; /* program template for the tensor, or NULL */
+    size_t model_share;
+    const uint8_t *program;
     size_t program_len;
     /* results */
     uint8_t codec;
@@ -44,15 +58,18 @@ int tf_run_ordered(size_t n, unsigned threads, size_t window,
  * array of tf_chunk_job). */
 int tf_encode_chunk(tf_chunk_job *job, tf_error *e);
 
-/* Synthesizes the program template of a tensor (opts: the search budget
- * and the checkpoint's prior, may be NULL); returns 0 with it in
- * *program, or -1 when none applies. */
+/* Fits codec's model on a whole tensor (and its reference, for a delta
+ * codec; else NULL) with the codec's options (NULL: its defaults);
+ * returns 0 with the model in *model, or -1 when the codec has no fit
+ * step or does not apply (the tensor's chunks then do without it). */
+int tf_fit_model(unsigned codec, const uint8_t *src, const uint8_t *ref, size_t len,
+                 unsigned dtype, const void *opts, tf_buf *model);
+
+/* The writer's calls before tf_fit_model: the program template of a
+ * tensor (opts: the search budget and the checkpoint's prior, may be
+ * NULL), and the delta codec's model against its reference. */
 int tf_fit_program(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fit_opts *opts,
                    tf_buf *program);
-
-/* Fits the delta codec's model on a whole tensor and its reference;
- * returns 0 with the model in *model, or -1 when the codec does not apply
- * (the tensor is then stored without deltas). */
 int tf_fit_delta_model(const uint8_t *src, const uint8_t *ref, size_t len, unsigned dtype,
                        tf_buf *model);
 

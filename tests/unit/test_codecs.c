@@ -1,7 +1,10 @@
 /* The self-contained codecs (raw, zstd, bytegroup) through the codec
  * table: bit-exact round trips on random bytes and on float arrays full of
  * special values, refusal of dtypes a codec does not take, and corrupt
- * payloads that must fail without reading past the bytes given. */
+ * payloads that must fail without reading past the bytes given. And what
+ * the table's rows declare: a standalone codec for every dtype, a model
+ * decode needs exactly where it says so, fit options taken from the
+ * context. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +13,7 @@
 #include "testlib.h"
 
 #include "codec/codec.h"
+#include "codec/prog/prog.h"
 #include "format/dtype.h"
 
 #define MIB ((size_t)1 << 20)
@@ -343,6 +347,112 @@ START_TEST(codec_table_lookups)
 }
 END_TEST
 
+/* Every dtype has raw and one compressing codec that compete for its
+ * chunks with nothing else to go on, and that one takes the dtype. */
+START_TEST(every_dtype_has_one_standalone_codec)
+{
+    for (unsigned dtype = 0; dtype < TF_DT_COUNT; dtype++) {
+        unsigned compressing = TF_CODEC_COUNT, count = 0;
+        for (unsigned id = 0; id < TF_CODEC_COUNT; id++) {
+            const tf_codec *c = codec_of(id);
+            if (!c->standalone_for || !c->standalone_for(dtype))
+                continue;
+            count++;
+            if (id != TF_CODEC_RAW)
+                compressing = id;
+        }
+        ck_assert_msg(codec_of(TF_CODEC_RAW)->standalone_for(dtype), "raw skips dtype %u", dtype);
+        ck_assert_msg(count == 2, "%u standalone codecs for dtype %u", count, dtype);
+        uint8_t src[64];
+        rng_state = dtype;
+        fill_random(src, sizeof src);
+        check_round_trip(compressing, dtype, src, sizeof src);
+    }
+    for (unsigned id = 0; id < TF_CODEC_COUNT; id++) {
+        const tf_codec *c = codec_of(id);
+        ck_assert_msg(!c->standalone_for || (!c->delta && !c->fit),
+                      "%s needs more than a chunk, yet is standalone", c->name);
+    }
+}
+END_TEST
+
+/* float32 elements 0, 1, 2, ...: a tensor every codec with a fit step
+ * takes (and the prog search finds a short program for). */
+static uint8_t *counting_floats(size_t n)
+{
+    uint8_t *p = malloc(4 * n);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < n; i++) {
+        float f = (float)i;
+        memcpy(p + 4 * i, &f, 4);
+    }
+    return p;
+}
+
+/* Each codec with a fit step encodes a chunk with its model, and decode
+ * fails without the model exactly when the codec says it needs it. */
+START_TEST(decode_needs_the_model_as_declared)
+{
+    enum { N = 4096 };
+    uint8_t *src = counting_floats(N), *ref = counting_floats(N), out[4 * N];
+    ref[5] ^= 1;
+    for (unsigned id = 0; id < TF_CODEC_COUNT; id++) {
+        const tf_codec *c = codec_of(id);
+        if (!c->fit)
+            continue;
+        tf_codec_ctx ctx = { .dtype = TF_DT_F32 };
+        if (c->delta) {
+            ctx.ref = ref;
+            ctx.ref_len = 4 * N;
+        }
+        tf_buf model = { 0 }, enc = { 0 };
+        tf_error e = { 0 };
+        ck_assert_msg(c->fit(src, 4 * N, &ctx, &model, &e) == 0, "%s fit: %s", c->name, e.msg);
+        ctx.model = model.data;
+        ctx.model_len = model.len;
+        ck_assert_msg(c->encode(src, 4 * N, &ctx, &enc, &e) == 0, "%s encode: %s", c->name,
+                      e.msg);
+        ck_assert_int_eq(c->decode(enc.data, enc.len, &ctx, out, sizeof out, &e), 0);
+        ck_assert(memcmp(out, src, sizeof out) == 0);
+        ctx.model = NULL;
+        ctx.model_len = 0;
+        memset(out, 0, sizeof out);
+        int rc = c->decode(enc.data, enc.len, &ctx, out, sizeof out, &e);
+        ck_assert_msg((rc < 0) == c->needs_model, "%s decoded %s its model", c->name,
+                      rc < 0 ? "only with" : "without");
+        ck_assert(rc < 0 || memcmp(out, src, sizeof out) == 0);
+        tf_buf_free(&model);
+        tf_buf_free(&enc);
+    }
+    free(src);
+    free(ref);
+}
+END_TEST
+
+/* prog's fit through the table searches with the options in
+ * ctx->fit_opts: one expansion finds another program than the default
+ * budget does. */
+START_TEST(prog_fit_takes_its_options_from_the_context)
+{
+    enum { N = 4096 };
+    uint8_t *src = counting_floats(N);
+    tf_prog_fit_opts one = { .budget = 1 };
+    tf_codec_ctx ctx = { .dtype = TF_DT_F32, .fit_opts = &one };
+    tf_buf by_table = { 0 }, direct = { 0 }, by_default = { 0 };
+    tf_error e;
+    ck_assert_int_eq(tf_codec_prog.fit(src, 4 * N, &ctx, &by_table, &e), 0);
+    ck_assert_int_eq(tf_prog_fit(src, 4 * N, TF_DT_F32, &one, &direct, &e), 0);
+    ck_assert_int_eq(tf_prog_fit(src, 4 * N, TF_DT_F32, NULL, &by_default, &e), 0);
+    ck_assert(by_table.len == direct.len && memcmp(by_table.data, direct.data, direct.len) == 0);
+    ck_assert(by_default.len != direct.len ||
+              memcmp(by_default.data, direct.data, direct.len) != 0);
+    tf_buf_free(&by_table);
+    tf_buf_free(&direct);
+    tf_buf_free(&by_default);
+    free(src);
+}
+END_TEST
+
 static Suite *codecs_suite(void)
 {
     Suite *s = suite_create("codecs");
@@ -365,6 +475,9 @@ static Suite *codecs_suite(void)
 
     TCase *table = tcase_create("table");
     tcase_add_test(table, codec_table_lookups);
+    tcase_add_test(table, every_dtype_has_one_standalone_codec);
+    tcase_add_test(table, decode_needs_the_model_as_declared);
+    tcase_add_test(table, prog_fit_takes_its_options_from_the_context);
     suite_add_tcase(s, table);
     return s;
 }

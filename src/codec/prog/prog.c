@@ -73,7 +73,7 @@ int tf_prog_fit(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fi
 static int prog_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *model,
                     tf_error *e)
 {
-    return tf_prog_fit(src, len, ctx->dtype, NULL, model, e);
+    return tf_prog_fit(src, len, ctx->dtype, ctx->fit_opts, model, e);
 }
 
 /* Parses a model for this dtype into a template. */
@@ -202,6 +202,7 @@ const tf_codec tf_codec_prog = {
     .id = TF_CODEC_PROG,
     .name = "prog",
     .delta = false,
+    .needs_model = false, /* chunks decode without the template: it is not stored */
     .fit = prog_fit,
     .encode = prog_encode,
     .decode = prog_decode,

@@ -7,8 +7,9 @@
  * nothing special.
  *
  * fit() synthesizes a program for the tensor by bounded A* search
- * (prog_search.h) on its first TF_PROG_SAMPLE_WORDS elements and stores
- * the productions chosen, the template, as the model:
+ * (prog_search.h; ctx->fit_opts: a tf_prog_fit_opts, or NULL) on its
+ * first TF_PROG_SAMPLE_WORDS elements and stores the productions chosen,
+ * the template, as the model:
  *   u8 version (1) | u8 dtype | template (prog_serialize.h)
  * encode() instantiates the template on the chunk's own words
  * (prog_apply.h) and stores the complete program:
@@ -59,7 +60,7 @@ typedef struct {
     const tf_prog_prior *prior; /* NULL: uniform production costs */
 } tf_prog_fit_opts;
 
-/* fit() with a budget and a prior; opts may be NULL. */
+/* fit() with the options given directly; opts may be NULL. */
 int tf_prog_fit(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fit_opts *opts,
                 tf_buf *model, tf_error *e);
 

@@ -63,6 +63,7 @@ const tf_codec tf_codec_ulp = {
     .id = TF_CODEC_ULP,
     .name = "ulp",
     .delta = true,
+    .needs_model = true,
     .fit = tf_ulp_fit,
     .encode = tf_ulp_encode,
     .decode = tf_ulp_decode,
