@@ -407,9 +407,9 @@ static int store_work(void *arg, size_t i, tf_error *e)
     const tf_buf *model = &d->models[c->tensor];
     tf_buf_free(&c->stored.out);
     c->stored = (tf_chunk_job){ .src = d->p->src.data + c->off, .len = c->len,
-                                .dtype = d->p->dtype, .ref = d->p->ref.data + c->off,
-                                .model = model->data, .model_len = model->len,
-                                .model_share = model->len / d->chunks_of[c->tensor] };
+                                .dtype = d->p->dtype, .ref = d->p->ref.data + c->off };
+    c->stored.models[TF_CODEC_ULP] =
+        (tf_chunk_model){ model->data, model->len, model->len / d->chunks_of[c->tensor] };
     return tf_encode_chunk(&c->stored, e);
 }
 

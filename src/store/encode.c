@@ -48,20 +48,8 @@ static bool beats(size_t cost, const tf_codec *codec, size_t best_cost, const tf
            (cost == best_cost && decodes_alone(codec) && !decodes_alone(best));
 }
 
-/* Moves the models a job carries in the writer's fields from before
- * models[] (store/encode.h) into models[]. */
-static void take_old_fields(tf_chunk_job *job)
-{
-    if (job->model)
-        job->models[TF_CODEC_ULP] =
-            (tf_chunk_model){ job->model, job->model_len, job->model_share };
-    if (job->program)
-        job->models[TF_CODEC_PROG] = (tf_chunk_model){ job->program, job->program_len, 0 };
-}
-
 int tf_encode_chunk(tf_chunk_job *job, tf_error *e)
 {
-    take_old_fields(job);
     tf_buf best = { 0 }, cand = { 0 };
     const tf_codec *best_codec = NULL;
     size_t best_cost = 0;
@@ -103,18 +91,6 @@ int tf_fit_model(unsigned codec, const uint8_t *src, const uint8_t *ref, size_t 
                          .fit_opts = opts };
     model->len = 0;
     return c && c->fit ? c->fit(src, len, &ctx, model, NULL) : -1;
-}
-
-int tf_fit_program(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fit_opts *opts,
-                   tf_buf *program)
-{
-    return tf_fit_model(TF_CODEC_PROG, src, NULL, len, dtype, opts, program);
-}
-
-int tf_fit_delta_model(const uint8_t *src, const uint8_t *ref, size_t len, unsigned dtype,
-                       tf_buf *model)
-{
-    return tf_fit_model(TF_CODEC_ULP, src, ref, len, dtype, NULL, model);
 }
 
 /* ---- ordered parallel execution ---- */

@@ -8,7 +8,6 @@
 #include <stdint.h>
 
 #include "codec/codec.h"
-#include "codec/prog/prog.h"
 #include "common/buf.h"
 #include "common/error.h"
 
@@ -33,13 +32,6 @@ typedef struct {
     unsigned dtype;
     const uint8_t *ref;                    /* reference chunk of the same length, or NULL */
     tf_chunk_model models[TF_CODEC_COUNT]; /* by codec id */
-    /* The writer's fields from before models[], which tf_encode_chunk
-     * moves there: ulp's model and share, and prog's template. */
-    const uint8_t *model;
-    size_t model_len;
-    size_t model_share;
-    const uint8_t *program;
-    size_t program_len;
     /* results */
     uint8_t codec;
     tf_buf out;
@@ -64,13 +56,5 @@ int tf_encode_chunk(tf_chunk_job *job, tf_error *e);
  * step or does not apply (the tensor's chunks then do without it). */
 int tf_fit_model(unsigned codec, const uint8_t *src, const uint8_t *ref, size_t len,
                  unsigned dtype, const void *opts, tf_buf *model);
-
-/* The writer's calls before tf_fit_model: the program template of a
- * tensor (opts: the search budget and the checkpoint's prior, may be
- * NULL), and the delta codec's model against its reference. */
-int tf_fit_program(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fit_opts *opts,
-                   tf_buf *program);
-int tf_fit_delta_model(const uint8_t *src, const uint8_t *ref, size_t len, unsigned dtype,
-                       tf_buf *model);
 
 #endif

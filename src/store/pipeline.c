@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "codec/codec.h"
+#include "codec/prog/prog.h"
 #include "common/idmap.h"
 #include "format/dtype.h"
 #include "store/encode.h"
@@ -116,10 +117,12 @@ static int fit_work(void *arg, size_t i, tf_error *e)
     if (!s->has_jobs) /* stored already: nothing to fit */
         return 0;
     if (s->ref && tf_dtype_is_float(s->dtype))
-        s->fitted = tf_fit_delta_model(s->src, s->ref, s->nbytes, s->dtype, &s->model) == 0;
+        s->fitted = tf_fit_model(TF_CODEC_ULP, s->src, s->ref, s->nbytes, s->dtype, NULL,
+                                 &s->model) == 0;
     /* A tensor the delta codec does not fit is stored standalone. */
     if (s->wants_program || (s->ref && !s->fitted))
-        s->programmed = tf_fit_program(s->src, s->nbytes, s->dtype, &f->prog, &s->program) == 0;
+        s->programmed = tf_fit_model(TF_CODEC_PROG, s->src, NULL, s->nbytes, s->dtype, &f->prog,
+                                     &s->program) == 0;
     return 0;
 }
 
@@ -143,7 +146,8 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
     tf_chunk_job *job = &f->chunks[i];
     tf_span *s = &f->spans[f->chunk_span[i]];
     uint64_t ref = 0, model = 0;
-    if (job->codec == TF_CODEC_ULP) {
+    const tf_codec *codec = tf_codec_get(job->codec);
+    if (codec->needs_model) {
         if (s->model_blob < 0) {
             tf_blob_id mid = tf_blob_id_of(s->model.data, s->model.len);
             s->model_blob = tf_commit_find_blob(f->c, &mid);
@@ -156,9 +160,10 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
             if (s->model_blob < 0)
                 return -1;
         }
-        ref = f->ref_blob[i];
         model = (uint64_t)s->model_blob + 1;
     }
+    if (codec->delta)
+        ref = f->ref_blob[i];
     int64_t idx = tf_commit_store_blob(f->c, &f->ids[i], &job->out, job->len, job->codec,
                                        (uint8_t)job->dtype, ref, model, e);
     tf_buf_free(&job->out);
@@ -234,15 +239,13 @@ static void attach_fits(file_job *f)
         size_t off = (size_t)(job->src - sp->src);
         uint64_t n = tf_chunk_count(sp->nbytes, tf_dtype_get(sp->dtype)->size, f->chunk_shift);
         uint64_t c = off / ((size_t)tf_dtype_get(sp->dtype)->size << f->chunk_shift);
-        if (sp->programmed) {
-            job->program = sp->program.data;
-            job->program_len = sp->program.len;
-        }
+        if (sp->programmed)
+            job->models[TF_CODEC_PROG] =
+                (tf_chunk_model){ sp->program.data, sp->program.len, sp->program.len / (size_t)n };
         if (sp->fitted && chunk_has_ref(f, sp, c)) {
             job->ref = sp->ref + off;
-            job->model = sp->model.data;
-            job->model_len = sp->model.len;
-            job->model_share = sp->model.len / (size_t)n;
+            job->models[TF_CODEC_ULP] =
+                (tf_chunk_model){ sp->model.data, sp->model.len, sp->model.len / (size_t)n };
             f->ref_blob[j] = sp->ref_blobs[c] + 1;
         }
     }

@@ -156,25 +156,6 @@ START_TEST(stored_models_are_charged_and_ties_go_to_decoding_alone)
 }
 END_TEST
 
-/* The fields a job had before models[] choose as models[] does. */
-START_TEST(old_job_fields_still_choose)
-{
-    tensor *t = counting_tensor();
-    size_t ulp = size_by(TF_CODEC_ULP, t), prog = size_by(TF_CODEC_PROG, t);
-    tf_chunk_job job = { .src = t->src, .len = LEN, .dtype = TF_DT_F32,
-                         .program = t->prog.data, .program_len = t->prog.len };
-    ck_assert_uint_eq(choose(&job), TF_CODEC_PROG);
-    job = (tf_chunk_job){ .src = t->src, .len = LEN, .dtype = TF_DT_F32, .ref = t->ref,
-                          .model = t->ulp.data, .model_len = t->ulp.len,
-                          .model_share = prog - ulp - 1,
-                          .program = t->prog.data, .program_len = t->prog.len };
-    ck_assert_uint_eq(choose(&job), TF_CODEC_ULP);
-    job.model_share = prog - ulp;
-    ck_assert_uint_eq(choose(&job), TF_CODEC_PROG);
-    tensor_free(t);
-}
-END_TEST
-
 /* ---- fitting through the table ------------------------------------------- */
 
 START_TEST(fit_model_goes_through_the_table)
@@ -188,10 +169,8 @@ START_TEST(fit_model_goes_through_the_table)
     ck_assert_int_eq(tf_prog_fit(t->src, LEN, TF_DT_F32, &one, &direct, &e), 0);
     ck_assert(model.len == direct.len && memcmp(model.data, direct.data, model.len) == 0);
     ck_assert(model.len != t->prog.len || memcmp(model.data, t->prog.data, model.len) != 0);
-    /* the old calls fit the same models */
-    ck_assert_int_eq(tf_fit_program(t->src, LEN, TF_DT_F32, &one, &model), 0);
-    ck_assert(model.len == direct.len && memcmp(model.data, direct.data, model.len) == 0);
-    ck_assert_int_eq(tf_fit_delta_model(t->src, t->ref, LEN, TF_DT_F32, &model), 0);
+    /* ulp's model against the reference */
+    ck_assert_int_eq(tf_fit_model(TF_CODEC_ULP, t->src, t->ref, LEN, TF_DT_F32, NULL, &model), 0);
     ck_assert(model.len == t->ulp.len && memcmp(model.data, t->ulp.data, model.len) == 0);
     /* no fit step, no such codec, a delta codec without its reference */
     ck_assert_int_eq(tf_fit_model(TF_CODEC_ZSTD, t->src, NULL, LEN, TF_DT_F32, NULL, &model), -1);
@@ -211,7 +190,6 @@ static Suite *encode_suite(void)
     tcase_add_test(tc, chunk_alone_gets_its_dtype_codec);
     tcase_add_test(tc, fitted_codecs_compete_with_what_they_need);
     tcase_add_test(tc, stored_models_are_charged_and_ties_go_to_decoding_alone);
-    tcase_add_test(tc, old_job_fields_still_choose);
     tcase_add_test(tc, fit_model_goes_through_the_table);
     suite_add_tcase(s, tc);
     return s;
