@@ -1,6 +1,6 @@
 /* The common layer and the small store helpers: byte buffers and readers,
  * varints, error messages, content ids, the id map, natural sort, series
- * keys and the byte-bounded LRU cache. */
+ * keys, the byte-bounded LRU cache and the clocks. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -13,6 +13,7 @@
 #include "testlib.h"
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/idmap.h"
@@ -795,6 +796,32 @@ START_TEST(cache_waiter_claims_after_an_abandon)
 }
 END_TEST
 
+/* ---- clocks -------------------------------------------------------------- */
+
+START_TEST(time_of_day_is_now)
+{
+    time_t before = time(NULL);
+    struct timespec ts;
+    tf_time_of_day(&ts);
+    time_t after = time(NULL);
+    ck_assert_int_ge(ts.tv_sec, before);
+    ck_assert_int_le(ts.tv_sec, after);
+    ck_assert_int_ge(ts.tv_nsec, 0);
+    ck_assert_int_lt(ts.tv_nsec, 1000000000);
+}
+END_TEST
+
+START_TEST(monotonic_seconds_count_a_sleep)
+{
+    double start = tf_monotonic_seconds();
+    struct timespec pause = { .tv_nsec = 20 * 1000 * 1000 };
+    while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
+        ;
+    double slept = tf_monotonic_seconds() - start;
+    ck_assert_msg(slept >= 0.02 && slept < 3600, "%f seconds", slept);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *common_suite(void)
@@ -843,6 +870,11 @@ static Suite *common_suite(void)
     tcase_add_test(cache, cache_waiter_gets_the_claimers_fill);
     tcase_add_test(cache, cache_waiter_claims_after_an_abandon);
     suite_add_tcase(s, cache);
+
+    TCase *sys = tcase_create("clocks");
+    tcase_add_test(sys, time_of_day_is_now);
+    tcase_add_test(sys, monotonic_seconds_count_a_sleep);
+    suite_add_tcase(s, sys);
     return s;
 }
 
