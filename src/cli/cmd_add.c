@@ -11,6 +11,7 @@
 
 #include "cli/progress.h"
 #include "codec/prog/prog.h"
+#include "common/cpus.h"
 #include "format/container.h"
 #include "store/writer.h"
 
@@ -86,12 +87,6 @@ typedef struct {
     char **paths;
     size_t npaths;
 } add_args;
-
-static unsigned online_cpus(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (unsigned)n;
-}
 
 /* An archive path given as an option value; "" is not a file name. */
 static int parse_archive_path(const char *verb, const char *opt, const char *arg,
@@ -268,8 +263,9 @@ static int run_add(int argc, char **argv, bool create)
         .create = create,
         .chunk_shift = TF_CHUNK_SHIFT_DEFAULT,
     };
+    unsigned cpus = tf_online_cpus();
     tf_write_opts_default(&a.wopts);
-    a.wopts.threads = online_cpus();
+    a.wopts.threads = cpus < MAX_THREADS ? cpus : MAX_THREADS;
     a.wopts.max_chain = TF_MAX_CHAIN_DEFAULT;
 
     cli_input_list list = { 0 };

@@ -5,9 +5,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "codec/codec.h"
+#include "common/cpus.h"
 #include "format/dtype.h"
 #include "format/safetensors.h"
 #include "store/cache.h"
@@ -36,10 +36,8 @@ struct tf_reader_ctx {
 /* One kept payload buffer per CPU: more decodes at once gain nothing. */
 static size_t payloads_to_keep(void)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cpus < 1)
-        return 1;
-    return cpus > PAYLOADS_KEPT_MAX ? PAYLOADS_KEPT_MAX : (size_t)cpus;
+    unsigned cpus = tf_online_cpus();
+    return cpus > PAYLOADS_KEPT_MAX ? PAYLOADS_KEPT_MAX : cpus;
 }
 
 tf_reader_ctx *tf_reader_new(tf_archive *ar, size_t cache_bytes)

@@ -1,6 +1,6 @@
 /* The common layer and the small store helpers: byte buffers and readers,
  * varints, error messages, content ids, the id map, natural sort, series
- * keys, the byte-bounded LRU cache and the clocks. */
+ * keys, the byte-bounded LRU cache, the clocks and the CPU count. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -9,11 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "testlib.h"
 
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/cpus.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/idmap.h"
@@ -796,7 +798,7 @@ START_TEST(cache_waiter_claims_after_an_abandon)
 }
 END_TEST
 
-/* ---- clocks -------------------------------------------------------------- */
+/* ---- clocks and CPUs ----------------------------------------------------- */
 
 START_TEST(time_of_day_is_now)
 {
@@ -819,6 +821,13 @@ START_TEST(monotonic_seconds_count_a_sleep)
         ;
     double slept = tf_monotonic_seconds() - start;
     ck_assert_msg(slept >= 0.02 && slept < 3600, "%f seconds", slept);
+}
+END_TEST
+
+START_TEST(online_cpus_is_sysconfs_count)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    ck_assert_uint_eq(tf_online_cpus(), n > 0 ? (unsigned)n : 1);
 }
 END_TEST
 
@@ -871,9 +880,10 @@ static Suite *common_suite(void)
     tcase_add_test(cache, cache_waiter_claims_after_an_abandon);
     suite_add_tcase(s, cache);
 
-    TCase *sys = tcase_create("clocks");
+    TCase *sys = tcase_create("clocks and CPUs");
     tcase_add_test(sys, time_of_day_is_now);
     tcase_add_test(sys, monotonic_seconds_count_a_sleep);
+    tcase_add_test(sys, online_cpus_is_sysconfs_count);
     suite_add_tcase(s, sys);
     return s;
 }
