@@ -44,12 +44,6 @@ struct tf_writer {
     _Atomic uint64_t next_ino;
 };
 
-void tf_write_opts_default(tf_write_opts *o)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    *o = (tf_write_opts){ .threads = n > 0 ? (unsigned)n : 1, .max_chain = TF_MAX_CHAIN_DEFAULT };
-}
-
 static void loaded_file_clear(loaded_file *f)
 {
     free(f->path);
