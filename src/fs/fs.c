@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/cpus.h"
 #include "fs/log.h"
 #include "fs/spool.h"
 
@@ -60,12 +59,7 @@ static int open_spool_dir(const fs_options *o, tf_error *e)
 
 static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
 {
-    tf_write_opts wo;
-    tf_write_opts_default(&wo);
-    wo.threads = o->threads ? o->threads : tf_online_cpus();
-    wo.max_chain = o->max_chain;
-    wo.prog_budget = o->prog_budget;
-    wo.all_programs = o->all_programs;
+    tf_write_opts wo = o->write;
     wo.begin_update = begin_update;
     wo.end_update = end_update;
     wo.update_arg = fs;
