@@ -17,10 +17,13 @@
 #define STR(x) STR_(x)
 
 #define WALK_TEXT \
-    "Each PATH is stored under its base name (like cp and tar); directories\n" \
-    "are added recursively, names in natural order (step-900 before\n" \
-    "step-1000), each directory before its contents. Every file is its own\n" \
-    "commit: after an error, the files added before it stay in the archive.\n"
+    "Each PATH is stored under its base name, like cp and tar do: a file\n" \
+    "/data/run/config.json as config.json, a directory /data/run as run/\n" \
+    "with its contents below it (run/step-900/model.safetensors...);\n" \
+    "--as NAME stores a single PATH as NAME instead. Directories are added\n" \
+    "recursively, names in natural order (step-900 before step-1000), each\n" \
+    "directory before its contents. Every file is its own commit: after an\n" \
+    "error, the files added before it stay in the archive.\n"
 
 static const char create_head[] =
     "Usage: trajpack create [OPTIONS] ARCHIVE PATH...\n"
@@ -38,7 +41,9 @@ static const char add_head[] =
 
 /* After the writer's settings (tf_write_opts_help). */
 static const char usage_tail[] =
-    "      --as NAME        store the single PATH as archive path NAME\n"
+    "      --as NAME        store the single PATH as archive path NAME instead\n"
+    "                       of under its base name (a directory's contents\n"
+    "                       then land below NAME)\n"
     "      --parent APATH   encode the single file PATH as a delta against the\n"
     "                       archive file APATH (default: the previous checkpoint\n"
     "                       of its series in natural order)\n"

@@ -134,6 +134,27 @@ status=0
 "$TRAJPACK" stats "$archive" bf16 > /dev/null 2>&1 || status=$?
 [ "$status" -eq 2 ] || fail "stats FILE without --tensors: status $status, expected 2"
 
+# Where a directory PATH lands: under its base name at the top of the
+# archive; with --as NAME at NAME (missing parents made), its contents
+# below it, and a directory already at NAME keeps its other entries.
+where=$TEST_TMP/where.traj
+mkdir "$TEST_TMP/extra" && echo extra > "$TEST_TMP/extra/notes.txt"
+quiet "$TRAJPACK" create -q "$where" "$TEST_TMP/run/bf16"
+quiet "$TRAJPACK" add -q --as runs/b/weights "$where" "$TEST_TMP/run/bf16"
+quiet "$TRAJPACK" add -q --as bf16 "$where" "$TEST_TMP/extra"
+tree_as() { # tree_as NAME: the listing of run/bf16 stored as NAME
+    (cd "$TEST_TMP/run" && find bf16 -type d | sed "s|^bf16|$1|; s|\$|/|" &&
+        find bf16 ! -type d | sed "s|^bf16|$1|")
+}
+{ tree_as bf16; echo bf16/notes.txt; printf 'runs/\nruns/b/\n'; tree_as runs/b/weights; } |
+    LC_ALL=C sort > "$TEST_TMP/where.expected"
+"$TRAJPACK" list "$where" | LC_ALL=C sort | diff "$TEST_TMP/where.expected" - ||
+    fail "the directories did not land where they should"
+rm -rf "$TEST_TMP/out" && mkdir "$TEST_TMP/out"
+quiet "$TRAJPACK" extract -q "$where" -C "$TEST_TMP/out" runs
+diff -r "$TEST_TMP/run/bf16" "$TEST_TMP/out/runs/b/weights" > /dev/null ||
+    fail "--as runs/b/weights: the contents differ"
+
 # gc of an archive with a damaged blob (one byte of its payload flipped)
 # stops with status 1 and a message naming the blob, and leaves the
 # archive as it was: a rewrite does not pass damage on. (A second commit
