@@ -10,54 +10,64 @@
 #include <unistd.h>
 
 #include "cli/progress.h"
-#include "codec/prog/prog.h"
 #include "format/container.h"
 #include "store/writer.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-#define MAX_THREADS 1024
-
-#define COMMON_OPTIONS \
-    "  -T, --threads N      encoder threads (default: the number of online CPUs)\n" \
-    "      --max-chain N    longest chain of deltas before a keyframe, 0 to " \
-    STR(TF_CHAIN_MAX) "\n" \
-    "                       (default " STR(TF_MAX_CHAIN_DEFAULT) ")\n" \
-    "      --budget N       search budget of the prog codec: expansions per\n" \
-    "                       tensor, 1 to " STR(TF_PROG_BUDGET_MAX) " (default " \
-    STR(TF_PROG_DEFAULT_BUDGET) ")\n" \
-    "      --all-programs   search a program for every tensor, also one with a\n" \
-    "                       reference (float32 optimizer state about 1% smaller,\n" \
-    "                       writing about 5x slower)\n" \
-    "      --as NAME        store the single PATH as archive path NAME\n" \
-    "      --parent APATH   encode the single file PATH as a delta against the\n" \
-    "                       archive file APATH (default: the previous checkpoint\n" \
-    "                       of its series in natural order)\n" \
-    "  -q, --quiet          no progress bar\n" \
-    "  -h, --help           show this help\n"
-
 #define WALK_TEXT \
-    "Each PATH is stored under its base name (like cp and tar); directories\n" \
-    "are added recursively, names in natural order (step-900 before\n" \
-    "step-1000), each directory before its contents. Every file is its own\n" \
-    "commit: after an error, the files added before it stay in the archive.\n"
+    "Each PATH is stored under its base name, like cp and tar do: a file\n" \
+    "/data/run/config.json as config.json, a directory /data/run as run/\n" \
+    "with its contents below it (run/step-900/model.safetensors...);\n" \
+    "--as NAME stores a single PATH as NAME instead. Directories are added\n" \
+    "recursively, names in natural order (step-900 before step-1000), each\n" \
+    "directory before its contents. Every file is its own commit: after an\n" \
+    "error, the files added before it stay in the archive.\n"
 
-static const char create_usage[] =
+static const char create_head[] =
     "Usage: trajpack create [OPTIONS] ARCHIVE PATH...\n"
     "Create ARCHIVE, which must not exist, from files and directories.\n"
     WALK_TEXT
     "\nOptions:\n"
     "      --chunk-shift N  tensor chunks of 2^N elements, " STR(TF_CHUNK_SHIFT_MIN)
-    " to " STR(TF_CHUNK_SHIFT_MAX) " (default " STR(TF_CHUNK_SHIFT_DEFAULT) ")\n"
-    COMMON_OPTIONS;
+    " to " STR(TF_CHUNK_SHIFT_MAX) " (default " STR(TF_CHUNK_SHIFT_DEFAULT) ")\n";
 
-static const char add_usage[] =
+static const char add_head[] =
     "Usage: trajpack add [OPTIONS] ARCHIVE PATH...\n"
     "Append files and directories to an existing ARCHIVE.\n"
     WALK_TEXT
-    "\nOptions:\n"
-    COMMON_OPTIONS;
+    "\nOptions:\n";
+
+/* After the writer's settings (tf_write_opts_help). */
+static const char usage_tail[] =
+    "      --as NAME        store the single PATH as archive path NAME instead\n"
+    "                       of under its base name (a directory's contents\n"
+    "                       then land below NAME)\n"
+    "      --parent APATH   encode the single file PATH as a delta against the\n"
+    "                       archive file APATH (default: the previous checkpoint\n"
+    "                       of its series in natural order)\n"
+    "  -q, --quiet          no progress bar\n"
+    "  -h, --help           show this help\n";
+
+/* The --help text: the verb's own lines around those of the writer's
+ * settings, which trajfs's help shares. NULL when out of memory. */
+static char *usage_text(bool create)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    fputs(create ? create_head : add_head, f);
+    tf_write_opts_help(f, TF_WRITE_OPTS_OPTIONS);
+    fputs(usage_tail, f);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
 
 enum { OPT_MAX_CHAIN = 256, OPT_BUDGET, OPT_ALL_PROGRAMS, OPT_CHUNK_SHIFT, OPT_AS, OPT_PARENT };
 
@@ -87,12 +97,6 @@ typedef struct {
     size_t npaths;
 } add_args;
 
-static unsigned online_cpus(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (unsigned)n;
-}
-
 /* An archive path given as an option value; "" is not a file name. */
 static int parse_archive_path(const char *verb, const char *opt, const char *arg,
                               char **out)
@@ -106,21 +110,29 @@ static int parse_archive_path(const char *verb, const char *opt, const char *arg
     return 0;
 }
 
+/* Sets the writer setting given as option opt (value NULL for a flag). */
+static int set_writer_option(add_args *a, const char *setting, const char *opt,
+                             const char *value)
+{
+    tf_error e;
+    if (tf_write_opts_set(&a->wopts, setting, value, &e) < 0) {
+        cli_usage_error(a->verb, "%s: %s", opt, e.msg);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_option(add_args *a, int c)
 {
     switch (c) {
     case 'T':
-        return cli_parse_uint(a->verb, "--threads", optarg, 1, MAX_THREADS,
-                              &a->wopts.threads);
+        return set_writer_option(a, "threads", "--threads", optarg);
     case OPT_MAX_CHAIN:
-        return cli_parse_uint(a->verb, "--max-chain", optarg, 0, TF_CHAIN_MAX,
-                              &a->wopts.max_chain);
+        return set_writer_option(a, "max_chain", "--max-chain", optarg);
     case OPT_BUDGET:
-        return cli_parse_uint(a->verb, "--budget", optarg, 1, TF_PROG_BUDGET_MAX,
-                              &a->wopts.prog_budget);
+        return set_writer_option(a, "prog_budget", "--budget", optarg);
     case OPT_ALL_PROGRAMS:
-        a->wopts.all_programs = true;
-        return 0;
+        return set_writer_option(a, "all_programs", "--all-programs", NULL);
     case OPT_CHUNK_SHIFT:
         if (!a->create) {
             cli_usage_error(a->verb, "--chunk-shift is only for create: an archive's "
@@ -144,19 +156,27 @@ static int parse_option(add_args *a, int c)
 /* Returns -1 to go on, or the exit status when parsing ends the run. */
 static int parse_args(add_args *a, int argc, char **argv)
 {
+    char *usage = usage_text(a->create);
+    if (!usage) {
+        cli_error("out of memory");
+        return CLI_EXIT_FAIL;
+    }
     const cli_cmd cmd = {
         .verb = a->verb,
-        .usage = a->create ? create_usage : add_usage,
+        .usage = usage,
         .shortopts = "T:qh",
         .longopts = add_longopts,
     };
-    int c;
-    while ((c = cli_getopt(argc, argv, &cmd)) != -1) {
+    int c, status = -1;
+    while (status < 0 && (c = cli_getopt(argc, argv, &cmd)) != -1) {
         if (c == CLI_OPT_HELP)
-            return CLI_EXIT_OK;
-        if (c == CLI_OPT_BAD || parse_option(a, c) < 0)
-            return CLI_EXIT_USAGE;
+            status = CLI_EXIT_OK;
+        else if (c == CLI_OPT_BAD || parse_option(a, c) < 0)
+            status = CLI_EXIT_USAGE;
     }
+    free(usage); /* cli_getopt is done with it */
+    if (status >= 0)
+        return status;
     if (argc - optind < 2)
         return cli_usage_error(a->verb, "expected an ARCHIVE and at least one PATH");
     a->archive = argv[optind];
@@ -269,8 +289,6 @@ static int run_add(int argc, char **argv, bool create)
         .chunk_shift = TF_CHUNK_SHIFT_DEFAULT,
     };
     tf_write_opts_default(&a.wopts);
-    a.wopts.threads = online_cpus();
-    a.wopts.max_chain = TF_MAX_CHAIN_DEFAULT;
 
     cli_input_list list = { 0 };
     int status = parse_args(&a, argc, argv);

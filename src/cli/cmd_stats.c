@@ -21,10 +21,9 @@
 #include "codec/prog/prog.h"
 #include "codec/ulp/ulp_stats.h"
 #include "common/buf.h"
-#include "common/hash.h"
 #include "format/catalog.h"
-#include "format/container.h"
 #include "format/dtype.h"
+#include "store/blob_io.h"
 #include "store/reader.h"
 
 /* Reconstructed chunks kept: the references of the next checkpoint's
@@ -152,18 +151,7 @@ static int reconstruct(stats_ctx *cx, uint64_t idx, tf_buf *buf, tf_error *e)
 /* The stored bytes of a blob, checked against their checksum. */
 static int read_payload(stats_ctx *cx, const tf_blob *blob, tf_error *e)
 {
-    cx->payload.len = 0;
-    uint8_t *p = blob->enc_len <= SIZE_MAX ? tf_buf_reserve(&cx->payload, (size_t)blob->enc_len)
-                                           : NULL;
-    if (!p)
-        return tf_fail(e, ENOMEM, "out of memory for %llu bytes",
-                       (unsigned long long)blob->enc_len);
-    if (tf_container_pread(tf_archive_container(cx->ar), blob->offset, p, blob->enc_len, e) < 0)
-        return -1;
-    if (tf_hash64(p, blob->enc_len) != blob->enc_hash)
-        return tf_fail(e, EIO, "checksum mismatch (stored bytes are damaged)");
-    tf_buf_commit(&cx->payload, (size_t)blob->enc_len);
-    return 0;
+    return tf_blob_read_payload(cx->ar, blob, &cx->payload, e);
 }
 
 /* Adds the breakdown of ulp blob b to *bits. The chunks of a tensor share

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/size.h"
+#include "common/clock.h"
 
 #define REDRAW_INTERVAL 0.1 /* seconds between two drawings of the bar */
 
@@ -23,13 +23,6 @@ struct cli_progress {
  * one exists at a time: trajpack runs one operation per process. */
 static cli_progress *active;
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 cli_progress *cli_progress_start(const char *label, uint64_t total, bool quiet)
 {
     if (quiet || !isatty(STDERR_FILENO))
@@ -40,7 +33,7 @@ cli_progress *cli_progress_start(const char *label, uint64_t total, bool quiet)
     pthread_mutex_init(&p->lock, NULL);
     p->label = label;
     p->total = total;
-    p->start = now_seconds();
+    p->start = tf_monotonic_seconds();
     p->last_draw = p->start; /* quick operations never show a bar */
     active = p;
     return p;
@@ -93,7 +86,7 @@ void cli_progress_add(cli_progress *p, uint64_t bytes)
         return;
     pthread_mutex_lock(&p->lock);
     p->done += bytes;
-    double t = now_seconds();
+    double t = tf_monotonic_seconds();
     if (t - p->last_draw >= REDRAW_INTERVAL)
         draw_locked(p, t);
     pthread_mutex_unlock(&p->lock);

@@ -33,12 +33,6 @@ static void end_update(void *arg)
 
 /* ---- opening ---- */
 
-static unsigned online_cpus(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (unsigned)n : 1;
-}
-
 /* A read-write mount of an archive that does not exist creates it. */
 static int create_if_missing(const char *archive, tf_error *e)
 {
@@ -65,12 +59,7 @@ static int open_spool_dir(const fs_options *o, tf_error *e)
 
 static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
 {
-    tf_write_opts wo;
-    tf_write_opts_default(&wo);
-    wo.threads = o->threads ? o->threads : online_cpus();
-    wo.max_chain = o->max_chain;
-    wo.prog_budget = o->prog_budget;
-    wo.all_programs = o->all_programs;
+    tf_write_opts wo = o->write;
     wo.begin_update = begin_update;
     wo.end_update = end_update;
     wo.update_arg = fs;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "store/archive.h"
 
 void fs_handles_init(fs_handles *t)
@@ -127,17 +128,12 @@ fs_handle *fs_handles_take(fs_handles *t, uint64_t fh)
 
 /* ---- write handles ---- */
 
-static void now(struct timespec *ts)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
-}
-
 void fs_handles_note_write(fs_handles *t, fs_handle *h, uint64_t size, bool grow)
 {
     pthread_mutex_lock(&t->lock);
     if (!grow || size > h->attrs.size)
         h->attrs.size = size;
-    now(&h->attrs.mtime);
+    tf_time_of_day(&h->attrs.mtime);
     h->dirty = true;
     h->failed = false;
     h->changed = ++t->clock;

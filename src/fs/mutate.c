@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "fs/attr.h"
 #include "fs/fs.h"
 #include "fs/log.h"
@@ -66,11 +67,6 @@ static int failure(const tf_error *e)
         fs_log(LOG_ERR, "%s", e->msg);
     }
     return err;
-}
-
-static void now(struct timespec *ts)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
 }
 
 /* Directory parent and the archive path of its entry name. */
@@ -192,7 +188,7 @@ static int make_entry(fs_state *fs, const struct fs_job *j, uint64_t *ino)
     if (fs_tree_child(&fs->tree, dir, j->name))
         return EEXIST;
     tf_entry_attrs a = { .ino = tf_writer_new_ino(fs->writer), .mode = j->mode & 07777 };
-    now(&a.mtime);
+    tf_time_of_day(&a.mtime);
     tf_error e;
     int rc = j->kind == FS_JOB_MKDIR ? tf_writer_mkdir(fs->writer, path, &a, &e)
                                      : tf_writer_symlink(fs->writer, path, j->target, &a, &e);
@@ -288,7 +284,7 @@ static int set_attrs(fs_state *fs, const struct fs_job *j)
     if (j->to_set & FUSE_SET_ATTR_MODE)
         a.mode = j->attr.st_mode & 07777;
     if (j->to_set & FUSE_SET_ATTR_MTIME_NOW)
-        now(&a.mtime);
+        tf_time_of_day(&a.mtime);
     else if (j->to_set & FUSE_SET_ATTR_MTIME)
         a.mtime = j->attr.st_mtim;
     const char *path = n->ent->path;

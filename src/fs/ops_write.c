@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "fs/attr.h"
 #include "fs/fs.h"
 #include "fs/log.h"
@@ -26,11 +27,6 @@ static fs_state *writable(fuse_req_t req)
         return NULL;
     }
     return fs;
-}
-
-static void now(struct timespec *ts)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
 }
 
 /* Queues a job for the committer, which replies; ENOMEM when there is
@@ -76,7 +72,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
     }
     fs_write_attrs a = { .ino = tf_writer_new_ino(fs->writer), .parent = parent,
                          .mode = mode & 07777 };
-    now(&a.mtime);
+    tf_time_of_day(&a.mtime);
     fs_handle *h = fs_handle_new_write(&a, name, spool, true);
     uint64_t fh = h ? fs_handles_add(&fs->handles, h) : 0;
     if (!fh) {
@@ -148,7 +144,7 @@ void fs_open_for_writing(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
     }
     if (truncate) {
         f.attrs.size = 0;
-        now(&f.attrs.mtime);
+        tf_time_of_day(&f.attrs.mtime);
     }
     fs_handle *h = fs_handle_new_write(&f.attrs, f.name, spool, truncate);
     if (!h) {
@@ -284,7 +280,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
     }
     struct timespec mtime = attr->st_mtim;
     if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-        now(&mtime);
+        tf_time_of_day(&mtime);
     uint32_t mode = attr->st_mode & 07777;
     bool sets_mtime = to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW);
     fs_handles_set_attrs(&fs->handles, ino, (to_set & FUSE_SET_ATTR_MODE) ? &mode : NULL,

@@ -9,12 +9,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "codec/prog/prog.h"
-#include "store/writer.h"
-
 #define CACHE_MIN ((size_t)64 << 20)
 #define CACHE_MAX_DEFAULT ((size_t)4 << 30)
-#define THREADS_MAX 1024
 /* With 4 MiB of read-ahead the kernel asks for the next chunks while the
  * current ones are copied out, and they decode side by side: a cold
  * sequential read of a 1.7 GB trajectory took about half the time it
@@ -24,18 +20,39 @@
 
 enum { KEY_RW };
 
+/* The writer's settings are not listed: every option not named here is
+ * offered to tf_write_opts_set first (take_writer_setting). */
 static const struct fuse_opt trajfs_opts[] = {
     { "cache_size=%s", offsetof(fs_options, cache_size_arg), 0 },
     { "readahead=%s", offsetof(fs_options, readahead_arg), 0 },
-    { "threads=%u", offsetof(fs_options, threads), 0 },
     { "direct_io", offsetof(fs_options, direct_io), 1 },
     { "spool_dir=%s", offsetof(fs_options, spool_dir), 0 },
-    { "max_chain=%u", offsetof(fs_options, max_chain), 0 },
-    { "prog_budget=%s", offsetof(fs_options, prog_budget_arg), 0 },
-    { "all_programs", offsetof(fs_options, all_programs), 1 },
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_END,
 };
+
+/* Takes -o NAME[=VALUE] when NAME is a writer setting: 0 when taken, 1
+ * when it is not one (libfuse's, then), -1 after a message. threads=N is
+ * the number of request threads too. */
+static int take_writer_setting(fs_options *o, const char *arg)
+{
+    char name[64];
+    size_t len = strcspn(arg, "=");
+    if (len >= sizeof name)
+        return 1;
+    memcpy(name, arg, len);
+    name[len] = '\0';
+    tf_error e;
+    if (tf_write_opts_set(&o->write, name, arg[len] ? arg + len + 1 : NULL, &e) < 0) {
+        if (e.errnum == ENOENT)
+            return 1;
+        fprintf(stderr, "trajfs: -o %s: %s\n", name, e.msg);
+        return -1;
+    }
+    if (!strcmp(name, "threads"))
+        o->threads = o->write.threads;
+    return 0;
+}
 
 /* Takes the first non-option (the archive) and keeps the second (the
  * mount point, for fuse_parse_cmdline). */
@@ -47,6 +64,8 @@ static int take_arg(void *data, const char *arg, int key, struct fuse_args *outa
         o->rw = true;
         return 0;
     }
+    if (key == FUSE_OPT_KEY_OPT)
+        return take_writer_setting(o, arg);
     if (key != FUSE_OPT_KEY_NONOPT || o->archive)
         return 1;
     o->archive = strdup(arg);
@@ -114,45 +133,17 @@ static int parse_size_option(const char *name, const char *arg, size_t max, size
     return 0;
 }
 
-/* Parses -o prog_budget=N into *out when given (arg not NULL). */
-static int parse_budget_option(const char *arg, unsigned *out)
-{
-    if (!arg)
-        return 0;
-    char *end = NULL;
-    unsigned long v = 0;
-    if (*arg >= '0' && *arg <= '9') {
-        errno = 0;
-        v = strtoul(arg, &end, 10);
-    }
-    if (!end || *end || errno || v < 1 || v > TF_PROG_BUDGET_MAX) {
-        fprintf(stderr, "trajfs: prog_budget=%s: expected a whole number from 1 to %d\n", arg,
-                TF_PROG_BUDGET_MAX);
-        return -1;
-    }
-    *out = (unsigned)v;
-    return 0;
-}
-
 int fs_options_parse(struct fuse_args *args, fs_options *o)
 {
-    *o = (fs_options){ .max_chain = TF_MAX_CHAIN_DEFAULT };
+    *o = (fs_options){ 0 };
+    tf_write_opts_default(&o->write);
     if (fuse_opt_parse(args, o, trajfs_opts, take_arg) < 0)
         return -1;
     o->cache_size = fs_default_cache_size();
     o->readahead = READAHEAD_DEFAULT;
     if (parse_size_option("cache_size", o->cache_size_arg, SIZE_MAX, &o->cache_size) < 0 ||
-        parse_size_option("readahead", o->readahead_arg, READAHEAD_MAX, &o->readahead) < 0 ||
-        parse_budget_option(o->prog_budget_arg, &o->prog_budget) < 0)
+        parse_size_option("readahead", o->readahead_arg, READAHEAD_MAX, &o->readahead) < 0)
         return -1;
-    if (o->threads > THREADS_MAX) {
-        fprintf(stderr, "trajfs: threads=%u: at most %d\n", o->threads, THREADS_MAX);
-        return -1;
-    }
-    if (o->max_chain > TF_CHAIN_MAX) {
-        fprintf(stderr, "trajfs: max_chain=%u: at most %d\n", o->max_chain, TF_CHAIN_MAX);
-        return -1;
-    }
     return 0;
 }
 
@@ -162,7 +153,6 @@ void fs_options_free(fs_options *o)
     free(o->cache_size_arg);
     free(o->readahead_arg);
     free(o->spool_dir);
-    free(o->prog_budget_arg);
 }
 
 void fs_options_help(void)
@@ -173,8 +163,8 @@ void fs_options_help(void)
            "                           64M and 4G; here %zuM)\n"
            "    -o readahead=SIZE      the kernel's read-ahead window for the mount\n"
            "                           (default 4M; 0 keeps the kernel's 128K)\n"
-           "    -o threads=N           at most N threads serve requests (default 10), and\n"
-           "                           N threads encode commits (default: one per CPU)\n"
+           "    -o threads=N           at most N threads serve requests (default 10);\n"
+           "                           with rw, N threads encode commits too (below)\n"
            "    -o direct_io           every read reaches trajfs: no kernel page cache,\n"
            "                           no mmap (for tests and memory-tight hosts)\n"
            "    -o ro                  read-only (the default)\n"
@@ -182,13 +172,7 @@ void fs_options_help(void)
            "                           when closed (creates a missing ARCHIVE)\n"
            "    -o spool_dir=DIR       with rw: where written bytes wait for their commit\n"
            "                           (default: the archive's directory)\n"
-           "    -o max_chain=N         with rw: longest chain of deltas before a keyframe,\n"
-           "                           0 to %d (default %d)\n"
-           "    -o prog_budget=N       with rw: search budget of the prog codec,\n"
-           "                           expansions per tensor, 1 to %d (default %d)\n"
-           "    -o all_programs        with rw: search a program for every tensor, also\n"
-           "                           one with a reference (float32 optimizer state\n"
-           "                           about 1%% smaller, writing about 5x slower)\n",
-           fs_default_cache_size() >> 20, TF_CHAIN_MAX, TF_MAX_CHAIN_DEFAULT,
-           TF_PROG_BUDGET_MAX, TF_PROG_DEFAULT_BUDGET);
+           "\nwith rw, how commits are encoded (as by trajpack create and add):\n",
+           fs_default_cache_size() >> 20);
+    tf_write_opts_help(stdout, TF_WRITE_OPTS_MOUNT_OPTIONS);
 }

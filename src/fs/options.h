@@ -7,21 +7,21 @@
 
 #include <fuse3/fuse_opt.h>
 
+#include "store/write_opts.h"
+
 typedef struct {
     char *archive;        /* the first argument that is not an option */
     char *cache_size_arg; /* -o cache_size=SIZE as given, or NULL */
     size_t cache_size;    /* bytes of reconstructed chunks kept */
     char *readahead_arg;  /* -o readahead=SIZE as given, or NULL */
     size_t readahead;     /* bytes of the kernel's read-ahead window */
-    unsigned threads;     /* -o threads=N: request and encoder threads; 0:
-                           * libfuse's default and one encoder per CPU */
+    unsigned threads;     /* -o threads=N: request threads (and, with rw,
+                           * encoder threads); 0: libfuse's default */
     int direct_io;        /* -o direct_io: no kernel page cache */
     bool rw;              /* -o rw: a writable mount */
     char *spool_dir;      /* -o spool_dir=DIR (rw), or NULL: the archive's */
-    unsigned max_chain;   /* -o max_chain=N (rw): deltas before a keyframe */
-    char *prog_budget_arg; /* -o prog_budget=N (rw) as given, or NULL */
-    unsigned prog_budget; /* its value; 0: the writer's default */
-    int all_programs;     /* -o all_programs (rw) */
+    tf_write_opts write;  /* (rw) the writer's settings: -o threads=N,
+                           * max_chain=N... (store/write_opts.h) */
 } fs_options;
 
 /* Takes trajfs's options and the archive out of args, leaving libfuse's

@@ -13,6 +13,7 @@
 #include "format/catalog.h"
 #include "format/container.h"
 #include "store/archive.h"
+#include "store/blob_io.h"
 
 typedef struct {
     tf_archive *old;
@@ -51,7 +52,10 @@ static int mark_live(rewrite *r, tf_error *e)
     return 0;
 }
 
-/* Copies the payloads of the kept blobs into the new archive. */
+/* Copies the payloads of the kept blobs into the new archive. A damaged
+ * one stops the gc, and the old archive stays as it is: a rewrite must
+ * not pass damage on as if it were data (trajpack verify names the files
+ * that use it). */
 static int copy_blobs(rewrite *r, tf_error *e)
 {
     r->seg.blobs = calloc(r->kept ? r->kept : 1, sizeof *r->seg.blobs);
@@ -63,15 +67,11 @@ static int copy_blobs(rewrite *r, tf_error *e)
         if (!r->renumber[i])
             continue;
         tf_blob b = *tf_archive_blob(r->old, i);
-        payload.len = 0;
-        uint8_t *p = tf_buf_reserve(&payload, b.enc_len);
-        if (!p) {
-            rc = tf_fail(e, ENOMEM, "out of memory");
-            break;
-        }
-        rc = tf_container_pread(tf_archive_container(r->old), b.offset, p, b.enc_len, e);
-        if (rc == 0)
-            rc = tf_container_append(&r->out, p, b.enc_len, &b.offset, e);
+        rc = tf_blob_read_payload(r->old, &b, &payload, e);
+        if (rc < 0)
+            tf_error_prefix(e, "cannot copy blob %llu", (unsigned long long)i);
+        else
+            rc = tf_container_append(&r->out, payload.data, payload.len, &b.offset, e);
         b.ref = b.ref ? r->renumber[b.ref - 1] : 0; /* both are index + 1 */
         b.model = b.model ? r->renumber[b.model - 1] : 0;
         r->seg.blobs[r->seg.nblobs++] = b;

@@ -5,11 +5,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "codec/codec.h"
+#include "common/cpus.h"
 #include "format/dtype.h"
 #include "format/tensor_format.h"
+#include "store/blob_io.h"
 #include "store/cache.h"
 
 #define PAYLOADS_KEPT_MAX 64
@@ -32,10 +33,8 @@ struct tf_reader_ctx {
 /* One kept payload buffer per CPU: more decodes at once gain nothing. */
 static size_t payloads_to_keep(void)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cpus < 1)
-        return 1;
-    return cpus > PAYLOADS_KEPT_MAX ? PAYLOADS_KEPT_MAX : (size_t)cpus;
+    unsigned cpus = tf_online_cpus();
+    return cpus > PAYLOADS_KEPT_MAX ? PAYLOADS_KEPT_MAX : cpus;
 }
 
 tf_reader_ctx *tf_reader_new(tf_archive *ar, size_t cache_bytes)
@@ -109,21 +108,13 @@ static void give_payload(tf_reader_ctx *r, tf_buf *b)
  * has its own, so threads decode side by side). */
 static tf_buf *read_payload(tf_reader_ctx *r, uint64_t idx, tf_error *e)
 {
-    const tf_blob *b = tf_archive_blob(r->ar, idx);
     tf_buf *buf = take_payload(r);
-    uint8_t *p = buf ? tf_buf_reserve(buf, b->enc_len) : NULL;
-    if (!p) {
+    int rc = buf ? tf_blob_read_payload(r->ar, tf_archive_blob(r->ar, idx), buf, e)
+                 : tf_fail(e, ENOMEM, "out of memory");
+    if (rc < 0) {
+        tf_error_prefix(e, "blob %llu", (unsigned long long)idx);
         if (buf)
             give_payload(r, buf);
-        tf_fail(e, ENOMEM, "blob %llu: out of memory", (unsigned long long)idx);
-        return NULL;
-    }
-    int rc = tf_container_pread(tf_archive_container(r->ar), b->offset, p, b->enc_len, e);
-    if (rc == 0 && tf_hash64(p, b->enc_len) != b->enc_hash)
-        rc = tf_fail(e, EIO, "blob %llu: checksum mismatch (stored bytes are damaged)",
-                     (unsigned long long)idx);
-    if (rc < 0) {
-        give_payload(r, buf);
         return NULL;
     }
     return buf;

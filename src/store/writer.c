@@ -17,12 +17,6 @@
 /* Cache for reconstructing the references of the tensors being added. */
 #define WRITER_CACHE_BYTES ((size_t)256 << 20)
 
-void tf_write_opts_default(tf_write_opts *o)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    *o = (tf_write_opts){ .threads = n > 0 ? (unsigned)n : 1, .max_chain = TF_MAX_CHAIN_DEFAULT };
-}
-
 int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
                    const tf_write_opts *opts, tf_writer **out, tf_error *e)
 {

@@ -15,39 +15,7 @@
 
 #include "common/error.h"
 #include "store/archive.h"
-
-#define TF_MAX_CHAIN_DEFAULT 16
-/* Largest prog search budget (expansions per tensor) a writer accepts:
- * far past where programs stop improving (codec/prog/prog.h), and a bound on
- * the time one tensor's search may take. */
-#define TF_PROG_BUDGET_MAX 4096
-
-typedef struct {
-    unsigned threads;     /* encoder threads, >= 1 */
-    unsigned max_chain;   /* longest delta chain before a keyframe */
-    int zstd_level;       /* for the zstd-based codecs */
-    unsigned prog_budget; /* prog search expansions per tensor, at most
-                             TF_PROG_BUDGET_MAX; 0: the codec's default
-                             (TF_PROG_DEFAULT_BUDGET) */
-    bool all_programs;    /* a program is searched for every tensor, also
-                             one with a reference (writer.c,
-                             mark_program_spans), not only for those
-                             without one and keyframes */
-    /* Called on the calling thread with the number of tensor or file
-     * bytes consumed since the previous call (may be NULL). */
-    void (*progress)(void *arg, uint64_t bytes);
-    void *progress_arg;
-    /* Called on the writer's thread right before and right after each
-     * change of the in-memory catalog (when a commit is durable), so that
-     * other threads reading the archive (a mount) can hold off in between
-     * and update what they derive from it (may be NULL). */
-    void (*begin_update)(void *arg);
-    void (*end_update)(void *arg);
-    void *update_arg;
-    /* Bytes of reconstructed chunks the writer's reader caches (for a
-     * parent that is not the file added just before); 0: 256 MiB. */
-    size_t cache_bytes;
-} tf_write_opts;
+#include "store/write_opts.h"
 
 /* What a caller that manages inodes itself (a mount) says about an entry
  * it adds. */
@@ -58,8 +26,6 @@ typedef struct {
     uint32_t mode;         /* permission bits */
     struct timespec mtime;
 } tf_entry_attrs;
-
-void tf_write_opts_default(tf_write_opts *o);
 
 typedef struct tf_writer tf_writer;
 

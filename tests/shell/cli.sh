@@ -134,6 +134,85 @@ status=0
 "$TRAJPACK" stats "$archive" bf16 > /dev/null 2>&1 || status=$?
 [ "$status" -eq 2 ] || fail "stats FILE without --tensors: status $status, expected 2"
 
+# Where a directory PATH lands: under its base name at the top of the
+# archive; with --as NAME at NAME (missing parents made), its contents
+# below it, and a directory already at NAME keeps its other entries.
+where=$TEST_TMP/where.traj
+mkdir "$TEST_TMP/extra" && echo extra > "$TEST_TMP/extra/notes.txt"
+quiet "$TRAJPACK" create -q "$where" "$TEST_TMP/run/bf16"
+quiet "$TRAJPACK" add -q --as runs/b/weights "$where" "$TEST_TMP/run/bf16"
+quiet "$TRAJPACK" add -q --as bf16 "$where" "$TEST_TMP/extra"
+tree_as() { # tree_as NAME: the listing of run/bf16 stored as NAME
+    (cd "$TEST_TMP/run" && find bf16 -type d | sed "s|^bf16|$1|; s|\$|/|" &&
+        find bf16 ! -type d | sed "s|^bf16|$1|")
+}
+{ tree_as bf16; echo bf16/notes.txt; printf 'runs/\nruns/b/\n'; tree_as runs/b/weights; } |
+    LC_ALL=C sort > "$TEST_TMP/where.expected"
+"$TRAJPACK" list "$where" | LC_ALL=C sort | diff "$TEST_TMP/where.expected" - ||
+    fail "the directories did not land where they should"
+rm -rf "$TEST_TMP/out" && mkdir "$TEST_TMP/out"
+quiet "$TRAJPACK" extract -q "$where" -C "$TEST_TMP/out" runs
+diff -r "$TEST_TMP/run/bf16" "$TEST_TMP/out/runs/b/weights" > /dev/null ||
+    fail "--as runs/b/weights: the contents differ"
+
+# gc of an archive with a damaged blob (one byte of its payload flipped)
+# stops with status 1 and a message naming the blob, and leaves the
+# archive as it was: a rewrite does not pass damage on. (A second commit
+# gives gc work to do.)
+damaged=$TEST_TMP/damaged.traj
+cp "$archive" "$damaged"
+echo note > "$TEST_TMP/note.txt"
+quiet "$TRAJPACK" add -q "$damaged" "$TEST_TMP/note.txt"
+set -- $("$TRAJPACK" list --blobs "$damaged" |
+         awk -F '\t' 'NR > 1 && $3 > len { len = $3; blob = $1; at = $2 + int($3 / 2) }
+                      END { print blob, at }')
+[ $# = 2 ] || fail "list --blobs gave no blob to damage"
+byte=$(od -An -tu1 -j "$2" -N1 "$damaged" | tr -d ' ')
+printf "\\$(printf %03o $((byte ^ 0xff)))" | dd of="$damaged" bs=1 seek="$2" conv=notrunc 2> /dev/null
+cp "$damaged" "$TEST_TMP/damaged.before"
+status=0
+"$TRAJPACK" gc -q "$damaged" > /dev/null 2> "$TEST_TMP/err" || status=$?
+[ "$status" -eq 1 ] || fail "gc of a damaged archive: status $status, expected 1"
+grep -q "cannot copy blob $1: checksum mismatch (stored bytes are damaged)" "$TEST_TMP/err" ||
+    fail "gc of a damaged archive said: $(cat "$TEST_TMP/err")"
+cmp -s "$damaged" "$TEST_TMP/damaged.before" || fail "gc changed the damaged archive"
+ls "$damaged".* 2> /dev/null && fail "gc left a temporary file"
+
+# trajfs reads the writer's settings as trajpack create and add do: the
+# same message for a bad value, before anything is mounted (the mount
+# point does not exist either); and trajfs(1) describes every -o option
+# that trajfs --help lists.
+TRAJFS=$top_builddir/trajfs
+refused_by_both() { # refused_by_both MOUNT_OPTION TRAJPACK_OPTION VALUE MESSAGE
+    status=0
+    "$TRAJFS" "$archive" "$TEST_TMP/no-mount-point" -o "$1=$3" > /dev/null 2> "$TEST_TMP/err" ||
+        status=$?
+    [ "$status" -ne 0 ] || fail "trajfs -o $1=$3 was accepted"
+    grep -qF -- "trajfs: -o $1: $4" "$TEST_TMP/err" ||
+        fail "trajfs -o $1=$3 said: $(cat "$TEST_TMP/err")"
+    status=0
+    "$TRAJPACK" add -q "$2" "$3" "$archive" "$TEST_TMP/note.txt" 2> "$TEST_TMP/err" || status=$?
+    [ "$status" -eq 2 ] || fail "trajpack add $2 $3: status $status, expected 2"
+    grep -qF -- "$2: $4" "$TEST_TMP/err" || fail "trajpack add $2 $3 said: $(cat "$TEST_TMP/err")"
+}
+refused_by_both max_chain --max-chain 5000 "expected a whole number from 0 to 4096, got '5000'"
+refused_by_both prog_budget --budget x "expected a whole number from 1 to 4096, got 'x'"
+refused_by_both threads --threads 0 "expected a whole number from 1 to 1024, got '0'"
+if "$TRAJFS" "$archive" "$TEST_TMP/no-mount-point" -o all_programs=yes 2> "$TEST_TMP/err"; then
+    fail "trajfs -o all_programs=yes was accepted"
+fi
+grep -qF "trajfs: -o all_programs: takes no value, got 'yes'" "$TEST_TMP/err" ||
+    fail "trajfs -o all_programs=yes said: $(cat "$TEST_TMP/err")"
+"$TRAJFS" --help > "$TEST_TMP/trajfs.help" || fail "trajfs --help failed"
+sed 's/\\-/-/g' "$top_srcdir/man/trajfs.1" > "$TEST_TMP/trajfs.man"
+mount_options=$(sed -n '/^libfuse options:/q; s/^    -o \([a-z_]*\).*/\1/p' "$TEST_TMP/trajfs.help")
+for opt in cache_size readahead threads rw spool_dir max_chain prog_budget all_programs; do
+    echo "$mount_options" | grep -qx "$opt" || fail "trajfs --help does not list -o $opt"
+done
+for opt in $mount_options; do
+    grep -q -- "-o $opt" "$TEST_TMP/trajfs.man" || fail "trajfs(1) does not describe -o $opt"
+done
+
 # The same on a terminal, where a progress bar would be drawn without -q
 # (script(1) gives the command a pseudo-terminal; the output is all of it).
 on_terminal() { # on_terminal COMMAND-LINE: prints what the terminal shows

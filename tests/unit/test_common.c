@@ -1,6 +1,7 @@
 /* The common layer and the small store helpers: byte buffers and readers,
- * varints, error messages, content ids, the id map, natural sort, series
- * keys and the byte-bounded LRU cache. */
+ * varints, error messages, content ids, the id map, natural sort, the
+ * byte-bounded LRU cache, the clocks, the CPU count, the reading of a
+ * blob's payload and the parsing of the writer's settings. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -9,15 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "testlib.h"
 
 #include "common/buf.h"
+#include "common/clock.h"
+#include "common/cpus.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/idmap.h"
+#include "store/blob_io.h"
 #include "store/cache.h"
 #include "store/natsort.h"
+#include "store/write_opts.h"
 
 /* ---- tf_buf -------------------------------------------------------------- */
 
@@ -459,67 +465,6 @@ START_TEST(natcmp_sorts_a_trajectory)
 }
 END_TEST
 
-/* ---- series keys --------------------------------------------------------- */
-
-static const struct {
-    const char *path, *key;
-} series_key_cases[] = {
-    { "run/step-900/model.safetensors", "run/step-#/model.safetensors" },
-    { "step-25.optim.safetensors", "step-#.optim.safetensors" },
-    { "step-25.safetensors", "step-#.safetensors" },
-    { "model-00001-of-00004.safetensors", "model-#-of-#.safetensors" },
-    { "no digits", "no digits" },
-    { "123", "#" },
-    { "", "" },
-};
-
-START_TEST(series_key_replaces_digit_runs)
-{
-    char out[256];
-    tf_series_key(series_key_cases[_i].path, out, sizeof out);
-    ck_assert_str_eq(out, series_key_cases[_i].key);
-}
-END_TEST
-
-static const struct {
-    const char *a, *b;
-    int same_series;
-} series_pair_cases[] = {
-    { "run/step-900/model.safetensors", "run/step-1000/model.safetensors", 1 },
-    { "step-25.optim.safetensors", "step-50.optim.safetensors", 1 },
-    { "step-25.optim.safetensors", "step-25.safetensors", 0 },
-    { "run-a/step-1/model.safetensors", "run-b/step-1/model.safetensors", 0 },
-    { "run/step-1/model.safetensors", "run/step-1/optimizer.safetensors", 0 },
-};
-
-START_TEST(series_key_groups_checkpoints)
-{
-    char ka[256], kb[256];
-    tf_series_key(series_pair_cases[_i].a, ka, sizeof ka);
-    tf_series_key(series_pair_cases[_i].b, kb, sizeof kb);
-    ck_assert_msg((strcmp(ka, kb) == 0) == series_pair_cases[_i].same_series,
-                  "\"%s\" and \"%s\": keys \"%s\" and \"%s\"", series_pair_cases[_i].a,
-                  series_pair_cases[_i].b, ka, kb);
-}
-END_TEST
-
-START_TEST(series_key_truncates_to_the_buffer)
-{
-    char out[8];
-    memset(out, '@', sizeof out);
-    tf_series_key("run/step-900/model", out, 5);
-    ck_assert_str_eq(out, "run/");
-    ck_assert_uint_eq(out[5], '@'); /* nothing written past outsz */
-
-    tf_series_key("12345", out, 1);
-    ck_assert_str_eq(out, "");
-
-    memset(out, '@', sizeof out);
-    tf_series_key("abc", out, 0);
-    ck_assert_uint_eq(out[0], '@');
-}
-END_TEST
-
 /* ---- cache --------------------------------------------------------------- */
 
 /* Fills the claimed item with len bytes of `byte`. */
@@ -795,6 +740,205 @@ START_TEST(cache_waiter_claims_after_an_abandon)
 }
 END_TEST
 
+/* ---- clocks and CPUs ----------------------------------------------------- */
+
+START_TEST(time_of_day_is_now)
+{
+    time_t before = time(NULL);
+    struct timespec ts;
+    tf_time_of_day(&ts);
+    time_t after = time(NULL);
+    ck_assert_int_ge(ts.tv_sec, before);
+    ck_assert_int_le(ts.tv_sec, after);
+    ck_assert_int_ge(ts.tv_nsec, 0);
+    ck_assert_int_lt(ts.tv_nsec, 1000000000);
+}
+END_TEST
+
+START_TEST(monotonic_seconds_count_a_sleep)
+{
+    double start = tf_monotonic_seconds();
+    struct timespec pause = { .tv_nsec = 20 * 1000 * 1000 };
+    while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
+        ;
+    double slept = tf_monotonic_seconds() - start;
+    ck_assert_msg(slept >= 0.02 && slept < 3600, "%f seconds", slept);
+}
+END_TEST
+
+START_TEST(online_cpus_is_sysconfs_count)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    ck_assert_uint_eq(tf_online_cpus(), n > 0 ? (unsigned)n : 1);
+}
+END_TEST
+
+/* ---- blob payloads ------------------------------------------------------- */
+
+/* An archive in the test directory holding one opaque file; returns it
+ * open read-only, its only blob at *b. */
+static tf_archive *archive_of_one_blob(const char *name, const tf_blob **b)
+{
+    char path[TEST_PATH_MAX], src[TEST_PATH_MAX];
+    FILE *f = fopen(test_path("data.bin", src), "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 5000; i++)
+        fprintf(f, "line %d of a file stored as opaque bytes\n", i);
+    ck_assert_int_eq(fclose(f), 0);
+    tf_writer *w = test_open_writer(test_path(name, path), true, 20, 1, 16);
+    test_add(w, src, "data.bin");
+    tf_writer_close(w);
+    tf_archive *ar = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(path, false, &ar, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(tf_archive_nblobs(ar), 1);
+    *b = tf_archive_blob(ar, 0);
+    return ar;
+}
+
+START_TEST(blob_payload_reads_its_stored_bytes)
+{
+    const tf_blob *b;
+    tf_archive *ar = archive_of_one_blob("a.traj", &b);
+    tf_buf out = { 0 };
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_buf_put(&out, "left over", 9), 0);
+    ck_assert_msg(tf_blob_read_payload(ar, b, &out, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(out.len, b->enc_len);
+    ck_assert(tf_hash64(out.data, out.len) == b->enc_hash);
+    tf_buf_free(&out);
+    tf_archive_close(ar);
+}
+END_TEST
+
+START_TEST(blob_payload_damaged_is_refused)
+{
+    const tf_blob *b;
+    tf_archive *ar = archive_of_one_blob("a.traj", &b);
+    uint64_t at = b->offset + b->enc_len / 2;
+    tf_archive_close(ar);
+    char path[TEST_PATH_MAX];
+    FILE *f = fopen(test_path("a.traj", path), "r+b");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, (long)at, SEEK_SET), 0);
+    int c = fgetc(f);
+    ck_assert_int_ne(c, EOF);
+    ck_assert_int_eq(fseek(f, (long)at, SEEK_SET), 0);
+    ck_assert_int_ne(fputc(c ^ 0x20, f), EOF);
+    ck_assert_int_eq(fclose(f), 0);
+
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(path, false, &ar, &e) == 0, "%s", e.msg);
+    tf_buf out = { 0 };
+    ck_assert_int_eq(tf_blob_read_payload(ar, tf_archive_blob(ar, 0), &out, &e), -1);
+    ck_assert_int_eq(e.errnum, EIO);
+    ck_assert_str_eq(e.msg, "checksum mismatch (stored bytes are damaged)");
+    tf_buf_free(&out);
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* ---- writer settings ----------------------------------------------------- */
+
+START_TEST(write_opts_default_is_one_thread_per_cpu)
+{
+    tf_write_opts o;
+    tf_write_opts_default(&o);
+    unsigned cpus = tf_online_cpus();
+    ck_assert_uint_eq(o.threads, cpus < TF_WRITE_THREADS_MAX ? cpus : TF_WRITE_THREADS_MAX);
+    ck_assert_uint_eq(o.max_chain, TF_MAX_CHAIN_DEFAULT);
+    ck_assert_uint_eq(o.prog_budget, 0);
+    ck_assert(!o.all_programs);
+    ck_assert_ptr_null(o.progress);
+    ck_assert_uint_eq(o.cache_bytes, 0);
+}
+END_TEST
+
+START_TEST(write_opts_set_takes_each_setting)
+{
+    tf_write_opts o;
+    tf_write_opts_default(&o);
+    tf_error e = { 0 };
+    ck_assert_msg(tf_write_opts_set(&o, "threads", "3", &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_write_opts_set(&o, "max_chain", "0", &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_write_opts_set(&o, "prog_budget", "4096", &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_write_opts_set(&o, "all_programs", NULL, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(o.threads, 3);
+    ck_assert_uint_eq(o.max_chain, 0);
+    ck_assert_uint_eq(o.prog_budget, 4096);
+    ck_assert(o.all_programs);
+}
+END_TEST
+
+static const struct {
+    const char *name, *value, *msg;
+    int errnum;
+} bad_settings[] = {
+    { "threads", "0", "expected a whole number from 1 to 1024, got '0'", EINVAL },
+    { "threads", "1025", "expected a whole number from 1 to 1024, got '1025'", EINVAL },
+    { "threads", "-1", "expected a whole number from 1 to 1024, got '-1'", EINVAL },
+    { "threads", " 2", "expected a whole number from 1 to 1024, got ' 2'", EINVAL },
+    { "max_chain", "4097", "expected a whole number from 0 to 4096, got '4097'", EINVAL },
+    { "max_chain", "2x", "expected a whole number from 0 to 4096, got '2x'", EINVAL },
+    { "max_chain", "99999999999999999999",
+      "expected a whole number from 0 to 4096, got '99999999999999999999'", EINVAL },
+    { "max_chain", NULL, "expected a whole number from 0 to 4096", EINVAL },
+    { "prog_budget", "", "expected a whole number from 1 to 4096, got ''", EINVAL },
+    { "all_programs", "1", "takes no value, got '1'", EINVAL },
+    { "budget", "4", "not a writer setting", ENOENT }, /* trajpack's spelling */
+    { "cache_size", "1G", "not a writer setting", ENOENT },
+};
+
+START_TEST(write_opts_set_refuses_bad_values)
+{
+    tf_write_opts o, before;
+    tf_write_opts_default(&o);
+    before = o;
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_write_opts_set(&o, bad_settings[_i].name, bad_settings[_i].value, &e), -1);
+    ck_assert_str_eq(e.msg, bad_settings[_i].msg);
+    ck_assert_int_eq(e.errnum, bad_settings[_i].errnum);
+    ck_assert_uint_eq(o.threads, before.threads);
+    ck_assert_uint_eq(o.max_chain, before.max_chain);
+    ck_assert_uint_eq(o.prog_budget, before.prog_budget);
+    ck_assert(o.all_programs == before.all_programs);
+}
+END_TEST
+
+/* The help text of each spelling, written to a string. */
+static char *write_opts_help_text(tf_write_opts_spelling spelling)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    tf_write_opts_help(f, spelling);
+    ck_assert_int_eq(fclose(f), 0);
+    return text;
+}
+
+START_TEST(write_opts_help_spells_every_setting)
+{
+    char *options = write_opts_help_text(TF_WRITE_OPTS_OPTIONS);
+    char *mount = write_opts_help_text(TF_WRITE_OPTS_MOUNT_OPTIONS);
+    static const char *const spelled[][2] = {
+        { "  -T, --threads N      encoder threads", "    -o threads=N           encoder threads" },
+        { "      --max-chain N    longest chain", "    -o max_chain=N         longest chain" },
+        { "      --budget N       search budget", "    -o prog_budget=N       search budget" },
+        { "      --all-programs   search a program", "    -o all_programs        search a program" },
+    };
+    for (size_t i = 0; i < ARRAY_LEN(spelled); i++) {
+        ck_assert_msg(strstr(options, spelled[i][0]), "no '%s' in:\n%s", spelled[i][0], options);
+        ck_assert_msg(strstr(mount, spelled[i][1]), "no '%s' in:\n%s", spelled[i][1], mount);
+    }
+    /* A description's next lines start in its column. */
+    ck_assert_ptr_nonnull(strstr(options, "\n                       4096 (default 16)\n"));
+    ck_assert_ptr_nonnull(strstr(mount, "\n                           4096 (default 16)\n"));
+    free(options);
+    free(mount);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------- */
 
 static Suite *common_suite(void)
@@ -828,9 +972,6 @@ static Suite *common_suite(void)
     TCase *nat = tcase_create("natsort");
     tcase_add_loop_test(nat, natcmp_orders_pairs, 0, ARRAY_LEN(natcmp_cases));
     tcase_add_test(nat, natcmp_sorts_a_trajectory);
-    tcase_add_loop_test(nat, series_key_replaces_digit_runs, 0, ARRAY_LEN(series_key_cases));
-    tcase_add_loop_test(nat, series_key_groups_checkpoints, 0, ARRAY_LEN(series_pair_cases));
-    tcase_add_test(nat, series_key_truncates_to_the_buffer);
     suite_add_tcase(s, nat);
 
     TCase *cache = tcase_create("cache");
@@ -843,6 +984,25 @@ static Suite *common_suite(void)
     tcase_add_test(cache, cache_waiter_gets_the_claimers_fill);
     tcase_add_test(cache, cache_waiter_claims_after_an_abandon);
     suite_add_tcase(s, cache);
+
+    TCase *sys = tcase_create("clocks and CPUs");
+    tcase_add_test(sys, time_of_day_is_now);
+    tcase_add_test(sys, monotonic_seconds_count_a_sleep);
+    tcase_add_test(sys, online_cpus_is_sysconfs_count);
+    suite_add_tcase(s, sys);
+
+    TCase *payload = tcase_create("blob payloads");
+    tcase_add_checked_fixture(payload, test_dir_make, test_dir_remove);
+    tcase_add_test(payload, blob_payload_reads_its_stored_bytes);
+    tcase_add_test(payload, blob_payload_damaged_is_refused);
+    suite_add_tcase(s, payload);
+
+    TCase *wopts = tcase_create("writer settings");
+    tcase_add_test(wopts, write_opts_default_is_one_thread_per_cpu);
+    tcase_add_test(wopts, write_opts_set_takes_each_setting);
+    tcase_add_loop_test(wopts, write_opts_set_refuses_bad_values, 0, ARRAY_LEN(bad_settings));
+    tcase_add_test(wopts, write_opts_help_spells_every_setting);
+    suite_add_tcase(s, wopts);
     return s;
 }
 

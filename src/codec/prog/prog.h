@@ -30,10 +30,6 @@
 #include "codec/codec.h"
 #include "codec/prog/prog_prior.h"
 
-#ifndef TF_CODEC_PROG
-#define TF_CODEC_PROG 4
-#endif
-
 extern const tf_codec tf_codec_prog;
 
 /* Expansions per tensor when no budget is given: with a learned prior,

@@ -1,0 +1,18 @@
+/* A blob's stored bytes (its payload), read from the archive file and
+ * checked: the one way the reader, gc and the statistics get them. */
+#ifndef TRAJFS_STORE_BLOB_IO_H
+#define TRAJFS_STORE_BLOB_IO_H
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "format/catalog.h"
+#include "store/archive.h"
+
+/* Reads the enc_len bytes of blob b at its offset in ar into out (which
+ * then holds them alone) and checks them against the blob's checksum
+ * (enc_hash): EIO when they are damaged, ENOMEM. The message does not
+ * name the blob: the caller prefixes what its users know it by (its
+ * index, the file or tensor it belongs to). */
+int tf_blob_read_payload(tf_archive *ar, const tf_blob *b, tf_buf *out, tf_error *e);
+
+#endif

@@ -1,0 +1,74 @@
+/* The settings of an archive's writer (store/writer.h), their defaults,
+ * and the one parser and help text of the settings a user gives: as
+ * options of `trajpack create` and `add` (--max-chain N) and as mount
+ * options of trajfs (-o max_chain=N). */
+#ifndef TRAJFS_STORE_WRITE_OPTS_H
+#define TRAJFS_STORE_WRITE_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/error.h"
+
+#define TF_MAX_CHAIN_DEFAULT 16
+/* Largest prog search budget (expansions per tensor) a writer accepts:
+ * far past where programs stop improving (codec/prog/prog.h), and a bound on
+ * the time one tensor's search may take. */
+#define TF_PROG_BUDGET_MAX 4096
+/* Most encoder threads a user may ask for. */
+#define TF_WRITE_THREADS_MAX 1024
+
+typedef struct {
+    unsigned threads;     /* encoder threads, >= 1 */
+    unsigned max_chain;   /* longest delta chain before a keyframe */
+    unsigned prog_budget; /* prog search expansions per tensor, at most
+                             TF_PROG_BUDGET_MAX; 0: the codec's default
+                             (TF_PROG_DEFAULT_BUDGET) */
+    bool all_programs;    /* a program is searched for every tensor, also
+                             one with a reference (writer.c,
+                             mark_program_spans), not only for those
+                             without one and keyframes */
+    /* Called on the calling thread with the number of tensor or file
+     * bytes consumed since the previous call (may be NULL). */
+    void (*progress)(void *arg, uint64_t bytes);
+    void *progress_arg;
+    /* Called on the writer's thread right before and right after each
+     * change of the in-memory catalog (when a commit is durable), so that
+     * other threads reading the archive (a mount) can hold off in between
+     * and update what they derive from it (may be NULL). */
+    void (*begin_update)(void *arg);
+    void (*end_update)(void *arg);
+    void *update_arg;
+    /* Bytes of reconstructed chunks the writer's reader caches (for a
+     * parent that is not the file added just before); 0: 256 MiB. */
+    size_t cache_bytes;
+} tf_write_opts;
+
+/* One encoder thread per online CPU (at most TF_WRITE_THREADS_MAX),
+ * chains of TF_MAX_CHAIN_DEFAULT, the prog codec's own budget, programs
+ * only where they are searched by default, no callbacks, the default
+ * cache. */
+void tf_write_opts_default(tf_write_opts *o);
+
+/* Sets the setting called name from value: "threads", "max_chain" and
+ * "prog_budget" take a whole number, "all_programs" is a flag (value
+ * NULL). Returns 0, or -1 with EINVAL and a message saying what value is
+ * expected, or with ENOENT when name is no writer setting. Messages do
+ * not repeat the name: the caller spells the setting as its users do
+ * (--max-chain, -o max_chain). */
+int tf_write_opts_set(tf_write_opts *o, const char *name, const char *value, tf_error *e);
+
+/* How a help text spells the settings. */
+typedef enum {
+    TF_WRITE_OPTS_OPTIONS,       /* trajpack's options: "--max-chain N" */
+    TF_WRITE_OPTS_MOUNT_OPTIONS, /* trajfs's: "-o max_chain=N" */
+} tf_write_opts_spelling;
+
+/* Writes the help text of the settings, a line or more each, the
+ * descriptions in a column of their own: the part of trajpack create's
+ * and add's --help and of trajfs's that they share. */
+void tf_write_opts_help(FILE *out, tf_write_opts_spelling spelling);
+
+#endif
