@@ -238,6 +238,18 @@ static void on_progress(void *arg, uint64_t bytes)
     cli_progress_add(arg, bytes);
 }
 
+/* A checkpoint that found references for little of its bytes, where its
+ * run has checkpoints: a warning, not an error (it is stored). */
+static void warn_unmatched(const tf_writer *w, const char *dest)
+{
+    const tf_add_report *r = tf_writer_last_report(w);
+    if (!tf_add_report_unmatched(r))
+        return;
+    char why[256];
+    tf_add_report_warning(r, why, sizeof why);
+    cli_error("warning: %s: %s", dest, why);
+}
+
 static int add_inputs(const add_args *a, const cli_input_list *list)
 {
     tf_writer *w;
@@ -260,6 +272,7 @@ static int add_inputs(const add_args *a, const cli_input_list *list)
             status = CLI_EXIT_FAIL;
             break;
         }
+        warn_unmatched(w, in->dest);
     }
     tf_writer_close(w);
     cli_progress_end(bar);

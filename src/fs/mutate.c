@@ -1,6 +1,5 @@
 #include "fs/mutate.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,20 +82,16 @@ static int resolve(const fs_state *fs, uint64_t parent, const char *name, const 
 
 /* ---- committing written files ---- */
 
-/* rsync writes a file as ".NAME.XXXXXX" and renames it to NAME when done:
- * such a file is encoded as NAME would be (its series gives the parent
- * checkpoint). Returns whether name is one, with NAME's path in out. */
-static bool rsync_final_path(const fs_node *dir, const char *name, char out[TF_PATH_MAX + 1])
+/* A checkpoint that found references for little of its bytes, where its
+ * run has checkpoints, goes to the log. */
+static void warn_unmatched(fs_state *fs, const char *path)
 {
-    size_t n = strlen(name);
-    if (n < 9 || name[0] != '.' || name[n - 7] != '.')
-        return false;
-    for (size_t i = n - 6; i < n; i++)
-        if (!isalnum((unsigned char)name[i]))
-            return false;
-    char final[TF_NAME_MAX + 1];
-    snprintf(final, sizeof final, "%.*s", (int)(n - 8), name + 1);
-    return fs_tree_child_path(dir, final, out) == 0;
+    const tf_add_report *r = tf_writer_last_report(fs->writer);
+    if (!tf_add_report_unmatched(r))
+        return;
+    char why[256];
+    tf_add_report_warning(r, why, sizeof why);
+    fs_log(LOG_WARNING, "%s: %s", path, why);
 }
 
 /* Commits the spool as the file `name` in directory a->parent. *took_over:
@@ -105,7 +100,7 @@ static int commit_spool(fs_state *fs, int spool, const fs_write_attrs *a, const 
                         uint64_t *took_over)
 {
     const fs_node *dir;
-    char path[TF_PATH_MAX + 1], final[TF_PATH_MAX + 1];
+    char path[TF_PATH_MAX + 1];
     int err = resolve(fs, a->parent, name, &dir, path);
     if (err) {
         fs_log(LOG_ERR, "%s: not committed: its directory is gone", name);
@@ -119,13 +114,13 @@ static int commit_spool(fs_state *fs, int spool, const fs_write_attrs *a, const 
         ea.ino = *took_over = old->ino;
     else if (fs_tree_by_ino(&fs->tree, ea.ino))
         ea.ino = tf_writer_new_ino(fs->writer); /* never two entries with one inode */
-    const char *series = rsync_final_path(dir, name, final) ? final : path;
     tf_error e;
-    if (tf_writer_add_fd(fs->writer, spool, path, series, &ea, &e) < 0) {
+    if (tf_writer_add_fd(fs->writer, spool, path, NULL, &ea, &e) < 0) {
         fs_log(e.errnum == EINVAL ? LOG_WARNING : LOG_ERR, "%s: not committed: %s", path, e.msg);
         *took_over = 0;
         return errno_of(&e);
     }
+    warn_unmatched(fs, path);
     return 0;
 }
 

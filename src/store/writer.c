@@ -81,6 +81,15 @@ bool tf_add_report_unmatched(const tf_add_report *r)
     return r->tensor_file && r->run_files > 0 && r->referenced_bytes * 2 < r->tensor_bytes;
 }
 
+void tf_add_report_warning(const tf_add_report *r, char *buf, size_t n)
+{
+    snprintf(buf, n, "references found for %.0f%% of its float tensor bytes, though its run has "
+             "%llu tensor file%s already (renamed tensors, another dtype or another model?): "
+             "the rest is stored standalone",
+             r->tensor_bytes ? 100.0 * (double)r->referenced_bytes / (double)r->tensor_bytes : 0.0,
+             (unsigned long long)r->run_files, r->run_files == 1 ? "" : "s");
+}
+
 void tf_writer_begin_commit(tf_writer *w, tf_commit *c)
 {
     tf_commit_begin(c, w->ar, &w->opts, &w->next_ino);

@@ -77,6 +77,8 @@ const tf_add_report *tf_writer_last_report(const tf_writer *w);
  * nothing stored (renamed, or of another model), and it is stored
  * standalone. Worth a warning. */
 bool tf_add_report_unmatched(const tf_add_report *r);
+/* The warning for such a report, into buf (n bytes). */
+void tf_add_report_warning(const tf_add_report *r, char *buf, size_t n);
 
 /* Edits of the tree, one commit each; the errors are rename(2)'s and
  * mkdir(2)'s (see store/commit.h). */
