@@ -163,7 +163,6 @@ static int add_loaded(tf_writer *w, tf_commit *c, const add_how *how, tf_source 
 static int add_regular(tf_writer *w, tf_source *src, const add_how *how, tf_error *e)
 {
     const char *dest = how->dest;
-    w->report = (tf_add_report){ 0 };
     tf_commit c;
     tf_writer_begin_commit(w, &c);
     int rc = tf_source_load(src, e);
@@ -182,6 +181,7 @@ static int add_regular(tf_writer *w, tf_source *src, const add_how *how, tf_erro
 static int add_entry(tf_writer *w, const char *src, const char *dest, const char *parent,
                      const struct stat *st, tf_error *e)
 {
+    w->report = (tf_add_report){ 0 };
     tf_entry_attrs attrs = { .mode = st->st_mode & 07777, .mtime = st->st_mtim };
     if (S_ISREG(st->st_mode)) {
         int fd = open(src, O_RDONLY | O_CLOEXEC);
@@ -240,6 +240,7 @@ int tf_writer_add_fd(tf_writer *w, int fd, const char *dest, const char *series_
         return tf_fail(e, EINVAL, "%s: not a regular file", dest);
     if (tf_path_check(dest, strlen(dest), e) < 0)
         return -1;
+    w->report = (tf_add_report){ 0 };
     tf_source src = { .name = dest, .fd = fd, .size = (uint64_t)st.st_size, .map = true };
     add_how how = { .dest = dest, .series_path = series_path ? series_path : dest,
                     .attrs = attrs, .empty_ok = true };
