@@ -31,7 +31,7 @@
 #include "common/hash.h"
 #include "format/catalog.h"
 #include "format/container.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "format/tensor_format.h"
 #include "store/archive.h"
 

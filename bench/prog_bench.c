@@ -47,7 +47,7 @@
 #include "codec/prog/prog.h"
 #include "common/buf.h"
 #include "common/malloc_tune.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "format/safetensors.h"
 
 #define CHUNK_ELEMS ((size_t)1 << 20)

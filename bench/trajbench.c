@@ -71,7 +71,7 @@
 #include "common/hash.h"
 #include "common/malloc_tune.h"
 #include "format/container.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "format/safetensors.h"
 #include "store/encode.h"
 #include "store/ckpt_path.h"

@@ -25,7 +25,7 @@
  *
  * Build (from the repository root; not part of `make`):
  *   gcc -std=c11 -D_GNU_SOURCE -O2 -Isrc src/common/buf.c src/common/error.c \
- *       src/common/simd.c src/format/dtype.c src/codec/entropy/rans_*.c \
+ *       src/common/simd.c src/common/dtype.c src/codec/entropy/rans_*.c \
  *       src/codec/ulp/ulp*.c \
  *       bench/ulp_measure.c $(pkg-config --cflags --libs libzstd) -lm -o ulp_measure */
 #include <errno.h>
@@ -39,7 +39,7 @@
 
 #include "codec/entropy/rans.h"
 #include "codec/ulp/ulp.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 /* ---- files ---- */
 

@@ -13,7 +13,7 @@
 
 #include "cli/progress.h"
 #include "format/catalog.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "store/natsort.h"
 
 /* ---- messages ---------------------------------------------------------- */

@@ -22,7 +22,7 @@
 #include "codec/ulp/ulp_stats.h"
 #include "common/buf.h"
 #include "format/catalog.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "store/blob_io.h"
 #include "store/reader.h"
 

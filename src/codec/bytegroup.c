@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "codec/zstd_codec.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 /* The level is not part of the format. Most of the gain is in the
  * exponent plane, which even fast levels find; see README for figures. */

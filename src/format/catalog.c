@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "format/catalog_v1.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 #define SEGMENT_VERSION 1
 /* Smallest serialized sizes, used to bound counts by the bytes present. */

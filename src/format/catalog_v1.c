@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "format/safetensors.h"
 #include "format/tensor_format.h"
 

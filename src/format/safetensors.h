@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "format/tensor_format.h"
 
 typedef struct {

@@ -7,7 +7,7 @@
 
 #include "codec/codec.h"
 #include "common/idmap.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 struct tf_archive {
     tf_container c;

@@ -7,7 +7,7 @@
 #include "codec/codec.h"
 #include "codec/prog/prog.h"
 #include "common/idmap.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "store/encode.h"
 
 /* A model is stored like opaque bytes: compressed when that is smaller. */

@@ -8,7 +8,7 @@
 
 #include "codec/codec.h"
 #include "common/cpus.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "format/tensor_format.h"
 #include "store/blob_io.h"
 #include "store/cache.h"

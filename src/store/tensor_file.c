@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "store/ckpt_path.h"
 #include "store/pipeline.h"
 #include "store/writer_impl.h"

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "store/commit.h"
 #include "store/pipeline.h"
 #include "store/writer_impl.h"

@@ -1,6 +1,6 @@
 #include "codec_input.h"
 
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 #define HEAD_BYTES 6
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 

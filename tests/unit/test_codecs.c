@@ -14,7 +14,7 @@
 
 #include "codec/codec.h"
 #include "codec/prog/prog.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 #define MIB ((size_t)1 << 20)
 

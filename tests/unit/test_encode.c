@@ -10,7 +10,7 @@
 
 #include "codec/codec.h"
 #include "codec/prog/prog.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 #include "store/encode.h"
 
 enum { N = 4096, LEN = 4 * N };

@@ -15,7 +15,7 @@
 #include "codec/prog/prog.h"
 #include "codec/prog/prog_exec.h"
 #include "codec/prog/prog_serialize.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 /* Roughly normal, scale 0.02: what trained weights look like. */
 static double weight(void)

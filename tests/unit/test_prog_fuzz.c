@@ -11,7 +11,7 @@
 #include "testlib.h"
 
 #include "codec/prog/prog.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 /* Decodes enc (copied to an exact block) into an exact block of len. */
 static int decode_exact(const uint8_t *enc, size_t enc_len, unsigned dtype, size_t len)

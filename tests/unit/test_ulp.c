@@ -11,7 +11,7 @@
 
 #include "codec/ulp/ulp.h"
 #include "common/hash.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 static uint64_t make_float(unsigned dtype, uint64_t sign, uint64_t exp, uint64_t man)
 {

@@ -11,7 +11,7 @@
 
 #include "codec/ulp/ulp.h"
 #include "codec/ulp/ulp_stats.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 /* What the residuals of a test delta look like. */
 typedef enum {

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 uint64_t rng_state;
 

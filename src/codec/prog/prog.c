@@ -11,7 +11,7 @@
 #include "codec/prog/prog_ops.h"
 #include "codec/prog/prog_search.h"
 #include "codec/prog/prog_serialize.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 #define PROG_VERSION 1
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 int tf_prog_add_kids(tf_prog *p, unsigned parent, unsigned count)
 {

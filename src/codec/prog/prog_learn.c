@@ -8,7 +8,7 @@
 #include "codec/prog/prog_derive.h"
 #include "codec/prog/prog_ops.h"
 #include "codec/prog/prog_search.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 /* Quantiles of size picked within a dtype, round after round. */
 static const unsigned quantile_pct[] = { 100, 50, 75, 25 };

@@ -3,7 +3,7 @@
 #include <errno.h>
 
 #include "codec/ulp/ulp_format.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 int tf_ulp_format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_error *e)
 {

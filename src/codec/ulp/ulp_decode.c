@@ -6,7 +6,7 @@
 
 #include "codec/ulp/ulp.h"
 #include "common/buf.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 /* The span of the contexts that have rows in t (n = 0: none). */
 static ctx_span occupied_span(const tf_rans_table *t)

@@ -6,7 +6,7 @@
 
 #include "codec/ulp/ulp.h"
 #include "common/buf.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 /* ---- symbols ----
  * The coding index of an element (rans.h): its row (ctx_span) above its

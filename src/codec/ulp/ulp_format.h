@@ -37,7 +37,7 @@
 #define ULP_ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* X(dtype, bytes, mantissa bits, exponent bits, symbol bits) for every
- * format ULPack handles (the same figures as format/dtype.c); symbol bits
+ * format ULPack handles (the same figures as common/dtype.c); symbol bits
  * hold any of its 4 (w - 1) symbols. */
 #define ULP_FORMATS(X)                  \
     X(TF_DT_BF16, 2, 7, 8, 6)           \

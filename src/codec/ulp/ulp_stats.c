@@ -7,7 +7,7 @@
 #include "codec/entropy/rans.h"
 #include "codec/ulp/ulp.h"
 #include "common/buf.h"
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 #define ULP_STATS_INLINE static inline __attribute__((always_inline))
 

@@ -1,4 +1,4 @@
-#include "format/dtype.h"
+#include "common/dtype.h"
 
 #include <string.h>
 

@@ -1,7 +1,8 @@
-/* Element types of safetensors, as stored in the archive (the numeric
- * values are part of the archive format: never renumber). */
-#ifndef TRAJFS_FORMAT_DTYPE_H
-#define TRAJFS_FORMAT_DTYPE_H
+/* Element types of tensors (named as safetensors names them), as stored
+ * in the archive (the numeric values are part of the archive format:
+ * never renumber). */
+#ifndef TRAJFS_COMMON_DTYPE_H
+#define TRAJFS_COMMON_DTYPE_H
 
 #include <stdbool.h>
 #include <stddef.h>
