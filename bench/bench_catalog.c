@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "codec/codec.h"
+#include "common/clock.h"
 #include "common/buf.h"
 #include "common/error.h"
 #include "common/hash.h"
@@ -70,13 +71,6 @@ static void *xcalloc(size_t n, size_t size)
     if (!p)
         die("out of memory", NULL);
     return p;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* ---- the model: tensors, header, chunks ---------------------------------- */
@@ -229,7 +223,7 @@ static void fill_blobs(const model *m, size_t ckpt, payload_set *ps, tf_containe
 static build_stats build_archive(const char *path, size_t checkpoints, const model *m)
 {
     build_stats st = { 0 };
-    double t0 = now_s();
+    double t0 = tf_monotonic_seconds();
     tf_error e = { 0 };
     tf_container c;
     if (tf_container_create(path, CHUNK_SHIFT, &e) < 0 || tf_container_open(&c, path, true, &e) < 0)
@@ -279,7 +273,7 @@ static build_stats build_archive(const char *path, size_t checkpoints, const mod
     tf_buf_free(&seg);
     free(chunks);
     free(blobs);
-    st.seconds = now_s() - t0;
+    st.seconds = tf_monotonic_seconds() - t0;
     return st;
 }
 
@@ -296,10 +290,10 @@ static open_list_time open_and_list(const char *path)
     open_list_time r = { 0 };
     tf_error e = { 0 };
     tf_archive *ar;
-    double t0 = now_s();
+    double t0 = tf_monotonic_seconds();
     if (tf_archive_open(path, false, &ar, &e) < 0)
         die("open", &e);
-    double t1 = now_s();
+    double t1 = tf_monotonic_seconds();
     char line[TF_PATH_MAX + 64];
     r.entries = tf_archive_nentries(ar);
     for (size_t i = 0; i < r.entries; i++) {
@@ -308,7 +302,7 @@ static open_list_time open_and_list(const char *path)
                          ent->size, ent->path, ent->kind == TF_ENTRY_DIR ? "/" : "");
         r.listed_bytes += (uint64_t)(n > 0 ? n : 0);
     }
-    double t2 = now_s();
+    double t2 = tf_monotonic_seconds();
     tf_archive_close(ar);
     r.open_s = t1 - t0;
     r.list_s = t2 - t1;

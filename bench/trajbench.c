@@ -66,6 +66,7 @@
 #include "codec/ulp/ulp.h"
 #include "codec/ulp/ulp_stats.h"
 #include "codec/zstd_codec.h"
+#include "common/clock.h"
 #include "common/buf.h"
 #include "common/error.h"
 #include "common/hash.h"
@@ -106,13 +107,6 @@ static void *xcalloc(size_t n, size_t size)
     if (!p)
         die("out of memory");
     return p;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- the trajectory ---- */
@@ -437,9 +431,9 @@ static double best_of(int reps, void (*run)(delta *, unsigned), delta *d, unsign
 {
     double best = INFINITY;
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = tf_monotonic_seconds();
         run(d, threads);
-        double t = now() - t0;
+        double t = tf_monotonic_seconds() - t0;
         best = t < best ? t : best;
     }
     return best;
@@ -599,12 +593,12 @@ static double time_zstd_compress(const payload *p, unsigned threads, int reps, t
     tf_error e;
     for (int r = 0; r < reps; r++) {
         out->len = 0;
-        double t0 = now();
+        double t0 = tf_monotonic_seconds();
         if (threads > 1)
             zstd_compress_workers(p->src.data, p->src.len, FAST_LEVEL, threads, out);
         else if (tf_zstd_compress(p->src.data, p->src.len, FAST_LEVEL, out, &e) < 0)
             die("%s", e.msg);
-        double t = now() - t0;
+        double t = tf_monotonic_seconds() - t0;
         best = t < best ? t : best;
     }
     return best;
@@ -617,10 +611,10 @@ static double time_zstd_decompress(const tf_buf *frame, const payload *p, uint8_
     tf_error e;
     memset(dst, 0, p->src.len);
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = tf_monotonic_seconds();
         if (tf_zstd_decompress(frame->data, frame->len, dst, p->src.len, &e) < 0)
             die("%s: %s", what, e.msg);
-        double t = now() - t0;
+        double t = tf_monotonic_seconds() - t0;
         best = t < best ? t : best;
     }
     if (memcmp(dst, p->src.data, p->src.len))
@@ -975,11 +969,11 @@ int main(int argc, char **argv)
     path_list files = find_checkpoints(argv + optind, argc - optind);
     static figures by_dtype[TF_DT_COUNT];
     series_table series = { 0 };
-    double t0 = now();
+    double t0 = tf_monotonic_seconds();
     for (size_t i = 0; i < files.n; i++) {
         checkpoint *c = load_checkpoint(files.paths[i]);
         checkpoint *ref = follow_series(&series, c);
-        fprintf(stderr, "trajbench: [%zu/%zu] %6.0fs %s", i + 1, files.n, now() - t0, c->path);
+        fprintf(stderr, "trajbench: [%zu/%zu] %6.0fs %s", i + 1, files.n, tf_monotonic_seconds() - t0, c->path);
         if (ref) {
             fprintf(stderr, " against %s\n", ref->path);
             measure_delta(c, ref, &o, by_dtype);
@@ -988,7 +982,7 @@ int main(int argc, char **argv)
         }
         free_checkpoint(ref);
     }
-    fprintf(stderr, "trajbench: done in %.0fs\n", now() - t0);
+    fprintf(stderr, "trajbench: done in %.0fs\n", tf_monotonic_seconds() - t0);
     printf("trajbench: %zu files, -T %u, chunks of 2^%d elements%s\n", files.n, o.threads,
            CHUNK_SHIFT, o.fast ? ", --fast" : "");
     report(by_dtype, &o);

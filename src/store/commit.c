@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/hash.h"
 
 void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
@@ -104,7 +105,7 @@ tf_entry *tf_commit_entry(tf_commit *c, const char *path, uint8_t kind,
         ent->ino = attrs->ino;
     } else {
         ent->mode = 0755;
-        clock_gettime(CLOCK_REALTIME, &mtime);
+        tf_time_of_day(&mtime);
     }
     if (!ent->ino) {
         /* A directory added again keeps its inode (NFS handles stay
@@ -219,7 +220,7 @@ static const tf_entry *existing(const tf_commit *c, const char *path, long *at, 
 static int add_tombstone(tf_commit *c, const tf_entry *gone, tf_error *e)
 {
     tf_entry_attrs a = { .ino = gone->ino };
-    clock_gettime(CLOCK_REALTIME, &a.mtime);
+    tf_time_of_day(&a.mtime);
     return tf_commit_entry(c, gone->path, TF_ENTRY_TOMBSTONE, &a, e) ? 0 : -1;
 }
 
