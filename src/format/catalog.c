@@ -253,7 +253,8 @@ int tf_entry_layout(tf_entry *ent, unsigned chunk_shift, uint64_t *nchunks, tf_e
     uint64_t off = 0, stream = 0, next = 0;
     for (uint64_t i = 0; i < ent->npieces; i++) {
         tf_piece *p = &ent->pieces[i];
-        if (p->len > UINT64_MAX - off)
+        /* Below 2^63: the catalog stores a piece's length shifted by one. */
+        if (p->len > UINT64_MAX - off || p->len >> 63)
             return tf_fail(e, EIO, "\"%s\": pieces longer than a file can be", ent->path);
         p->file_off = off;
         off += p->len;

@@ -18,9 +18,10 @@ static int truncated(tf_reader *r, tf_error *e)
     return tf_fail(e, EIO, "catalog: segment truncated at byte %zu", r->pos);
 }
 
-/* The tensors' names, from the header when it parses and describes the
- * stored tensors; otherwise empty names (`trajpack verify` reports the
- * mismatch). */
+/* The tensors' names, from the header when it parses and has as many
+ * tensors as the entry; otherwise empty names. Whether the header
+ * describes the stored tensors (dtypes, sizes) is `trajpack verify`'s
+ * check. */
 static int names_from_header(tf_entry *ent, const uint8_t *json, uint64_t json_len)
 {
     tf_st_header h;

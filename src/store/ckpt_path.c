@@ -55,20 +55,25 @@ static size_t digits_at(const char *s, size_t n, size_t i)
     return j - i;
 }
 
-/* Whether the digit run [i, i + len) of s is a shard number (00001 of
- * 00001-of-00003, or the 00003) or a rank (rank_00, rank0). */
-static bool shard_or_rank(const char *s, size_t n, size_t i, size_t len)
+/* Whether the digit run [i, i + len) of s is a shard number: the 00001
+ * or the 00003 of 00001-of-00003. */
+static bool shard_number(const char *s, size_t n, size_t i, size_t len)
 {
     if (i + len + 4 < n && memcmp(s + i + len, "-of-", 4) == 0 && digits_at(s, n, i + len + 4))
         return true;
-    if (i >= 5 && memcmp(s + i - 4, "-of-", 4) == 0 && isdigit((unsigned char)s[i - 5]))
-        return true;
+    return i >= 5 && memcmp(s + i - 4, "-of-", 4) == 0 && isdigit((unsigned char)s[i - 5]);
+}
+
+/* Whether it is a rank: rank_00, rank0. */
+static bool rank_number(const char *s, size_t i)
+{
     return (i >= 5 && memcmp(s + i - 5, "rank_", 5) == 0) || (i >= 4 && memcmp(s + i - 4, "rank", 4) == 0);
 }
 
-/* Appends s to out, each digit run replaced by '#' (shard_only: only
- * shard and rank numbers); or only whether s holds a step number. */
-static int put_normalised(tf_buf *out, const char *s, size_t n, bool shard_only)
+/* Appends s to out with its digit runs replaced by '#': every run, or
+ * (shards_only) only shard numbers, so that the shards of a checkpoint
+ * have one role and its ranks one each. */
+static int put_normalised(tf_buf *out, const char *s, size_t n, bool shards_only)
 {
     for (size_t i = 0; i < n;) {
         size_t len = digits_at(s, n, i);
@@ -77,7 +82,7 @@ static int put_normalised(tf_buf *out, const char *s, size_t n, bool shard_only)
                 return -1;
             continue;
         }
-        bool replace = !shard_only || shard_or_rank(s, n, i, len);
+        bool replace = !shards_only || shard_number(s, n, i, len);
         if (replace ? tf_buf_u8(out, '#') : tf_buf_put(out, s + i, len))
             return -1;
         i += len;
@@ -89,7 +94,7 @@ static bool holds_step(const char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
         size_t len = digits_at(s, n, i);
-        if (len && !shard_or_rank(s, n, i, len))
+        if (len && !shard_number(s, n, i, len) && !rank_number(s, i))
             return true;
         i += len ? len : 1;
     }

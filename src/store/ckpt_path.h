@@ -1,12 +1,17 @@
 /* Where a file sits in a training run, read from its path: which run,
  * which checkpoint of it (the step), and which file of the checkpoint
  * (its role). Trainers write, for example,
- *     step-000400.safetensors                 run "", step-000400.safetensors
+ *     step-000400.safetensors      run key "step-#.safetensors",
+ *                                  step "step-000400.safetensors", role ""
  *     out/checkpoint-400/model-00001-of-00003.safetensors
- *                                             run "out", step checkpoint-400,
- *                                             role model-#-of-#.safetensors
+ *                                  run key "out/checkpoint-#", step
+ *                                  "checkpoint-400", role
+ *                                  "model-#-of-#.safetensors"
  *     run2/global_step400/mp_rank_00_model_states.pt
- *     tmp-checkpoint-400/model.safetensors    (a temporary name: checkpoint-400)
+ *                                  run key "run2/global_step#", role
+ *                                  "mp_rank_00_model_states.pt"
+ *     tmp-checkpoint-400/model.safetensors
+ *                                  as checkpoint-400/model.safetensors
  * The checkpoint component is the deepest one holding a number once
  * temporary-name markers (a tmp- prefix, a .tmp or .part suffix, rsync's
  * .NAME.XXXXXX) are removed and shard (00001-of-00003) and rank (rank_00)
@@ -24,7 +29,8 @@ typedef struct {
     char *step; /* the checkpoint component, temporary markers removed,
                    compared with tf_natcmp; NULL when the path has none */
     char *role; /* the path below the checkpoint component (the file name
-                   when it has none), shard numbers replaced */
+                   when it has none), shard numbers replaced (ranks kept:
+                   each rank's file is its own role) */
 } tf_ckpt_path;
 
 /* 0, or -1 when out of memory. */

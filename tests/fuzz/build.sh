@@ -8,7 +8,8 @@
 # config.h). Everything goes to BUILDDIR/build-fuzz: the targets
 # fuzz_TARGET for each TARGET of `targets` (tests/fuzz/fuzz_TARGET.c,
 # listed in build-fuzz/targets for run.sh) and seeds/TARGET/, made by
-# make_seeds from small valid inputs. The library
+# make_seeds from small valid inputs (and the release-1 archive of
+# tests/fixtures). The library
 # is compiled afresh from Makefile.am's libtrajfs_a_SOURCES with clang,
 # coverage and AddressSanitizer + UndefinedBehaviorSanitizer.
 #
@@ -81,7 +82,7 @@ rm -rf "$out/seeds" "$out/st"
 mkdir -p "$out/seeds"
 "$PYTHON" "$src/tests/tools/make_safetensors.py" good "$out/st/good"
 "$PYTHON" "$src/tests/tools/make_safetensors.py" bad "$out/st/bad"
-"$out/make_seeds" "$out/seeds" "$out/st/good" "$out/st/bad"
+"$out/make_seeds" "$out/seeds" "$out/st/good" "$out/st/bad" "$src/tests/fixtures/release1.trajfs"
 rm -rf "$out/seeds/work"
 echo "$targets" > "$out/targets"
 for t in $targets; do

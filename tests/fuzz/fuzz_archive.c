@@ -79,8 +79,12 @@ static int read_file(tf_reader_ctx *r, const tf_entry *ent, uint8_t *piece, uint
         off += want;
         *budget = *budget > want ? *budget - want : 0;
     }
-    for (uint64_t t = 0; ent->kind == TF_ENTRY_SAFETENSORS && t < ent->ntensors; t++)
-        (void)tf_reader_tensor_name(r, ent, t);
+    /* What `trajpack verify` does with a tensor file: parse its bytes again
+     * and compare them with the stored layout (a mismatch is a clean error),
+     * while the read budget lasts. */
+    tf_error got = { 0 };
+    if (tf_entry_is_tensor_file(ent) && *budget && tf_reader_check_layout(r, ent, &got) < 0)
+        return note(e, &got);
     return 0;
 }
 
@@ -95,7 +99,7 @@ static int read_files(tf_archive *ar, tf_reader_ctx *r, tf_error *e)
         const tf_entry *ent = tf_archive_entry(ar, i);
         if (tf_archive_lookup(ar, ent->path) != ent || tf_archive_subtree_len(ar, i) < 1)
             broken("the index does not find", ent->path);
-        if ((ent->kind == TF_ENTRY_FILE || ent->kind == TF_ENTRY_SAFETENSORS) &&
+        if (tf_entry_is_regular(ent) &&
             read_file(r, ent, piece, &budget, e) < 0)
             rc = -1;
     }

@@ -15,7 +15,8 @@
 #include "common/error.h"
 
 /* A whole archive file: open it, reconstruct every blob, read every file
- * (what `trajpack verify` and a mount do with a damaged archive). */
+ * and check each tensor file's layout against its bytes (what `trajpack
+ * verify` and a mount do with a damaged archive). */
 int tf_fuzz_archive(const uint8_t *data, size_t size, tf_error *e);
 /* The commits of an archive, which the target writes as a valid archive
  * (checksums of superblock, trailers, catalogs and blob payloads right)

@@ -1,12 +1,14 @@
 /* Seed corpora for the fuzz targets, from small valid inputs:
  *
- *   make_seeds OUT [DIR...]
+ *   make_seeds OUT [DIR | ARCHIVE]...
  *
  * OUT/archive   tiny.traj: a three-step trajectory of hand-made
  *               safetensors (BF16, F16, F32, F64, F8, I64 tensors; ulp
  *               deltas), text files, a symlink, a removed file, stored
  *               with 2^8-element chunks (a few KB); good.traj: every
- *               *.safetensors of the DIRs that is valid and small
+ *               *.safetensors of the DIRs that is valid and small; each
+ *               ARCHIVE as it is (an archive of release 1, whose
+ *               catalog has entries of the old kind)
  * OUT/catalog   every commit's catalog segment of those archives
  * OUT/commits   the commits of each archive (blob bytes and segments)
  * OUT/safetensors  the headers of the trajectory's files and of every
@@ -30,8 +32,8 @@
 
 #include "codec_input.h"
 #include "seed_values.h"
+#include "common/dtype.h"
 #include "format/container.h"
-#include "format/dtype.h"
 #include "store/writer.h"
 
 #define CHUNK_SHIFT 8
@@ -424,9 +426,15 @@ int main(int argc, char **argv)
         die(work, strerror(errno));
     tf_writer *w = open_writer(archive);
     for (int i = 2; i < argc; i++) {
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s/%s", argv[i][0] == '/' ? "" : cwd, argv[i]);
-        add_directory(w, dir);
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", argv[i][0] == '/' ? "" : cwd, argv[i]);
+        if (stat(path, &st) < 0)
+            die(path, strerror(errno));
+        if (S_ISDIR(st.st_mode))
+            add_directory(w, path);
+        else
+            archive_seed(path, strrchr(path, '/') + 1);
     }
     tf_writer_close(w);
     archive_seed(archive, "good.traj");

@@ -12,10 +12,11 @@
 
 #include "testlib.h"
 
+#include "common/dtype.h"
 #include "common/hash.h"
 #include "format/catalog.h"
 #include "format/container.h"
-#include "format/dtype.h"
+#include "format/tensor_format.h"
 
 /* ======================================================================== */
 /* A sample segment with every entry kind                                   */
@@ -27,13 +28,29 @@
 #define SHIFT 8        /* 256 elements per chunk, so small tensors span chunks */
 #define FILE_END 100000
 
-enum { E_RUN, E_STEP, E_CONFIG, E_EMPTY, E_MODEL, E_LINK, E_GONE, SAMPLE_ENTRIES };
+enum { E_RUN, E_STEP, E_CONFIG, E_EMPTY, E_MODEL, E_INLINE, E_LINK, E_GONE, SAMPLE_ENTRIES };
+
+/* The pieces of the sample tensor file E_MODEL, in file order: a header,
+ * a tensor, a verbatim run between tensors, four tensors, a trailer. */
+enum { MODEL_PIECES = 8, MODEL_TENSORS = 5, MODEL_CHUNKS = 2 + 5 };
+#define V TF_PIECE_VERBATIM
+static const uint64_t model_piece_tensor[MODEL_PIECES] = { V, 0, V, 1, 2, 3, 4, V };
+#undef V
+/* The names, back to back: an empty name and UTF-8 are names too. */
+static const char model_names[] = "w\0\0ids\0u8.empty\0h\xc3\xa9";
+static const uint64_t model_name_off[MODEL_TENSORS] = { 0, 2, 3, 7, 16 };
 
 typedef struct {
     tf_blob blobs[SAMPLE_BLOBS];
-    tf_tensor_span tensors[5];
+    tf_piece pieces[MODEL_PIECES];
+    tf_tensor_span tensors[MODEL_TENSORS];
+    char names[sizeof model_names + TF_TENSOR_NAME_MAX + 2];
+    tf_piece inline_pieces[3];
+    tf_tensor_span inline_tensor;
+    uint8_t inline_verbatim[8 + 64 + 3];
     uint64_t file_chunks[4];
-    uint64_t model_chunks[5];
+    uint64_t model_chunks[MODEL_CHUNKS];
+    uint64_t inline_chunks[1];
     char header[64];
     char target[TF_PATH_MAX + 2];
     tf_entry entries[SAMPLE_ENTRIES];
@@ -54,22 +71,42 @@ static tf_blob sample_blob(uint64_t global, uint8_t codec, uint8_t dtype, uint64
                       .model = model };
 }
 
-/* Recomputes a safetensors entry's size and its tensors' offsets the way
- * the decoder derives them. */
-static void settle_safetensors(sample *s)
+/* Recomputes a tensor file's size, its tensors' sizes and the offsets
+ * the decoder derives, the way trajfs(5) defines them (not through
+ * tf_entry_layout, which the round trip checks). */
+static void settle_tensor_file(tf_entry *m)
 {
-    tf_entry *m = &s->entries[E_MODEL];
-    uint64_t data = 0, chunks = 0;
+    uint64_t off = 0, stream = 0;
+    for (uint64_t i = 0; i < m->npieces; i++) {
+        tf_piece *p = &m->pieces[i];
+        p->file_off = off;
+        p->stream_off = 0;
+        if (p->tensor == TF_PIECE_VERBATIM) {
+            p->stream_off = stream;
+            stream += p->len;
+        } else if (p->tensor < m->ntensors) {
+            m->tensors[p->tensor].nbytes = p->len;
+            m->tensors[p->tensor].file_off = off;
+        }
+        off += p->len;
+    }
+    m->size = off;
+    m->verbatim_len = stream;
+    m->verbatim_chunks = m->verbatim ? 0 : tf_chunk_count(stream, 1, SHIFT);
+    uint64_t chunks = m->verbatim_chunks;
     for (uint64_t t = 0; t < m->ntensors; t++) {
         tf_tensor_span *ts = &m->tensors[t];
-        ts->data_off = data;
         ts->first_chunk = chunks;
-        data += ts->nbytes;
         const tf_dtype_info *info = tf_dtype_get(ts->dtype);
         if (info && info->size)
             chunks += tf_chunk_count(ts->nbytes, info->size, SHIFT);
     }
-    m->size = 8 + m->header_len + data;
+}
+
+static void settle_tensor_files(sample *s)
+{
+    settle_tensor_file(&s->entries[E_MODEL]);
+    settle_tensor_file(&s->entries[E_INLINE]);
 }
 
 static void make_sample(sample *s)
@@ -83,21 +120,41 @@ static void make_sample(sample *s)
     s->blobs[4] = sample_blob(FIRST_BLOB + 4, 2, TF_DT_F64, 1u << 24, 0, 0);
     s->blobs[4].offset = FILE_END - 1;
     s->blobs[4].enc_len = 1;
+    strcpy(s->header, "{\"w\":{\"dtype\":\"F32\",\"shape\":[522]}}    ");
+    strcpy(s->target, "step-1");
 
-    /* F32 of 2 full chunks and a bit, zero-length BF16, one I64, zero U8,
-     * one F16: 3 + 0 + 1 + 0 + 1 chunks. */
-    static const struct { uint8_t dtype; uint64_t nbytes; } tensors[] = {
+    /* E_MODEL: F32 of 2 full chunks and a bit, zero-length BF16, one I64,
+     * zero U8, one F16: 3 + 0 + 1 + 0 + 1 chunks after the 2 chunks of
+     * its 8 + 39 + 300 + 5 verbatim bytes. */
+    static const struct { uint8_t dtype; uint64_t nbytes; } tensors[MODEL_TENSORS] = {
         { TF_DT_F32, 4 * (2 * 256 + 10) }, { TF_DT_BF16, 0 }, { TF_DT_I64, 8 },
         { TF_DT_U8, 0 }, { TF_DT_F16, 2 },
     };
-    for (size_t t = 0; t < ARRAY_LEN(tensors); t++)
-        s->tensors[t] = (tf_tensor_span){ .dtype = tensors[t].dtype, .nbytes = tensors[t].nbytes };
-    static const uint64_t model_chunks[] = { 11, 12, 0, 9, 14 };
+    const uint64_t verbatim_len[] = { 8 + strlen(s->header), 300, 5 };
+    for (size_t i = 0, v = 0; i < MODEL_PIECES; i++) {
+        uint64_t t = model_piece_tensor[i];
+        s->pieces[i] = (tf_piece){ .tensor = t,
+                                   .len = t == TF_PIECE_VERBATIM ? verbatim_len[v++] : tensors[t].nbytes };
+    }
+    for (size_t t = 0; t < MODEL_TENSORS; t++)
+        s->tensors[t] = (tf_tensor_span){ .dtype = tensors[t].dtype, .name_off = model_name_off[t] };
+    memcpy(s->names, model_names, sizeof model_names);
+    static const uint64_t model_chunks[MODEL_CHUNKS] = { 13, 10, 11, 12, 0, 9, 14 };
     memcpy(s->model_chunks, model_chunks, sizeof model_chunks);
     static const uint64_t file_chunks[] = { 10, 3 };
     memcpy(s->file_chunks, file_chunks, sizeof file_chunks);
-    strcpy(s->header, "{\"w\":{\"dtype\":\"F32\",\"shape\":[522]}}    ");
-    strcpy(s->target, "step-1");
+
+    /* E_INLINE: the form of entries read from release 1: its verbatim
+     * stream (a header and 3 bytes after the one F32 element) inline. */
+    size_t hlen = strlen(s->header);
+    tf_le64_put(s->inline_verbatim, hlen);
+    memcpy(s->inline_verbatim + 8, s->header, hlen);
+    memcpy(s->inline_verbatim + 8 + hlen, "end", 3);
+    s->inline_pieces[0] = (tf_piece){ .len = 8 + hlen, .tensor = TF_PIECE_VERBATIM };
+    s->inline_pieces[1] = (tf_piece){ .len = 4, .tensor = 0 };
+    s->inline_pieces[2] = (tf_piece){ .len = 3, .tensor = TF_PIECE_VERBATIM };
+    s->inline_tensor = (tf_tensor_span){ .dtype = TF_DT_F32, .name_off = 0 };
+    s->inline_chunks[0] = 12;
 
     tf_entry *e = s->entries;
     e[E_RUN] = (tf_entry){ .kind = TF_ENTRY_DIR, .ino = 2, .path = "run", .mode = 0755,
@@ -108,16 +165,25 @@ static void make_sample(sample *s)
                               .mode = 0644, .mtime_sec = INT64_MAX, .size = 300, .nchunks = 2,
                               .chunks = s->file_chunks };
     e[E_EMPTY] = (tf_entry){ .kind = TF_ENTRY_FILE, .ino = 5, .path = "run/empty", .mode = 0 };
-    e[E_MODEL] = (tf_entry){ .kind = TF_ENTRY_SAFETENSORS, .ino = 6,
+    e[E_MODEL] = (tf_entry){ .kind = TF_ENTRY_TENSORS, .ino = 6,
                              .path = "run/step-1/model.safetensors", .mode = 0444,
                              .mtime_sec = 1700000000, .mtime_nsec = 1,
-                             .header = (uint8_t *)s->header, .header_len = strlen(s->header),
-                             .ntensors = ARRAY_LEN(tensors), .tensors = s->tensors,
-                             .nchunks = ARRAY_LEN(model_chunks), .chunks = s->model_chunks };
+                             .format = TF_FORMAT_SAFETENSORS,
+                             .npieces = MODEL_PIECES, .pieces = s->pieces,
+                             .ntensors = MODEL_TENSORS, .tensors = s->tensors,
+                             .names = s->names, .names_len = sizeof model_names,
+                             .nchunks = MODEL_CHUNKS, .chunks = s->model_chunks };
+    e[E_INLINE] = (tf_entry){ .kind = TF_ENTRY_TENSORS, .ino = 9, .path = "run/v1.safetensors",
+                              .mode = 0600, .format = TF_FORMAT_SAFETENSORS,
+                              .npieces = 3, .pieces = s->inline_pieces,
+                              .ntensors = 1, .tensors = &s->inline_tensor,
+                              .names = s->names, .names_len = 2,
+                              .verbatim = s->inline_verbatim,
+                              .nchunks = 1, .chunks = s->inline_chunks };
     e[E_LINK] = (tf_entry){ .kind = TF_ENTRY_SYMLINK, .ino = 7, .path = "run/latest",
                             .mode = 0777, .size = strlen(s->target), .target = s->target };
     e[E_GONE] = (tf_entry){ .kind = TF_ENTRY_TOMBSTONE, .ino = 8, .path = "run/old \xc3\xa9t\xc3\xa9" };
-    settle_safetensors(s);
+    settle_tensor_files(s);
     s->seg = (tf_segment){ .first_blob = FIRST_BLOB, .nblobs = SAMPLE_BLOBS, .blobs = s->blobs,
                            .nentries = SAMPLE_ENTRIES, .entries = s->entries };
 }
@@ -172,17 +238,29 @@ static void assert_entries_equal(const tf_entry *a, const tf_entry *b)
     ck_assert_uint_eq(a->nchunks, b->nchunks);
     for (uint64_t c = 0; c < a->nchunks; c++)
         ck_assert_uint_eq(a->chunks[c], b->chunks[c]);
-    if (a->kind != TF_ENTRY_SAFETENSORS)
+    if (a->kind != TF_ENTRY_TENSORS)
         return;
-    ck_assert_uint_eq(a->header_len, b->header_len);
-    ck_assert_mem_eq(a->header, b->header, a->header_len);
+    ck_assert_uint_eq(a->format, b->format);
+    ck_assert_uint_eq(a->npieces, b->npieces);
+    for (uint64_t i = 0; i < a->npieces; i++) {
+        ck_assert_uint_eq(a->pieces[i].len, b->pieces[i].len);
+        ck_assert_uint_eq(a->pieces[i].tensor, b->pieces[i].tensor);
+        ck_assert_uint_eq(a->pieces[i].file_off, b->pieces[i].file_off);
+        ck_assert_uint_eq(a->pieces[i].stream_off, b->pieces[i].stream_off);
+    }
     ck_assert_uint_eq(a->ntensors, b->ntensors);
     for (uint64_t t = 0; t < a->ntensors; t++) {
         ck_assert_uint_eq(a->tensors[t].dtype, b->tensors[t].dtype);
         ck_assert_uint_eq(a->tensors[t].nbytes, b->tensors[t].nbytes);
-        ck_assert_uint_eq(a->tensors[t].data_off, b->tensors[t].data_off);
+        ck_assert_str_eq(tf_tensor_name(a, t), tf_tensor_name(b, t));
+        ck_assert_uint_eq(a->tensors[t].file_off, b->tensors[t].file_off);
         ck_assert_uint_eq(a->tensors[t].first_chunk, b->tensors[t].first_chunk);
     }
+    ck_assert_uint_eq(a->verbatim_len, b->verbatim_len);
+    ck_assert_uint_eq(a->verbatim_chunks, b->verbatim_chunks);
+    ck_assert_int_eq(a->verbatim != NULL, b->verbatim != NULL);
+    if (a->verbatim)
+        ck_assert_mem_eq(a->verbatim, b->verbatim, a->verbatim_len);
 }
 
 static void assert_segments_equal(const tf_segment *a, const tf_segment *b)
@@ -284,25 +362,59 @@ static void tensor_names_missing_blob(sample *s) { s->model_chunks[4] = UINT64_M
 
 static void tensor_partial_f32(sample *s)
 {
-    s->tensors[0].nbytes -= 1;
-    settle_safetensors(s);
+    s->pieces[1].len -= 1;
+    settle_tensor_files(s);
 }
 static void tensor_partial_f64(sample *s)
 {
     s->tensors[2].dtype = TF_DT_F64; /* 8 bytes would be fine; make it 12 */
-    s->tensors[2].nbytes = 12;
-    settle_safetensors(s);
+    s->pieces[4].len = 12;
+    settle_tensor_files(s);
 }
 static void tensor_dtype_none(sample *s) { s->tensors[1].dtype = TF_DT_NONE; }
 static void tensor_dtype_unknown(sample *s) { s->tensors[1].dtype = 200; }
 static void tensor_needs_more_chunks(sample *s)
 {
-    s->tensors[0].nbytes += 1024; /* one more chunk than the entry lists */
-    settle_safetensors(s);
+    s->pieces[1].len += 1024; /* one more chunk than the entry lists */
+    settle_tensor_files(s);
 }
-static void safetensors_size_plus_one(sample *s) { s->entries[E_MODEL].size += 1; }
-static void safetensors_size_minus_one(sample *s) { s->entries[E_MODEL].size -= 1; }
-static void safetensors_size_without_prefix(sample *s) { s->entries[E_MODEL].size -= 8; }
+static void verbatim_needs_more_chunks(sample *s)
+{
+    s->pieces[2].len += 256; /* the verbatim stream takes 3 chunks, not 2 */
+    settle_tensor_files(s);
+}
+static void inline_verbatim_short(sample *s)
+{
+    /* The pieces say one byte more than the inline stream holds. */
+    s->inline_pieces[2].len += 1;
+    s->entries[E_INLINE].size += 1;
+}
+/* Three verbatim pieces of 2^63 - 1 bytes: their sum wraps. */
+static void verbatim_pieces_wrap(sample *s)
+{
+    s->pieces[0].len = s->pieces[2].len = s->pieces[7].len = INT64_MAX;
+}
+/* The same, the sum wrapping at a tensor piece. */
+static void tensor_piece_wraps(sample *s)
+{
+    s->pieces[0].len = s->pieces[2].len = INT64_MAX;
+    s->pieces[3].len = (uint64_t)1 << 62;
+}
+static void tensor_file_size_plus_one(sample *s) { s->entries[E_MODEL].size += 1; }
+static void tensor_file_size_minus_one(sample *s) { s->entries[E_MODEL].size -= 1; }
+static void tensor_file_size_without_prefix(sample *s) { s->entries[E_MODEL].size -= 8; }
+static void inline_size_plus_one(sample *s) { s->entries[E_INLINE].size += 1; }
+/* The last name of E_MODEL, n bytes long. */
+static void last_name_of(sample *s, size_t n)
+{
+    uint64_t at = model_name_off[MODEL_TENSORS - 1];
+    memset(s->names + at, 'n', n);
+    s->names[at + n] = '\0';
+    s->entries[E_MODEL].names_len = at + n + 1;
+}
+static void name_too_long(sample *s) { last_name_of(s, TF_TENSOR_NAME_MAX + 1); }
+static void tensor_file_chunk_missing_blob(sample *s) { s->model_chunks[0] = TOTAL_BLOBS; }
+static void inline_chunk_missing_blob(sample *s) { s->inline_chunks[0] = TOTAL_BLOBS; }
 
 static void mode_with_type_bits(sample *s) { s->entries[E_CONFIG].mode = 0100644; }
 static void mode_huge(sample *s) { s->entries[E_RUN].mode = UINT32_MAX; }
@@ -310,7 +422,10 @@ static void nsec_one_second(sample *s) { s->entries[E_STEP].mtime_nsec = 1000000
 static void ino_zero(sample *s) { s->entries[E_LINK].ino = 0; }
 static void tombstone_ino_zero(sample *s) { s->entries[E_GONE].ino = 0; }
 static void kind_zero(sample *s) { s->entries[E_GONE].kind = 0; }
-static void kind_unknown(sample *s) { s->entries[E_GONE].kind = TF_ENTRY_TOMBSTONE + 1; }
+static void kind_unknown(sample *s) { s->entries[E_GONE].kind = TF_ENTRY_TENSORS + 1; }
+/* Kind 3 is read (release 1), never written: what follows the head of
+ * a tombstone is no body of it. */
+static void kind_release1_without_body(sample *s) { s->entries[E_GONE].kind = TF_ENTRY_SAFETENSORS; }
 static void path_dotdot(sample *s) { s->entries[E_CONFIG].path = "run/../config.json"; }
 static void path_absolute(sample *s) { s->entries[E_RUN].path = "/run"; }
 static void path_empty(sample *s) { s->entries[E_RUN].path = ""; }
@@ -345,16 +460,25 @@ static const bad_segment_case bad_segments[] = {
     { "tensor of dtype none", tensor_dtype_none, "bad dtype or size" },
     { "tensor of unknown dtype", tensor_dtype_unknown, "bad dtype or size" },
     { "tensor needing a chunk not listed", tensor_needs_more_chunks, NULL },
-    { "safetensors size one too many", safetensors_size_plus_one, "does not match" },
-    { "safetensors size one short", safetensors_size_minus_one, "does not match" },
-    { "safetensors size without the length prefix", safetensors_size_without_prefix, "does not match" },
+    { "verbatim stream needing a chunk not listed", verbatim_needs_more_chunks, NULL },
+    { "inline verbatim stream one byte short", inline_verbatim_short, NULL },
+    { "verbatim pieces wrapping around", verbatim_pieces_wrap, "longer than a file can be" },
+    { "tensor piece wrapping around", tensor_piece_wraps, "longer than a file can be" },
+    { "tensor file size one too many", tensor_file_size_plus_one, "for a file of" },
+    { "tensor file size one short", tensor_file_size_minus_one, "for a file of" },
+    { "tensor file size without the length prefix", tensor_file_size_without_prefix, "for a file of" },
+    { "inline tensor file size one too many", inline_size_plus_one, "for a file of" },
+    { "tensor name of 4097 bytes", name_too_long, "tensor name of 4097 bytes" },
+    { "tensor file chunk naming no blob", tensor_file_chunk_missing_blob, "names blob 15 of 15" },
+    { "inline tensor file chunk naming no blob", inline_chunk_missing_blob, "names blob 15 of 15" },
     { "mode with file type bits", mode_with_type_bits, "bad mode" },
     { "mode of 32 bits", mode_huge, "bad mode" },
     { "a whole second of nanoseconds", nsec_one_second, "bad mode, mtime or inode" },
     { "inode 0", ino_zero, "bad mode, mtime or inode" },
     { "tombstone with inode 0", tombstone_ino_zero, "bad mode, mtime or inode" },
     { "kind 0", kind_zero, "unknown kind 0" },
-    { "kind past the last", kind_unknown, "unknown kind 6" },
+    { "kind past the last", kind_unknown, "unknown kind 7" },
+    { "kind 3 without its body", kind_release1_without_body, NULL },
     { "path with ..", path_dotdot, "invalid path" },
     { "absolute path", path_absolute, "invalid path" },
     { "empty path", path_empty, "invalid path" },
@@ -393,9 +517,39 @@ static void link_target_path_max(sample *s)
     s->entries[E_LINK].size = TF_PATH_MAX;
 }
 static void last_nanosecond(sample *s) { s->entries[E_EMPTY].mtime_nsec = 999999999; }
+static void name_of_name_max(sample *s) { last_name_of(s, TF_TENSOR_NAME_MAX); }
+/* A format this release does not know is kept (and read by its pieces). */
+static void unknown_format(sample *s) { s->entries[E_MODEL].format = 200; }
+/* A tensor file of no tensors, and an empty one. */
+static void no_tensors(sample *s)
+{
+    tf_entry *m = &s->entries[E_MODEL];
+    m->npieces = 1;
+    m->pieces[0].tensor = TF_PIECE_VERBATIM;
+    m->ntensors = 0;
+    m->names_len = 0;
+    m->nchunks = 1;
+    settle_tensor_files(s);
+}
+static void empty_tensor_file(sample *s)
+{
+    tf_entry *m = &s->entries[E_MODEL];
+    m->npieces = m->ntensors = m->names_len = m->nchunks = 0;
+    settle_tensor_files(s);
+}
+
+/* An inline verbatim stream of no bytes: a file that is one tensor. */
+static void inline_stream_empty(sample *s)
+{
+    tf_entry *m = &s->entries[E_INLINE];
+    m->npieces = 1;
+    m->pieces[0] = (tf_piece){ .len = 4, .tensor = 0 };
+    settle_tensor_files(s);
+}
 
 static void (*const good_mutations[])(sample *s) = {
     blob_ref_to_previous, link_target_path_max, last_nanosecond,
+    name_of_name_max, unknown_format, no_tensors, empty_tensor_file, inline_stream_empty,
 };
 
 START_TEST(decode_accepts_boundaries)
@@ -414,18 +568,25 @@ START_TEST(decode_accepts_boundaries)
 }
 END_TEST
 
+/* Every proper prefix of a valid segment fails with a message (and
+ * without reading past it: decode_exact). */
+static void expect_every_prefix_fails(const uint8_t *p, size_t len)
+{
+    for (size_t cut = 0; cut < len; cut++) {
+        tf_segment dec;
+        tf_error e;
+        ck_assert_msg(decode_exact(p, cut, &dec, &e) == -1,
+                      "accepted the segment cut to %zu of %zu bytes", cut, len);
+    }
+}
+
 START_TEST(decode_rejects_every_truncation)
 {
     sample s;
     make_sample(&s);
     tf_buf enc = { 0 };
     encode_sample(&s, &enc);
-    for (size_t len = 0; len < enc.len; len++) {
-        tf_segment dec;
-        tf_error e;
-        ck_assert_msg(decode_exact(enc.data, len, &dec, &e) == -1,
-                      "accepted the segment cut to %zu of %zu bytes", len, enc.len);
-    }
+    expect_every_prefix_fails(enc.data, enc.len);
     tf_buf_free(&enc);
 }
 END_TEST
@@ -482,6 +643,78 @@ static void huge_header(tf_buf *b)
     put_entry_head(b, TF_ENTRY_SAFETENSORS, "a", 1);
     VARINTS(b, 8 + ((uint64_t)1 << 40), (uint64_t)1 << 40, 0);
 }
+/* A tensor file entry "a" of size bytes, format 1, the flags given and
+ * npieces pieces to follow. */
+static void put_tensor_file_head(tf_buf *b, uint64_t size, uint8_t flags, uint64_t npieces)
+{
+    put_entry_head(b, TF_ENTRY_TENSORS, "a", 1);
+    VARINTS(b, size);
+    ck_assert_int_eq(tf_buf_u8(b, TF_FORMAT_SAFETENSORS) | tf_buf_u8(b, flags), 0);
+    VARINTS(b, npieces);
+}
+/* A tensor piece of len bytes of dtype named name (n bytes). */
+static void put_tensor_piece(tf_buf *b, uint64_t len, uint8_t dtype, const char *name, size_t n)
+{
+    VARINTS(b, len << 1 | 1);
+    ck_assert_int_eq(tf_buf_u8(b, dtype), 0);
+    VARINTS(b, n);
+    ck_assert_int_eq(tf_buf_put(b, name, n), 0);
+}
+static void tensor_name_with_nul(tf_buf *b)
+{
+    put_tensor_file_head(b, 1, 0, 1);
+    put_tensor_piece(b, 1, TF_DT_U8, "a\0b", 3);
+    VARINTS(b, 0);
+}
+static void tensor_file_flags(tf_buf *b, uint8_t flags)
+{
+    put_tensor_file_head(b, 1, flags, 1);
+    put_tensor_piece(b, 1, TF_DT_U8, "a", 1);
+    VARINTS(b, 0);
+}
+static void tensor_file_flag_two(tf_buf *b) { tensor_file_flags(b, 2); }
+static void tensor_file_flag_high(tf_buf *b) { tensor_file_flags(b, 0x81); }
+static void huge_piece_count(tf_buf *b) { put_tensor_file_head(b, 0, 0, (uint64_t)1 << 60); }
+static void huge_tensor_name(tf_buf *b)
+{
+    put_tensor_file_head(b, 1, 0, 1);
+    VARINTS(b, 1 << 1 | 1);
+    tf_buf_u8(b, TF_DT_U8);
+    VARINTS(b, (uint64_t)1 << 40, 'a');
+}
+static void tensor_name_not_present(tf_buf *b)
+{
+    put_tensor_file_head(b, 1, 0, 1);
+    VARINTS(b, 1 << 1 | 1);
+    tf_buf_u8(b, TF_DT_U8);
+    VARINTS(b, 100, 'a', 'b');
+}
+static void huge_inline_verbatim(tf_buf *b)
+{
+    put_tensor_file_head(b, (uint64_t)1 << 40, 1, 1);
+    VARINTS(b, (uint64_t)1 << 41, 'x', 'y');
+}
+static void huge_verbatim_chunk_count(tf_buf *b)
+{
+    put_tensor_file_head(b, (uint64_t)1 << 62, 0, 1);
+    VARINTS(b, (uint64_t)1 << 63, 0, 0);
+}
+/* One U8 tensor of 2 * 256 bytes: 2 chunks; `chunks` of them follow. */
+static void tensor_file_with_chunks(tf_buf *b, int chunks)
+{
+    put_tensor_file_head(b, 512, 0, 1);
+    put_tensor_piece(b, 512, TF_DT_U8, "t", 1);
+    for (int i = 0; i < chunks; i++)
+        VARINTS(b, 0);
+}
+static void tensor_file_chunk_short(tf_buf *b) { tensor_file_with_chunks(b, 1); }
+static void tensor_file_chunk_extra(tf_buf *b) { tensor_file_with_chunks(b, 3); }
+static void tensor_file_dtype_none(tf_buf *b)
+{
+    put_tensor_file_head(b, 1, 0, 1);
+    put_tensor_piece(b, 1, TF_DT_NONE, "a", 1);
+    VARINTS(b, 0);
+}
 static void huge_path(tf_buf *b)
 {
     VARINTS(b, 1, 0, 1);
@@ -524,6 +757,17 @@ static const struct {
     { "a file of 2^54 chunks", huge_file_chunk_count, "segment too short" },
     { "a tensor of 2^54 chunks", huge_tensor_chunk_count, "segment too short" },
     { "a 1 TiB header", huge_header, "truncated" },
+    { "a tensor name holding a NUL", tensor_name_with_nul, "tensor name holding a NUL" },
+    { "tensor file flags 0x02", tensor_file_flag_two, "unknown flags 0x02" },
+    { "tensor file flags 0x81", tensor_file_flag_high, "unknown flags 0x81" },
+    { "2^60 pieces", huge_piece_count, "pieces cannot fit" },
+    { "a 1 TiB tensor name", huge_tensor_name, "tensor name of 1099511627776 bytes" },
+    { "a tensor name that is not there", tensor_name_not_present, "truncated" },
+    { "a 2 TiB inline verbatim stream", huge_inline_verbatim, "truncated" },
+    { "a verbatim stream of 2^54 chunks", huge_verbatim_chunk_count, "segment too short" },
+    { "a tensor file one chunk short", tensor_file_chunk_short, "needs 2 chunks, segment too short" },
+    { "a tensor file with a chunk too many", tensor_file_chunk_extra, "1 unexpected bytes" },
+    { "a tensor of dtype none", tensor_file_dtype_none, "bad dtype or size" },
     { "a 1 TiB path", huge_path, "path of" },
     { "a 4096-byte path that is not there", path_max_not_present, "truncated" },
     { "a 1 TiB link target", huge_link_target, "bad link target" },
@@ -545,6 +789,289 @@ START_TEST(decode_rejects_crafted_segment)
                   crafted_segments[_i].why);
     ck_assert_msg(strstr(e.msg, crafted_segments[_i].message), "%s: message \"%s\" lacks \"%s\"",
                   crafted_segments[_i].why, e.msg, crafted_segments[_i].message);
+    tf_buf_free(&b);
+}
+END_TEST
+
+/* ---- tensor-file layouts (what a format's parser hands the catalog) ---- */
+
+/* A layout of three pieces: verbatim, tensor 0 (U8 "a"), tensor 1 (U8 "b"). */
+typedef struct {
+    tf_piece pieces[3];
+    tf_tensor_span tensors[2];
+    char names[4];
+    tf_entry ent;
+} layout;
+
+static void make_layout(layout *l)
+{
+    *l = (layout){ .pieces = { { .len = 10, .tensor = TF_PIECE_VERBATIM }, { .len = 300, .tensor = 0 },
+                               { .len = 2, .tensor = 1 } },
+                   .tensors = { { .dtype = TF_DT_U8, .name_off = 0 }, { .dtype = TF_DT_U8, .name_off = 2 } },
+                   .names = "a\0b" };
+    l->tensors[0].nbytes = 300;
+    l->tensors[1].nbytes = 2;
+    l->ent = (tf_entry){ .kind = TF_ENTRY_TENSORS, .path = "f", .size = 312, .npieces = 3,
+                         .pieces = l->pieces, .ntensors = 2, .tensors = l->tensors,
+                         .names = l->names, .names_len = sizeof l->names };
+}
+
+START_TEST(layout_derives_offsets)
+{
+    layout l;
+    make_layout(&l);
+    uint64_t nchunks = 0;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_entry_layout(&l.ent, SHIFT, &nchunks, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(nchunks, 1 + 2 + 1); /* 10 verbatim bytes, 300 and 2 U8 */
+    ck_assert_uint_eq(l.ent.verbatim_len, 10);
+    ck_assert_uint_eq(l.ent.verbatim_chunks, 1);
+    ck_assert_uint_eq(l.pieces[2].file_off, 310);
+    ck_assert_uint_eq(l.tensors[0].file_off, 10);
+    ck_assert_uint_eq(l.tensors[1].file_off, 310);
+    ck_assert_uint_eq(l.tensors[0].first_chunk, 1);
+    ck_assert_uint_eq(l.tensors[1].first_chunk, 3);
+    /* Held inline, the verbatim stream takes no chunk. */
+    uint8_t inline_bytes[10] = { 0 };
+    l.ent.verbatim = inline_bytes;
+    ck_assert_int_eq(tf_entry_layout(&l.ent, SHIFT, &nchunks, &e), 0);
+    ck_assert_uint_eq(nchunks, 3);
+    ck_assert_uint_eq(l.ent.verbatim_chunks, 0);
+    ck_assert_uint_eq(l.tensors[0].first_chunk, 0);
+}
+END_TEST
+
+static void layout_out_of_order(layout *l) { l->pieces[1].tensor = 1, l->pieces[2].tensor = 0; }
+static void layout_tensor_twice(layout *l) { l->pieces[2].tensor = 0; }
+static void layout_tensor_past_last(layout *l) { l->pieces[2].tensor = 2; }
+static void layout_tensor_unplaced(layout *l) { l->pieces[2].tensor = TF_PIECE_VERBATIM; }
+static void layout_size_differs(layout *l) { l->tensors[1].nbytes = 4; }
+static void layout_partial_element(layout *l)
+{
+    l->tensors[0].dtype = TF_DT_F32;
+    l->pieces[1].len = l->tensors[0].nbytes = 302;
+}
+static void layout_dtype_none(layout *l) { l->tensors[0].dtype = TF_DT_NONE; }
+static void layout_dtype_unknown(layout *l) { l->tensors[1].dtype = TF_DT_COUNT; }
+static void layout_file_longer(layout *l) { l->ent.size += 1; }
+static void layout_wraps(layout *l) { l->pieces[0].len = UINT64_MAX - 100; }
+static void layout_name_outside(layout *l) { l->tensors[1].name_off = 4; }
+static void layout_names_unterminated(layout *l) { l->names[3] = 'c'; }
+
+static const struct {
+    const char *why;
+    void (*mutate)(layout *l);
+    const char *message;
+} bad_layouts[] = {
+    { "tensors out of order", layout_out_of_order, "piece 1 names tensor 1 out of order" },
+    { "a tensor placed twice", layout_tensor_twice, "piece 2 names tensor 0 out of order" },
+    { "a piece naming no tensor", layout_tensor_past_last, "piece 2 names tensor 2 out of order" },
+    { "a tensor no piece places", layout_tensor_unplaced, "and 1 tensors for a file of 312 bytes and 2 tensors" },
+    { "a tensor of another size than its piece", layout_size_differs, "tensor 1 has a bad dtype or size" },
+    { "a partial F32 element", layout_partial_element, "tensor 0 has a bad dtype or size" },
+    { "dtype none", layout_dtype_none, "tensor 0 has a bad dtype or size" },
+    { "an unknown dtype", layout_dtype_unknown, "tensor 1 has a bad dtype or size" },
+    { "pieces shorter than the file", layout_file_longer, "pieces of 312 bytes" },
+    { "pieces wrapping around", layout_wraps, "longer than a file can be" },
+    { "a name outside the names", layout_name_outside, "tensor 1 has no name" },
+    { "names not terminated", layout_names_unterminated, "not terminated" },
+};
+
+START_TEST(layout_rejects_inconsistent_pieces)
+{
+    layout l;
+    make_layout(&l);
+    bad_layouts[_i].mutate(&l);
+    uint64_t nchunks = 0;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_entry_layout(&l.ent, SHIFT, &nchunks, &e) == -1, "accepted %s",
+                  bad_layouts[_i].why);
+    ck_assert_msg(strstr(e.msg, bad_layouts[_i].message) && strstr(e.msg, "\"f\""),
+                  "%s: message \"%s\" lacks \"%s\"", bad_layouts[_i].why, e.msg,
+                  bad_layouts[_i].message);
+}
+END_TEST
+
+/* ---- entries of release 1 (kind 3: a safetensors header and tensors) ---- */
+
+#define V1_PATH "run/step-1.safetensors"
+/* The header lists "b" first; its data come second. */
+#define V1_HEADER "{\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[1200,1204]}," \
+                  "\"a\":{\"dtype\":\"F32\",\"shape\":[300],\"data_offsets\":[0,1200]}}  "
+
+/* A segment of one kind-3 entry as release 1 wrote it: size, header
+ * length, header, tensor count, (dtype, bytes) per tensor in data order,
+ * then the chunks: 2 of 256 F32 elements for "a", 1 for "b". */
+static void put_v1_entry(tf_buf *b, const char *header)
+{
+    size_t hlen = strlen(header);
+    put_entry_head(b, TF_ENTRY_SAFETENSORS, V1_PATH, strlen(V1_PATH));
+    VARINTS(b, 8 + hlen + 1200 + 4, hlen);
+    ck_assert_int_eq(tf_buf_put(b, header, hlen), 0);
+    VARINTS(b, 2);
+    ck_assert_int_eq(tf_buf_u8(b, TF_DT_F32), 0);
+    VARINTS(b, 1200);
+    ck_assert_int_eq(tf_buf_u8(b, TF_DT_BF16), 0);
+    VARINTS(b, 4, 7, 8, 9);
+}
+
+static const tf_entry *decode_one(const tf_buf *b, tf_segment *dec)
+{
+    tf_error e;
+    ck_assert_msg(decode_exact(b->data, b->len, dec, &e) == 0, "decode: %s", e.msg);
+    ck_assert_uint_eq(dec->nentries, 1);
+    return &dec->entries[0];
+}
+
+START_TEST(release1_entry_reads_as_tensor_file)
+{
+    tf_buf b = { 0 };
+    put_v1_entry(&b, V1_HEADER);
+    tf_segment dec;
+    const tf_entry *ent = decode_one(&b, &dec);
+    const size_t hlen = strlen(V1_HEADER);
+    ck_assert_uint_eq(ent->kind, TF_ENTRY_TENSORS);
+    ck_assert_uint_eq(ent->format, TF_FORMAT_SAFETENSORS);
+    ck_assert_str_eq(ent->path, V1_PATH);
+    ck_assert_uint_eq(ent->size, 8 + hlen + 1204);
+    /* The verbatim stream, inline: the 8-byte little-endian length and the header. */
+    ck_assert_ptr_nonnull(ent->verbatim);
+    ck_assert_uint_eq(ent->verbatim_len, 8 + hlen);
+    ck_assert_uint_eq(ent->verbatim_chunks, 0);
+    uint8_t prefix[8];
+    tf_le64_put(prefix, hlen);
+    ck_assert_mem_eq(ent->verbatim, prefix, 8);
+    ck_assert_mem_eq(ent->verbatim + 8, V1_HEADER, hlen);
+    /* One verbatim piece, then the tensors in data order, named from the header. */
+    ck_assert_uint_eq(ent->npieces, 3);
+    ck_assert_uint_eq(ent->pieces[0].tensor, TF_PIECE_VERBATIM);
+    ck_assert_uint_eq(ent->pieces[0].len, 8 + hlen);
+    ck_assert_uint_eq(ent->pieces[1].tensor, 0);
+    ck_assert_uint_eq(ent->pieces[1].len, 1200);
+    ck_assert_uint_eq(ent->pieces[1].file_off, 8 + hlen);
+    ck_assert_uint_eq(ent->pieces[2].tensor, 1);
+    ck_assert_uint_eq(ent->pieces[2].file_off, 8 + hlen + 1200);
+    ck_assert_uint_eq(ent->ntensors, 2);
+    ck_assert_str_eq(tf_tensor_name(ent, 0), "a");
+    ck_assert_str_eq(tf_tensor_name(ent, 1), "b");
+    ck_assert_uint_eq(ent->tensors[0].dtype, TF_DT_F32);
+    ck_assert_uint_eq(ent->tensors[1].dtype, TF_DT_BF16);
+    ck_assert_uint_eq(ent->tensors[1].nbytes, 4);
+    ck_assert_uint_eq(ent->tensors[0].first_chunk, 0);
+    ck_assert_uint_eq(ent->tensors[1].first_chunk, 2);
+    ck_assert_uint_eq(ent->nchunks, 3);
+    ck_assert_uint_eq(ent->chunks[0], 7);
+    ck_assert_uint_eq(ent->chunks[2], 9);
+    /* Written again, it is a tensor file holding its stream inline, and
+     * reads back the same. */
+    tf_buf again = { 0 };
+    tf_error e;
+    ck_assert_int_eq(tf_segment_encode(&dec, &again, &e), 0);
+    ck_assert_uint_eq(again.data[3], TF_ENTRY_TENSORS); /* after version, blobs, entries */
+    tf_segment dec2;
+    ck_assert_msg(decode_exact(again.data, again.len, &dec2, &e) == 0, "%s", e.msg);
+    assert_segments_equal(&dec, &dec2);
+    tf_segment_free(&dec2);
+    tf_segment_free(&dec);
+    tf_buf_free(&again);
+    tf_buf_free(&b);
+}
+END_TEST
+
+/* A stored header that does not describe the stored tensors still opens
+ * (verify reports it); the tensors have empty names. */
+static const struct {
+    const char *why, *header;
+} v1_unnamed[] = {
+    { "a header that is no JSON", "not json at all" },
+    { "an empty header", "" },
+    { "a header of one tensor", "{\"a\":{\"dtype\":\"F32\",\"shape\":[301],\"data_offsets\":[0,1204]}}" },
+    { "a header of tensors that do not tile the data",
+      "{\"a\":{\"dtype\":\"F32\",\"shape\":[300],\"data_offsets\":[0,1200]},"
+      "\"b\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[1200,1202]}}" },
+};
+
+START_TEST(release1_unparsable_header_gives_empty_names)
+{
+    tf_buf b = { 0 };
+    put_v1_entry(&b, v1_unnamed[_i].header);
+    tf_segment dec;
+    const tf_entry *ent = decode_one(&b, &dec);
+    ck_assert_uint_eq(ent->ntensors, 2);
+    for (uint64_t t = 0; t < ent->ntensors; t++)
+        ck_assert_msg(strcmp(tf_tensor_name(ent, t), "") == 0, "%s: tensor %llu is named \"%s\"",
+                      v1_unnamed[_i].why, (unsigned long long)t, tf_tensor_name(ent, t));
+    ck_assert_mem_eq(ent->verbatim + 8, v1_unnamed[_i].header, strlen(v1_unnamed[_i].header));
+    tf_segment_free(&dec);
+    tf_buf_free(&b);
+}
+END_TEST
+
+START_TEST(release1_entry_every_truncation_fails)
+{
+    tf_buf b = { 0 };
+    put_v1_entry(&b, V1_HEADER);
+    expect_every_prefix_fails(b.data, b.len);
+    tf_buf_free(&b);
+}
+END_TEST
+
+static void v1_dtype(tf_buf *b, uint8_t dtype)
+{
+    put_entry_head(b, TF_ENTRY_SAFETENSORS, "a", 1);
+    VARINTS(b, 8 + 4, 0, 1);
+    tf_buf_u8(b, dtype);
+    VARINTS(b, 4, 0);
+}
+static void v1_dtype_none(tf_buf *b) { v1_dtype(b, TF_DT_NONE); }
+static void v1_dtype_unknown(tf_buf *b) { v1_dtype(b, 99); }
+static void v1_partial_element(tf_buf *b)
+{
+    put_entry_head(b, TF_ENTRY_SAFETENSORS, "a", 1);
+    VARINTS(b, 8 + 6, 0, 1);
+    tf_buf_u8(b, TF_DT_F32);
+    VARINTS(b, 6, 0);
+}
+static void v1_size_short(tf_buf *b)
+{
+    put_entry_head(b, TF_ENTRY_SAFETENSORS, "a", 1);
+    VARINTS(b, 4, 0, 1); /* no room for the length prefix */
+    tf_buf_u8(b, TF_DT_U8);
+    VARINTS(b, 4, 0);
+}
+static void v1_tensors_wrap(tf_buf *b)
+{
+    put_entry_head(b, TF_ENTRY_SAFETENSORS, "a", 1);
+    VARINTS(b, 8, 0, 2);
+    tf_buf_u8(b, TF_DT_U8);
+    VARINTS(b, UINT64_MAX - 4);
+    tf_buf_u8(b, TF_DT_U8);
+    VARINTS(b, 100, 0);
+}
+
+static const struct {
+    const char *why;
+    void (*build)(tf_buf *b);
+    const char *message;
+} bad_v1[] = {
+    { "a release-1 tensor of dtype none", v1_dtype_none, "bad dtype or size" },
+    { "a release-1 tensor of unknown dtype", v1_dtype_unknown, "bad dtype or size" },
+    { "a release-1 F32 tensor of 6 bytes", v1_partial_element, "bad dtype or size" },
+    { "a release-1 file too short for its parts", v1_size_short, "for a file of 4 bytes" },
+    { "release-1 tensor sizes wrapping around", v1_tensors_wrap, "longer than a file can be" },
+};
+
+START_TEST(release1_inconsistent_entry_is_refused)
+{
+    tf_buf b = { 0 };
+    bad_v1[_i].build(&b);
+    tf_segment dec;
+    tf_error e;
+    ck_assert_msg(decode_exact(b.data, b.len, &dec, &e) == -1, "accepted %s", bad_v1[_i].why);
+    ck_assert_msg(strstr(e.msg, bad_v1[_i].message), "%s: message \"%s\" lacks \"%s\"",
+                  bad_v1[_i].why, e.msg, bad_v1[_i].message);
+    ck_assert_int_eq(e.errnum, EIO);
+    ck_assert_ptr_null(dec.entries);
     tf_buf_free(&b);
 }
 END_TEST
@@ -1134,6 +1661,12 @@ static Suite *catalog_suite(void)
     tcase_add_loop_test(seg, decode_accepts_boundaries, 0, ARRAY_LEN(good_mutations));
     tcase_add_test(seg, decode_rejects_every_truncation);
     tcase_add_loop_test(seg, decode_rejects_crafted_segment, 0, ARRAY_LEN(crafted_segments));
+    tcase_add_test(seg, layout_derives_offsets);
+    tcase_add_loop_test(seg, layout_rejects_inconsistent_pieces, 0, ARRAY_LEN(bad_layouts));
+    tcase_add_test(seg, release1_entry_reads_as_tensor_file);
+    tcase_add_loop_test(seg, release1_unparsable_header_gives_empty_names, 0, ARRAY_LEN(v1_unnamed));
+    tcase_add_test(seg, release1_entry_every_truncation_fails);
+    tcase_add_loop_test(seg, release1_inconsistent_entry_is_refused, 0, ARRAY_LEN(bad_v1));
     tcase_add_test(seg, decode_survives_random_mutations);
     suite_add_tcase(s, seg);
 

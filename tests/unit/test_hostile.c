@@ -4,8 +4,9 @@
  * or, where only reading shows it, make the read fail cleanly. Names with
  * "..", absolute paths, NUL and control characters, over-long and deeply
  * nested names, huge declared sizes, chunk counts and chunk sizes that do
- * not match the tensors, stored headers whose shapes do not match them
- * (found by verify), two entries with one inode number, reference cycles,
+ * not match the tensors, verbatim chunks of the wrong size, stored
+ * headers whose shapes or names do not match the catalog's pieces (found
+ * by verify), two entries with one inode number, reference cycles,
  * model chains and reference chains longer than the loader's bound.
  * test_catalog.c checks the segment decoder alone; these go through the
  * whole open. */
@@ -18,10 +19,11 @@
 #include "testlib.h"
 
 #include "codec/codec.h"
+#include "common/dtype.h"
 #include "common/hash.h"
 #include "format/catalog.h"
 #include "format/container.h"
-#include "format/dtype.h"
+#include "format/tensor_format.h"
 #include "store/archive.h"
 #include "store/reader.h"
 
@@ -39,18 +41,22 @@ static void make_dir(void)
 
 /* ---- a small valid catalog to break ---- */
 
-/* Blob payloads: a 10-byte text file and one BF16 chunk, stored raw. */
-static uint8_t payload[10 + TENSOR_BYTES];
+/* Blob payloads: a 10-byte text file, one BF16 chunk, and the verbatim
+ * stream of the tensor file (its header's length and the header), raw. */
+#define VERBATIM_AT (10 + TENSOR_BYTES)
+static uint8_t payload[VERBATIM_AT + 8 + 256];
+static size_t payload_len;
 
-/* One commit's catalog: the entries point into `chunks`, `tensor` and
- * `header`, which the mutations may change. */
+/* One commit's catalog: the entries point into `chunks`, `pieces`,
+ * `tensor` and `names`, which the mutations may change. */
 typedef struct {
     tf_blob blobs[4];
     tf_entry entries[4];
     tf_segment seg;
-    uint64_t file_chunks[2], model_chunks[2];
+    uint64_t file_chunks[2], model_chunks[3];
+    tf_piece pieces[3];
     tf_tensor_span tensor;
-    char header[128];
+    char names[8];
     /* A path with this marker gets a NUL in its place once encoded
      * (tf_segment_encode takes C strings). */
     const char *nul_marker;
@@ -66,30 +72,49 @@ static tf_blob raw_blob(uint64_t offset, uint64_t len, uint8_t dtype)
                       .codec = TF_CODEC_RAW, .dtype = dtype };
 }
 
+/* Makes header the tensor file's header: its verbatim blob, piece and size. */
+static void set_header(plan *p, const char *header)
+{
+    size_t hlen = strlen(header);
+    ck_assert_uint_le(8 + hlen, sizeof payload - VERBATIM_AT);
+    tf_le64_put(payload + VERBATIM_AT, hlen);
+    memcpy(payload + VERBATIM_AT + 8, header, hlen);
+    payload_len = VERBATIM_AT + 8 + hlen;
+    p->blobs[2] = raw_blob(PAYLOAD_AT + VERBATIM_AT, 8 + hlen, TF_DT_NONE);
+    p->pieces[0].len = 8 + hlen;
+    p->entries[E_MODEL].size = 8 + hlen + p->pieces[1].len;
+}
+
 static void make_plan(plan *p)
 {
-    for (size_t i = 0; i < sizeof payload; i++)
+    for (size_t i = 0; i < VERBATIM_AT; i++)
         payload[i] = (uint8_t)(i * 7 + 3);
     *p = (plan){ 0 };
     p->blobs[0] = raw_blob(PAYLOAD_AT, 10, TF_DT_NONE);
     p->blobs[1] = raw_blob(PAYLOAD_AT + 10, TENSOR_BYTES, TF_DT_BF16);
-    int hlen = snprintf(p->header, sizeof p->header,
-                        "{\"w\":{\"dtype\":\"BF16\",\"shape\":[256],\"data_offsets\":[0,%d]}}",
-                        TENSOR_BYTES);
     p->file_chunks[0] = 0;
-    p->model_chunks[0] = 1;
+    p->model_chunks[0] = 2; /* the verbatim stream */
+    p->model_chunks[1] = 1;
+    p->pieces[0] = (tf_piece){ .tensor = TF_PIECE_VERBATIM };
+    p->pieces[1] = (tf_piece){ .len = TENSOR_BYTES, .tensor = 0 };
     p->tensor = (tf_tensor_span){ .dtype = TF_DT_BF16, .nbytes = TENSOR_BYTES };
+    strcpy(p->names, "w");
     p->entries[E_DIR] = (tf_entry){ .kind = TF_ENTRY_DIR, .ino = 2, .path = "run", .mode = 0755 };
     p->entries[E_FILE] = (tf_entry){ .kind = TF_ENTRY_FILE, .ino = 3, .path = "run/a.txt",
                                      .mode = 0644, .size = 10, .nchunks = 1,
                                      .chunks = p->file_chunks };
-    p->entries[E_MODEL] = (tf_entry){ .kind = TF_ENTRY_SAFETENSORS, .ino = 4,
+    p->entries[E_MODEL] = (tf_entry){ .kind = TF_ENTRY_TENSORS, .ino = 4,
                                       .path = "run/m.safetensors", .mode = 0644,
-                                      .size = 8 + (uint64_t)hlen + TENSOR_BYTES,
-                                      .header = (uint8_t *)p->header, .header_len = (uint64_t)hlen,
-                                      .ntensors = 1, .tensors = &p->tensor, .nchunks = 1,
-                                      .chunks = p->model_chunks };
-    p->seg = (tf_segment){ .nblobs = 2, .blobs = p->blobs, .nentries = 3, .entries = p->entries };
+                                      .format = TF_FORMAT_SAFETENSORS,
+                                      .npieces = 2, .pieces = p->pieces,
+                                      .ntensors = 1, .tensors = &p->tensor,
+                                      .names = p->names, .names_len = 2,
+                                      .nchunks = 2, .chunks = p->model_chunks };
+    char header[128];
+    snprintf(header, sizeof header,
+             "{\"w\":{\"dtype\":\"BF16\",\"shape\":[256],\"data_offsets\":[0,%d]}}", TENSOR_BYTES);
+    set_header(p, header);
+    p->seg = (tf_segment){ .nblobs = 3, .blobs = p->blobs, .nentries = 3, .entries = p->entries };
 }
 
 static void encode(const plan *p, const tf_segment *seg, tf_buf *out)
@@ -113,7 +138,7 @@ static void write_archive(const plan *p, const tf_segment *const *segs, size_t n
     tf_container c;
     ck_assert_msg(tf_container_open(&c, archive_path, true, &e) == 0, "%s", e.msg);
     uint64_t off, nblobs = 0;
-    ck_assert_int_eq(tf_container_append(&c, payload, sizeof payload, &off, &e), 0);
+    ck_assert_int_eq(tf_container_append(&c, payload, payload_len, &off, &e), 0);
     ck_assert_uint_eq(off, PAYLOAD_AT);
     tf_buf seg = { 0 };
     for (size_t k = 0; k < nsegs; k++) {
@@ -176,6 +201,10 @@ START_TEST(valid_plan_opens)
     ck_assert_int_eq(tf_reader_pread(r, m, m->size - TENSOR_BYTES, TENSOR_BYTES, buf, &e),
                      TENSOR_BYTES);
     ck_assert_mem_eq(buf, payload + 10, TENSOR_BYTES);
+    /* The verbatim stream, from its chunk. */
+    uint64_t vlen = m->size - TENSOR_BYTES;
+    ck_assert_int_eq(tf_reader_pread(r, m, 0, (size_t)vlen, buf, &e), (ssize_t)vlen);
+    ck_assert_mem_eq(buf, payload + VERBATIM_AT, (size_t)vlen);
     tf_reader_free(r);
     tf_archive_close(ar);
 }
@@ -241,33 +270,53 @@ static void file_chunks_too_many(plan *p)
 static void file_chunks_none(plan *p) { p->entries[E_FILE].nchunks = 0; }
 static void file_chunk_too_short(plan *p) { p->entries[E_FILE].size = 9; }
 static void file_chunk_of_tensor(plan *p) { p->file_chunks[0] = 1, p->entries[E_FILE].size = 256; }
-static void file_chunk_missing(plan *p) { p->file_chunks[0] = 2; }
-static void tensor_bytes_huge(plan *p)
+static void file_chunk_missing(plan *p) { p->file_chunks[0] = 3; }
+/* The tensor's piece (and so its size) is len bytes. */
+static void tensor_len(plan *p, uint64_t len)
 {
-    p->tensor.nbytes = (uint64_t)1 << 50; /* 2^41 chunks */
-    p->entries[E_MODEL].size += p->tensor.nbytes - TENSOR_BYTES;
+    p->entries[E_MODEL].size += len - p->pieces[1].len;
+    p->pieces[1].len = len;
 }
+static void tensor_bytes_huge(plan *p) { tensor_len(p, (uint64_t)1 << 50); } /* 2^41 chunks */
 static void tensor_bytes_wrap(plan *p)
 {
-    p->tensor.nbytes = UINT64_MAX - 1;
-    p->entries[E_MODEL].size += p->tensor.nbytes - TENSOR_BYTES; /* wraps */
+    /* A third piece of 2^63 - 1 bytes after a tensor of 2^63 - 2: the file
+     * size wraps. */
+    tensor_len(p, INT64_MAX - 1);
+    p->pieces[2] = (tf_piece){ .len = INT64_MAX, .tensor = TF_PIECE_VERBATIM };
+    p->entries[E_MODEL].npieces = 3;
 }
-static void tensor_two_chunks(plan *p)
+static void tensor_two_chunks(plan *p) { tensor_len(p, 2 * TENSOR_BYTES); } /* 2 chunks, 1 stored */
+/* 1 chunk of 256 bytes, the blob has 512 */
+static void tensor_half_chunk(plan *p) { tensor_len(p, TENSOR_BYTES / 2); }
+static void tensor_odd_bytes(plan *p) { tensor_len(p, TENSOR_BYTES - 1); }
+static void tensor_file_size_huge(plan *p) { p->entries[E_MODEL].size = UINT64_MAX; }
+static void tensor_name_too_long(plan *p)
 {
-    p->tensor.nbytes = 2 * TENSOR_BYTES; /* 2 chunks, 1 stored */
-    p->entries[E_MODEL].size += TENSOR_BYTES;
+    static char name[TF_TENSOR_NAME_MAX + 2];
+    memset(name, 'n', TF_TENSOR_NAME_MAX + 1);
+    p->entries[E_MODEL].names = name;
+    p->entries[E_MODEL].names_len = sizeof name;
 }
-static void tensor_half_chunk(plan *p)
+static void verbatim_chunk_of_file(plan *p) { p->model_chunks[0] = 0; }
+static void verbatim_chunk_of_tensor(plan *p) { p->model_chunks[0] = 1; }
+static void tensor_chunk_of_verbatim(plan *p) { p->model_chunks[1] = 2; }
+static void verbatim_chunk_missing(plan *p) { p->model_chunks[0] = 3; }
+static void verbatim_needs_two_chunks(plan *p)
 {
-    p->tensor.nbytes = TENSOR_BYTES / 2; /* 1 chunk of 256 bytes, blob has 512 */
-    p->entries[E_MODEL].size -= TENSOR_BYTES / 2;
+    /* 8 + 300 verbatim bytes: 2 chunks of 256, and one tensor chunk. */
+    p->pieces[0].len = 8 + 300;
+    p->entries[E_MODEL].size = 8 + 300 + TENSOR_BYTES;
 }
-static void tensor_odd_bytes(plan *p)
+static void verbatim_held_twice(plan *p)
 {
-    p->tensor.nbytes = TENSOR_BYTES - 1;
-    p->entries[E_MODEL].size -= 1;
+    /* Inline and in chunks: the inline stream counts; the extra chunk
+     * id is left over. */
+    static uint8_t stream[8 + 256];
+    memcpy(stream, payload + VERBATIM_AT, (size_t)p->pieces[0].len);
+    p->entries[E_MODEL].verbatim = stream;
+    p->entries[E_MODEL].verbatim_len = p->pieces[0].len;
 }
-static void safetensors_size_huge(plan *p) { p->entries[E_MODEL].size = UINT64_MAX; }
 static void blob_raw_huge(plan *p) { p->blobs[1].raw_len = (uint64_t)1 << 40; }
 static void blob_enc_huge(plan *p) { p->blobs[1].enc_len = (uint64_t)1 << 40; }
 static void blob_offset_huge(plan *p) { p->blobs[1].offset = UINT64_MAX - 4; }
@@ -323,13 +372,20 @@ static const struct {
     { "file without its chunk", file_chunks_none, "has 0 chunks for 10 bytes" },
     { "file chunk longer than the file", file_chunk_too_short, "chunk 0 has 10 bytes, expected 9" },
     { "file chunk of a tensor", file_chunk_of_tensor, "chunk 0 has 512 bytes, expected 256" },
-    { "file chunk not stored", file_chunk_missing, "names blob 2 of 2" },
+    { "file chunk not stored", file_chunk_missing, "names blob 3 of 3" },
     { "tensor of 2^50 bytes", tensor_bytes_huge, "segment too short" },
-    { "tensor size wrapping", tensor_bytes_wrap, "chunks, segment too short" },
-    { "tensor needing 2 chunks, 1 stored", tensor_two_chunks, "needs 2 chunks, segment too short" },
-    { "tensor smaller than its chunk", tensor_half_chunk, "chunk 0 has 512 bytes, expected 256" },
+    { "tensor size wrapping", tensor_bytes_wrap, "longer than a file can be" },
+    { "tensor needing 2 chunks, 1 stored", tensor_two_chunks, "needs 3 chunks, segment too short" },
+    { "tensor smaller than its chunk", tensor_half_chunk, "chunk 1 has 512 bytes, expected 256" },
     { "tensor of a partial element", tensor_odd_bytes, "bad dtype or size" },
-    { "safetensors of 2^64-1 bytes", safetensors_size_huge, "does not match header and tensors" },
+    { "tensor file of 2^64-1 bytes", tensor_file_size_huge, "for a file of 18446744073709551615 bytes" },
+    { "tensor name of 4097 bytes", tensor_name_too_long, "tensor name of 4097 bytes" },
+    { "verbatim chunk of the text file", verbatim_chunk_of_file, "chunk 0 has 10 bytes, expected" },
+    { "verbatim chunk of the tensor", verbatim_chunk_of_tensor, "chunk 0 has 512 bytes, expected" },
+    { "tensor chunk of the verbatim stream", tensor_chunk_of_verbatim, "chunk 1 has" },
+    { "verbatim chunk not stored", verbatim_chunk_missing, "names blob 3 of 3" },
+    { "verbatim stream needing 2 chunks", verbatim_needs_two_chunks, "needs 3 chunks" },
+    { "verbatim stream inline and in chunks", verbatim_held_twice, "unexpected bytes" },
     { "blob of 2^40 bytes", blob_raw_huge, "more than a chunk" },
     { "blob payload of 2^40 bytes", blob_enc_huge, "lies outside the archive" },
     { "blob at 2^64-5", blob_offset_huge, "lies outside the archive" },
@@ -358,39 +414,71 @@ END_TEST
 /* ---- headers unlike their tensors: opening takes them, verify does not ---- */
 
 static const struct {
-    const char *header, *want;
+    const char *header, *name, *want;
 } header_cases[] = {
-    { "{\"w\":{\"dtype\":\"BF16\",\"shape\":[10],\"data_offsets\":[0,20]}}",
-      "492 trailing bytes after the last tensor" },
-    { "{\"w\":{\"dtype\":\"F16\",\"shape\":[256],\"data_offsets\":[0,512]}}",
-      "tensor 0: the header says F16 x 512 bytes, the catalog BF16 x 512" },
+    { "{\"w\":{\"dtype\":\"BF16\",\"shape\":[10],\"data_offsets\":[0,20]}}", "w",
+      "does not parse as safetensors" },
+    { "{\"w\":{\"dtype\":\"F16\",\"shape\":[256],\"data_offsets\":[0,512]}}", "w",
+      "tensor 0: the file's bytes say F16 \"w\", the catalog BF16 \"w\"" },
     { "{\"v\":{\"dtype\":\"BF16\",\"shape\":[128],\"data_offsets\":[0,256]},"
-      "\"w\":{\"dtype\":\"BF16\",\"shape\":[128],\"data_offsets\":[256,512]}}",
-      "the header has 2 tensors, the catalog 1" },
-    { "{\"w\":{\"dtype\":\"BF16\",\"shape\":[256],\"data_offsets\":[0,512]}}", NULL },
+      "\"w\":{\"dtype\":\"BF16\",\"shape\":[128],\"data_offsets\":[256,512]}}", "w",
+      "the file's bytes describe 3 pieces and 2 tensors, the catalog 2 and 1" },
+    { "{\"w\":{\"dtype\":\"BF16\",\"shape\":[256],\"data_offsets\":[0,512]}}", "v",
+      "tensor 0: the file's bytes say BF16 \"w\", the catalog BF16 \"v\"" },
+    { "{\"w\":{\"dtype\":\"BF16\",\"shape\":[256],\"data_offsets\":[0,512]}}", "w", NULL },
 };
 
-START_TEST(header_unlike_tensors_fails_verify)
+/* The stored layout checked against the file's bytes, with the verbatim
+ * stream in a chunk (inline false) or, as release 1 stored it, inline. */
+static void check_layout_case(size_t k, bool inline_stream)
 {
     plan p;
     make_plan(&p);
-    snprintf(p.header, sizeof p.header, "%s", header_cases[_i].header);
+    set_header(&p, header_cases[k].header);
+    strcpy(p.names, header_cases[k].name);
     tf_entry *m = &p.entries[E_MODEL];
-    m->header_len = strlen(p.header);
-    m->size = 8 + m->header_len + TENSOR_BYTES;
+    uint8_t stream[8 + 256];
+    if (inline_stream) {
+        memcpy(stream, payload + VERBATIM_AT, (size_t)p.pieces[0].len);
+        m->verbatim = stream;
+        m->verbatim_len = p.pieces[0].len;
+        m->chunks = p.model_chunks + 1;
+        m->nchunks = 1;
+    }
     write_plan(&p);
     tf_archive *ar = open_ok();
+    tf_reader_ctx *r = tf_reader_new(ar, 1 << 20);
+    ck_assert_ptr_nonnull(r);
+    const tf_entry *ent = tf_archive_lookup(ar, "run/m.safetensors");
+    ck_assert_int_eq(ent->verbatim != NULL, inline_stream);
     tf_error e = { 0 };
-    int rc = tf_reader_check_header(tf_archive_lookup(ar, "run/m.safetensors"), &e);
-    if (!header_cases[_i].want) {
+    int rc = tf_reader_check_layout(r, ent, &e);
+    if (!header_cases[k].want) {
         ck_assert_msg(rc == 0, "%s", e.msg);
     } else {
         ck_assert_int_eq(rc, -1);
-        ck_assert_msg(strstr(e.msg, header_cases[_i].want) && strstr(e.msg, "run/m.safetensors"),
-                      "expected \"%s\" in: %s", header_cases[_i].want, e.msg);
+        ck_assert_msg(strstr(e.msg, header_cases[k].want) && strstr(e.msg, "run/m.safetensors"),
+                      "expected \"%s\" in: %s", header_cases[k].want, e.msg);
     }
-    ck_assert_int_eq(tf_reader_check_header(tf_archive_lookup(ar, "run/a.txt"), &e), 0);
+    /* Whatever the header says, the file reads back as stored. */
+    uint8_t buf[8 + 256 + TENSOR_BYTES];
+    ck_assert_int_eq(tf_reader_pread(r, ent, 0, sizeof buf, buf, &e), (ssize_t)ent->size);
+    ck_assert_mem_eq(buf, payload + VERBATIM_AT, (size_t)p.pieces[0].len);
+    ck_assert_mem_eq(buf + p.pieces[0].len, payload + 10, TENSOR_BYTES);
+    ck_assert_int_eq(tf_reader_check_layout(r, tf_archive_lookup(ar, "run/a.txt"), &e), 0);
+    tf_reader_free(r);
     tf_archive_close(ar);
+}
+
+START_TEST(header_unlike_tensors_fails_verify)
+{
+    check_layout_case((size_t)_i, false);
+}
+END_TEST
+
+START_TEST(inline_header_unlike_tensors_fails_verify)
+{
+    check_layout_case((size_t)_i, true);
 }
 END_TEST
 
@@ -405,11 +493,11 @@ START_TEST(second_commit_cannot_reach_forward)
     make_plan(&p);
     tf_blob b[2] = { p.blobs[1], p.blobs[1] };
     b[0].codec = TF_CODEC_ULP;
-    b[0].ref = 4; /* global blob 3: the next one */
-    tf_segment second = { .first_blob = 2, .nblobs = 2, .blobs = b };
+    b[0].ref = 5; /* global blob 4: the next one */
+    tf_segment second = { .first_blob = 3, .nblobs = 2, .blobs = b };
     const tf_segment *segs[] = { &p.seg, &second };
     write_archive(&p, segs, 2);
-    expect_open_fails("blob 2 has reference 3 that is not an earlier blob");
+    expect_open_fails("blob 3 has reference 4 that is not an earlier blob");
 }
 END_TEST
 
@@ -422,7 +510,7 @@ START_TEST(dir_replaced_by_file_drops_subtree)
     tf_entry file = p.entries[E_FILE];
     file.path = "run";
     file.ino = 5;
-    tf_segment second = { .first_blob = 2, .nentries = 1, .entries = &file };
+    tf_segment second = { .first_blob = 3, .nentries = 1, .entries = &file };
     const tf_segment *segs[] = { &p.seg, &second };
     write_archive(&p, segs, 2);
     tf_archive *ar = open_ok();
@@ -446,7 +534,7 @@ static void add_b_txt(uint64_t ino, bool remove_a_txt)
     };
     second[1].path = "run/b.txt";
     second[1].ino = ino;
-    tf_segment seg = { .first_blob = 2, .nentries = 2, .entries = second };
+    tf_segment seg = { .first_blob = 3, .nentries = 2, .entries = second };
     if (!remove_a_txt) {
         seg.nentries = 1;
         seg.entries = &second[1];
@@ -563,6 +651,7 @@ static Suite *hostile_suite(void)
     tcase_add_test(tc, valid_plan_opens);
     tcase_add_loop_test(tc, hostile_catalog_is_refused, 0, ARRAY_LEN(cases));
     tcase_add_loop_test(tc, header_unlike_tensors_fails_verify, 0, ARRAY_LEN(header_cases));
+    tcase_add_loop_test(tc, inline_header_unlike_tensors_fails_verify, 0, ARRAY_LEN(header_cases));
     tcase_add_test(tc, second_commit_cannot_reach_forward);
     tcase_add_test(tc, dir_replaced_by_file_drops_subtree);
     tcase_add_test(tc, later_commit_cannot_reuse_a_live_inode);

@@ -1,5 +1,7 @@
-/* Unit tests for the strict JSON parser and the safetensors header parser. */
+/* Unit tests for the strict JSON parser, the safetensors header parser
+ * and safetensors as a tensor-file format (format/tensor_format.h). */
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,10 +10,11 @@
 #include "testlib.h"
 
 #include "common/buf.h"
+#include "common/dtype.h"
 #include "common/error.h"
-#include "format/dtype.h"
 #include "format/json.h"
 #include "format/safetensors.h"
+#include "format/tensor_format.h"
 
 #define FNAME "t.safetensors"
 
@@ -570,6 +573,155 @@ START_TEST(test_read_failures)
 }
 END_TEST
 
+/* ---- safetensors as a tensor-file format ---- */
+
+/* A file in memory, read through a tf_file_source. */
+typedef struct {
+    const uint8_t *p;
+    size_t len;
+} mem_file;
+
+static int read_mem(void *arg, uint64_t off, void *out, size_t len, tf_error *e)
+{
+    const mem_file *m = arg;
+    if (off > m->len || len > m->len - off)
+        return tf_fail(e, EIO, "read past the end");
+    memcpy(out, m->p + off, len);
+    return 0;
+}
+
+/* 8-byte length, json, data_len bytes of data: into buf, its length. */
+static size_t make_file(uint8_t *buf, size_t cap, const char *json, size_t data_len)
+{
+    size_t json_len = strlen(json);
+    ck_assert_uint_le(8 + json_len + data_len, cap);
+    tf_le64_put(buf, json_len);
+    memcpy(buf + 8, json, json_len);
+    for (size_t i = 0; i < data_len; i++)
+        buf[8 + json_len + i] = (uint8_t)(i * 13);
+    return 8 + json_len + data_len;
+}
+
+static const tf_tensor_format *detect(const uint8_t *p, size_t len, const char *name, bool *claimed)
+{
+    return tf_tensor_format_detect(p, len < TF_FORMAT_HEAD_BYTES ? len : TF_FORMAT_HEAD_BYTES,
+                                   len, name, claimed);
+}
+
+START_TEST(test_format_table)
+{
+    ck_assert_ptr_eq(tf_tensor_format_get(TF_FORMAT_SAFETENSORS), &tf_safetensors_format);
+    ck_assert_ptr_null(tf_tensor_format_get(0));
+    ck_assert_ptr_null(tf_tensor_format_get(TF_FORMAT_SAFETENSORS + 1));
+    ck_assert_str_eq(tf_safetensors_format.name, "safetensors");
+}
+END_TEST
+
+START_TEST(test_format_detect)
+{
+    uint8_t buf[256];
+    size_t len = make_file(buf, sizeof buf, "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2);
+    bool claimed = true;
+    /* The content decides, whatever the name; the name says whether it claims it. */
+    ck_assert_ptr_eq(detect(buf, len, "x.safetensors", &claimed), &tf_safetensors_format);
+    ck_assert(claimed);
+    ck_assert_ptr_eq(detect(buf, len, "x.safetensors.tmp", &claimed), &tf_safetensors_format);
+    ck_assert(!claimed);
+    /* Not the content of one: the name alone claims it (to be parsed and
+     * refused with a message), or nothing does. */
+    static const struct { const char *bytes; size_t len; } not_one[] = {
+        { "plain text, not a tensor file", 29 },
+        { "\x01\0\0\0\0\0\0\0{", 9 },             /* a header of 1 byte */
+        { "\x10\0\0\0\0\0\0\0{\"a\"", 12 },        /* longer than the file */
+        { "\x02\0\0\0\0\0\0\0[]", 10 },            /* no object */
+        { "\x02\0\0\0\0\0\0\0", 8 },               /* 8 bytes */
+        { "", 0 },
+    };
+    for (size_t k = 0; k < sizeof not_one / sizeof not_one[0]; k++) {
+        const uint8_t *p = (const uint8_t *)not_one[k].bytes;
+        claimed = false;
+        ck_assert_ptr_eq(detect(p, not_one[k].len, "m.safetensors", &claimed), &tf_safetensors_format);
+        ck_assert(claimed);
+        claimed = true;
+        ck_assert_msg(detect(p, not_one[k].len, "m.bin", &claimed) == NULL, "case %zu", k);
+        ck_assert(!claimed);
+    }
+    /* The smallest one: "{}" and no data. */
+    len = make_file(buf, sizeof buf, "{}", 0);
+    ck_assert_ptr_eq(detect(buf, len, "m.bin", &claimed), &tf_safetensors_format);
+}
+END_TEST
+
+START_TEST(test_format_parses_pieces)
+{
+    /* Header order is not data order; a zero-length tensor is a piece. */
+    const char *json = "{\"__metadata__\":{\"k\":\"v\"},"
+                       "\"b\":{\"dtype\":\"BF16\",\"shape\":[300],\"data_offsets\":[8,608]},"
+                       "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[608,608]},"
+                       "\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}   ";
+    static uint8_t buf[1024];
+    size_t len = make_file(buf, sizeof buf, json, 608);
+    mem_file m = { buf, len };
+    tf_file_source src = { .name = FNAME, .size = len, .read = read_mem, .arg = &m };
+    tf_entry ent = { .kind = TF_ENTRY_TENSORS, .path = FNAME, .size = len };
+    tf_error e = { .msg = "" };
+    ck_assert_msg(tf_tensor_format_parse(&tf_safetensors_format, &src, 8, &ent, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(ent.format, TF_FORMAT_SAFETENSORS);
+    ck_assert_uint_eq(ent.npieces, 4);
+    ck_assert_uint_eq(ent.pieces[0].tensor, TF_PIECE_VERBATIM);
+    ck_assert_uint_eq(ent.pieces[0].len, 8 + strlen(json));
+    ck_assert_uint_eq(ent.verbatim_len, 8 + strlen(json));
+    ck_assert_ptr_null(ent.verbatim);
+    ck_assert_uint_eq(ent.ntensors, 3);
+    static const struct { const char *name; unsigned dtype; uint64_t begin, nbytes; } want[] = {
+        { "a", TF_DT_F64, 0, 8 }, { "b", TF_DT_BF16, 8, 600 }, { "e", TF_DT_F32, 608, 0 },
+    };
+    uint64_t chunk = 1; /* the header's */
+    for (uint64_t t = 0; t < 3; t++) {
+        ck_assert_uint_eq(ent.pieces[t + 1].tensor, t);
+        ck_assert_str_eq(tf_tensor_name(&ent, t), want[t].name);
+        ck_assert_uint_eq(ent.tensors[t].dtype, want[t].dtype);
+        ck_assert_uint_eq(ent.tensors[t].nbytes, want[t].nbytes);
+        ck_assert_uint_eq(ent.tensors[t].file_off, 8 + strlen(json) + want[t].begin);
+        ck_assert_uint_eq(ent.tensors[t].first_chunk, chunk);
+        chunk += tf_chunk_count(want[t].nbytes, tf_dtype_get(want[t].dtype)->size, 8);
+    }
+    ck_assert_uint_eq(ent.nchunks, chunk); /* 1 + 1 + 2 + 0 */
+    ck_assert_uint_eq(chunk, 4);
+    ent.path = NULL;
+    tf_entry_free(&ent);
+}
+END_TEST
+
+START_TEST(test_format_refuses_what_is_not_one)
+{
+    static uint8_t buf[8 + TF_TENSOR_NAME_MAX + 128];
+    static char json[TF_TENSOR_NAME_MAX + 128];
+    /* A tensor name the catalog cannot hold, and a file that is no
+     * valid one. */
+    int n = snprintf(json, sizeof json, "{\"%0*d\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+                     TF_TENSOR_NAME_MAX + 1, 0);
+    ck_assert_int_lt(n, (int)sizeof json);
+    const struct { const char *json; size_t data_len; const char *want; } cases[] = {
+        { json, 1, "tensor name of 4097 bytes is longer than 4096" },
+        { "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 2, "1 trailing bytes" },
+        { "{\"a\":1}", 0, "tensor \"a\"" },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        size_t len = make_file(buf, sizeof buf, cases[k].json, cases[k].data_len);
+        mem_file m = { buf, len };
+        tf_file_source src = { .name = FNAME, .size = len, .read = read_mem, .arg = &m };
+        tf_entry ent = { .kind = TF_ENTRY_TENSORS, .path = FNAME, .size = len };
+        tf_error e = { .msg = "" };
+        ck_assert_int_eq(tf_tensor_format_parse(&tf_safetensors_format, &src, 8, &ent, &e), -1);
+        ck_assert_int_eq(e.errnum, EINVAL);
+        ck_assert_msg(strstr(e.msg, cases[k].want) && strstr(e.msg, FNAME), "case %zu: %s", k, e.msg);
+        ent.path = NULL;
+        tf_entry_free(&ent);
+    }
+}
+END_TEST
+
 /* ---- the JSON parser on its own ---- */
 
 START_TEST(test_json_values)
@@ -839,6 +991,13 @@ static Suite *safetensors_suite(void)
     tcase_add_test(file, test_read_file);
     tcase_add_test(file, test_read_failures);
     suite_add_tcase(s, file);
+
+    TCase *format = tcase_create("format");
+    tcase_add_test(format, test_format_table);
+    tcase_add_test(format, test_format_detect);
+    tcase_add_test(format, test_format_parses_pieces);
+    tcase_add_test(format, test_format_refuses_what_is_not_one);
+    suite_add_tcase(s, format);
 
     TCase *json = tcase_create("json");
     tcase_add_test(json, test_json_values);

@@ -1,0 +1,628 @@
+/* Where a file sits in a training run (tf_ckpt_path_parse), and the
+ * reference each tensor gets through the real writer: the same tensor of
+ * the nearest earlier checkpoint of its run, in whichever file of that
+ * checkpoint it lies, seen through wrapper prefixes and temporary names,
+ * or the tensors of the parent the caller names. Every archive written
+ * reads back byte for byte. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testlib.h"
+
+#include "codec/codec.h"
+#include "common/dtype.h"
+#include "common/hash.h"
+#include "store/archive.h"
+#include "store/ckpt_path.h"
+#include "store/natsort.h"
+#include "store/reader.h"
+#include "store/writer.h"
+
+/* ======================================================================== */
+/* Paths                                                                    */
+/* ======================================================================== */
+
+static const struct {
+    const char *path, *run, *step, *role; /* step NULL: none */
+} path_cases[] = {
+    { "step-000400.safetensors", "step-#.safetensors", "step-000400.safetensors", "" },
+    { "step-000400.optim.safetensors", "step-#.optim.safetensors", "step-000400.optim.safetensors", "" },
+    { "out/checkpoint-400/model-00001-of-00003.safetensors", "out/checkpoint-#", "checkpoint-400",
+      "model-#-of-#.safetensors" },
+    { "out/tmp-checkpoint-400/model-00002-of-00003.safetensors", "out/checkpoint-#", "checkpoint-400",
+      "model-#-of-#.safetensors" },
+    { "step-400.safetensors.tmp", "step-#.safetensors", "step-400.safetensors", "" },
+    { ".step-400.safetensors.AbC123", "step-#.safetensors", "step-400.safetensors", "" },
+    { "step-400.safetensors.part", "step-#.safetensors", "step-400.safetensors", "" },
+    { "run1/step-5.safetensors", "run1/step-#.safetensors", "step-5.safetensors", "" },
+    { "run2/step-5.safetensors", "run2/step-#.safetensors", "step-5.safetensors", "" },
+    /* The rank's digits are no step, and tell the ranks' files apart. */
+    { "global_step40/mp_rank_00_model_states.pt", "global_step#", "global_step40",
+      "mp_rank_00_model_states.pt" },
+    { "bf16/step-2.safetensors", "bf16/step-#.safetensors", "step-2.safetensors", "" },
+    { "model.safetensors", "", NULL, "model.safetensors" },
+    { "lightning_logs/version_0/checkpoints/epoch=1-step=200.ckpt",
+      "lightning_logs/version_0/checkpoints/epoch=#-step=#.ckpt", "epoch=1-step=200.ckpt", "" },
+    { "run/step-10/model.safetensors", "run/step-#", "step-10", "model.safetensors" },
+    { "out/checkpoint-400/optimizer.pt", "out/checkpoint-#", "checkpoint-400", "optimizer.pt" },
+};
+
+START_TEST(ckpt_path_parses_run_step_role)
+{
+    tf_ckpt_path p;
+    ck_assert_int_eq(tf_ckpt_path_parse(path_cases[_i].path, &p), 0);
+    ck_assert_msg(strcmp(p.run, path_cases[_i].run) == 0, "%s: run \"%s\", expected \"%s\"",
+                  path_cases[_i].path, p.run, path_cases[_i].run);
+    if (path_cases[_i].step)
+        ck_assert_msg(p.step && strcmp(p.step, path_cases[_i].step) == 0,
+                      "%s: step \"%s\", expected \"%s\"", path_cases[_i].path,
+                      p.step ? p.step : "(none)", path_cases[_i].step);
+    else
+        ck_assert_msg(p.step == NULL, "%s: step \"%s\", expected none", path_cases[_i].path, p.step);
+    ck_assert_msg(strcmp(p.role, path_cases[_i].role) == 0, "%s: role \"%s\", expected \"%s\"",
+                  path_cases[_i].path, p.role, path_cases[_i].role);
+    tf_ckpt_path_free(&p);
+    ck_assert_ptr_null(p.run);
+}
+END_TEST
+
+/* Pairs of paths: checkpoints of one run or not, and their order. */
+static const struct {
+    const char *a, *b;
+    int same_run;
+    int order; /* sign of tf_natcmp(a's step, b's step) in one run */
+} pair_cases[] = {
+    { "out/checkpoint-400/model-00001-of-00003.safetensors",
+      "out/tmp-checkpoint-400/model-00002-of-00003.safetensors", 1, 0 },
+    { "out/checkpoint-400/model-00001-of-00003.safetensors",
+      "out/checkpoint-1000/model-00003-of-00003.safetensors", 1, -1 },
+    { "step-400.safetensors", "step-400.safetensors.tmp", 1, 0 },
+    { "step-000400.safetensors", ".step-500.safetensors.AbC123", 1, -1 },
+    { "step-900.safetensors", "step-1000.safetensors", 1, -1 },
+    { "step-000400.safetensors", "step-000400.optim.safetensors", 0, 0 },
+    { "run1/step-5.safetensors", "run2/step-5.safetensors", 0, 0 },
+    { "run/step-1/model.safetensors", "run/step-2/model.safetensors", 1, -1 },
+    { "global_step40/mp_rank_00_model_states.pt", "global_step80/mp_rank_01_model_states.pt", 1, -1 },
+    { "lightning_logs/version_0/checkpoints/epoch=1-step=200.ckpt",
+      "lightning_logs/version_0/checkpoints/epoch=2-step=400.ckpt", 1, -1 },
+    { "lightning_logs/version_0/checkpoints/epoch=1-step=200.ckpt",
+      "lightning_logs/version_1/checkpoints/epoch=1-step=200.ckpt", 0, 0 },
+};
+
+static int sign(int v)
+{
+    return (v > 0) - (v < 0);
+}
+
+START_TEST(ckpt_path_groups_runs)
+{
+    tf_ckpt_path a, b;
+    ck_assert_int_eq(tf_ckpt_path_parse(pair_cases[_i].a, &a), 0);
+    ck_assert_int_eq(tf_ckpt_path_parse(pair_cases[_i].b, &b), 0);
+    ck_assert_msg((strcmp(a.run, b.run) == 0) == pair_cases[_i].same_run,
+                  "\"%s\" and \"%s\": runs \"%s\" and \"%s\"", pair_cases[_i].a, pair_cases[_i].b,
+                  a.run, b.run);
+    if (pair_cases[_i].same_run) {
+        ck_assert_ptr_nonnull(a.step);
+        ck_assert_ptr_nonnull(b.step);
+        ck_assert_int_eq(sign(tf_natcmp(a.step, b.step)), pair_cases[_i].order);
+    }
+    tf_ckpt_path_free(&a);
+    tf_ckpt_path_free(&b);
+}
+END_TEST
+
+/* Paths of any shape parse: deep, empty components, markers alone. */
+START_TEST(ckpt_path_takes_any_path)
+{
+    static char deep[TF_DEPTH_MAX * 2 + 8];
+    for (int i = 0; i < TF_DEPTH_MAX + 3; i++)
+        memcpy(deep + 2 * i, "7/", 2);
+    deep[2 * (TF_DEPTH_MAX + 3) - 1] = '\0';
+    const char *paths[] = { "", "/", "a//b", "tmp-", ".tmp", "..", ".x.ABCDEF", "123", deep };
+    for (size_t k = 0; k < ARRAY_LEN(paths); k++) {
+        tf_ckpt_path p;
+        ck_assert_msg(tf_ckpt_path_parse(paths[k], &p) == 0, "\"%s\"", paths[k]);
+        ck_assert_ptr_nonnull(p.run);
+        ck_assert_ptr_nonnull(p.role);
+        tf_ckpt_path_free(&p);
+    }
+}
+END_TEST
+
+/* ======================================================================== */
+/* References through the writer                                            */
+/* ======================================================================== */
+
+#define SHIFT 8    /* chunks of 256 elements */
+#define N 600      /* elements per tensor: 3 chunks */
+#define MAX_FILES 16
+
+/* A tensor of a checkpoint: its name, dtype, and the key of its values
+ * (the name when NULL), so that one weight may change names. */
+typedef struct {
+    const char *name;
+    unsigned dtype; /* TF_DT_F32 or TF_DT_BF16 */
+    const char *key;
+} tspec;
+
+static char archive_path[TEST_PATH_MAX];
+static struct {
+    char dest[160];
+    uint8_t *bytes;
+    size_t len;
+} added[MAX_FILES];
+static size_t nadded;
+
+static void setup(void)
+{
+    test_dir_make();
+    test_path("a.traj", archive_path);
+    nadded = 0;
+}
+
+static void teardown(void)
+{
+    for (size_t i = 0; i < nadded; i++)
+        free(added[i].bytes);
+    test_dir_remove();
+}
+
+/* The elements of weight `key` of `run` at `step`: values of magnitude
+ * in [0.25, 1) and random sign, drifting a few ULPs each step, in F32 or
+ * BF16 (each drifting on its own, so no chunk repeats). */
+static void weight(const char *key, unsigned run, int step, unsigned dtype, uint8_t *out)
+{
+    rng_state = tf_hash64(key, strlen(key)) ^ ((uint64_t)run << 32);
+    uint32_t base[N];
+    for (int i = 0; i < N; i++) {
+        float v = 0.25f + 0.75f * (float)(rng_next() % 1000000) / 1e6f;
+        memcpy(&base[i], &v, 4);
+        base[i] |= (uint32_t)(rng_next() & 1) << 31;
+    }
+    rng_state = tf_hash64(key, strlen(key)) ^ ((uint64_t)run << 32) ^ (uint64_t)step * 0x9e37;
+    for (int i = 0; i < N; i++) {
+        uint32_t drift = (uint32_t)(step * 4) + (uint32_t)(rng_next() % 3);
+        if (dtype == TF_DT_F32)
+            test_put_elem(out + 4 * i, 4, base[i] + drift);
+        else
+            test_put_elem(out + 2 * i, 2, (base[i] >> 16) + drift);
+    }
+}
+
+static uint8_t *read_whole(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = malloc(*len + 1);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(fread(p, 1, *len, f), *len);
+    fclose(f);
+    return p;
+}
+
+/* Writes a safetensors file of the tensors (weights of run at step) and
+ * adds it as dest, with parent (NULL: found by identity). */
+static void add_ckpt(tf_writer *w, const char *dest, const tspec *t, size_t n, unsigned run,
+                     int step, const char *parent)
+{
+    static uint8_t data[8][N * 4];
+    test_tensor tt[8];
+    ck_assert_uint_le(n, 8);
+    for (size_t i = 0; i < n; i++) {
+        unsigned size = tf_dtype_get(t[i].dtype)->size;
+        weight(t[i].key ? t[i].key : t[i].name, run, step, t[i].dtype, data[i]);
+        tt[i] = (test_tensor){ t[i].name, tf_dtype_get(t[i].dtype)->name, "[600]", data[i], N * size };
+    }
+    char src[TEST_PATH_MAX];
+    test_write_safetensors(test_path("src.safetensors", src), tt, n);
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_add(w, src, dest, parent, &e) == 0, "adding %s: %s", dest, e.msg);
+    ck_assert_uint_lt(nadded, MAX_FILES);
+    snprintf(added[nadded].dest, sizeof added[nadded].dest, "%s", dest);
+    added[nadded].bytes = read_whole(src, &added[nadded].len);
+    nadded++;
+}
+
+static tf_writer *new_writer(void)
+{
+    return test_open_writer(archive_path, true, SHIFT, 1, TF_MAX_CHAIN_DEFAULT);
+}
+
+/* Where a file added as `from` now is (moves rename them). */
+static void renamed(const char *from, const char *to)
+{
+    for (size_t i = 0; i < nadded; i++)
+        if (strcmp(added[i].dest, from) == 0)
+            snprintf(added[i].dest, sizeof added[i].dest, "%s", to);
+}
+
+/* Every file added reads back as its bytes: whole, and across the
+ * header's end in a short read. */
+static tf_archive *open_and_check_bytes(void)
+{
+    tf_archive *ar = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(archive_path, false, &ar, &e) == 0, "%s", e.msg);
+    tf_reader_ctx *r = tf_reader_new(ar, 1 << 20);
+    ck_assert_ptr_nonnull(r);
+    for (size_t i = 0; i < nadded; i++) {
+        const tf_entry *ent = tf_archive_lookup(ar, added[i].dest);
+        ck_assert_msg(ent != NULL, "%s is not in the archive", added[i].dest);
+        ck_assert_uint_eq(ent->size, added[i].len);
+        uint8_t *got = malloc(added[i].len);
+        ck_assert_ptr_nonnull(got);
+        ssize_t n = tf_reader_pread(r, ent, 0, added[i].len, got, &e);
+        ck_assert_msg(n == (ssize_t)added[i].len, "%s: %s", added[i].dest, e.msg);
+        ck_assert_msg(memcmp(got, added[i].bytes, added[i].len) == 0, "%s reads back other bytes",
+                      added[i].dest);
+        uint64_t border = ent->tensors[0].file_off - 3;
+        ck_assert_int_eq(tf_reader_pread(r, ent, border, 11, got, &e), 11);
+        ck_assert_mem_eq(got, added[i].bytes + border, 11);
+        free(got);
+    }
+    tf_reader_free(r);
+    return ar;
+}
+
+static const tf_entry *lookup(const tf_archive *ar, const char *path)
+{
+    const tf_entry *ent = tf_archive_lookup(ar, path);
+    ck_assert_msg(ent && tf_entry_is_tensor_file(ent), "%s is no tensor file in the archive", path);
+    return ent;
+}
+
+static uint64_t tensor_index(const tf_entry *ent, const char *name)
+{
+    for (uint64_t t = 0; t < ent->ntensors; t++)
+        if (strcmp(tf_tensor_name(ent, t), name) == 0)
+            return t;
+    ck_abort_msg("%s has no tensor \"%s\"", ent->path, name);
+    return 0;
+}
+
+/* Every chunk of tensor `name` of `path` is a delta whose reference is the
+ * same chunk of tensor `ref_name` of `ref_path`. */
+static void expect_ref(const tf_archive *ar, const char *path, const char *name,
+                       const char *ref_path, const char *ref_name)
+{
+    const tf_entry *ent = lookup(ar, path), *ref = lookup(ar, ref_path);
+    const tf_tensor_span *ts = &ent->tensors[tensor_index(ent, name)];
+    const tf_tensor_span *rs = &ref->tensors[tensor_index(ref, ref_name)];
+    uint64_t chunks = tf_chunk_count(ts->nbytes, tf_dtype_get(ts->dtype)->size, SHIFT);
+    ck_assert_uint_eq(chunks, 3);
+    for (uint64_t c = 0; c < chunks; c++) {
+        const tf_blob *b = tf_archive_blob(ar, ent->chunks[ts->first_chunk + c]);
+        ck_assert_msg(b->codec == TF_CODEC_ULP && b->ref != 0,
+                      "%s \"%s\" chunk %llu: codec %u, no delta (expected one against %s)", path,
+                      name, (unsigned long long)c, b->codec, ref_path);
+        uint64_t want = ref->chunks[rs->first_chunk + c];
+        if (b->ref - 1 != want) {
+            /* Name the file whose chunk it is, for the message. */
+            const char *other = "no tensor chunk";
+            for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+                const tf_entry *x = tf_archive_entry(ar, i);
+                for (uint64_t k = 0; tf_entry_is_tensor_file(x) && k < x->nchunks; k++)
+                    if (x->chunks[k] == b->ref - 1)
+                        other = x->path;
+            }
+            ck_abort_msg("%s \"%s\" chunk %llu references blob %llu of %s, expected blob %llu of "
+                         "%s \"%s\"", path, name, (unsigned long long)c,
+                         (unsigned long long)(b->ref - 1), other, (unsigned long long)want,
+                         ref_path, ref_name);
+        }
+    }
+}
+
+/* Tensor `name` of `path` is stored without reference. */
+static void expect_standalone(const tf_archive *ar, const char *path, const char *name)
+{
+    const tf_entry *ent = lookup(ar, path);
+    const tf_tensor_span *ts = &ent->tensors[tensor_index(ent, name)];
+    uint64_t chunks = tf_chunk_count(ts->nbytes, tf_dtype_get(ts->dtype)->size, SHIFT);
+    for (uint64_t c = 0; c < chunks; c++) {
+        const tf_blob *b = tf_archive_blob(ar, ent->chunks[ts->first_chunk + c]);
+        ck_assert_msg(b->ref == 0, "%s \"%s\" chunk %llu is a delta", path, name,
+                      (unsigned long long)c);
+    }
+}
+
+/* A checkpoint sharded in two files, its tensors placed differently at
+ * each step: each finds itself in the previous checkpoint, whichever
+ * shard holds it there. */
+START_TEST(shards_reference_the_shard_holding_the_tensor)
+{
+    tf_writer *w = new_writer();
+    const tspec one_a[] = { { "a", TF_DT_F32, NULL }, { "b", TF_DT_F32, NULL } };
+    const tspec one_b[] = { { "c", TF_DT_F32, NULL }, { "d", TF_DT_F32, NULL } };
+    const tspec two_a[] = { { "a", TF_DT_F32, NULL }, { "c", TF_DT_F32, NULL } };
+    const tspec two_b[] = { { "b", TF_DT_F32, NULL }, { "d", TF_DT_F32, NULL } };
+    add_ckpt(w, "out/checkpoint-100/model-00001-of-00002.safetensors", one_a, 2, 0, 1, NULL);
+    add_ckpt(w, "out/checkpoint-100/model-00002-of-00002.safetensors", one_b, 2, 0, 1, NULL);
+    for (int step = 2; step <= 3; step++) {
+        char s1[96], s2[96];
+        snprintf(s1, sizeof s1, "out/checkpoint-%d00/model-00001-of-00002.safetensors", step);
+        snprintf(s2, sizeof s2, "out/checkpoint-%d00/model-00002-of-00002.safetensors", step);
+        add_ckpt(w, s1, two_a, 2, 0, step, NULL);
+        add_ckpt(w, s2, two_b, 2, 0, step, NULL);
+    }
+    tf_writer_close(w);
+    tf_archive *ar = open_and_check_bytes();
+    const char *c1a = "out/checkpoint-100/model-00001-of-00002.safetensors";
+    const char *c1b = "out/checkpoint-100/model-00002-of-00002.safetensors";
+    const char *c2a = "out/checkpoint-200/model-00001-of-00002.safetensors";
+    const char *c2b = "out/checkpoint-200/model-00002-of-00002.safetensors";
+    const char *c3a = "out/checkpoint-300/model-00001-of-00002.safetensors";
+    expect_standalone(ar, c1a, "a");
+    expect_standalone(ar, c1b, "d");
+    expect_ref(ar, c2a, "a", c1a, "a");
+    expect_ref(ar, c2a, "c", c1b, "c"); /* in the other shard file */
+    expect_ref(ar, c2b, "b", c1a, "b");
+    expect_ref(ar, c2b, "d", c1b, "d");
+    /* The nearest earlier checkpoint, not the first. */
+    expect_ref(ar, c3a, "a", c2a, "a");
+    expect_ref(ar, c3a, "c", c2a, "c");
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* A series whose tensor is F32 and BF16 in turn: the identity holds the
+ * dtype, so each references the step two back; a tensor that keeps its
+ * dtype references the step before. */
+START_TEST(dtype_change_looks_back_two)
+{
+    tf_writer *w = new_writer();
+    for (int step = 1; step <= 4; step++) {
+        const tspec t[] = { { "w", step % 2 ? TF_DT_F32 : TF_DT_BF16, NULL }, { "b", TF_DT_F32, NULL } };
+        char dest[64];
+        snprintf(dest, sizeof dest, "run/step-%d.safetensors", step);
+        add_ckpt(w, dest, t, 2, 0, step, NULL);
+    }
+    tf_writer_close(w);
+    tf_archive *ar = open_and_check_bytes();
+    expect_standalone(ar, "run/step-2.safetensors", "w");
+    expect_ref(ar, "run/step-3.safetensors", "w", "run/step-1.safetensors", "w");
+    expect_ref(ar, "run/step-4.safetensors", "w", "run/step-2.safetensors", "w");
+    expect_ref(ar, "run/step-4.safetensors", "b", "run/step-3.safetensors", "b");
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* torch.compile's "_orig_mod." and DistributedDataParallel's "module."
+ * wrap names; the weight under them is the same. */
+START_TEST(wrapper_prefixes_are_seen_through)
+{
+    tf_writer *w = new_writer();
+    const tspec plain[] = { { "layer.w", TF_DT_F32, NULL } };
+    const tspec compiled[] = { { "_orig_mod.layer.w", TF_DT_F32, "layer.w" } };
+    const tspec both[] = { { "module._orig_mod.layer.w", TF_DT_F32, "layer.w" } };
+    add_ckpt(w, "run/step-1.safetensors", plain, 1, 0, 1, NULL);
+    add_ckpt(w, "run/step-2.safetensors", compiled, 1, 0, 2, NULL);
+    add_ckpt(w, "run/step-3.safetensors", both, 1, 0, 3, NULL);
+    add_ckpt(w, "run/step-4.safetensors", plain, 1, 0, 4, NULL);
+    tf_writer_close(w);
+    tf_archive *ar = open_and_check_bytes();
+    expect_ref(ar, "run/step-2.safetensors", "_orig_mod.layer.w", "run/step-1.safetensors", "layer.w");
+    expect_ref(ar, "run/step-3.safetensors", "module._orig_mod.layer.w", "run/step-2.safetensors",
+               "_orig_mod.layer.w");
+    expect_ref(ar, "run/step-4.safetensors", "layer.w", "run/step-3.safetensors",
+               "module._orig_mod.layer.w");
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* A sweep: two runs of one model, their checkpoints added interleaved.
+ * Each references its own history, not the file added just before. */
+START_TEST(runs_of_a_sweep_keep_to_their_history)
+{
+    tf_writer *w = new_writer();
+    const tspec t[] = { { "w", TF_DT_F32, NULL }, { "v", TF_DT_BF16, NULL } };
+    for (int step = 1; step <= 3; step++)
+        for (unsigned run = 1; run <= 2; run++) {
+            char dest[64];
+            snprintf(dest, sizeof dest, "run%u/step-%d.safetensors", run, step);
+            add_ckpt(w, dest, t, 2, run, step, NULL);
+        }
+    tf_writer_close(w);
+    tf_archive *ar = open_and_check_bytes();
+    for (int step = 2; step <= 3; step++)
+        for (unsigned run = 1; run <= 2; run++) {
+            char dest[64], prev[64];
+            snprintf(dest, sizeof dest, "run%u/step-%d.safetensors", run, step);
+            snprintf(prev, sizeof prev, "run%u/step-%d.safetensors", run, step - 1);
+            expect_ref(ar, dest, "w", prev, "w");
+            expect_ref(ar, dest, "v", prev, "v");
+        }
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* The transformers Trainer writes tmp-checkpoint-N and renames it when
+ * done: a file under the temporary name is checkpoint N of the run, and
+ * stays in it once moved. */
+START_TEST(temporary_checkpoint_is_of_the_run)
+{
+    tf_writer *w = new_writer();
+    const tspec t[] = { { "w", TF_DT_F32, NULL } };
+    add_ckpt(w, "out/checkpoint-1/model.safetensors", t, 1, 0, 1, NULL);
+    add_ckpt(w, "out/tmp-checkpoint-2/model.safetensors", t, 1, 0, 2, NULL);
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_move(w, "out/tmp-checkpoint-2", "out/checkpoint-2", &e) == 0, "%s", e.msg);
+    renamed("out/tmp-checkpoint-2/model.safetensors", "out/checkpoint-2/model.safetensors");
+    add_ckpt(w, "out/tmp-checkpoint-3/model.safetensors", t, 1, 0, 3, NULL);
+    tf_writer_close(w);
+    tf_archive *ar = open_and_check_bytes();
+    expect_ref(ar, "out/checkpoint-2/model.safetensors", "w", "out/checkpoint-1/model.safetensors", "w");
+    expect_ref(ar, "out/tmp-checkpoint-3/model.safetensors", "w", "out/checkpoint-2/model.safetensors",
+               "w");
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* Checkpoints added out of order: the nearest earlier one when there is
+ * one, else the nearest later one. */
+START_TEST(out_of_order_checkpoints_find_the_nearest)
+{
+    tf_writer *w = new_writer();
+    const tspec t[] = { { "w", TF_DT_F32, NULL } };
+    add_ckpt(w, "run/step-30.safetensors", t, 1, 0, 3, NULL);
+    add_ckpt(w, "run/step-50.safetensors", t, 1, 0, 5, NULL);
+    add_ckpt(w, "run/step-10.safetensors", t, 1, 0, 1, NULL);
+    add_ckpt(w, "run/step-20.safetensors", t, 1, 0, 2, NULL);
+    tf_writer_close(w);
+    tf_archive *ar = open_and_check_bytes();
+    expect_ref(ar, "run/step-50.safetensors", "w", "run/step-30.safetensors", "w");
+    expect_ref(ar, "run/step-10.safetensors", "w", "run/step-30.safetensors", "w");
+    expect_ref(ar, "run/step-20.safetensors", "w", "run/step-10.safetensors", "w");
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* Ranks' files of one step hold tensors of one name and shape: each
+ * rank references its own file of the step before, not the rank added
+ * last. */
+START_TEST(ranks_reference_their_own_rank)
+{
+    tf_writer *w = new_writer();
+    const tspec t[] = { { "flat", TF_DT_F32, NULL } };
+    for (int step = 1; step <= 2; step++)
+        for (unsigned rank = 0; rank < 2; rank++) {
+            char dest[96];
+            snprintf(dest, sizeof dest, "global_step%d/mp_rank_0%u_model_states.safetensors", step, rank);
+            add_ckpt(w, dest, t, 1, rank, step, NULL);
+        }
+    tf_writer_close(w);
+    tf_archive *ar = open_and_check_bytes();
+    expect_ref(ar, "global_step2/mp_rank_00_model_states.safetensors", "flat",
+               "global_step1/mp_rank_00_model_states.safetensors", "flat");
+    expect_ref(ar, "global_step2/mp_rank_01_model_states.safetensors", "flat",
+               "global_step1/mp_rank_01_model_states.safetensors", "flat");
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* A file of its run whose tensors match nothing stored (renamed, or of
+ * another model) is stored standalone, and the report says so; the
+ * first file of a run and a matching one are not unmatched. */
+START_TEST(unmatched_tensors_are_reported)
+{
+    tf_writer *w = new_writer();
+    const tspec model[] = { { "a", TF_DT_F32, NULL }, { "b", TF_DT_BF16, NULL } };
+    const tspec other[] = { { "x", TF_DT_F32, NULL }, { "y", TF_DT_BF16, NULL } };
+    const tspec half[] = { { "a", TF_DT_F32, NULL }, { "z", TF_DT_F32, NULL } };
+    add_ckpt(w, "run/step-1.safetensors", model, 2, 0, 1, NULL);
+    const tf_add_report *r = tf_writer_last_report(w);
+    ck_assert(r->tensor_file);
+    ck_assert_uint_eq(r->tensor_bytes, N * 4 + N * 2);
+    ck_assert_uint_eq(r->referenced_bytes, 0);
+    ck_assert_uint_eq(r->run_files, 0);
+    ck_assert(!tf_add_report_unmatched(r)); /* nothing to match yet */
+
+    add_ckpt(w, "run/step-2.safetensors", other, 2, 0, 2, NULL);
+    r = tf_writer_last_report(w);
+    ck_assert_uint_eq(r->run_files, 1);
+    ck_assert_uint_eq(r->referenced_bytes, 0);
+    ck_assert(tf_add_report_unmatched(r));
+
+    add_ckpt(w, "run/step-3.safetensors", model, 2, 0, 3, NULL);
+    r = tf_writer_last_report(w);
+    ck_assert_uint_eq(r->run_files, 2);
+    ck_assert_uint_eq(r->referenced_bytes, r->tensor_bytes);
+    ck_assert(!tf_add_report_unmatched(r));
+
+    /* Half of the float bytes found a reference: not less than half. */
+    add_ckpt(w, "run/step-4.safetensors", half, 2, 0, 4, NULL);
+    r = tf_writer_last_report(w);
+    ck_assert_uint_eq(r->referenced_bytes, N * 4);
+    ck_assert_uint_eq(r->tensor_bytes, 2 * N * 4);
+    ck_assert(!tf_add_report_unmatched(r));
+
+    /* A file that is no tensor file. */
+    char src[TEST_PATH_MAX];
+    FILE *f = fopen(test_path("notes.txt", src), "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("lr 3e-4\n", f);
+    fclose(f);
+    test_add(w, src, "run/notes.txt");
+    r = tf_writer_last_report(w);
+    ck_assert(!r->tensor_file);
+    ck_assert(!tf_add_report_unmatched(r));
+    tf_writer_close(w);
+
+    tf_archive *ar = open_and_check_bytes();
+    expect_standalone(ar, "run/step-2.safetensors", "x");
+    expect_standalone(ar, "run/step-2.safetensors", "y");
+    expect_ref(ar, "run/step-3.safetensors", "a", "run/step-1.safetensors", "a");
+    expect_ref(ar, "run/step-3.safetensors", "b", "run/step-1.safetensors", "b");
+    expect_standalone(ar, "run/step-4.safetensors", "z");
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* A parent given: its same-named tensors are the references, whatever
+ * the run says; a tensor it lacks has none. */
+START_TEST(parent_given_is_the_reference)
+{
+    tf_writer *w = new_writer();
+    const tspec t[] = { { "w", TF_DT_F32, NULL }, { "v", TF_DT_F32, NULL } };
+    const tspec t_new[] = { { "w", TF_DT_F32, NULL }, { "new", TF_DT_F32, "v" } };
+    /* Weights of runs 1 and 2 in turn: a delta against the other run's
+     * would not be chosen. */
+    add_ckpt(w, "x/step-1.safetensors", t, 2, 1, 1, NULL);
+    add_ckpt(w, "y/step-1.safetensors", t, 2, 2, 1, NULL);
+    add_ckpt(w, "z/step-2.safetensors", t, 2, 2, 2, NULL); /* no run history: the latest added */
+    add_ckpt(w, "z/step-3.safetensors", t_new, 2, 1, 3, "x/step-1.safetensors");
+    add_ckpt(w, "z/step-4.safetensors", t, 2, 2, 4, "z/step-2.safetensors");
+    tf_error e = { 0 };
+    char src[TEST_PATH_MAX];
+    test_path("src.safetensors", src);
+    ck_assert_int_eq(tf_writer_add(w, src, "z/bad.safetensors", "x", &e), -1);
+    ck_assert_msg(strstr(e.msg, "parent \"x\" is not a tensor file"), "%s", e.msg);
+    ck_assert_int_eq(tf_writer_add(w, src, "z/bad.safetensors", "nowhere", &e), -1);
+    tf_writer_close(w);
+    tf_archive *ar = open_and_check_bytes();
+    ck_assert_ptr_null(tf_archive_lookup(ar, "z/bad.safetensors"));
+    expect_ref(ar, "z/step-2.safetensors", "w", "y/step-1.safetensors", "w");
+    expect_ref(ar, "z/step-3.safetensors", "w", "x/step-1.safetensors", "w");
+    expect_standalone(ar, "z/step-3.safetensors", "new");
+    /* Not the nearest checkpoint of its run (step 3): the parent. */
+    expect_ref(ar, "z/step-4.safetensors", "w", "z/step-2.safetensors", "w");
+    expect_ref(ar, "z/step-4.safetensors", "v", "z/step-2.safetensors", "v");
+    tf_archive_close(ar);
+}
+END_TEST
+
+static Suite *refs_suite(void)
+{
+    Suite *s = suite_create("refs");
+    TCase *paths = tcase_create("paths");
+    tcase_add_loop_test(paths, ckpt_path_parses_run_step_role, 0, ARRAY_LEN(path_cases));
+    tcase_add_loop_test(paths, ckpt_path_groups_runs, 0, ARRAY_LEN(pair_cases));
+    tcase_add_test(paths, ckpt_path_takes_any_path);
+    suite_add_tcase(s, paths);
+
+    TCase *w = tcase_create("writer");
+    tcase_set_timeout(w, 120);
+    tcase_add_checked_fixture(w, setup, teardown);
+    tcase_add_test(w, shards_reference_the_shard_holding_the_tensor);
+    tcase_add_test(w, dtype_change_looks_back_two);
+    tcase_add_test(w, wrapper_prefixes_are_seen_through);
+    tcase_add_test(w, runs_of_a_sweep_keep_to_their_history);
+    tcase_add_test(w, temporary_checkpoint_is_of_the_run);
+    tcase_add_test(w, out_of_order_checkpoints_find_the_nearest);
+    tcase_add_test(w, ranks_reference_their_own_rank);
+    tcase_add_test(w, unmatched_tensors_are_reported);
+    tcase_add_test(w, parent_given_is_the_reference);
+    suite_add_tcase(s, w);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(refs_suite());
+}
