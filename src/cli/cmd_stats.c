@@ -24,11 +24,13 @@
 #include "format/catalog.h"
 #include "common/dtype.h"
 #include "store/blob_io.h"
+#include "format/tensor_format.h"
 #include "store/reader.h"
 
 /* Reconstructed chunks kept: the references of the next checkpoint's
  * deltas (one checkpoint of each series), so that each is decoded once. */
 #define CACHE_BYTES (256u << 20)
+#define FORMAT_SLOTS 4 /* format ids 0-2 (0 unused), then "unknown" */
 
 static const char stats_usage[] =
     "Usage: trajpack stats [OPTIONS] ARCHIVE\n"
@@ -83,7 +85,10 @@ typedef struct {
     stat_row dedup;                /* chunks whose blob was charged before */
     stat_row *by_entry;            /* per entry, archive order */
     stat_row other;                /* non-safetensors files (weights: bytes) */
-    uint64_t n_safetensors, n_other, n_dirs, n_symlinks;
+    char **notes;                  /* per entry: why an opaque file that a
+                                      format recognises is opaque, or NULL */
+    uint64_t n_tensor_files[FORMAT_SLOTS]; /* by format id, unknown ids last */
+    uint64_t n_other, n_dirs, n_symlinks;
     uint64_t logical_bytes;        /* all file sizes */
     uint64_t unused_bytes;         /* blobs no live file uses */
 } stats;
@@ -243,12 +248,19 @@ static void account_other(stats_ctx *cx, size_t i, const tf_entry *ent, uint64_t
     }
 }
 
+static void note_opaque(stats_ctx *cx, size_t i, const tf_entry *ent)
+{
+    tf_error why = { 0 };
+    if (tf_reader_why_opaque(cx->reader, ent, &why))
+        cx->st->notes[i] = strdup(why.msg); /* a note lost to memory is no error */
+}
+
 static void account_entry(stats_ctx *cx, size_t i, const tf_entry *ent)
 {
     stats *st = cx->st;
     switch (ent->kind) {
     case TF_ENTRY_TENSORS:
-        st->n_safetensors++;
+        st->n_tensor_files[ent->format < FORMAT_SLOTS - 1 ? ent->format : FORMAT_SLOTS - 1]++;
         st->logical_bytes += ent->size;
         account_other(cx, i, ent, ent->verbatim_len, ent->verbatim_chunks);
         account_safetensors(cx, i, ent);
@@ -257,6 +269,7 @@ static void account_entry(stats_ctx *cx, size_t i, const tf_entry *ent)
         st->n_other++;
         st->logical_bytes += ent->size;
         account_other(cx, i, ent, ent->size, ent->nchunks);
+        note_opaque(cx, i, ent);
         break;
     case TF_ENTRY_DIR:
         st->n_dirs++;
@@ -289,7 +302,8 @@ static int gather(tf_archive *ar, stats *st)
     cx.counted = calloc(nblobs ? nblobs : 1, sizeof *cx.counted);
     cx.reader = tf_reader_new(ar, CACHE_BYTES);
     st->by_entry = calloc(n ? n : 1, sizeof *st->by_entry);
-    if (!cx.owners || !cx.counted || !cx.reader || !st->by_entry) {
+    st->notes = calloc(n ? n : 1, sizeof *st->notes);
+    if (!cx.owners || !cx.counted || !cx.reader || !st->by_entry || !st->notes) {
         stats_ctx_free(&cx);
         cli_error("out of memory");
         return -1;
@@ -304,6 +318,12 @@ static int gather(tf_archive *ar, stats *st)
 }
 
 /* ---- output ------------------------------------------------------------ */
+
+static const char *format_name(unsigned id)
+{
+    const tf_tensor_format *f = id < FORMAT_SLOTS - 1 ? tf_tensor_format_get(id) : NULL;
+    return f ? f->name : "unknown format";
+}
 
 static const char *dtype_name(unsigned dt)
 {
@@ -398,8 +418,11 @@ static void print_text(const tf_archive *ar, const size_t *order, const char *ar
     cli_format_size(archive_bytes, size);
     printf("archive %s: %s, %llu commits, chunks of 2^%u elements\n", archive, size,
            (unsigned long long)tf_archive_commits(ar), tf_archive_chunk_shift(ar));
-    printf("files: %llu safetensors, %llu other; %llu directories, %llu symlinks\n",
-           (unsigned long long)st->n_safetensors, (unsigned long long)st->n_other,
+    fputs("files:", stdout);
+    for (unsigned f = 1; f < FORMAT_SLOTS; f++)
+        if (f < FORMAT_SLOTS - 1 || st->n_tensor_files[f])
+            printf(" %llu %s,", (unsigned long long)st->n_tensor_files[f], format_name(f));
+    printf(" %llu other; %llu directories, %llu symlinks\n", (unsigned long long)st->n_other,
            (unsigned long long)st->n_dirs, (unsigned long long)st->n_symlinks);
     printf("compression: %s of files in %s: ", logical, size);
     if (archive_bytes)
@@ -436,6 +459,12 @@ static void print_text(const tf_archive *ar, const size_t *order, const char *ar
     cli_format_size(st->unused_bytes, unused);
     printf("\nother files: %s stored in %s\n", other, other_stored);
     printf("catalog and framing: %s; blobs no file uses: %s\n", overhead, unused);
+    for (size_t k = 0; k < tf_archive_nentries(ar); k++)
+        if (st->notes[order[k]]) {
+            fputs("note: ", stdout);
+            cli_put_visible(stdout, st->notes[order[k]]);
+            putchar('\n');
+        }
 }
 
 static void json_bpw(const stat_row *r)
@@ -517,10 +546,26 @@ static void print_json(const tf_archive *ar, const size_t *order, const char *ar
     printf(",\n  \"archive_bytes\": %llu,\n  \"commits\": %llu,\n  \"chunk_shift\": %u,\n",
            (unsigned long long)archive_bytes, (unsigned long long)tf_archive_commits(ar),
            tf_archive_chunk_shift(ar));
-    printf("  \"files\": {\"safetensors\": %llu, \"other\": %llu, \"directories\": %llu, "
-           "\"symlinks\": %llu},\n",
-           (unsigned long long)st->n_safetensors, (unsigned long long)st->n_other,
-           (unsigned long long)st->n_dirs, (unsigned long long)st->n_symlinks);
+    fputs("  \"files\": {", stdout);
+    for (unsigned f = 1; f < FORMAT_SLOTS; f++)
+        if (f < FORMAT_SLOTS - 1 || st->n_tensor_files[f])
+            printf("\"%s\": %llu, ", format_name(f), (unsigned long long)st->n_tensor_files[f]);
+    printf("\"other\": %llu, \"directories\": %llu, \"symlinks\": %llu},\n",
+           (unsigned long long)st->n_other, (unsigned long long)st->n_dirs,
+           (unsigned long long)st->n_symlinks);
+    fputs("  \"notes\": [", stdout);
+    first = true;
+    for (size_t k = 0; k < tf_archive_nentries(ar); k++) {
+        if (!st->notes[order[k]])
+            continue;
+        fputs(first ? "\n    {\"path\": " : ",\n    {\"path\": ", stdout);
+        cli_put_quoted(stdout, tf_archive_entry(ar, order[k])->path);
+        fputs(", \"note\": ", stdout);
+        cli_put_quoted(stdout, st->notes[order[k]]);
+        fputs("}", stdout);
+        first = false;
+    }
+    fputs(first ? "],\n" : "\n  ],\n", stdout);
     printf("  \"logical_bytes\": %llu,\n  \"compression_ratio\": ",
            (unsigned long long)st->logical_bytes);
     if (archive_bytes)
@@ -790,6 +835,9 @@ static int print_stats(tf_archive *ar, const char *archive, bool json)
             print_text(ar, order, archive, &st);
         status = st.ulp_undecoded.blobs ? CLI_EXIT_FAIL : CLI_EXIT_OK;
     }
+    for (size_t i = 0; st.notes && i < tf_archive_nentries(ar); i++)
+        free(st.notes[i]);
+    free(st.notes);
     free(st.by_entry);
     free(order);
     return status;

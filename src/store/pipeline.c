@@ -57,8 +57,10 @@ static bool chunk_has_ref(const file_job *f, const tf_span *s, uint64_t c)
 }
 
 /* Marks the spans a program is synthesized for, so that the prog codec
- * competes for their chunks: tensors without a reference, and those with
- * a keyframe chunk; with opts.all_programs, every one. By default,
+ * competes for their chunks: tensors without a reference, those whose
+ * reference is another run's (a fork's first checkpoint: such deltas
+ * often lose), and those with a keyframe chunk; with opts.all_programs,
+ * every one. By default,
  * tensors whose delta loses to standalone coding, as float32 Adam
  * state's does, get none: a program there is about 1% smaller than
  * bytegroup, and the prog encoder (about 25 MB/s a thread on float32)
@@ -82,7 +84,7 @@ static void mark_program_spans(file_job *f)
         tf_span *s = &f->spans[i];
         if (s->dtype == TF_DT_NONE || !s->has_jobs)
             continue;
-        bool wants = !s->ref || f->opts->all_programs;
+        bool wants = !s->ref || s->ref_far || f->opts->all_programs;
         uint64_t n = tf_chunk_count(s->nbytes, tf_dtype_get(s->dtype)->size, f->chunk_shift);
         for (uint64_t c = 0; !wants && c < n; c++)
             wants = !chunk_has_ref(f, s, c);

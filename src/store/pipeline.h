@@ -17,13 +17,15 @@
 #include "store/writer.h"
 
 /* One tensor (or a run of opaque bytes, dtype TF_DT_NONE) to encode. The
- * caller sets the first five fields; the rest are the pipeline's. */
+ * caller sets the first six fields; the rest are the pipeline's. */
 typedef struct {
     const uint8_t *src;
     uint64_t nbytes;
     unsigned dtype;
     const uint8_t *ref;        /* the reference tensor's bytes, or NULL */
     const uint64_t *ref_blobs; /* the reference tensor's chunk blobs */
+    bool ref_far;              /* the reference is another run's: it may
+                                  well lose, so a program competes too */
     tf_buf model;
     bool fitted;
     int64_t model_blob; /* -1 until stored */

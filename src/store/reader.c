@@ -411,3 +411,24 @@ int tf_reader_check_layout(tf_reader_ctx *r, const tf_entry *ent, tf_error *e)
     tf_entry_free(&parsed);
     return rc;
 }
+
+int tf_reader_why_opaque(tf_reader_ctx *r, const tf_entry *ent, tf_error *why)
+{
+    uint8_t head[TF_FORMAT_HEAD_BYTES];
+    size_t n = ent->size < sizeof head ? (size_t)ent->size : sizeof head;
+    bool claimed;
+    if (ent->kind != TF_ENTRY_FILE || tf_reader_pread(r, ent, 0, n, head, why) != (ssize_t)n)
+        return 0;
+    const tf_tensor_format *f = tf_tensor_format_detect(head, n, ent->size, ent->path, &claimed);
+    if (!f)
+        return 0;
+    entry_source s = { r, ent };
+    tf_file_source src = { .name = ent->path, .size = ent->size, .read = read_entry, .arg = &s };
+    tf_entry parsed = { .kind = TF_ENTRY_TENSORS, .path = ent->path, .size = ent->size };
+    if (tf_tensor_format_parse(f, &src, tf_archive_chunk_shift(r->ar), &parsed, why) == 0)
+        tf_fail(why, 0, "%s: a valid %s file, stored as opaque bytes by an earlier release",
+                ent->path, f->name);
+    parsed.path = NULL; /* ent's */
+    tf_entry_free(&parsed);
+    return 1;
+}

@@ -56,4 +56,10 @@ ssize_t tf_reader_pread(tf_reader_ctx *r, const tf_entry *ent, uint64_t off,
  * not know), or -1 naming the first difference. */
 int tf_reader_check_layout(tf_reader_ctx *r, const tf_entry *ent, tf_error *e);
 
+/* Why an opaque file that a tensor-file format recognises by its first
+ * bytes is not stored per tensor: 1 with the reason in *why (the
+ * format's complaint, e.g. a compressed torch.save entry), or 0 when no
+ * format recognises it. For `trajpack stats`. */
+int tf_reader_why_opaque(tf_reader_ctx *r, const tf_entry *ent, tf_error *why);
+
 #endif

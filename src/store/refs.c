@@ -224,7 +224,7 @@ tf_tensor_ref tf_ref_find(const tf_ref_index *ix, const tf_ckpt_path *at, const 
             continue;
         rank k = { tier_of(r, at), r, same(r->place.role, at->role) };
         if (k.tier && (!best.ent || better(&k, &best_rank))) {
-            best = (tf_tensor_ref){ r->ent, po->tensor };
+            best = (tf_tensor_ref){ r->ent, po->tensor, k.tier == 1 };
             best_rank = k;
         }
     }

@@ -27,6 +27,7 @@ typedef struct tf_ref_index tf_ref_index;
 typedef struct {
     const tf_entry *ent; /* NULL: no reference */
     uint64_t tensor;
+    bool other_run;      /* found in another run (preference 3) */
 } tf_tensor_ref;
 
 tf_ref_index *tf_ref_index_new(void);

@@ -48,7 +48,7 @@ static tf_tensor_ref find_ref(tf_writer *w, const tf_entry *parent, const tf_ckp
     for (uint64_t i = 0; i < parent->ntensors; i++)
         if (parent->tensors[i].dtype == ts->dtype && parent->tensors[i].nbytes == ts->nbytes &&
             strcmp(tf_tensor_name(parent, i), tf_tensor_name(ent, t)) == 0)
-            return (tf_tensor_ref){ parent, i };
+            return (tf_tensor_ref){ .ent = parent, .tensor = i };
     return (tf_tensor_ref){ 0 };
 }
 
@@ -110,6 +110,7 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
         if (!(owned[t] = ref_bytes(w, ref, e)))
             rc = -1;
         s->ref = owned[t];
+        s->ref_far = ref.other_run;
         s->ref_blobs = ref.ent->chunks + ref.ent->tensors[ref.tensor].first_chunk;
     }
     tf_ckpt_path_free(&at);
