@@ -365,4 +365,24 @@ import json, sys
 refs = [x["reference"] for x in json.load(open(sys.argv[1]))["tensors"] if x["reference"]]
 assert refs and all(r["file"] is None and r["tensor"] is None for r in refs), refs
 ' "$TEST_TMP/nat.gone.json" || fail "stats --tensors --json names a replaced file as reference"
+
+# ---- a file that looks like a tensor file but is not one --------------------
+# Not named *.safetensors, so it is stored as opaque bytes, byte-identical;
+# stats says why it is not stored per tensor.
+odd=$TEST_TMP/odd.bin
+printf '\021\000\000\000\000\000\000\000{"w":{"dtype":"F3' > "$odd"
+odd_archive=$TEST_TMP/odd.traj
+quiet "$TRAJPACK" create -q "$odd_archive" "$odd"
+"$TRAJPACK" extract -q -O "$odd_archive" odd.bin | cmp - "$odd" || fail "odd.bin differs"
+"$TRAJPACK" stats "$odd_archive" > "$TEST_TMP/odd.stats" || fail "stats of odd.traj failed"
+grep -q "^files: 0 safetensors, .* 1 other;" "$TEST_TMP/odd.stats" ||
+    fail "odd.bin is not counted as an other file: $(cat "$TEST_TMP/odd.stats")"
+grep -q "^note: odd.bin: " "$TEST_TMP/odd.stats" ||
+    fail "stats gives no note for odd.bin: $(cat "$TEST_TMP/odd.stats")"
+"$TRAJPACK" stats --json "$odd_archive" > "$TEST_TMP/odd.json" || fail "stats --json failed"
+"$PYTHON" -c '
+import json, sys
+notes = json.load(open(sys.argv[1]))["notes"]
+assert len(notes) == 1 and notes[0]["path"] == "odd.bin" and notes[0]["note"], notes
+' "$TEST_TMP/odd.json" || fail "stats --json has no note for odd.bin"
 exit 0
