@@ -6,16 +6,22 @@
 #
 # Generates two small training runs (make_trajectory.py, other seeds) and
 # their layouts (tests/tools/make_layouts.py: flat, single, sharded,
-# alternating, prefix, sweep, addlater) into DIR, once: a DIR that holds
-# them already is reused (default: a scratch directory, removed at exit).
+# alternating, prefix, sweep, addlater; tests/tools/make_torch_files.py,
+# torch.save files of the first run: trainer, lightning, deepspeed,
+# statedict) into DIR, once: a DIR that holds them already is reused
+# (default: a scratch directory, removed at exit).
 # BENCH_GEN_ARGS replaces the generator's options (default below). Then
 # packs each layout
 #
 #   create          trajpack create of the layout's directory
 #   add             trajpack add of one checkpoint after the other
+#   add             (torch layouts) trajpack add of one file after the
+#                   other, in the natural order of their paths
 #   rw:PATTERN      saved into a new archive's -o rw mount by
 #                   tests/tools/save_patterns.py PATTERN (cp, trainer,
-#                   tmpfile, rsync, direct)
+#                   tmpfile, rsync, direct; torch layouts: trainer, which
+#                   saves a file outside a checkpoint-N directory under
+#                   tmp-NAME and renames it)
 #   create+add      (addlater) trajpack create of out/ before its last
 #                   checkpoint, then `trajpack add ARCHIVE out/checkpoint-N`,
 #                   which stores it under its base name, at the top
@@ -23,10 +29,15 @@
 #                   --as NAME/out/checkpoint-N beside the others
 #
 # and prints one table: layout, method, archive bytes, their ratio to the
-# archive(s) of the flat layout of the same tensors (make_layouts.py
-# --baseline), and the same ratio of the stored data alone (archive less
+# archive(s) of the flat layout of the same tensors (make_layouts.py or
+# make_torch_files.py --baseline), and the same ratio of the stored data alone (archive less
 # catalog and framing, which grow with each commit: a rename in a mount is
-# one). No thresholds. Needs FUSE, rsync and the built trajfs and trajpack
+# one). Then a cold read: the last checkpoint's optimizer.pt (trainer,
+# packed by trajpack create) read through a fresh read-only mount after
+# the page cache is dropped (echo 3 > /proc/sys/vm/drop_caches; as root),
+# against the same for the safetensors file of its tensors in the flat
+# layout's archive, in MB/s of file bytes, and their ratio. No
+# thresholds. Needs FUSE, rsync and the built trajfs and trajpack
 # (BUILDDIR, default the checkout); the archives go to TMPDIR.
 set -eu
 
@@ -76,22 +87,52 @@ if [ ! -f "$data/layouts.done" ]; then
     make_layouts "$data" "$data/run1" "$data/run2"
     touch "$data/layouts.done"
 fi
+if [ ! -f "$data/torch.done" ]; then
+    rm -rf "$data/torch" "$data/torch-baselines"
+    echo "writing the torch.save layouts of run1 in $data ..."
+    make_torch_layouts "$data" "$data/run1"
+    make_torch_layouts "$data" "$data/run1" --baseline
+    touch "$data/torch.done"
+fi
+
+# mount_archive ARCHIVE [trajfs options...]: mounts ARCHIVE at mnt.
+mount_archive() {
+    "$TRAJFS" "$@" "$mnt" -f 2> "$work/daemon.log" &
+    daemon=$!
+    for _ in $(seq 100); do
+        mounted && return 0
+        kill -0 "$daemon" 2> /dev/null || { cat "$work/daemon.log" >&2; fail "trajfs did not mount"; }
+        sleep 0.05
+    done
+    fail "no mount at $mnt after 5 s"
+}
+
+unmount_archive() {
+    fusermount3 -u "$mnt"
+    wait "$daemon" || fail "trajfs exited with status $?"
+    daemon=""
+}
 
 # save_in_mount PATTERN TREE ARCHIVE: TREE saved with PATTERN into a
 # -o rw mount of the new ARCHIVE, then unmounted.
 save_in_mount() {
-    "$TRAJFS" "$3" "$mnt" -f -o rw 2> "$work/daemon.log" &
-    daemon=$!
-    for _ in $(seq 100); do
-        mounted && break
-        kill -0 "$daemon" 2> /dev/null || { cat "$work/daemon.log" >&2; fail "trajfs did not mount"; }
-        sleep 0.05
-    done
-    mounted || fail "no mount at $mnt after 5 s"
+    mount_archive "$3" -o rw
     "$PYTHON" "$SAVE_PATTERNS" "$1" "$2" "$mnt" || fail "save_patterns.py $1 $2 failed"
-    fusermount3 -u "$mnt"
-    wait "$daemon" || fail "trajfs exited with status $?"
-    daemon=""
+    unmount_archive
+}
+
+# cold_read ARCHIVE PATH: sets rate to the MB/s of reading PATH through
+# a fresh read-only mount of ARCHIVE, the page cache dropped first.
+cold_read() {
+    sync
+    [ -n "$caches" ] || echo 3 > /proc/sys/vm/drop_caches
+    mount_archive "$1"
+    _t0=$(date +%s%N)
+    cat "$mnt/$2" > /dev/null || fail "reading $2 through the mount failed"
+    _t1=$(date +%s%N)
+    _bytes=$(stat -c %s "$mnt/$2")
+    unmount_archive
+    rate=$(awk -v b="$_bytes" -v ns=$((_t1 - _t0)) 'BEGIN { printf "%.1f", b / 1e6 / (ns / 1e9) }')
 }
 
 # row LAYOUT METHOD ARCHIVE: one line of the table.
@@ -101,11 +142,12 @@ row() {
         "$(ratio "$(payload_bytes "$3")" "$base_payload")"
 }
 
-# The flat baseline of a layout: sets base and base_payload.
+# baseline DIR: the flat baseline of a layout (make_layouts.py or
+# make_torch_files.py --baseline): sets base and base_payload.
 baseline() {
     rm -rf "$work/base"
     mkdir "$work/base"
-    base=$(baseline_bytes "$data/baselines/$1" "$work/base")
+    base=$(baseline_bytes "$1" "$work/base")
     base_payload=0
     for _a in "$work/base"/*.traj; do
         base_payload=$((base_payload + $(payload_bytes "$_a")))
@@ -117,7 +159,7 @@ echo "$(du -sb "$data/baselines/flat" | cut -f1) bytes of files in the flat layo
 printf '%-12s %-16s %12s %8s %8s\n' layout method bytes ratio data
 for layout in $LAYOUTS; do
     tree=$data/layouts/$layout
-    baseline "$layout"
+    baseline "$data/baselines/$layout"
     a=$work/$layout.traj
     "$TRAJPACK" create -q "$a" "$tree" || fail "trajpack create $layout failed"
     row "$layout" create "$a"
@@ -131,11 +173,38 @@ for layout in $LAYOUTS; do
         rm -f "$a"
     done
 done
-baseline addlater
+baseline "$data/baselines/addlater"
 a=$work/addlater.traj
 pack_added_later "$a" "$data/layouts/addlater" > /dev/null
 row addlater create+add "$a"
 rm -f "$a"
 pack_added_later "$a" "$data/layouts/addlater" --as > /dev/null
 row addlater "create+add --as" "$a"
+for layout in $TORCH_LAYOUTS; do
+    tree=$data/torch/$layout
+    baseline "$data/torch-baselines/$layout"
+    a=$work/$layout.traj
+    "$TRAJPACK" create -q "$a" "$tree" || fail "trajpack create $layout failed"
+    row "$layout" create "$a"
+    rm -f "$a"
+    pack_files_one_at_a_time "$a" "$tree"
+    row "$layout" add "$a"
+    rm -f "$a"
+    save_in_mount trainer "$tree" "$a"
+    row "$layout" rw:trainer "$a"
+    rm -f "$a"
+done
+
+last=$(cd "$data/torch" && find trainer -maxdepth 1 -name 'checkpoint-*' | LC_ALL=C sort -V | tail -n 1)
+caches=""
+(echo 3 > /proc/sys/vm/drop_caches) 2> /dev/null || caches="the page cache was not dropped: not root?"
+"$TRAJPACK" create -q "$work/trainer.traj" "$data/torch/trainer" || fail "trajpack create trainer failed"
+"$TRAJPACK" create -q "$work/flat.traj" "$data/torch-baselines/trainer/flat" || fail "trajpack create of the baseline failed"
+flat=flat/step-${last##*-}.optimizer.safetensors
+cold_read "$work/trainer.traj" "$last/optimizer.pt"
+torch_rate=$rate
+cold_read "$work/flat.traj" "$flat"
+flat_rate=$rate
+echo "cold read through a fresh mount: $last/optimizer.pt $torch_rate MB/s," \
+    "$flat $flat_rate MB/s, ratio $(awk -v a="$torch_rate" -v b="$flat_rate" 'BEGIN { printf "%.2f", a / b }')${caches:+ ($caches)}"
 echo "($(($(date +%s) - t0)) s)"

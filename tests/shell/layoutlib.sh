@@ -1,17 +1,24 @@
 # Sourced by the layout tests (tests/shell/layouts.sh,
-# mount_rw_patterns.sh) after lib.sh, and by bench/bench_layouts.sh:
-# checkpoint layouts of one trajectory (tests/tools/make_layouts.py), the
-# savers' patterns (tests/tools/save_patterns.py), and what they pack to.
+# mount_rw_patterns.sh, torchsave.sh, mount_torchsave.sh) after lib.sh,
+# and by bench/bench_layouts.sh: checkpoint layouts of one trajectory
+# (tests/tools/make_layouts.py; torch.save ones:
+# tests/tools/make_torch_files.py), the savers' patterns
+# (tests/tools/save_patterns.py), and what they pack to.
 # Needs top_srcdir, TRAJPACK, PYTHON and a function fail; helpers name
 # their variables _like_this (see lib.sh).
 
 MAKE_LAYOUTS=$top_srcdir/tests/tools/make_layouts.py
 SAVE_PATTERNS=$top_srcdir/tests/tools/save_patterns.py
+MAKE_TORCH_FILES=$top_srcdir/tests/tools/make_torch_files.py
+TORCH_SAME=$top_srcdir/tests/tools/torch_same.py
 
 # Layouts whose archives are compared with their flat baseline (addlater
 # is packed its own way: pack_added_later) and the savers' patterns.
 LAYOUTS="flat single sharded alternating prefix sweep"
 PATTERNS="cp trainer tmpfile rsync direct"
+# Layouts of torch.save files, each compared with its flat safetensors
+# baseline.
+TORCH_LAYOUTS="trainer lightning deepspeed statedict"
 
 # make_layouts DIR TRAJ TRAJ2: DIR/layouts/L and DIR/baselines/L for every
 # layout (make_layouts.py), from the trajectory TRAJ (TRAJ2: the other
@@ -27,6 +34,18 @@ make_layouts() {
         # shellcheck disable=SC2086
         "$PYTHON" "$MAKE_LAYOUTS" --baseline "$_l" "$1/baselines/$_l" $_runs ||
             fail "make_layouts.py --baseline $_l failed"
+    done
+}
+
+# make_torch_layouts DIR TRAJ [--baseline]: DIR/torch/L for every torch
+# layout L (make_torch_files.py) from the trajectory TRAJ, or with
+# --baseline DIR/torch-baselines/L, their flat safetensors layouts.
+make_torch_layouts() {
+    _into=$1/torch
+    [ "${3:-}" = --baseline ] && _into=$1/torch-baselines
+    for _l in $TORCH_LAYOUTS; do
+        "$PYTHON" "$MAKE_TORCH_FILES" ${3:+"$3"} "$_l" "$_into/$_l" "$2" ||
+            fail "make_torch_files.py ${3:+$3 }$_l failed"
     done
 }
 
@@ -59,6 +78,23 @@ pack_one_at_a_time() {
 $_order
 EOF
     [ "$_verb" = add ] || fail "$2 has no checkpoints"
+}
+
+# pack_files_one_at_a_time ARCHIVE TREE: creates ARCHIVE with the first
+# file of TREE and adds the others with one trajpack add each, in the
+# natural order of their paths (the order the runs of the torch layouts
+# write them), at the paths trajpack create TREE gives.
+pack_files_one_at_a_time() {
+    _verb=create
+    while IFS= read -r _p; do
+        [ -n "$_p" ] || continue
+        "$TRAJPACK" "$_verb" -q "$1" "$(dirname "$2")/$_p" --as "$_p" ||
+            fail "trajpack $_verb $1 $_p failed"
+        _verb=add
+    done <<EOF
+$(cd "$(dirname "$2")" && find "$(basename "$2")" -type f | LC_ALL=C sort -V)
+EOF
+    [ "$_verb" = add ] || fail "$2 has no files"
 }
 
 # pack_added_later ARCHIVE TREE [--as]: TREE is the addlater layout
