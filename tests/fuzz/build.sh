@@ -9,16 +9,16 @@
 # fuzz_TARGET for each TARGET of `targets` (tests/fuzz/fuzz_TARGET.c,
 # listed in build-fuzz/targets for run.sh) and seeds/TARGET/, made by
 # make_seeds from small valid inputs (and the release-1 archive of
-# tests/fixtures). The library
-# is compiled afresh from Makefile.am's libtrajfs_a_SOURCES with clang,
-# coverage and AddressSanitizer + UndefinedBehaviorSanitizer.
+# tests/fixtures, the torch.save pickles of tests/fuzz/pickle_samples.c).
+# The library is compiled afresh from Makefile.am's libtrajfs_a_SOURCES
+# with clang, coverage and AddressSanitizer + UndefinedBehaviorSanitizer.
 #
 # Environment: CLANG (clang), FUZZ_CFLAGS (extra flags, e.g. the
 # configured -I for zstd), FUZZ_LIBS (-lzstd -lxxhash -lm), PYTHON
 # (python3, for tests/tools/make_safetensors.py).
 set -eu
 
-targets="archive commits catalog safetensors codec"
+targets="archive commits catalog safetensors codec pickle"
 
 [ $# -eq 2 ] || { echo "usage: $0 SRCDIR BUILDDIR" >&2; exit 2; }
 src=$(cd "$1" && pwd)
@@ -75,7 +75,8 @@ for t in $targets; do
 done
 # shellcheck disable=SC2086
 $CLANG $cflags -fsanitize=fuzzer-no-link "$src/tests/fuzz/make_seeds.c" \
-    "$src/tests/fuzz/seed_values.c" "$out/libtrajfs-fuzz.a" $FUZZ_LIBS -o "$out/make_seeds"
+    "$src/tests/fuzz/seed_values.c" "$src/tests/fuzz/pickle_samples.c" "$out/libtrajfs-fuzz.a" \
+    $FUZZ_LIBS -o "$out/make_seeds"
 
 # ---- seed corpora ----
 rm -rf "$out/seeds" "$out/st"

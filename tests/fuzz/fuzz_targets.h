@@ -36,5 +36,8 @@ int tf_fuzz_safetensors(const uint8_t *data, size_t size, tf_error *e);
 /* A codec input (codec_input.h): decode, and a re-encoding of what
  * decoded must decode to the same bytes. */
 int tf_fuzz_codec(const uint8_t *data, size_t size, tf_error *e);
+/* The data.pkl of a torch.save file: tf_pickle_torch_storages, and what
+ * it accepted must name each storage once, with a dtype and a path. */
+int tf_fuzz_pickle(const uint8_t *data, size_t size, tf_error *e);
 
 #endif

@@ -17,6 +17,8 @@
  *               weight-like elements (with infinities, NaNs, signed zeros,
  *               subnormals) encoded by the real encoder, with the fitted
  *               model and a nearby reference for ulp
+ * OUT/pickle    the data.pkl records of pickle_samples.h (real torch.save
+ *               files of protocols 1, 2 and 4)
  *
  * OUT/work is scratch space (build.sh removes it). Everything is
  * deterministic (fixed seed). Each encoded chunk is decoded
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include "codec_input.h"
+#include "pickle_samples.h"
 #include "seed_values.h"
 #include "common/dtype.h"
 #include "format/container.h"
@@ -419,6 +422,8 @@ int main(int argc, char **argv)
     if (!cwd || !out_dir)
         die(argv[1], strerror(errno));
     codec_seeds();
+    for (size_t i = 0; i < N_PICKLE_SAMPLES; i++)
+        write_seed("pickle", pickle_samples[i].name, pickle_samples[i].data, pickle_samples[i].len);
 
     snprintf(work, sizeof work, "%s/work", out_dir);
     snprintf(archive, sizeof archive, "%s/good.traj", work);

@@ -28,6 +28,7 @@ static const struct {
     { "catalog", tf_fuzz_catalog },
     { "safetensors", tf_fuzz_safetensors },
     { "codec", tf_fuzz_codec },
+    { "pickle", tf_fuzz_pickle },
 };
 
 static char regress_dir[4096];

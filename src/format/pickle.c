@@ -1,0 +1,1126 @@
+#include "format/pickle.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/dtype.h"
+
+/* ---- opcodes ---- */
+
+/* The opcodes the interpreter runs (pickle.h lists them). */
+enum {
+    OP_MARK = '(', OP_STOP = '.', OP_POP = '0', OP_POP_MARK = '1',
+    OP_INT = 'I', OP_LONG = 'L', OP_BININT = 'J', OP_BININT1 = 'K', OP_BININT2 = 'M',
+    OP_NONE = 'N', OP_BINFLOAT = 'G', OP_BINPERSID = 'Q', OP_REDUCE = 'R', OP_BUILD = 'b',
+    OP_GLOBAL = 'c', OP_BINUNICODE = 'X', OP_BINBYTES = 'B', OP_SHORT_BINBYTES = 'C',
+    OP_EMPTY_LIST = ']', OP_APPEND = 'a', OP_APPENDS = 'e',
+    OP_EMPTY_DICT = '}', OP_SETITEM = 's', OP_SETITEMS = 'u',
+    OP_EMPTY_TUPLE = ')', OP_TUPLE = 't',
+    OP_BINGET = 'h', OP_LONG_BINGET = 'j', OP_BINPUT = 'q', OP_LONG_BINPUT = 'r',
+    OP_PROTO = 0x80, OP_TUPLE1 = 0x85, OP_TUPLE2 = 0x86, OP_TUPLE3 = 0x87,
+    OP_NEWTRUE = 0x88, OP_NEWFALSE = 0x89, OP_LONG1 = 0x8a, OP_LONG4 = 0x8b,
+    OP_SHORT_BINUNICODE = 0x8c, OP_BINUNICODE8 = 0x8d, OP_BINBYTES8 = 0x8e,
+    OP_STACK_GLOBAL = 0x93, OP_MEMOIZE = 0x94, OP_FRAME = 0x95,
+};
+
+/* Every opcode of pickle protocols 0 to 5, for messages. */
+static const char *const op_names[256] = {
+    ['('] = "MARK", ['.'] = "STOP", ['0'] = "POP", ['1'] = "POP_MARK", ['2'] = "DUP",
+    ['F'] = "FLOAT", ['I'] = "INT", ['J'] = "BININT", ['K'] = "BININT1", ['L'] = "LONG",
+    ['M'] = "BININT2", ['N'] = "NONE", ['P'] = "PERSID", ['Q'] = "BINPERSID", ['R'] = "REDUCE",
+    ['S'] = "STRING", ['T'] = "BINSTRING", ['U'] = "SHORT_BINSTRING", ['V'] = "UNICODE",
+    ['X'] = "BINUNICODE", ['a'] = "APPEND", ['b'] = "BUILD", ['c'] = "GLOBAL", ['d'] = "DICT",
+    ['}'] = "EMPTY_DICT", ['e'] = "APPENDS", ['g'] = "GET", ['h'] = "BINGET", ['i'] = "INST",
+    ['j'] = "LONG_BINGET", ['l'] = "LIST", [']'] = "EMPTY_LIST", ['o'] = "OBJ", ['p'] = "PUT",
+    ['q'] = "BINPUT", ['r'] = "LONG_BINPUT", ['s'] = "SETITEM", ['t'] = "TUPLE",
+    [')'] = "EMPTY_TUPLE", ['u'] = "SETITEMS", ['G'] = "BINFLOAT", ['B'] = "BINBYTES",
+    ['C'] = "SHORT_BINBYTES", [0x80] = "PROTO", [0x81] = "NEWOBJ", [0x82] = "EXT1",
+    [0x83] = "EXT2", [0x84] = "EXT4", [0x85] = "TUPLE1", [0x86] = "TUPLE2", [0x87] = "TUPLE3",
+    [0x88] = "NEWTRUE", [0x89] = "NEWFALSE", [0x8a] = "LONG1", [0x8b] = "LONG4",
+    [0x8c] = "SHORT_BINUNICODE", [0x8d] = "BINUNICODE8", [0x8e] = "BINBYTES8",
+    [0x8f] = "EMPTY_SET", [0x90] = "ADDITEMS", [0x91] = "FROZENSET", [0x92] = "NEWOBJ_EX",
+    [0x93] = "STACK_GLOBAL", [0x94] = "MEMOIZE", [0x95] = "FRAME", [0x96] = "BYTEARRAY8",
+    [0x97] = "NEXT_BUFFER", [0x98] = "READONLY_BUFFER",
+};
+
+/* ---- values ---- */
+
+typedef enum {
+    V_NONE, V_BOOL, V_INT, V_BIGINT, V_FLOAT, V_STR, V_BYTES,
+    V_TUPLE, V_LIST, V_DICT, V_GLOBAL, V_STORAGE, V_TENSOR,
+} kind;
+
+static const char *const kind_names[] = {
+    "None", "a bool", "an int", "an int beyond 64 bits", "a float", "a str", "bytes",
+    "a tuple", "a list", "a dict", "a global", "a storage", "a tensor",
+};
+
+typedef struct container container;
+
+/* What the stack and the memo hold. Numbers other than ints are not kept:
+ * nothing the interpreter reports depends on them. */
+typedef struct {
+    kind kind;
+    size_t len; /* V_STR, V_BYTES */
+    union {
+        int64_t i;        /* V_BOOL, V_INT */
+        const uint8_t *s; /* V_STR, V_BYTES: in the pickle */
+        container *c;     /* V_TUPLE, V_LIST, V_DICT */
+        size_t index;     /* V_GLOBAL: of globals; V_STORAGE, V_TENSOR: of storages */
+    } u;
+} value;
+
+/* A tuple, list or dict (items key, value, key, value, ...). Containers
+ * are shared, as the memo shares them, and may hold themselves. */
+struct container {
+    value *items;
+    size_t n, cap;
+    value state;  /* what BUILD gave a dict; V_NONE when nothing */
+    bool visited; /* by the walk */
+};
+
+/* What a global is to the interpreter. */
+typedef enum {
+    G_OTHER, /* recorded by name; calling it is an error */
+    G_ORDERED_DICT,
+    G_REBUILD_V2,        /* (storage, offset, size, stride, requires_grad, hooks[, metadata]) */
+    G_REBUILD_V3,        /* the same with dtype before metadata */
+    G_PARAMETER,         /* (tensor, requires_grad, hooks) */
+    G_PARAMETER_STATE,   /* (tensor, requires_grad, hooks, state) */
+    G_STORAGE,           /* a storage class; dtype TF_DT_NONE for UntypedStorage */
+    G_DTYPE,
+} role;
+
+static const struct {
+    const char *module, *name;
+    role role;
+    tf_dtype dtype;
+} known_globals[] = {
+    { "collections", "OrderedDict", G_ORDERED_DICT, TF_DT_NONE },
+    { "torch._utils", "_rebuild_tensor_v2", G_REBUILD_V2, TF_DT_NONE },
+    { "torch._utils", "_rebuild_tensor_v3", G_REBUILD_V3, TF_DT_NONE },
+    { "torch._utils", "_rebuild_parameter", G_PARAMETER, TF_DT_NONE },
+    { "torch._utils", "_rebuild_parameter_with_state", G_PARAMETER_STATE, TF_DT_NONE },
+    { "torch", "UntypedStorage", G_STORAGE, TF_DT_NONE },
+    { "torch", "FloatStorage", G_STORAGE, TF_DT_F32 },
+    { "torch", "HalfStorage", G_STORAGE, TF_DT_F16 },
+    { "torch", "BFloat16Storage", G_STORAGE, TF_DT_BF16 },
+    { "torch", "DoubleStorage", G_STORAGE, TF_DT_F64 },
+    { "torch", "LongStorage", G_STORAGE, TF_DT_I64 },
+    { "torch", "IntStorage", G_STORAGE, TF_DT_I32 },
+    { "torch", "ShortStorage", G_STORAGE, TF_DT_I16 },
+    { "torch", "CharStorage", G_STORAGE, TF_DT_I8 },
+    { "torch", "ByteStorage", G_STORAGE, TF_DT_U8 },
+    { "torch", "BoolStorage", G_STORAGE, TF_DT_BOOL },
+    /* A dtype pickles as torch.<its name>. */
+    { "torch", "float32", G_DTYPE, TF_DT_F32 },
+    { "torch", "float16", G_DTYPE, TF_DT_F16 },
+    { "torch", "bfloat16", G_DTYPE, TF_DT_BF16 },
+    { "torch", "float64", G_DTYPE, TF_DT_F64 },
+    { "torch", "float8_e4m3fn", G_DTYPE, TF_DT_F8_E4M3 },
+    { "torch", "float8_e5m2", G_DTYPE, TF_DT_F8_E5M2 },
+    { "torch", "int64", G_DTYPE, TF_DT_I64 },
+    { "torch", "int32", G_DTYPE, TF_DT_I32 },
+    { "torch", "int16", G_DTYPE, TF_DT_I16 },
+    { "torch", "int8", G_DTYPE, TF_DT_I8 },
+    { "torch", "uint64", G_DTYPE, TF_DT_U64 },
+    { "torch", "uint32", G_DTYPE, TF_DT_U32 },
+    { "torch", "uint16", G_DTYPE, TF_DT_U16 },
+    { "torch", "uint8", G_DTYPE, TF_DT_U8 },
+    { "torch", "bool", G_DTYPE, TF_DT_BOOL },
+};
+
+typedef struct {
+    const uint8_t *module, *name; /* in the pickle */
+    size_t module_len, name_len;
+    role role;
+    tf_dtype dtype; /* G_STORAGE, G_DTYPE */
+} global;
+
+/* A storage as one BINPERSID names it. At STOP, the ones of one key
+ * become a group, which the first of them stands for. */
+typedef struct {
+    const uint8_t *key; /* in the pickle */
+    size_t key_len;
+    uint64_t nbytes;
+    tf_dtype dtype; /* TF_DT_NONE until a storage class or a tensor says */
+    size_t offset;  /* of the BINPERSID */
+    size_t group;   /* the first of its key, once grouped */
+    char *path;     /* of the group, on its first: set by the walk */
+} storage;
+
+typedef struct {
+    const uint8_t *p;
+    size_t len, pos;
+    size_t op_pos; /* the opcode running, for messages */
+    uint8_t op;
+    value *stack;
+    size_t sp, stack_cap;
+    size_t marks[TF_PICKLE_MAX_DEPTH]; /* stack positions of the open marks */
+    size_t nmarks;
+    value *memo;
+    size_t nmemo, memo_cap;
+    container **containers; /* every one made, to free them */
+    size_t ncontainers, containers_cap;
+    global *globals;
+    size_t nglobals, globals_cap;
+    storage *storages; /* in the order of their BINPERSIDs */
+    size_t nstorages, storages_cap;
+    size_t path_bytes;
+    tf_error *e;
+} machine;
+
+/* ---- messages ---- */
+
+#define SHOWN_MAX 60
+
+/* s as a message may show it: printable ASCII, '?' for other bytes, cut
+ * after SHOWN_MAX bytes. */
+static const char *shown(const uint8_t *s, size_t n, char out[SHOWN_MAX + 4])
+{
+    size_t k = n < SHOWN_MAX ? n : SHOWN_MAX;
+    for (size_t i = 0; i < k; i++)
+        out[i] = s[i] >= 0x20 && s[i] < 0x7f ? (char)s[i] : '?';
+    strcpy(out + k, n > k ? "..." : "");
+    return out;
+}
+
+static const char *op_name(uint8_t op)
+{
+    return op_names[op] ? op_names[op] : "an unknown opcode";
+}
+
+/* Fails with EINVAL: "pickle offset N, OPCODE: message". */
+__attribute__((format(printf, 2, 3))) static int fail(machine *m, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tf_fail(m->e, EINVAL, "pickle offset %zu, %s (0x%02x): %s", m->op_pos, op_name(m->op),
+                   m->op, msg);
+}
+
+static int nomem(machine *m)
+{
+    return tf_fail(m->e, ENOMEM, "pickle: out of memory");
+}
+
+/* "module.name" of g for a message. */
+static const char *global_name(const global *g, char out[2 * SHOWN_MAX + 9])
+{
+    char module[SHOWN_MAX + 4], name[SHOWN_MAX + 4];
+    snprintf(out, 2 * SHOWN_MAX + 9, "%s.%s", shown(g->module, g->module_len, module),
+             shown(g->name, g->name_len, name));
+    return out;
+}
+
+/* ---- memory ---- */
+
+/* v (of *cap elements of size, n used) with room for one more: v itself,
+ * a larger copy, or NULL (ENOMEM). */
+static void *grow(machine *m, void *v, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return v;
+    size_t ncap = *cap ? 2 * *cap : 16;
+    void *nv = ncap <= SIZE_MAX / size ? realloc(v, ncap * size) : NULL;
+    if (!nv) {
+        nomem(m);
+        return NULL;
+    }
+    *cap = ncap;
+    return nv;
+}
+
+static container *new_container(machine *m)
+{
+    container **all = grow(m, m->containers, &m->containers_cap, m->ncontainers, sizeof *all);
+    if (!all)
+        return NULL;
+    m->containers = all;
+    container *c = calloc(1, sizeof *c);
+    if (!c) {
+        nomem(m);
+        return NULL;
+    }
+    all[m->ncontainers++] = c;
+    return c;
+}
+
+static int add_item(machine *m, container *c, value v)
+{
+    value *items = grow(m, c->items, &c->cap, c->n, sizeof *items);
+    if (!items)
+        return -1;
+    c->items = items;
+    items[c->n++] = v;
+    return 0;
+}
+
+/* ---- the stack ---- */
+
+/* Values below the last mark are out of reach until it is popped. */
+static size_t fence(const machine *m)
+{
+    return m->nmarks ? m->marks[m->nmarks - 1] : 0;
+}
+
+static int push(machine *m, value v)
+{
+    if (m->sp == TF_PICKLE_MAX_STACK)
+        return fail(m, "more than %u values on the stack", TF_PICKLE_MAX_STACK);
+    value *s = grow(m, m->stack, &m->stack_cap, m->sp, sizeof *s);
+    if (!s)
+        return -1;
+    m->stack = s;
+    s[m->sp++] = v;
+    return 0;
+}
+
+static int pop(machine *m, value *v)
+{
+    if (m->sp == fence(m))
+        return fail(m, "stack underflow");
+    *v = m->stack[--m->sp];
+    return 0;
+}
+
+static value *top(machine *m)
+{
+    if (m->sp == fence(m)) {
+        fail(m, "stack underflow");
+        return NULL;
+    }
+    return &m->stack[m->sp - 1];
+}
+
+/* Pops the last mark: *at is where it was. */
+static int pop_mark(machine *m, size_t *at)
+{
+    if (!m->nmarks)
+        return fail(m, "no MARK is open");
+    *at = m->marks[--m->nmarks];
+    return 0;
+}
+
+static int push_container(machine *m, kind k)
+{
+    container *c = new_container(m);
+    return c ? push(m, (value){ .kind = k, .u.c = c }) : -1;
+}
+
+/* Moves the values from stack position `from` up into c. */
+static int move_items(machine *m, container *c, size_t from)
+{
+    for (size_t i = from; i < m->sp; i++)
+        if (add_item(m, c, m->stack[i]) < 0)
+            return -1;
+    m->sp = from;
+    return 0;
+}
+
+/* A tuple of the values from stack position `from` up. */
+static int make_tuple(machine *m, size_t from)
+{
+    container *c = new_container(m);
+    if (!c || move_items(m, c, from) < 0)
+        return -1;
+    return push(m, (value){ .kind = V_TUPLE, .u.c = c });
+}
+
+/* The container of kind k just below the last mark, for APPENDS and
+ * SETITEMS; *from is where the items begin. */
+static container *below_mark(machine *m, kind k, size_t *from)
+{
+    if (pop_mark(m, from) < 0)
+        return NULL;
+    if (*from == fence(m)) {
+        fail(m, "stack underflow");
+        return NULL;
+    }
+    const value *v = &m->stack[*from - 1];
+    if (v->kind != k) {
+        fail(m, "adds items to %s", kind_names[v->kind]);
+        return NULL;
+    }
+    return v->u.c;
+}
+
+/* ---- reading the pickle ---- */
+
+/* The next n bytes of the opcode's argument; NULL when the pickle is
+ * shorter. */
+static const uint8_t *take(machine *m, uint64_t n)
+{
+    if (n > m->len - m->pos) {
+        fail(m, "truncated: needs %" PRIu64 " bytes, %zu are left", n, m->len - m->pos);
+        return NULL;
+    }
+    const uint8_t *b = m->p + m->pos;
+    m->pos += (size_t)n;
+    return b;
+}
+
+/* An unsigned little-endian argument of `bytes` bytes (1, 2, 4 or 8). */
+static int take_uint(machine *m, unsigned bytes, uint64_t *v)
+{
+    const uint8_t *b = take(m, bytes);
+    if (!b)
+        return -1;
+    *v = tf_le_get(b, bytes);
+    return 0;
+}
+
+/* A text argument up to '\n' (protocols 0 and 1, and GLOBAL). */
+static int take_line(machine *m, const uint8_t **s, size_t *n)
+{
+    const uint8_t *nl = memchr(m->p + m->pos, '\n', m->len - m->pos);
+    if (!nl)
+        return fail(m, "truncated: no end of line");
+    *s = m->p + m->pos;
+    *n = (size_t)(nl - *s);
+    m->pos += *n + 1;
+    return 0;
+}
+
+static value int_value(int64_t i)
+{
+    return (value){ .kind = V_INT, .u.i = i };
+}
+
+/* A two's complement little-endian integer of n bytes (LONG1, LONG4). */
+static value long_value(const uint8_t *b, size_t n)
+{
+    if (n == 0)
+        return int_value(0);
+    const uint8_t sign = b[n - 1] & 0x80 ? 0xff : 0;
+    for (size_t i = 8; i < n; i++)
+        if (b[i] != sign)
+            return (value){ .kind = V_BIGINT };
+    if (n > 8 && (b[7] & 0x80 ? 0xff : 0) != sign)
+        return (value){ .kind = V_BIGINT };
+    uint64_t u = sign ? UINT64_MAX : 0;
+    for (size_t i = 0; i < n && i < 8; i++)
+        u = (u & ~((uint64_t)0xff << 8 * i)) | (uint64_t)b[i] << 8 * i;
+    return int_value(u <= INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1);
+}
+
+/* A decimal integer as protocol 1 writes one: -?[0-9]+. */
+static int decimal_value(machine *m, const uint8_t *s, size_t n, value *v)
+{
+    const bool neg = n > 0 && s[0] == '-';
+    uint64_t u = 0;
+    bool big = false;
+    if (n == (size_t)neg)
+        return fail(m, "not a decimal integer");
+    for (size_t i = neg; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return fail(m, "not a decimal integer");
+        if (u > (UINT64_MAX - 9) / 10)
+            big = true;
+        else
+            u = 10 * u + (uint64_t)(s[i] - '0');
+    }
+    if (big || u > (uint64_t)INT64_MAX + neg)
+        *v = (value){ .kind = V_BIGINT };
+    else
+        *v = int_value(!neg ? (int64_t)u : u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u);
+    return 0;
+}
+
+/* A str or bytes whose length is a little-endian `bytes`-byte prefix. */
+static int push_string(machine *m, unsigned bytes, kind k)
+{
+    uint64_t n;
+    const uint8_t *s;
+    if (take_uint(m, bytes, &n) < 0 || !(s = take(m, n)))
+        return -1;
+    return push(m, (value){ .kind = k, .len = (size_t)n, .u.s = s });
+}
+
+/* ---- globals ---- */
+
+static int push_global(machine *m, const uint8_t *module, size_t module_len, const uint8_t *name,
+                       size_t name_len)
+{
+    global *gs = grow(m, m->globals, &m->globals_cap, m->nglobals, sizeof *gs);
+    if (!gs)
+        return -1;
+    m->globals = gs;
+    global *g = &gs[m->nglobals];
+    *g = (global){ module, name, module_len, name_len, G_OTHER, TF_DT_NONE };
+    for (size_t i = 0; i < sizeof known_globals / sizeof known_globals[0]; i++)
+        if (strlen(known_globals[i].module) == module_len &&
+            memcmp(known_globals[i].module, module, module_len) == 0 &&
+            strlen(known_globals[i].name) == name_len &&
+            memcmp(known_globals[i].name, name, name_len) == 0) {
+            g->role = known_globals[i].role;
+            g->dtype = known_globals[i].dtype;
+        }
+    return push(m, (value){ .kind = V_GLOBAL, .u.index = m->nglobals++ });
+}
+
+static int op_global(machine *m)
+{
+    const uint8_t *module, *name;
+    size_t module_len, name_len;
+    if (take_line(m, &module, &module_len) < 0 || take_line(m, &name, &name_len) < 0)
+        return -1;
+    return push_global(m, module, module_len, name, name_len);
+}
+
+static int op_stack_global(machine *m)
+{
+    value module, name;
+    if (pop(m, &name) < 0 || pop(m, &module) < 0)
+        return -1;
+    if (module.kind != V_STR || name.kind != V_STR)
+        return fail(m, "module and name are %s and %s, not two str", kind_names[module.kind],
+                    kind_names[name.kind]);
+    return push_global(m, module.u.s, module.len, name.u.s, name.len);
+}
+
+/* ---- storages ---- */
+
+static const char *storage_key(const storage *s, char out[SHOWN_MAX + 4])
+{
+    return shown(s->key, s->key_len, out);
+}
+
+/* Records that a tensor reads storage s as elements of dt. */
+static int set_dtype(machine *m, storage *s, tf_dtype dt)
+{
+    char key[SHOWN_MAX + 4];
+    if (s->dtype != TF_DT_NONE && s->dtype != dt)
+        return fail(m, "storage '%s' (named at offset %zu) is read as %s but is %s",
+                    storage_key(s, key), s->offset, tf_dtype_get(dt)->name,
+                    tf_dtype_get(s->dtype)->name);
+    s->dtype = dt;
+    return 0;
+}
+
+static bool is_str(const value *v, const char *s)
+{
+    return v->kind == V_STR && v->len == strlen(s) && memcmp(v->u.s, s, v->len) == 0;
+}
+
+/* BINPERSID of ('storage', storage class, key, location, numel). */
+static int op_binpersid(machine *m)
+{
+    value pid;
+    char name[2 * SHOWN_MAX + 9], key[SHOWN_MAX + 4];
+    if (pop(m, &pid) < 0)
+        return -1;
+    if (pid.kind != V_TUPLE)
+        return fail(m, "a persistent id is %s, not a tuple ('storage', storage class, key, "
+                       "location, numel)", kind_names[pid.kind]);
+    if (pid.u.c->n != 5)
+        return fail(m, "a persistent id of %zu items, not the 5 of ('storage', storage class, "
+                       "key, location, numel)", pid.u.c->n);
+    const value *f = pid.u.c->items;
+    if (!is_str(&f[0], "storage"))
+        return fail(m, "a persistent id's first item is not 'storage'");
+    if (f[1].kind != V_GLOBAL)
+        return fail(m, "a storage class is %s", kind_names[f[1].kind]);
+    const global *cls = &m->globals[f[1].u.index];
+    if (cls->role != G_STORAGE)
+        return fail(m, "%s is not a storage class the archive stores", global_name(cls, name));
+    if (f[2].kind != V_STR || f[3].kind != V_STR)
+        return fail(m, "a storage's key and location are %s and %s, not two str",
+                    kind_names[f[2].kind], kind_names[f[3].kind]);
+    /* Keys are compared when storages are grouped: the bound keeps a key
+     * that many ids share (through the memo) from costing more than its
+     * bytes. */
+    if (f[2].len > TF_PICKLE_MAX_KEY)
+        return fail(m, "a storage key longer than %d bytes", TF_PICKLE_MAX_KEY);
+    if (memchr(f[2].u.s, 0, f[2].len))
+        return fail(m, "a storage key contains NUL");
+    if (f[4].kind != V_INT)
+        return fail(m, "storage '%s': its size is %s, not an int", shown(f[2].u.s, f[2].len, key),
+                    kind_names[f[4].kind]);
+    if (f[4].u.i < 0)
+        return fail(m, "storage '%s': its size %" PRId64 " is negative",
+                    shown(f[2].u.s, f[2].len, key), f[4].u.i);
+    uint64_t size = cls->dtype == TF_DT_NONE ? 1 : tf_dtype_get(cls->dtype)->size;
+    if ((uint64_t)f[4].u.i > UINT64_MAX / size)
+        return fail(m, "storage '%s': %" PRId64 " elements overflow", shown(f[2].u.s, f[2].len, key),
+                    f[4].u.i);
+    storage *ss = grow(m, m->storages, &m->storages_cap, m->nstorages, sizeof *ss);
+    if (!ss)
+        return -1;
+    m->storages = ss;
+    ss[m->nstorages] = (storage){ .key = f[2].u.s, .key_len = f[2].len,
+                                  .nbytes = (uint64_t)f[4].u.i * size, .dtype = cls->dtype,
+                                  .offset = m->op_pos };
+    return push(m, (value){ .kind = V_STORAGE, .u.index = m->nstorages++ });
+}
+
+/* ---- storages by key ---- */
+
+static int by_key_then_offset(const void *pa, const void *pb)
+{
+    const storage *a = *(const storage *const *)pa, *b = *(const storage *const *)pb;
+    int c = memcmp(a->key, b->key, a->key_len < b->key_len ? a->key_len : b->key_len);
+    if (c == 0 && a->key_len != b->key_len)
+        c = a->key_len < b->key_len ? -1 : 1;
+    return c ? c : (a->offset > b->offset) - (a->offset < b->offset);
+}
+
+/* Puts each storage into the group of its key; the group's first (in
+ * pickle order) takes the dtype any of them has, and all must agree on
+ * dtype and size. */
+static int group_storages(machine *m)
+{
+    char key[SHOWN_MAX + 4];
+    storage **sorted = malloc((m->nstorages ? m->nstorages : 1) * sizeof *sorted);
+    if (!sorted)
+        return nomem(m);
+    for (size_t i = 0; i < m->nstorages; i++)
+        sorted[i] = &m->storages[i];
+    qsort(sorted, m->nstorages, sizeof *sorted, by_key_then_offset);
+    int rc = 0;
+    for (size_t i = 0, first = 0; rc == 0 && i < m->nstorages; i++) {
+        storage *s = sorted[i], *g = sorted[first];
+        if (i > first && (s->key_len != g->key_len || memcmp(s->key, g->key, s->key_len) != 0))
+            g = sorted[first = i];
+        s->group = (size_t)(g - m->storages);
+        if (s->nbytes != g->nbytes)
+            rc = fail(m, "storage '%s' has %" PRIu64 " bytes where named at offset %zu and %" PRIu64
+                         " where named at offset %zu", storage_key(g, key), g->nbytes, g->offset,
+                      s->nbytes, s->offset);
+        else if (s->dtype != TF_DT_NONE && g->dtype != TF_DT_NONE && s->dtype != g->dtype)
+            rc = fail(m, "storage '%s' is %s where named at offset %zu and %s where named at "
+                         "offset %zu", storage_key(g, key), tf_dtype_get(g->dtype)->name,
+                      g->offset, tf_dtype_get(s->dtype)->name, s->offset);
+        else if (g->dtype == TF_DT_NONE)
+            g->dtype = s->dtype;
+    }
+    free(sorted);
+    return rc;
+}
+
+/* ---- calls ---- */
+
+/* Tensors have a few dimensions; the bound keeps a size tuple that many
+ * REDUCEs share (through the memo) from costing more than its bytes. */
+#define MAX_DIMS 64
+
+static bool is_int_tuple(const value *v)
+{
+    if (v->kind != V_TUPLE || v->u.c->n > MAX_DIMS)
+        return false;
+    for (size_t i = 0; i < v->u.c->n; i++)
+        if (v->u.c->items[i].kind != V_INT)
+            return false;
+    return true;
+}
+
+/* _rebuild_tensor_v2 / _v3(storage, storage_offset, size, stride,
+ * requires_grad, backward_hooks[, dtype (v3)][, metadata]). */
+static int rebuild_tensor(machine *m, const global *f, const container *args)
+{
+    char name[2 * SHOWN_MAX + 9];
+    const bool v3 = f->role == G_REBUILD_V3;
+    const value *a = args->items;
+    if (args->n != 6u + v3 && args->n != 7u + v3)
+        return fail(m, "%s takes %d or %d arguments, not %zu", global_name(f, name), 6 + v3, 7 + v3,
+                    args->n);
+    if (a[0].kind != V_STORAGE)
+        return fail(m, "%s of %s, not a storage", global_name(f, name), kind_names[a[0].kind]);
+    if (a[1].kind != V_INT || a[1].u.i < 0 || !is_int_tuple(&a[2]) || !is_int_tuple(&a[3]) ||
+        a[2].u.c->n != a[3].u.c->n || a[4].kind != V_BOOL)
+        return fail(m, "%s: the offset, size, stride or requires_grad is malformed",
+                    global_name(f, name));
+    if (v3) {
+        const global *dt = a[6].kind == V_GLOBAL ? &m->globals[a[6].u.index] : NULL;
+        char dt_name[2 * SHOWN_MAX + 9];
+        if (!dt || dt->role != G_DTYPE)
+            return fail(m, "%s: its dtype argument is %s, not a dtype the archive stores",
+                        global_name(f, name), dt ? global_name(dt, dt_name) : kind_names[a[6].kind]);
+        if (set_dtype(m, &m->storages[a[0].u.index], dt->dtype) < 0)
+            return -1;
+    }
+    return push(m, (value){ .kind = V_TENSOR, .u.index = a[0].u.index });
+}
+
+/* REDUCE: only OrderedDict() and the tensor rebuild functions are called. */
+static int op_reduce(machine *m)
+{
+    value args, f;
+    char name[2 * SHOWN_MAX + 9];
+    if (pop(m, &args) < 0 || pop(m, &f) < 0)
+        return -1;
+    if (f.kind != V_GLOBAL)
+        return fail(m, "calls %s", kind_names[f.kind]);
+    const global *g = &m->globals[f.u.index];
+    if (args.kind != V_TUPLE)
+        return fail(m, "the arguments of %s are %s, not a tuple", global_name(g, name),
+                    kind_names[args.kind]);
+    const container *a = args.u.c;
+    switch (g->role) {
+    case G_ORDERED_DICT:
+        if (a->n)
+            return fail(m, "collections.OrderedDict is called with arguments");
+        return push_container(m, V_DICT);
+    case G_REBUILD_V2:
+    case G_REBUILD_V3:
+        return rebuild_tensor(m, g, a);
+    case G_PARAMETER:
+    case G_PARAMETER_STATE:
+        if (a->n != (g->role == G_PARAMETER ? 3u : 4u) || a->items[0].kind != V_TENSOR)
+            return fail(m, "%s: malformed arguments", global_name(g, name));
+        return push(m, a->items[0]);
+    default:
+        return fail(m, "calls %s, which is neither a tensor rebuild function nor "
+                       "collections.OrderedDict", global_name(g, name));
+    }
+}
+
+/* ---- the other opcodes ---- */
+
+static int op_memo_put(machine *m, uint64_t index)
+{
+    const value *v = top(m);
+    if (!v)
+        return -1;
+    /* Picklers number memo entries in order: an index past the end is
+     * never written, and refusing it bounds the memo by the puts. */
+    if (index > m->nmemo)
+        return fail(m, "memo index %" PRIu64 " skips past the memo's %zu entries", index, m->nmemo);
+    if (index == m->nmemo) {
+        if (m->nmemo == TF_PICKLE_MAX_MEMO)
+            return fail(m, "more than %u memo entries", TF_PICKLE_MAX_MEMO);
+        value *memo = grow(m, m->memo, &m->memo_cap, m->nmemo, sizeof *memo);
+        if (!memo)
+            return -1;
+        m->memo = memo;
+        m->nmemo++;
+    }
+    m->memo[index] = *v;
+    return 0;
+}
+
+static int op_memo_get(machine *m, unsigned bytes)
+{
+    uint64_t index;
+    if (take_uint(m, bytes, &index) < 0)
+        return -1;
+    if (index >= m->nmemo)
+        return fail(m, "memo index %" PRIu64 " is not set (the memo has %zu entries)", index,
+                    m->nmemo);
+    return push(m, m->memo[index]);
+}
+
+static int op_proto(machine *m)
+{
+    uint64_t version;
+    if (take_uint(m, 1, &version) < 0)
+        return -1;
+    if (m->op_pos != 0)
+        return fail(m, "PROTO is not the first opcode");
+    if (version < 2 || version > 5)
+        return fail(m, "protocol %" PRIu64 " is not one torch.save writes", version);
+    return 0;
+}
+
+static int op_frame(machine *m)
+{
+    uint64_t n;
+    if (take_uint(m, 8, &n) < 0)
+        return -1;
+    if (n > m->len - m->pos)
+        return fail(m, "a frame of %" PRIu64 " bytes runs past the end", n);
+    return 0;
+}
+
+static int op_int(machine *m, bool text_bool)
+{
+    const uint8_t *s;
+    size_t n;
+    value v;
+    if (take_line(m, &s, &n) < 0)
+        return -1;
+    /* Protocol 1 writes False and True as INT 00 and 01, and LONG as
+     * digits and an 'L'. */
+    if (text_bool && n == 2 && s[0] == '0' && (s[1] == '0' || s[1] == '1'))
+        return push(m, (value){ .kind = V_BOOL, .u.i = s[1] == '1' });
+    if (!text_bool && n > 0 && s[n - 1] == 'L')
+        n--;
+    return decimal_value(m, s, n, &v) < 0 ? -1 : push(m, v);
+}
+
+static int op_long(machine *m, unsigned bytes)
+{
+    uint64_t n;
+    const uint8_t *b;
+    if (take_uint(m, bytes, &n) < 0)
+        return -1;
+    if (bytes == 4 && n > INT32_MAX)
+        return fail(m, "a negative length");
+    return (b = take(m, n)) ? push(m, long_value(b, (size_t)n)) : -1;
+}
+
+static int op_binint(machine *m, unsigned bytes)
+{
+    uint64_t u;
+    if (take_uint(m, bytes, &u) < 0)
+        return -1;
+    /* BININT is signed, BININT1 and BININT2 unsigned. */
+    return push(m, int_value(bytes == 4 && u > INT32_MAX ? (int64_t)u - ((int64_t)1 << 32)
+                                                        : (int64_t)u));
+}
+
+static int op_fixed_tuple(machine *m, size_t n)
+{
+    if (m->sp - fence(m) < n)
+        return fail(m, "stack underflow");
+    return make_tuple(m, m->sp - n);
+}
+
+static int op_append(machine *m)
+{
+    value v;
+    const value *list;
+    if (pop(m, &v) < 0 || !(list = top(m)))
+        return -1;
+    if (list->kind != V_LIST)
+        return fail(m, "appends to %s", kind_names[list->kind]);
+    return add_item(m, list->u.c, v);
+}
+
+static int op_setitem(machine *m)
+{
+    value k, v;
+    const value *dict;
+    if (pop(m, &v) < 0 || pop(m, &k) < 0 || !(dict = top(m)))
+        return -1;
+    if (dict->kind != V_DICT)
+        return fail(m, "sets an item of %s", kind_names[dict->kind]);
+    return add_item(m, dict->u.c, k) < 0 ? -1 : add_item(m, dict->u.c, v);
+}
+
+static int op_appends(machine *m)
+{
+    size_t from;
+    container *list = below_mark(m, V_LIST, &from);
+    return list ? move_items(m, list, from) : -1;
+}
+
+static int op_setitems(machine *m)
+{
+    size_t from;
+    container *dict = below_mark(m, V_DICT, &from);
+    if (!dict)
+        return -1;
+    if ((m->sp - from) % 2)
+        return fail(m, "an odd number of keys and values");
+    return move_items(m, dict, from);
+}
+
+/* BUILD of a dict: torch.save's OrderedDicts carry attributes (a
+ * state_dict's _metadata) that way. */
+static int op_build(machine *m)
+{
+    value state;
+    const value *obj;
+    if (pop(m, &state) < 0 || !(obj = top(m)))
+        return -1;
+    if (obj->kind != V_DICT)
+        return fail(m, "sets the state of %s", kind_names[obj->kind]);
+    if (obj->u.c->state.kind != V_NONE)
+        return fail(m, "sets the state of a dict a second time");
+    obj->u.c->state = state;
+    return 0;
+}
+
+static int op_mark(machine *m)
+{
+    if (m->nmarks == TF_PICKLE_MAX_DEPTH)
+        return fail(m, "more than %d marks open", TF_PICKLE_MAX_DEPTH);
+    m->marks[m->nmarks++] = m->sp;
+    return 0;
+}
+
+/* Runs the opcode m->op; 1 at STOP. */
+static int step(machine *m)
+{
+    size_t from = 0;
+    value v;
+    switch (m->op) {
+    case OP_PROTO: return op_proto(m);
+    case OP_FRAME: return op_frame(m);
+    case OP_STOP: return 1;
+    case OP_MARK: return op_mark(m);
+    case OP_POP: return pop(m, &v);
+    case OP_POP_MARK:
+        if (pop_mark(m, &from) < 0)
+            return -1;
+        m->sp = from;
+        return 0;
+    case OP_BINPUT:
+    case OP_LONG_BINPUT: {
+        uint64_t index;
+        return take_uint(m, m->op == OP_BINPUT ? 1 : 4, &index) < 0 ? -1 : op_memo_put(m, index);
+    }
+    case OP_MEMOIZE: return op_memo_put(m, m->nmemo);
+    case OP_BINGET: return op_memo_get(m, 1);
+    case OP_LONG_BINGET: return op_memo_get(m, 4);
+    case OP_NONE: return push(m, (value){ .kind = V_NONE });
+    case OP_NEWTRUE:
+    case OP_NEWFALSE: return push(m, (value){ .kind = V_BOOL, .u.i = m->op == OP_NEWTRUE });
+    case OP_INT: return op_int(m, true);
+    case OP_LONG: return op_int(m, false);
+    case OP_BININT: return op_binint(m, 4);
+    case OP_BININT1: return op_binint(m, 1);
+    case OP_BININT2: return op_binint(m, 2);
+    case OP_LONG1: return op_long(m, 1);
+    case OP_LONG4: return op_long(m, 4);
+    case OP_BINFLOAT: return take(m, 8) ? push(m, (value){ .kind = V_FLOAT }) : -1;
+    case OP_SHORT_BINUNICODE: return push_string(m, 1, V_STR);
+    case OP_BINUNICODE: return push_string(m, 4, V_STR);
+    case OP_BINUNICODE8: return push_string(m, 8, V_STR);
+    case OP_SHORT_BINBYTES: return push_string(m, 1, V_BYTES);
+    case OP_BINBYTES: return push_string(m, 4, V_BYTES);
+    case OP_BINBYTES8: return push_string(m, 8, V_BYTES);
+    case OP_EMPTY_TUPLE: return make_tuple(m, m->sp);
+    case OP_TUPLE: return pop_mark(m, &from) < 0 ? -1 : make_tuple(m, from);
+    case OP_TUPLE1: return op_fixed_tuple(m, 1);
+    case OP_TUPLE2: return op_fixed_tuple(m, 2);
+    case OP_TUPLE3: return op_fixed_tuple(m, 3);
+    case OP_EMPTY_LIST: return push_container(m, V_LIST);
+    case OP_APPEND: return op_append(m);
+    case OP_APPENDS: return op_appends(m);
+    case OP_EMPTY_DICT: return push_container(m, V_DICT);
+    case OP_SETITEM: return op_setitem(m);
+    case OP_SETITEMS: return op_setitems(m);
+    case OP_GLOBAL: return op_global(m);
+    case OP_STACK_GLOBAL: return op_stack_global(m);
+    case OP_REDUCE: return op_reduce(m);
+    case OP_BUILD: return op_build(m);
+    case OP_BINPERSID: return op_binpersid(m);
+    default:
+        return fail(m, op_names[m->op] ? "not one of the opcodes torch.save emits at protocols 1 to 5" : "not a pickle opcode");
+    }
+}
+
+/* ---- paths ---- */
+
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
+typedef struct {
+    char buf[TF_PICKLE_MAX_PATH + 1];
+    size_t len;     /* of the path, even where buf does not hold it */
+    size_t parts;   /* components */
+    size_t bad_len; /* SIZE_MAX, or len before the component that spoilt the path */
+    const char *why;
+} path;
+
+/* Appends a component; returns the length to restore with path_pop. */
+static size_t path_push(path *p, const void *s, size_t n)
+{
+    const size_t old = p->len, dot = p->parts > 0;
+    p->parts++;
+    p->len = old + dot + n;
+    if (p->bad_len != SIZE_MAX)
+        return old;
+    /* The length first: a long key costs no more than a short one. */
+    if (p->len > TF_PICKLE_MAX_PATH) {
+        p->bad_len = old;
+        p->why = "it is longer than " STRINGIFY(TF_PICKLE_MAX_PATH) " bytes";
+    } else if (memchr(s, 0, n)) {
+        p->bad_len = old;
+        p->why = "a key on it contains NUL";
+    } else {
+        if (dot)
+            p->buf[old] = '.';
+        memcpy(p->buf + old + dot, s, n);
+    }
+    return old;
+}
+
+static void path_pop(path *p, size_t old)
+{
+    p->len = old;
+    p->parts--;
+    if (old <= p->bad_len)
+        p->bad_len = SIZE_MAX;
+}
+
+/* Gives storage `index` the path p unless it has one. */
+static int name_storage(machine *m, size_t index, const path *p)
+{
+    storage *s = &m->storages[m->storages[index].group];
+    char key[SHOWN_MAX + 4];
+    if (s->path)
+        return 0;
+    if (p->bad_len != SIZE_MAX)
+        return fail(m, "storage '%s' (named at offset %zu) has no path: %s",
+                    storage_key(s, key), s->offset, p->why);
+    if (p->len + 1 > TF_PICKLE_PATH_BUDGET(m->len) - m->path_bytes)
+        return fail(m, "the paths of the storages exceed %zu bytes", TF_PICKLE_PATH_BUDGET(m->len));
+    if (!(s->path = malloc(p->len + 1)))
+        return nomem(m);
+    memcpy(s->path, p->buf, p->len);
+    s->path[p->len] = '\0';
+    m->path_bytes += p->len + 1;
+    return 0;
+}
+
+/* Names the storages under v, depth first; a container shared or held
+ * by itself is walked once. */
+static int walk(machine *m, const value *v, path *p, unsigned depth)
+{
+    if (v->kind == V_STORAGE || v->kind == V_TENSOR)
+        return name_storage(m, v->u.index, p);
+    if (v->kind != V_TUPLE && v->kind != V_LIST && v->kind != V_DICT)
+        return 0;
+    container *c = v->u.c;
+    if (c->visited)
+        return 0;
+    c->visited = true;
+    if (depth == TF_PICKLE_MAX_DEPTH)
+        return fail(m, "the saved object nests more than %d containers deep", TF_PICKLE_MAX_DEPTH);
+    const size_t stride = v->kind == V_DICT ? 2 : 1;
+    for (size_t i = 0; i < c->n; i += stride) {
+        const value *key = stride == 2 ? &c->items[i] : NULL;
+        char num[24];
+        const void *s = num;
+        size_t n;
+        if (key && key->kind == V_STR) {
+            s = key->u.s;
+            n = key->len;
+        } else if (key && key->kind == V_INT) {
+            n = (size_t)snprintf(num, sizeof num, "%" PRId64, key->u.i);
+        } else {
+            n = (size_t)snprintf(num, sizeof num, "%zu", i / stride);
+        }
+        const size_t old = path_push(p, s, n);
+        const int rc = walk(m, &c->items[i + stride - 1], p, depth + 1);
+        path_pop(p, old);
+        if (rc < 0)
+            return -1;
+    }
+    return walk(m, &c->state, p, depth + 1);
+}
+
+/* ---- the result ---- */
+
+static char *copy_string(const uint8_t *s, size_t n)
+{
+    char *c = malloc(n + 1);
+    if (c) {
+        memcpy(c, s, n);
+        c[n] = '\0';
+    }
+    return c;
+}
+
+/* At STOP: groups the storages by key, walks the saved object and hands
+ * over one storage per key. */
+static int finish(machine *m, tf_pickle_storages *out)
+{
+    char key[SHOWN_MAX + 4];
+    if (m->nmarks)
+        return fail(m, "a MARK is still open");
+    if (m->sp != 1)
+        return fail(m, "%zu values on the stack, not one", m->sp);
+    if (group_storages(m) < 0)
+        return -1;
+    path *p = malloc(sizeof *p);
+    if (!p)
+        return nomem(m);
+    p->len = p->parts = 0;
+    p->bad_len = SIZE_MAX;
+    const int rc = walk(m, &m->stack[0], p, 0);
+    free(p);
+    if (rc < 0)
+        return -1;
+    tf_pickle_storages r = { 0 };
+    if (m->nstorages && !(r.v = calloc(m->nstorages, sizeof *r.v)))
+        return nomem(m);
+    for (size_t i = 0; i < m->nstorages; i++) {
+        storage *s = &m->storages[i];
+        tf_pickle_storage *o = &r.v[r.n];
+        const char *why = NULL;
+        if (s->group != i)
+            continue;
+        if (!s->path)
+            why = "is not part of the saved object";
+        else if (s->dtype == TF_DT_NONE)
+            why = "has no dtype: it is an UntypedStorage that no _rebuild_tensor_v3 reads";
+        else if (s->nbytes % tf_dtype_get(s->dtype)->size)
+            why = "does not hold a whole number of elements";
+        if (why) {
+            tf_pickle_storages_free(&r);
+            return fail(m, "storage '%s' (named at offset %zu) %s", storage_key(s, key),
+                        s->offset, why);
+        }
+        if (!(o->key = copy_string(s->key, s->key_len))) {
+            tf_pickle_storages_free(&r);
+            return nomem(m);
+        }
+        o->dtype = (uint8_t)s->dtype;
+        o->numel = s->nbytes / tf_dtype_get(s->dtype)->size;
+        o->path = s->path;
+        s->path = NULL;
+        r.n++;
+    }
+    *out = r;
+    return 0;
+}
+
+static void machine_free(machine *m)
+{
+    for (size_t i = 0; i < m->ncontainers; i++) {
+        free(m->containers[i]->items);
+        free(m->containers[i]);
+    }
+    for (size_t i = 0; i < m->nstorages; i++)
+        free(m->storages[i].path);
+    free(m->containers);
+    free(m->stack);
+    free(m->memo);
+    free(m->globals);
+    free(m->storages);
+    free(m);
+}
+
+int tf_pickle_torch_storages(const uint8_t *p, size_t len, tf_pickle_storages *out, tf_error *e)
+{
+    *out = (tf_pickle_storages){ 0 };
+    machine *m = calloc(1, sizeof *m);
+    if (!m)
+        return tf_fail(e, ENOMEM, "pickle: out of memory");
+    *m = (machine){ .p = p, .len = len, .e = e };
+    int rc = 0;
+    while (rc == 0 && m->pos < m->len) {
+        m->op_pos = m->pos;
+        m->op = m->p[m->pos++];
+        rc = step(m);
+    }
+    if (rc == 0)
+        rc = tf_fail(e, EINVAL, "pickle offset %zu: truncated: the pickle ends before STOP", len);
+    else if (rc == 1)
+        rc = m->pos == m->len ? finish(m, out) : fail(m, "%zu bytes after STOP", m->len - m->pos);
+    machine_free(m);
+    return rc;
+}
+
+void tf_pickle_storages_free(tf_pickle_storages *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->v[i].key);
+        free(s->v[i].path);
+    }
+    free(s->v);
+    *s = (tf_pickle_storages){ 0 };
+}
