@@ -89,6 +89,9 @@ struct container {
 typedef enum {
     G_OTHER, /* recorded by name; calling it is an error */
     G_ORDERED_DICT,
+    G_DICT_FACTORY,      /* collections.defaultdict(factory): a dict */
+    G_VALUE,             /* a plain value's constructor (torch.Size, set, ...): the
+                            call stands for its arguments, a tuple */
     G_REBUILD_V2,        /* (storage, offset, size, stride, requires_grad, hooks[, metadata]) */
     G_REBUILD_V3,        /* the same with dtype before metadata */
     G_PARAMETER,         /* (tensor, requires_grad, hooks) */
@@ -103,6 +106,24 @@ static const struct {
     tf_dtype dtype;
 } known_globals[] = {
     { "collections", "OrderedDict", G_ORDERED_DICT, TF_DT_NONE },
+    { "collections", "defaultdict", G_DICT_FACTORY, TF_DT_NONE },
+    /* The value constructors torch.load's weights_only unpickler also
+     * admits: what they build holds no code and no storage of its own. */
+    { "torch", "Size", G_VALUE, TF_DT_NONE },
+    { "torch", "device", G_VALUE, TF_DT_NONE },
+    { "torch.serialization", "_get_layout", G_VALUE, TF_DT_NONE },
+    { "_codecs", "encode", G_VALUE, TF_DT_NONE },
+    { "builtins", "set", G_VALUE, TF_DT_NONE },
+    { "builtins", "frozenset", G_VALUE, TF_DT_NONE },
+    { "builtins", "complex", G_VALUE, TF_DT_NONE },
+    { "builtins", "bytearray", G_VALUE, TF_DT_NONE },
+    { "builtins", "slice", G_VALUE, TF_DT_NONE },
+    /* Protocol 2 names builtins as Python 2 did. */
+    { "__builtin__", "set", G_VALUE, TF_DT_NONE },
+    { "__builtin__", "frozenset", G_VALUE, TF_DT_NONE },
+    { "__builtin__", "complex", G_VALUE, TF_DT_NONE },
+    { "__builtin__", "bytearray", G_VALUE, TF_DT_NONE },
+    { "__builtin__", "slice", G_VALUE, TF_DT_NONE },
     { "torch._utils", "_rebuild_tensor_v2", G_REBUILD_V2, TF_DT_NONE },
     { "torch._utils", "_rebuild_tensor_v3", G_REBUILD_V3, TF_DT_NONE },
     { "torch._utils", "_rebuild_parameter", G_PARAMETER, TF_DT_NONE },
@@ -651,7 +672,8 @@ static int rebuild_tensor(machine *m, const global *f, const container *args)
     return push(m, (value){ .kind = V_TENSOR, .u.index = a[0].u.index });
 }
 
-/* REDUCE: only OrderedDict() and the tensor rebuild functions are called. */
+/* REDUCE: only OrderedDict(), defaultdict(factory), the tensor rebuild
+ * functions and the value constructors of known_globals are called. */
 static int op_reduce(machine *m)
 {
     value args, f;
@@ -670,6 +692,12 @@ static int op_reduce(machine *m)
         if (a->n)
             return fail(m, "collections.OrderedDict is called with arguments");
         return push_container(m, V_DICT);
+    case G_DICT_FACTORY:
+        if (a->n > 1)
+            return fail(m, "collections.defaultdict is called with %zu arguments", a->n);
+        return push_container(m, V_DICT);
+    case G_VALUE:
+        return push(m, args);
     case G_REBUILD_V2:
     case G_REBUILD_V3:
         return rebuild_tensor(m, g, a);
@@ -679,8 +707,8 @@ static int op_reduce(machine *m)
             return fail(m, "%s: malformed arguments", global_name(g, name));
         return push(m, a->items[0]);
     default:
-        return fail(m, "calls %s, which is neither a tensor rebuild function nor "
-                       "collections.OrderedDict", global_name(g, name));
+        return fail(m, "calls %s, which is neither a tensor rebuild function nor a "
+                       "plain value's constructor", global_name(g, name));
     }
 }
 

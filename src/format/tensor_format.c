@@ -3,9 +3,11 @@
 #include <string.h>
 
 #include "format/safetensors.h"
+#include "format/torch_save.h"
 
 static const tf_tensor_format *const formats[] = {
     &tf_safetensors_format,
+    &tf_torch_save_format,
 };
 
 #define NFORMATS (sizeof formats / sizeof formats[0])
@@ -20,6 +22,8 @@ const tf_tensor_format *tf_tensor_format_get(unsigned id)
 
 static bool ends_with(const char *s, const char *suffix)
 {
+    if (!suffix)
+        return false;
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }

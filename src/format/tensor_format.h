@@ -15,7 +15,7 @@
 #include "format/catalog.h"
 
 /* Format ids (stored in catalog entries: never renumber). */
-enum { TF_FORMAT_SAFETENSORS = 1 };
+enum { TF_FORMAT_SAFETENSORS = 1, TF_FORMAT_TORCH_SAVE = 2 };
 
 /* The bytes of a file being parsed. */
 typedef struct {
@@ -32,7 +32,8 @@ typedef struct {
 typedef struct {
     uint8_t id;
     const char *name;   /* "safetensors" */
-    const char *suffix; /* a file name ending in it claims the format */
+    const char *suffix; /* a file name ending in it claims the format
+                           (NULL: none does) */
     /* Whether a file of size bytes starting with head (the first
      * TF_FORMAT_HEAD_BYTES bytes, fewer in a shorter file) looks like
      * this format. */

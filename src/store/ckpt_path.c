@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/buf.h"
 #include "format/catalog.h"
@@ -64,10 +65,17 @@ static bool shard_number(const char *s, size_t n, size_t i, size_t len)
     return i >= 5 && memcmp(s + i - 4, "-of-", 4) == 0 && isdigit((unsigned char)s[i - 5]);
 }
 
-/* Whether it is a rank: rank_00, rank0. */
-static bool rank_number(const char *s, size_t i)
+/* Whether it follows a word that makes it no step: a rank (rank_00,
+ * rank0) or a dtype (fp16, bf16, fp32, int8, float16). */
+static bool rank_or_dtype(const char *s, size_t i)
 {
-    return (i >= 5 && memcmp(s + i - 5, "rank_", 5) == 0) || (i >= 4 && memcmp(s + i - 4, "rank", 4) == 0);
+    static const char *const words[] = { "rank_", "rank", "fp", "bf", "int", "float" };
+    for (size_t k = 0; k < sizeof words / sizeof *words; k++) {
+        size_t n = strlen(words[k]);
+        if (i >= n && strncasecmp(s + i - n, words[k], n) == 0)
+            return true;
+    }
+    return false;
 }
 
 /* Appends s to out with its digit runs replaced by '#': every run, or
@@ -94,7 +102,7 @@ static bool holds_step(const char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
         size_t len = digits_at(s, n, i);
-        if (len && !shard_number(s, n, i, len) && !rank_number(s, i))
+        if (len && !shard_number(s, n, i, len) && !rank_or_dtype(s, i))
             return true;
         i += len ? len : 1;
     }

@@ -14,8 +14,8 @@
  *                                  as checkpoint-400/model.safetensors
  * The checkpoint component is the deepest one holding a number once
  * temporary-name markers (a tmp- prefix, a .tmp or .part suffix, rsync's
- * .NAME.XXXXXX) are removed and shard (00001-of-00003) and rank (rank_00)
- * numbers are not counted. Files with equal run keys are checkpoints of
+ * .NAME.XXXXXX) are removed and shard (00001-of-00003), rank (rank_00)
+ * and dtype (fp16, bf16) numbers are not counted. Files with equal run keys are checkpoints of
  * one run; the run key holds the checkpoint component with its numbers
  * replaced, so step-N.safetensors and step-N.optim.safetensors are two
  * runs, and so are run1/step-N and run2/step-N. */

@@ -231,17 +231,13 @@ tf_tensor_ref tf_ref_find(const tf_ref_index *ix, const tf_ckpt_path *at, const 
     return best;
 }
 
-uint64_t tf_ref_run_files(const tf_ref_index *ix, const tf_ckpt_path *at, const char *path)
+uint64_t tf_ref_run_files(const tf_ref_index *ix, const tf_ckpt_path *at)
 {
     uint64_t n = 0;
-    for (size_t i = 0; i < ix->nrecords; i++) {
+    for (size_t i = 0; at->step && i < ix->nrecords; i++) {
         const record *r = &ix->records[i];
-        if (!r->ent || strcmp(r->place.run, at->run) != 0)
-            continue;
-        /* Files of other checkpoints: a run's first checkpoint, however
-         * many files it has, finds nothing. */
-        n += at->step && r->place.step ? tf_natcmp(r->place.step, at->step) != 0
-                                       : strcmp(r->path, path) != 0;
+        n += r->ent && r->place.step && strcmp(r->place.run, at->run) == 0 &&
+             tf_natcmp(r->place.step, at->step) != 0;
     }
     return n;
 }

@@ -41,8 +41,8 @@ int tf_ref_index_sync(tf_ref_index *ix, const tf_archive *ar, tf_error *e);
 tf_tensor_ref tf_ref_find(const tf_ref_index *ix, const tf_ckpt_path *at, const char *name,
                           uint8_t dtype, uint64_t nbytes);
 
-/* Number of tensor files of the run of `at` in its other checkpoints
- * (for a run without steps: at other paths than path). */
-uint64_t tf_ref_run_files(const tf_ref_index *ix, const tf_ckpt_path *at, const char *path);
+/* Number of tensor files of the run of `at` in its other checkpoints (0
+ * for a path without a step: its run has no checkpoints to count). */
+uint64_t tf_ref_run_files(const tf_ref_index *ix, const tf_ckpt_path *at);
 
 #endif

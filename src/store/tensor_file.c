@@ -94,7 +94,7 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
     if (tf_ckpt_path_parse(series_path, &at) < 0)
         return tf_fail(e, ENOMEM, "out of memory");
     tf_add_report *rep = &w->report;
-    rep->run_files = tf_ref_run_files(w->refs, &at, series_path);
+    rep->run_files = tf_ref_run_files(w->refs, &at);
     int rc = 0;
     for (uint64_t t = 0; rc == 0 && t < ent->ntensors; t++) {
         const tf_tensor_span *ts = &ent->tensors[t];

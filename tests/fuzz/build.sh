@@ -15,10 +15,11 @@
 #
 # Environment: CLANG (clang), FUZZ_CFLAGS (extra flags, e.g. the
 # configured -I for zstd), FUZZ_LIBS (-lzstd -lxxhash -lm), PYTHON
-# (python3, for tests/tools/make_safetensors.py).
+# (python3, for tests/tools/make_safetensors.py), TORCH_PYTHON
+# (/usr/bin/python3, Debian's, with torch: the torch.save seeds).
 set -eu
 
-targets="archive commits catalog safetensors codec pickle"
+targets="archive commits catalog safetensors codec pickle torch_save"
 
 [ $# -eq 2 ] || { echo "usage: $0 SRCDIR BUILDDIR" >&2; exit 2; }
 src=$(cd "$1" && pwd)
@@ -28,6 +29,7 @@ CLANG=${CLANG:-clang}
 FUZZ_CFLAGS=${FUZZ_CFLAGS:-}
 FUZZ_LIBS=${FUZZ_LIBS:--lzstd -lxxhash -lm}
 PYTHON=${PYTHON:-python3}
+TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 [ -f "$build/config.h" ] || { echo "$0: $build/config.h missing: configure first" >&2; exit 1; }
 command -v "$CLANG" > /dev/null || { echo "$0: $CLANG not found (apt-get install clang libclang-rt-dev)" >&2; exit 1; }
 
@@ -84,6 +86,7 @@ mkdir -p "$out/seeds"
 "$PYTHON" "$src/tests/tools/make_safetensors.py" good "$out/st/good"
 "$PYTHON" "$src/tests/tools/make_safetensors.py" bad "$out/st/bad"
 "$out/make_seeds" "$out/seeds" "$out/st/good" "$out/st/bad" "$src/tests/fixtures/release1.trajfs"
+"$TORCH_PYTHON" "$src/tests/fuzz/make_torch_seeds.py" "$out/seeds/torch_save"
 rm -rf "$out/seeds/work"
 echo "$targets" > "$out/targets"
 for t in $targets; do

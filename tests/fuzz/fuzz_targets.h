@@ -33,6 +33,9 @@ int tf_fuzz_catalog(const uint8_t *data, size_t size, tf_error *e);
 /* u64 data section length | safetensors JSON header: tf_st_parse, and
  * what it accepted must tile the data section. */
 int tf_fuzz_safetensors(const uint8_t *data, size_t size, tf_error *e);
+/* A whole file parsed as torch.save (zip directory, restricted pickle):
+ * what it accepted must tile the file with its pieces. */
+int tf_fuzz_torch_save(const uint8_t *data, size_t size, tf_error *e);
 /* A codec input (codec_input.h): decode, and a re-encoding of what
  * decoded must decode to the same bytes. */
 int tf_fuzz_codec(const uint8_t *data, size_t size, tf_error *e);

@@ -584,6 +584,48 @@ START_TEST(parameters_wrap_tensors)
 }
 END_TEST
 
+/* Plain values beside the tensors: DeepSpeed's param_shapes hold
+ * torch.Size objects, optimizers' defaults sets and devices; a
+ * defaultdict is a dict. Each call stands for its arguments. */
+START_TEST(value_constructors_are_values)
+{
+    start(2);
+    OPS(EMPTY_DICT, MARK);
+    str("shape");
+    global("torch", "Size");
+    op(MARK);
+    op_le(BININT1, 3, 1);
+    op_le(BININT1, 4, 1);
+    OPS(TUPLE, TUPLE1, REDUCE);
+    str("dev");
+    global("torch", "device");
+    str("cpu");
+    OPS(TUPLE1, REDUCE);
+    str("names");
+    global("builtins", "set");
+    OPS(EMPTY_LIST, TUPLE1, REDUCE);
+    str("names2"); /* protocol 2 spells the module as Python 2 did */
+    global("__builtin__", "set");
+    OPS(EMPTY_LIST, TUPLE1, REDUCE);
+    str("d");
+    global("collections", "defaultdict");
+    global("builtins", "list");
+    OPS(TUPLE1, REDUCE);
+    str("w");
+    f32("0");
+    OPS(SETITEM, SETITEMS, STOP);
+    const want w[] = { { "0", TF_DT_F32, 1, "d.w" } };
+    accepted(w, ARRAY_LEN(w));
+
+    start(2);
+    global("collections", "defaultdict");
+    global("builtins", "list");
+    global("builtins", "list");
+    OPS(TUPLE2, REDUCE, STOP);
+    refused("collections.defaultdict is called with 2 arguments");
+}
+END_TEST
+
 /* torch.save(tensor), torch.save(storage), {"s": storage}. */
 START_TEST(tensor_or_storage_at_the_root)
 {
@@ -1375,6 +1417,7 @@ int main(void)
     tcase_add_loop_test(tc, opcode_outside_the_subset_is_refused, 0, ARRAY_LEN(forbidden_ops));
     tcase_add_test(tc, unknown_opcode_is_refused);
     tcase_add_test(tc, forbidden_calls_are_refused);
+    tcase_add_test(tc, value_constructors_are_values);
     tcase_add_test(tc, memo_indices_are_checked);
     tcase_add_test(tc, stack_is_bounded);
     tcase_add_test(tc, counts_that_lie_are_refused);

@@ -29,6 +29,7 @@ static const struct {
     { "safetensors", tf_fuzz_safetensors },
     { "codec", tf_fuzz_codec },
     { "pickle", tf_fuzz_pickle },
+    { "torch_save", tf_fuzz_torch_save },
 };
 
 static char regress_dir[4096];

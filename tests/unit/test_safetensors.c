@@ -15,6 +15,7 @@
 #include "format/json.h"
 #include "format/safetensors.h"
 #include "format/tensor_format.h"
+#include "format/torch_save.h"
 
 #define FNAME "t.safetensors"
 
@@ -612,8 +613,10 @@ START_TEST(test_format_table)
 {
     ck_assert_ptr_eq(tf_tensor_format_get(TF_FORMAT_SAFETENSORS), &tf_safetensors_format);
     ck_assert_ptr_null(tf_tensor_format_get(0));
-    ck_assert_ptr_null(tf_tensor_format_get(TF_FORMAT_SAFETENSORS + 1));
+    ck_assert_ptr_eq(tf_tensor_format_get(TF_FORMAT_TORCH_SAVE), &tf_torch_save_format);
+    ck_assert_ptr_null(tf_tensor_format_get(TF_FORMAT_TORCH_SAVE + 1));
     ck_assert_str_eq(tf_safetensors_format.name, "safetensors");
+    ck_assert_str_eq(tf_torch_save_format.name, "torch.save");
 }
 END_TEST
 
