@@ -62,17 +62,3 @@ void tf_source_unload(tf_source *src)
     }
     src->data = NULL;
 }
-
-static int read_loaded(void *arg, uint64_t off, void *out, size_t len, tf_error *e)
-{
-    const tf_source *src = arg;
-    if (off > src->size || len > src->size - off)
-        return tf_fail(e, EINVAL, "%s: read past its end", src->name);
-    memcpy(out, src->data + off, len);
-    return 0;
-}
-
-tf_file_source tf_source_as_file(tf_source *src)
-{
-    return (tf_file_source){ .name = src->name, .size = src->size, .read = read_loaded, .arg = src };
-}

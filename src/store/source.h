@@ -7,7 +7,6 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "format/tensor_format.h"
 
 typedef struct {
     const char *name; /* for messages */
@@ -20,8 +19,5 @@ typedef struct {
 /* Loads the whole file into src->data. */
 int tf_source_load(tf_source *src, tf_error *e);
 void tf_source_unload(tf_source *src);
-
-/* A loaded source as a format parser reads it. */
-tf_file_source tf_source_as_file(tf_source *src);
 
 #endif

@@ -125,7 +125,8 @@ int tf_writer_add_tensor_file(tf_writer *w, tf_commit *c, const tf_tensor_format
     if (!ent)
         return -1;
     ent->size = src->size;
-    tf_file_source fs = tf_source_as_file(src);
+    tf_memory_file mem = { src->data, src->size };
+    tf_file_source fs = { .name = src->name, .size = src->size, .read = tf_memory_read, .arg = &mem };
     if (tf_tensor_format_parse(f, &fs, tf_archive_chunk_shift(w->ar), ent, e) < 0)
         return -1;
     w->report.tensor_file = true;

@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 
+#include "format/tensor_format.h"
 #include "store/commit.h"
 #include "store/reader.h"
 #include "store/refs.h"

@@ -1,26 +1,10 @@
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "common/dtype.h"
 #include "format/catalog.h"
 #include "format/torch_save.h"
 #include "fuzz_targets.h"
-
-typedef struct {
-    const uint8_t *p;
-    size_t len;
-} memory;
-
-static int read_memory(void *arg, uint64_t off, void *out, size_t len, tf_error *e)
-{
-    const memory *m = arg;
-    if (off > m->len || len > m->len - off)
-        return tf_fail(e, EINVAL, "read past the end");
-    memcpy(out, m->p + off, len);
-    return 0;
-}
 
 static void broken(const char *what)
 {
@@ -50,8 +34,8 @@ static void check_contract(const tf_entry *ent, size_t size)
 
 int tf_fuzz_torch_save(const uint8_t *data, size_t size, tf_error *e)
 {
-    memory m = { data, size };
-    tf_file_source src = { .name = "fuzz.pt", .size = size, .read = read_memory, .arg = &m };
+    tf_memory_file m = { data, size };
+    tf_file_source src = { .name = "fuzz.pt", .size = size, .read = tf_memory_read, .arg = &m };
     tf_entry ent = { .kind = TF_ENTRY_TENSORS, .path = "fuzz.pt", .size = size };
     int rc = tf_tensor_format_parse(&tf_torch_save_format, &src, 12, &ent, e);
     if (rc == 0)

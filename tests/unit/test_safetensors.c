@@ -576,21 +576,6 @@ END_TEST
 
 /* ---- safetensors as a tensor-file format ---- */
 
-/* A file in memory, read through a tf_file_source. */
-typedef struct {
-    const uint8_t *p;
-    size_t len;
-} mem_file;
-
-static int read_mem(void *arg, uint64_t off, void *out, size_t len, tf_error *e)
-{
-    const mem_file *m = arg;
-    if (off > m->len || len > m->len - off)
-        return tf_fail(e, EIO, "read past the end");
-    memcpy(out, m->p + off, len);
-    return 0;
-}
-
 /* 8-byte length, json, data_len bytes of data: into buf, its length. */
 static size_t make_file(uint8_t *buf, size_t cap, const char *json, size_t data_len)
 {
@@ -664,8 +649,8 @@ START_TEST(test_format_parses_pieces)
                        "\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}   ";
     static uint8_t buf[1024];
     size_t len = make_file(buf, sizeof buf, json, 608);
-    mem_file m = { buf, len };
-    tf_file_source src = { .name = FNAME, .size = len, .read = read_mem, .arg = &m };
+    tf_memory_file m = { buf, len };
+    tf_file_source src = { .name = FNAME, .size = len, .read = tf_memory_read, .arg = &m };
     tf_entry ent = { .kind = TF_ENTRY_TENSORS, .path = FNAME, .size = len };
     tf_error e = { .msg = "" };
     ck_assert_msg(tf_tensor_format_parse(&tf_safetensors_format, &src, 8, &ent, &e) == 0, "%s", e.msg);
@@ -712,8 +697,8 @@ START_TEST(test_format_refuses_what_is_not_one)
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         size_t len = make_file(buf, sizeof buf, cases[k].json, cases[k].data_len);
-        mem_file m = { buf, len };
-        tf_file_source src = { .name = FNAME, .size = len, .read = read_mem, .arg = &m };
+        tf_memory_file m = { buf, len };
+        tf_file_source src = { .name = FNAME, .size = len, .read = tf_memory_read, .arg = &m };
         tf_entry ent = { .kind = TF_ENTRY_TENSORS, .path = FNAME, .size = len };
         tf_error e = { .msg = "" };
         ck_assert_int_eq(tf_tensor_format_parse(&tf_safetensors_format, &src, 8, &ent, &e), -1);
