@@ -2,8 +2,9 @@
 # Checkpoints saved into a writable mount the ways training runs save them
 # (tests/tools/save_patterns.py: cp; the transformers Trainer's
 # tmp-checkpoint-N renamed; FILE.tmp then os.replace; rsync's .FILE.XXXXXX
-# renamed; save_file in place), one file after the other, flat and
-# sharded: the archive reads back byte-identical (the mount while it
+# renamed; save_file in place), one file after the other, flat, sharded
+# and the Trainer's folders with torch.save's optimizer.pt: the archive
+# reads back byte-identical (the mount while it
 # stands, a read-only remount, trajpack extract), and stores the tensors
 # in the same bytes, within 0.5%, as trajpack create of the final tree:
 # the deltas are found whatever name a file had while it was written.
@@ -21,6 +22,8 @@ for layout in flat sharded unmatched; do
     "$PYTHON" "$MAKE_LAYOUTS" "$layout" "$TEST_TMP/layouts/$layout" "$TEST_TMP/run" ||
         fail "make_layouts.py $layout failed"
 done
+"$PYTHON" "$MAKE_TORCH_FILES" trainer "$TEST_TMP/layouts/trainer" "$TEST_TMP/run" ||
+    fail "make_torch_files.py trainer failed"
 mnt=$TEST_TMP/mnt
 
 # The bound is on the stored data (payload_bytes), not the archive size:
@@ -31,7 +34,7 @@ mnt=$TEST_TMP/mnt
 # (flat) and 4.4% (sharded) larger than trajpack create on this data,
 # with the same stored data. Checkpoints stored without deltas cost 5%.
 too_far=""
-for layout in flat sharded; do
+for layout in flat sharded trainer; do
     tree=$TEST_TMP/layouts/$layout
     "$TRAJPACK" create -q "$TEST_TMP/$layout.traj" "$tree" || fail "create $layout failed"
     want=$(payload_bytes "$TEST_TMP/$layout.traj")
