@@ -199,12 +199,12 @@ int tf_zip_read(const tf_file_source *src, tf_zip *z, tf_error *e)
     }
     int rc = src->read(src->arg, d.cd_off, cd, (size_t)d.cd_size, e);
     size_t at = 0;
+    /* An entry that fails is counted too: its name is freed with the
+     * others. */
     for (; rc == 0 && z->n < d.count; z->n++) {
         size_t used = 0;
         rc = read_central(src, cd + at, (size_t)d.cd_size - at, d.cd_off, &z->v[z->n], &used, e);
         at += used;
-        if (rc < 0)
-            z->n++; /* its name is freed with the others */
     }
     free(cd);
     if (rc == 0) {
