@@ -642,10 +642,10 @@ static unsigned popcount(uint64_t v)
     return n;
 }
 
-/* 20 checkpoints with the default max_chain (4): checkpoint k (position
+/* 20 checkpoints with the default max_chain (3): checkpoint k (position
  * k - 1) references the one tf_ref_skip says, its chain has one delta per
- * set bit of its position in the keyframe interval of 16, never more than
- * 4, and the 17th starts a new interval with a keyframe. */
+ * set bit of its position in the keyframe interval of 8, never more than
+ * 3, and the 9th and the 17th start a new interval with a keyframe. */
 START_TEST(skip_references_bound_chains)
 {
     tf_writer *w = new_writer();
