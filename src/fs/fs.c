@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cpus.h"
 #include "fs/log.h"
 #include "fs/spool.h"
 
@@ -72,6 +73,27 @@ static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
     return fs->spool_dir < 0 ? -1 : 0;
 }
 
+/* A prefetch thread reads the blob table, which a commit changes: it
+ * holds the view as a request does. */
+static void hold_view(void *arg)
+{
+    pthread_rwlock_rdlock(&((fs_state *)arg)->view_lock);
+}
+
+static void release_view(void *arg)
+{
+    pthread_rwlock_unlock(&((fs_state *)arg)->view_lock);
+}
+
+static int start_prefetch(fs_state *fs, const fs_options *o)
+{
+    if (!o->prefetch)
+        return 0;
+    tf_prefetch_guard guard = { hold_view, release_view, fs };
+    fs->prefetch = tf_prefetch_new(fs->ar, fs->reader, tf_online_cpus(), o->prefetch, &guard);
+    return fs->prefetch ? 0 : -1;
+}
+
 /* A writable mount reads through its writer's reader: the cache of the
  * parents its commits decode is the one reads use, and cache_size bounds
  * both (a reader of its own would add the writer's 256 MiB). */
@@ -127,6 +149,12 @@ int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
         goto fail;
     }
     init_view_lock(&fs->view_lock);
+    if (start_prefetch(fs, o) < 0) {
+        tf_fail(e, ENOMEM, "cannot start the prefetch threads");
+        fs_readbuf_destroy(&fs->readbuf);
+        pthread_rwlock_destroy(&fs->view_lock);
+        goto fail;
+    }
     fs_handles_init(&fs->handles);
     return 0;
 fail:
@@ -159,6 +187,7 @@ void fs_state_close(fs_state *fs)
     if (lost)
         fs_log(LOG_WARNING, "%zu files open for writing at unmount were never closed: "
                "their changes are not in the archive", lost);
+    tf_prefetch_free(fs->prefetch);
     fs_readbuf_destroy(&fs->readbuf);
     free_reader(fs);
     fs_tree_free(&fs->tree);

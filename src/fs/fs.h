@@ -26,6 +26,7 @@
 #include "fs/readbuf.h"
 #include "fs/tree.h"
 #include "store/archive.h"
+#include "store/prefetch.h"
 #include "store/reader.h"
 #include "store/writer.h"
 
@@ -35,6 +36,7 @@ typedef struct fs_state {
     pthread_rwlock_t view_lock;
     fs_tree tree;
     tf_reader_ctx *reader;      /* one for all threads; its cache is shared */
+    tf_prefetch *prefetch;      /* fills reader's cache ahead of reads */
     fs_readbuf readbuf;
     struct stat archive_st;     /* owner of every file; times of the root */
     bool direct_io;             /* bypass the kernel's page cache */
