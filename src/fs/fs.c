@@ -85,12 +85,12 @@ static void release_view(void *arg)
     pthread_rwlock_unlock(&((fs_state *)arg)->view_lock);
 }
 
-static int start_prefetch(fs_state *fs, const fs_options *o)
+static int start_prefetch(fs_state *fs)
 {
-    if (!o->prefetch)
+    if (!fs->prefetch_bytes)
         return 0;
     tf_prefetch_guard guard = { hold_view, release_view, fs };
-    fs->prefetch = tf_prefetch_new(fs->ar, fs->reader, tf_online_cpus(), o->prefetch, &guard);
+    fs->prefetch = tf_prefetch_new(fs->ar, fs->reader, tf_online_cpus(), fs->prefetch_bytes, &guard);
     return fs->prefetch ? 0 : -1;
 }
 
@@ -128,7 +128,7 @@ static void init_view_lock(pthread_rwlock_t *lock)
 int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
 {
     const char *archive = o->archive;
-    *fs = (fs_state){ .direct_io = o->direct_io, .spool_dir = -1 };
+    *fs = (fs_state){ .direct_io = o->direct_io, .spool_dir = -1, .prefetch_bytes = o->prefetch };
     int rc = o->rw ? open_writable(fs, o, e) : tf_archive_open(archive, false, &fs->ar, e);
     if (rc < 0) {
         if (fs->writer || fs->ar)
@@ -149,12 +149,6 @@ int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
         goto fail;
     }
     init_view_lock(&fs->view_lock);
-    if (start_prefetch(fs, o) < 0) {
-        tf_fail(e, ENOMEM, "cannot start the prefetch threads");
-        fs_readbuf_destroy(&fs->readbuf);
-        pthread_rwlock_destroy(&fs->view_lock);
-        goto fail;
-    }
     fs_handles_init(&fs->handles);
     return 0;
 fail:
@@ -169,6 +163,8 @@ int fs_state_serving(fs_state *fs, struct fuse_session *se, tf_error *e)
     fs->se = se;
     if (fs->writer && fs_committer_start(&fs->committer, fs) < 0)
         return tf_fail(e, EAGAIN, "cannot start the committer thread");
+    if (start_prefetch(fs) < 0)
+        return tf_fail(e, EAGAIN, "cannot start the prefetch threads");
     atomic_store(&fs->notify, true);
     return 0;
 }
