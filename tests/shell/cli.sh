@@ -203,10 +203,15 @@ if "$TRAJFS" "$archive" "$TEST_TMP/no-mount-point" -o all_programs=yes 2> "$TEST
 fi
 grep -qF "trajfs: -o all_programs: takes no value, got 'yes'" "$TEST_TMP/err" ||
     fail "trajfs -o all_programs=yes said: $(cat "$TEST_TMP/err")"
+if "$TRAJFS" "$archive" "$TEST_TMP/no-mount-point" -o prefetch=lots 2> "$TEST_TMP/err"; then
+    fail "trajfs -o prefetch=lots was accepted"
+fi
+grep -qF "trajfs: prefetch=lots: expected bytes" "$TEST_TMP/err" ||
+    fail "trajfs -o prefetch=lots said: $(cat "$TEST_TMP/err")"
 "$TRAJFS" --help > "$TEST_TMP/trajfs.help" || fail "trajfs --help failed"
 sed 's/\\-/-/g' "$top_srcdir/man/trajfs.1" > "$TEST_TMP/trajfs.man"
 mount_options=$(sed -n '/^libfuse options:/q; s/^    -o \([a-z_]*\).*/\1/p' "$TEST_TMP/trajfs.help")
-for opt in cache_size readahead threads rw spool_dir max_chain prog_budget all_programs; do
+for opt in cache_size readahead prefetch threads rw spool_dir max_chain prog_budget all_programs; do
     echo "$mount_options" | grep -qx "$opt" || fail "trajfs --help does not list -o $opt"
 done
 for opt in $mount_options; do
