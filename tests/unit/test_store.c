@@ -324,6 +324,54 @@ START_TEST(test_prefetch_decodes_what_comes_next)
 }
 END_TEST
 
+/* Chains of nearest references as earlier releases wrote them (each
+ * checkpoint the parent of the next, 19 deltas deep at the end) read
+ * back byte for byte, through the prefetcher too. */
+START_TEST(test_long_linear_chains_read)
+{
+    const char *a = tmp(0, "linear.traj");
+    rng_state = 0x5eedull;
+    init_weights();
+    tf_writer *w = test_open_writer(a, true, CHUNK_SHIFT, 2, TF_CHAIN_MAX);
+    enum { STEPS = 20 };
+    for (int k = 1; k <= STEPS; k++) {
+        char name[64], dest[80], parent[80];
+        snprintf(name, sizeof name, "step-%d.safetensors", k);
+        snprintf(dest, sizeof dest, "run/%s", name);
+        snprintf(parent, sizeof parent, "run/step-%d.safetensors", k - 1);
+        write_checkpoint(tmp(1, name));
+        tf_error e = { 0 };
+        ck_assert_msg(tf_writer_add(w, tmp(1, name), dest, k > 1 ? parent : NULL, &e) == 0, "%s",
+                      e.msg);
+        step_weights();
+    }
+    tf_writer_close(w);
+    tf_archive *ar = open_archive(a);
+    unsigned deepest = 0;
+    for (uint64_t b = 0; b < tf_archive_nblobs(ar); b++)
+        if (tf_archive_chain_depth(ar, b) > deepest)
+            deepest = tf_archive_chain_depth(ar, b);
+    ck_assert_uint_eq(deepest, STEPS - 1);
+    for (int k = STEPS; k >= 1; k -= 7) { /* each with a cold cache */
+        char name[64], dest[80];
+        snprintf(name, sizeof name, "step-%d.safetensors", k);
+        snprintf(dest, sizeof dest, "run/%s", name);
+        size_t n;
+        uint8_t *want = read_file(tmp(1, name), &n);
+        const tf_entry *ent = tf_archive_lookup(ar, dest);
+        tf_reader_ctx *r = tf_reader_new(ar, 64 << 20);
+        tf_prefetch *p = tf_prefetch_new(ar, r, 2, n, NULL);
+        tf_prefetch_cursor cur = { 0 };
+        tf_prefetch_read(p, ent, &cur, 0, n);
+        expect_bytes(r, ent, want, 0, n);
+        tf_prefetch_free(p);
+        tf_reader_free(r);
+        free(want);
+    }
+    tf_archive_close(ar);
+}
+END_TEST
+
 START_TEST(test_threads_do_not_change_bytes)
 {
     const char *a1 = tmp(0, "t1.traj");
@@ -577,6 +625,7 @@ int main(void)
     tcase_add_test(tc, test_dedup_same_checkpoint);
     tcase_add_test(tc, test_max_chain_bounds_depth);
     tcase_add_test(tc, test_prefetch_decodes_what_comes_next);
+    tcase_add_test(tc, test_long_linear_chains_read);
     tcase_add_test(tc, test_threads_do_not_change_bytes);
     tcase_add_test(tc, test_truncation_inside_last_commit);
     tcase_add_test(tc, test_damaged_blob_names_tensor);
