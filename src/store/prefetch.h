@@ -7,12 +7,13 @@
  * the chunks a reader is about to ask for into the reader's cache, where
  * the reads then find them (or wait for the decode under way: the cache
  * decodes a blob once however many threads want it):
- *   - a read of a tensor's bytes means the rest of the tensor is coming
- *     (a loader reads whole tensors), so all of its chunks are queued;
+ *   - a read that starts in a tensor means the rest of the tensor is
+ *     coming (a loader reads whole tensors), so its chunks are queued;
  *   - a read that continues where the reads of the same open file were
- *     means the file is read in order, so the chunks of the next `window`
- *     bytes are queued too.
- * A read of a header alone queues nothing, so opening a checkpoint to
+ *     (not the first read of a tensor) means the file is read in order,
+ *     so the chunks of the next `window` bytes are queued too.
+ * A read that starts in a header queues nothing (the kernel reads ahead
+ * of a header into the tensors after it), so opening a checkpoint to
  * pick one tensor costs no decode of the others. Work is done in the
  * order it was queued; when the queue is full, the oldest is dropped. */
 #ifndef TRAJFS_STORE_PREFETCH_H
