@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "cli/progress.h"
-#include "format/catalog.h"
 #include "common/cpus.h"
+#include "format/catalog.h"
 #include "store/prefetch.h"
 #include "store/reader.h"
 

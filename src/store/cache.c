@@ -124,9 +124,9 @@ static uint8_t *take_spare(tf_cache *c, size_t need, size_t *mapped)
 /* Faults a block's new pages in with one call, in huge pages where it
  * spans whole ones, instead of one fault per 4 KiB page as the decoder
  * writes: a cold read of one checkpoint of the benchmark trajectory
- * spent a quarter of its CPU time in those faults, and 13% (bf16
- * weights) to 20% (float32 optimizer state) less CPU time with this.
- * Hints: where the kernel has neither, pages fault in as before. */
+ * spent a quarter to a third of its CPU time in those faults, and took
+ * 9% (bf16 weights) to 17% (float32 optimizer state) less CPU time with
+ * this. Hints: where the kernel has neither, pages fault in as before. */
 static void prefault(void *p, size_t len)
 {
 #ifdef MADV_HUGEPAGE

@@ -141,24 +141,31 @@ static void push(tf_prefetch *p, uint64_t blob)
     p->queue[(p->head + p->len++) % QUEUE_MAX] = blob;
 }
 
-/* Queues the chunks holding bytes [off, end) of ent; the caller holds the
- * lock. */
+/* Queues the chunks holding bytes [from, to) of a chunk run (from < to);
+ * the caller holds the lock. */
+static void queue_chunks(tf_prefetch *p, const tf_chunk_run *run, uint64_t from, uint64_t to)
+{
+    uint64_t last = (run->start + to - 1) / run->chunk_bytes;
+    for (uint64_t c = (run->start + from) / run->chunk_bytes; c <= last; c++)
+        push(p, run->chunks[c]);
+}
+
+/* Queues the chunks holding bytes [off, end) of ent (off < end); the
+ * caller holds the lock. */
 static void queue_range(tf_prefetch *p, const tf_entry *ent, uint64_t off, uint64_t end)
 {
-    bool tensors = ent->kind == TF_ENTRY_TENSORS;
-    for (uint64_t i = tensors ? tf_piece_at(ent, off) : 0; off < end && i < ent->npieces + !tensors; i++) {
-        uint64_t start = tensors ? ent->pieces[i].file_off : 0;
-        uint64_t len = tensors ? ent->pieces[i].len : ent->size;
-        uint64_t stop = start + len < end ? start + len : end;
-        tf_chunk_run run;
-        if (off < stop && tf_piece_chunks(ent, i, p->chunk_shift, &run)) {
-            uint64_t first = (run.start + off - start) / run.chunk_bytes;
-            uint64_t last = (run.start + stop - start - 1) / run.chunk_bytes;
-            for (uint64_t c = first; c <= last; c++)
-                push(p, run.chunks[c]);
-        }
-        if (off < stop)
-            off = stop;
+    tf_chunk_run run;
+    if (ent->kind == TF_ENTRY_FILE) {
+        tf_piece_chunks(ent, 0, p->chunk_shift, &run);
+        queue_chunks(p, &run, off, end);
+        return;
+    }
+    for (uint64_t i = tf_piece_at(ent, off); i < ent->npieces && ent->pieces[i].file_off < end; i++) {
+        const tf_piece *pc = &ent->pieces[i];
+        uint64_t from = off > pc->file_off ? off - pc->file_off : 0;
+        uint64_t to = (end < pc->file_off + pc->len ? end : pc->file_off + pc->len) - pc->file_off;
+        if (from < to && tf_piece_chunks(ent, i, p->chunk_shift, &run))
+            queue_chunks(p, &run, from, to);
     }
 }
 
