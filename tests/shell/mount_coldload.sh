@@ -13,7 +13,8 @@
 #     mount, with a cache far too small for their chains (64 KiB: the
 #     prefetcher's window is a quarter of it), then with the default
 #     cache, are byte-identical;
-#   - the daemons exit 0 at their unmount.
+#   - the daemons exit 0 at their unmount, and their messages show no
+#     sanitizer report (in a build with --enable-sanitizers).
 set -eu
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mountlib.sh"
@@ -30,12 +31,19 @@ depth=$(max_chain_depth "$archive")
 [ "$depth" -eq 3 ] || fail "no chain of 3 deltas in $N checkpoints (the longest: $depth)"
 
 mnt=$TEST_TMP/mnt
+# stop_checked: unmounts; the daemon's messages show no sanitizer report.
+stop_checked() {
+    stop_mount "$mnt"
+    if grep -q 'Sanitizer\|runtime error' "$mnt.log"; then
+        fail "the daemon's messages show a sanitizer report: $(grep -A 30 -m 1 'Sanitizer\|runtime error' "$mnt.log")"
+    fi
+}
 for i in $(seq 1 "$N"); do
     f=step-$i.safetensors
     for opts in "-o prefetch=32M" "-o prefetch=0"; do
         start_mount "$archive" "$mnt" $opts
         cmp "$src/$f" "$mnt/run/$f" || fail "run/$f through a fresh mount ($opts) differs"
-        stop_mount "$mnt"
+        stop_checked
     done
     "$TRAJPACK" extract -q -O "$archive" "run/$f" | cmp - "$src/$f" ||
         fail "trajpack extract -O run/$f differs"
@@ -62,7 +70,7 @@ got, want = (tensor(p, "h.0.mlp.weight") for p in sys.argv[1:])
 assert got.tobytes() == want.tobytes(), "h.0.mlp.weight differs"
 PY
     fail "a tensor picked out of the last checkpoint (above)"
-stop_mount "$mnt"
+stop_checked
 
 # concurrent_cold [trajfs options...]: every checkpoint at once.
 concurrent_cold() {
@@ -77,7 +85,7 @@ concurrent_cold() {
         wait "$p" || bad="$bad $p"
     done
     [ -z "$bad" ] || fail "concurrent cold readers ($*) saw other bytes: $(cat "$TEST_TMP"/cmp.*)"
-    stop_mount "$mnt"
+    stop_checked
 }
 concurrent_cold -o cache_size=64K
 concurrent_cold
