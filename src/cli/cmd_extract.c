@@ -13,11 +13,15 @@
 #include <unistd.h>
 
 #include "cli/progress.h"
+#include "common/cpus.h"
 #include "format/catalog.h"
+#include "store/prefetch.h"
 #include "store/reader.h"
 
 #define BLOCK_BYTES (4u << 20)    /* one tf_reader_pread / write */
 #define CACHE_BYTES (256u << 20)  /* reconstructed chunks kept for deltas */
+/* Chunks decoded ahead of the copy, on every core (store/prefetch.h). */
+#define PREFETCH_BYTES (32u << 20)
 
 static const char extract_usage[] =
     "Usage: trajpack extract [OPTIONS] ARCHIVE [PATH...]\n"
@@ -47,6 +51,7 @@ static const struct option extract_longopts[] = {
 typedef struct {
     tf_archive *ar;
     tf_reader_ctx *reader;
+    tf_prefetch *prefetch;
     uint8_t *buf; /* BLOCK_BYTES */
     cli_progress *bar;
     bool force;
@@ -73,9 +78,11 @@ static int write_all(int fd, const uint8_t *p, size_t len)
 static int copy_content(extractor *ex, const tf_entry *ent, int fd)
 {
     tf_error e;
+    tf_prefetch_cursor ahead = { 0 };
     for (uint64_t off = 0; off < ent->size;) {
         uint64_t left = ent->size - off;
         size_t want = left < BLOCK_BYTES ? (size_t)left : BLOCK_BYTES;
+        tf_prefetch_read(ex->prefetch, ent, &ahead, off, want);
         ssize_t n = tf_reader_pread(ex->reader, ent, off, want, ex->buf, &e);
         if (n < 0) {
             cli_file_error(ent->path, e.msg);
@@ -352,11 +359,14 @@ static int open_and_extract(const extract_args *a)
         goto out;
     ex.reader = tf_reader_new(ex.ar, CACHE_BYTES);
     ex.buf = malloc(BLOCK_BYTES);
-    if (!ex.reader || !ex.buf)
+    if (ex.reader)
+        ex.prefetch = tf_prefetch_new(ex.ar, ex.reader, tf_online_cpus(), PREFETCH_BYTES, NULL);
+    if (!ex.reader || !ex.buf || !ex.prefetch)
         cli_error("out of memory");
     else
         status = run_extraction(&ex, a);
 out:
+    tf_prefetch_free(ex.prefetch);
     free(ex.buf);
     if (ex.reader)
         tf_reader_free(ex.reader);

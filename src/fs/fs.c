@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cpus.h"
 #include "fs/log.h"
 #include "fs/spool.h"
 
@@ -72,6 +73,27 @@ static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
     return fs->spool_dir < 0 ? -1 : 0;
 }
 
+/* A prefetch thread reads the blob table, which a commit changes: it
+ * holds the view as a request does. */
+static void hold_view(void *arg)
+{
+    pthread_rwlock_rdlock(&((fs_state *)arg)->view_lock);
+}
+
+static void release_view(void *arg)
+{
+    pthread_rwlock_unlock(&((fs_state *)arg)->view_lock);
+}
+
+static int start_prefetch(fs_state *fs)
+{
+    if (!fs->prefetch_bytes)
+        return 0;
+    tf_prefetch_guard guard = { hold_view, release_view, fs };
+    fs->prefetch = tf_prefetch_new(fs->ar, fs->reader, tf_online_cpus(), fs->prefetch_bytes, &guard);
+    return fs->prefetch ? 0 : -1;
+}
+
 /* A writable mount reads through its writer's reader: the cache of the
  * parents its commits decode is the one reads use, and cache_size bounds
  * both (a reader of its own would add the writer's 256 MiB). */
@@ -106,7 +128,7 @@ static void init_view_lock(pthread_rwlock_t *lock)
 int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
 {
     const char *archive = o->archive;
-    *fs = (fs_state){ .direct_io = o->direct_io, .spool_dir = -1 };
+    *fs = (fs_state){ .direct_io = o->direct_io, .spool_dir = -1, .prefetch_bytes = o->prefetch };
     int rc = o->rw ? open_writable(fs, o, e) : tf_archive_open(archive, false, &fs->ar, e);
     if (rc < 0) {
         if (fs->writer || fs->ar)
@@ -141,6 +163,8 @@ int fs_state_serving(fs_state *fs, struct fuse_session *se, tf_error *e)
     fs->se = se;
     if (fs->writer && fs_committer_start(&fs->committer, fs) < 0)
         return tf_fail(e, EAGAIN, "cannot start the committer thread");
+    if (start_prefetch(fs) < 0)
+        return tf_fail(e, EAGAIN, "cannot start the prefetch threads");
     atomic_store(&fs->notify, true);
     return 0;
 }
@@ -159,6 +183,7 @@ void fs_state_close(fs_state *fs)
     if (lost)
         fs_log(LOG_WARNING, "%zu files open for writing at unmount were never closed: "
                "their changes are not in the archive", lost);
+    tf_prefetch_free(fs->prefetch);
     fs_readbuf_destroy(&fs->readbuf);
     free_reader(fs);
     fs_tree_free(&fs->tree);

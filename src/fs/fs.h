@@ -26,6 +26,7 @@
 #include "fs/readbuf.h"
 #include "fs/tree.h"
 #include "store/archive.h"
+#include "store/prefetch.h"
 #include "store/reader.h"
 #include "store/writer.h"
 
@@ -35,6 +36,8 @@ typedef struct fs_state {
     pthread_rwlock_t view_lock;
     fs_tree tree;
     tf_reader_ctx *reader;      /* one for all threads; its cache is shared */
+    tf_prefetch *prefetch;      /* fills reader's cache ahead of reads */
+    size_t prefetch_bytes;      /* its window (-o prefetch) */
     fs_readbuf readbuf;
     struct stat archive_st;     /* owner of every file; times of the root */
     bool direct_io;             /* bypass the kernel's page cache */
@@ -49,8 +52,9 @@ typedef struct fs_state {
 /* Opens the archive of the options: read-only, or with -o rw as its
  * writer (creating it when it does not exist). */
 int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e);
-/* The session is up (and the daemon forked, if it does): starts the
- * committer thread; caches may be invalidated from now on. */
+/* The session is up (and the daemon forked, if it does: threads started
+ * before would stay in the parent): starts the committer thread and the
+ * prefetch threads; caches may be invalidated from now on. */
 int fs_state_serving(fs_state *fs, struct fuse_session *se, tf_error *e);
 /* The session loop ended: runs the changes still queued (the kernel is
  * no longer told about them). */

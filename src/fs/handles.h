@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "format/catalog.h"
+#include "store/prefetch.h"
 
 /* What a write handle would commit (a snapshot of its fields). */
 typedef struct {
@@ -38,6 +39,7 @@ typedef struct {
      * (in a read-write mount the catalog's entries move and change) */
     const tf_entry *ent;
     tf_entry copy;
+    tf_prefetch_cursor ahead; /* what its reads had decoded ahead */
     /* write handles */
     pthread_mutex_t io; /* spool I/O against a commit of the spool */
     int spool;

@@ -157,6 +157,7 @@ static ssize_t read_handle(fs_state *fs, fs_handle *h, uint64_t off, size_t size
         pthread_mutex_unlock(&h->io);
         return err ? err : (ssize_t)got;
     }
+    tf_prefetch_read(fs->prefetch, h->ent, &h->ahead, off, size);
     tf_error e = { 0 };
     ssize_t got = fs_read_entry(fs, h->ent, off, size, buf, &e);
     if (got >= 0)

@@ -15,6 +15,8 @@ typedef struct {
     size_t cache_size;    /* bytes of reconstructed chunks kept */
     char *readahead_arg;  /* -o readahead=SIZE as given, or NULL */
     size_t readahead;     /* bytes of the kernel's read-ahead window */
+    char *prefetch_arg;   /* -o prefetch=SIZE as given, or NULL */
+    size_t prefetch;      /* bytes of a file read in order decoded ahead */
     unsigned threads;     /* -o threads=N: request threads (and, with rw,
                            * encoder threads); 0: libfuse's default */
     int direct_io;        /* -o direct_io: no kernel page cache */

@@ -1,6 +1,7 @@
 #include "store/blob_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 
 #include "common/hash.h"
@@ -18,4 +19,11 @@ int tf_blob_read_payload(tf_archive *ar, const tf_blob *b, tf_buf *out, tf_error
         return tf_fail(e, EIO, "checksum mismatch (stored bytes are damaged)");
     tf_buf_commit(out, (size_t)b->enc_len);
     return 0;
+}
+
+void tf_blob_will_need(tf_archive *ar, const tf_blob *b)
+{
+    if (b->enc_len && b->offset <= INT64_MAX && b->enc_len <= INT64_MAX - b->offset)
+        (void)posix_fadvise(tf_archive_container(ar)->fd, (off_t)b->offset, (off_t)b->enc_len,
+                            POSIX_FADV_WILLNEED);
 }

@@ -15,4 +15,11 @@
  * index, the file or tensor it belongs to). */
 int tf_blob_read_payload(tf_archive *ar, const tf_blob *b, tf_buf *out, tf_error *e);
 
+/* Tells the kernel that the payload of b will be read soon: it starts
+ * reading it into the page cache and returns at once, so that the blobs
+ * of a reference chain, scattered over as many commits, are read side by
+ * side instead of one dependent read after the other. A hint: failure
+ * changes nothing. */
+void tf_blob_will_need(tf_archive *ar, const tf_blob *b);
+
 #endif

@@ -38,6 +38,9 @@ void tf_cache_free(tf_cache *c);
  * walking a reference chain downwards does that); waits then cannot
  * form a cycle. */
 tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed);
+/* Whether key is filled or being filled now: a hint, true or not a moment
+ * later. */
+bool tf_cache_has(tf_cache *c, uint64_t key);
 /* Memory for the len bytes of a claimed item, which the item holds from
  * now on: tf_cache_fill publishes them, tf_cache_abandon frees them. NULL
  * when out of memory. Blocks of 64 KiB and more are mapped on their own,

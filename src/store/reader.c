@@ -12,6 +12,7 @@
 #include "format/tensor_format.h"
 #include "store/blob_io.h"
 #include "store/cache.h"
+#include "store/file_map.h"
 
 #define PAYLOADS_KEPT_MAX 64
 
@@ -172,6 +173,19 @@ static int fill_claim(tf_reader_ctx *r, tf_cache_item *it, const tf_cache_item *
     return 0;
 }
 
+/* Asks for the payloads of the n claimed blobs of a chain, and of their
+ * models, all at once: the decode then finds them read, or being read,
+ * instead of waiting for one read per step. */
+static void will_need(tf_reader_ctx *r, tf_cache_item *const *chain, size_t n)
+{
+    for (size_t i = n; i-- > 0;) {
+        const tf_blob *b = tf_archive_blob(r->ar, chain[i]->key);
+        if (b->model)
+            tf_blob_will_need(r->ar, tf_archive_blob(r->ar, b->model - 1));
+        tf_blob_will_need(r->ar, b);
+    }
+}
+
 /* Returns blob idx reconstructed, held in the cache. Claims the blobs of
  * the reference chain downwards until a cached (or being decoded) or a
  * self-contained one, then decodes upwards: memory stays at two blobs
@@ -211,6 +225,8 @@ static tf_cache_item *obtain(tf_reader_ctx *r, uint64_t idx, tf_error *e)
         }
         chain[n++] = it;
     }
+    if (rc == 0)
+        will_need(r, chain, n);
     while (n-- > 0) {
         if (rc == 0)
             rc = fill_claim(r, chain[n], ready, e);
@@ -222,6 +238,25 @@ static tf_cache_item *obtain(tf_reader_ctx *r, uint64_t idx, tf_error *e)
     }
     free(chain);
     return ready;
+}
+
+void tf_reader_warm(tf_reader_ctx *r, uint64_t idx)
+{
+    tf_error e;
+    tf_cache_item *it = obtain(r, idx, &e);
+    if (it)
+        tf_cache_release(r->cache, it);
+}
+
+void tf_reader_will_need(tf_reader_ctx *r, uint64_t idx)
+{
+    for (uint64_t i = idx + 1; i && !tf_cache_has(r->cache, i - 1);) {
+        const tf_blob *b = tf_archive_blob(r->ar, i - 1);
+        if (b->model && !tf_cache_has(r->cache, b->model - 1))
+            tf_blob_will_need(r->ar, tf_archive_blob(r->ar, b->model - 1));
+        tf_blob_will_need(r->ar, b);
+        i = b->ref;
+    }
 }
 
 void tf_reader_seed(tf_reader_ctx *r, uint64_t idx, const uint8_t *data)
@@ -253,14 +288,13 @@ int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e)
     return 0;
 }
 
-/* Copies [off, off+len) of a run of chunk blobs covering span_len bytes
- * with chunk_bytes per chunk into out. */
-static int read_chunks(tf_reader_ctx *r, const uint64_t *chunks, uint64_t chunk_bytes,
-                       uint64_t off, size_t len, uint8_t *out, tf_error *e)
+/* Copies bytes [off, off+len) of a chunk run into out. */
+static int read_chunks(tf_reader_ctx *r, const tf_chunk_run *run, uint64_t off, size_t len,
+                       uint8_t *out, tf_error *e)
 {
-    while (len) {
-        uint64_t c = off / chunk_bytes, in = off % chunk_bytes;
-        tf_cache_item *it = obtain(r, chunks[c], e);
+    for (off += run->start; len;) {
+        uint64_t in = off % run->chunk_bytes;
+        tf_cache_item *it = obtain(r, run->chunks[off / run->chunk_bytes], e);
         if (!it)
             return -1;
         size_t n = it->len - in < len ? (size_t)(it->len - in) : len;
@@ -273,56 +307,35 @@ static int read_chunks(tf_reader_ctx *r, const uint64_t *chunks, uint64_t chunk_
     return 0;
 }
 
-/* Index of the piece that holds byte `off` of the file (the last of
- * those starting there, when empty pieces precede it). */
-static uint64_t piece_at(const tf_entry *ent, uint64_t off)
+/* Copies n bytes at `in` of piece p of a tensor file, or of an opaque
+ * file (p = 0), into out. */
+static int read_piece(tf_reader_ctx *r, const tf_entry *ent, uint64_t p, uint64_t in, size_t n,
+                      uint8_t *out, tf_error *e)
 {
-    uint64_t lo = 0, hi = ent->npieces;
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (ent->pieces[mid].file_off <= off)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Copies n bytes at `in` of piece p into out. */
-static int read_piece(tf_reader_ctx *r, const tf_entry *ent, const tf_piece *p, uint64_t in,
-                      size_t n, uint8_t *out, tf_error *e)
-{
-    unsigned shift = tf_archive_chunk_shift(r->ar);
-    if (p->tensor == TF_PIECE_VERBATIM) {
-        if (ent->verbatim) {
-            memcpy(out, ent->verbatim + p->stream_off + in, n);
-            return 0;
-        }
-        if (read_chunks(r, ent->chunks, (uint64_t)1 << shift, p->stream_off + in, n, out, e) < 0) {
-            tf_error_prefix(e, "%s", ent->path);
-            return -1;
-        }
+    tf_chunk_run run;
+    if (!tf_piece_chunks(ent, p, tf_archive_chunk_shift(r->ar), &run)) {
+        memcpy(out, ent->verbatim + ent->pieces[p].stream_off + in, n);
         return 0;
     }
-    const tf_tensor_span *ts = &ent->tensors[p->tensor];
-    uint64_t chunk_bytes = (uint64_t)tf_dtype_get(ts->dtype)->size << shift;
-    if (read_chunks(r, ent->chunks + ts->first_chunk, chunk_bytes, in, n, out, e) < 0) {
-        tf_error_prefix(e, "%s: tensor \"%s\"", ent->path, tf_tensor_name(ent, p->tensor));
-        return -1;
-    }
-    return 0;
+    if (read_chunks(r, &run, in, n, out, e) == 0)
+        return 0;
+    if (ent->kind == TF_ENTRY_TENSORS && ent->pieces[p].tensor != TF_PIECE_VERBATIM)
+        tf_error_prefix(e, "%s: tensor \"%s\"", ent->path, tf_tensor_name(ent, ent->pieces[p].tensor));
+    else
+        tf_error_prefix(e, "%s", ent->path);
+    return -1;
 }
 
 static int read_tensor_file(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, size_t len,
                             uint8_t *out, tf_error *e)
 {
-    for (uint64_t i = piece_at(ent, off); len; i++) {
+    for (uint64_t i = tf_piece_at(ent, off); len; i++) {
         const tf_piece *p = &ent->pieces[i];
         uint64_t in = off - p->file_off;
         if (in >= p->len)
             continue; /* empty pieces */
         size_t n = p->len - in < len ? (size_t)(p->len - in) : len;
-        if (read_piece(r, ent, p, in, n, out, e) < 0)
+        if (read_piece(r, ent, i, in, n, out, e) < 0)
             return -1;
         out += n;
         off += n;
@@ -342,14 +355,8 @@ ssize_t tf_reader_pread(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, siz
         len = (size_t)(ent->size - off);
     if (len > SSIZE_MAX)
         len = SSIZE_MAX;
-    int rc;
-    if (ent->kind == TF_ENTRY_FILE) {
-        rc = read_chunks(r, ent->chunks, (uint64_t)1 << tf_archive_chunk_shift(r->ar), off, len, out, e);
-        if (rc < 0)
-            tf_error_prefix(e, "%s", ent->path);
-    } else {
-        rc = read_tensor_file(r, ent, off, len, out, e);
-    }
+    int rc = ent->kind == TF_ENTRY_FILE ? read_piece(r, ent, 0, off, len, out, e)
+                                        : read_tensor_file(r, ent, off, len, out, e);
     return rc < 0 ? -1 : (ssize_t)len;
 }
 

@@ -34,6 +34,16 @@ tf_reader_counts tf_reader_get_counts(const tf_reader_ctx *r);
  * checks the id of the result. */
 int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e);
 
+/* Reconstructs blob idx into the cache unless it is there: what a
+ * prefetcher does ahead of reads. A failure is left for the read that
+ * needs the blob to report. */
+void tf_reader_warm(tf_reader_ctx *r, uint64_t idx);
+
+/* Asks the kernel for the stored bytes blob idx needs and the cache does
+ * not hold: its payload and model, and those of its reference chain down
+ * to a cached blob. Returns at once (tf_blob_will_need). */
+void tf_reader_will_need(tf_reader_ctx *r, uint64_t idx);
+
 /* Puts the bytes of blob idx, known to the caller (a writer that has
  * just stored them), into the cache as if they had been decoded, so that
  * the next checkpoint's deltas find their reference without decoding.

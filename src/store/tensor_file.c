@@ -44,7 +44,8 @@ static tf_tensor_ref find_ref(tf_writer *w, const tf_entry *parent, const tf_ckp
 {
     const tf_tensor_span *ts = &ent->tensors[t];
     if (!parent)
-        return tf_ref_find(w->refs, at, tf_tensor_name(ent, t), ts->dtype, ts->nbytes);
+        return tf_ref_find(w->refs, at, tf_tensor_name(ent, t), ts->dtype, ts->nbytes,
+                           w->opts.max_chain);
     for (uint64_t i = 0; i < parent->ntensors; i++)
         if (parent->tensors[i].dtype == ts->dtype && parent->tensors[i].nbytes == ts->nbytes &&
             strcmp(tf_tensor_name(parent, i), tf_tensor_name(ent, t)) == 0)

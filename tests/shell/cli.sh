@@ -203,10 +203,15 @@ if "$TRAJFS" "$archive" "$TEST_TMP/no-mount-point" -o all_programs=yes 2> "$TEST
 fi
 grep -qF "trajfs: -o all_programs: takes no value, got 'yes'" "$TEST_TMP/err" ||
     fail "trajfs -o all_programs=yes said: $(cat "$TEST_TMP/err")"
+if "$TRAJFS" "$archive" "$TEST_TMP/no-mount-point" -o prefetch=lots 2> "$TEST_TMP/err"; then
+    fail "trajfs -o prefetch=lots was accepted"
+fi
+grep -qF "trajfs: prefetch=lots: expected bytes" "$TEST_TMP/err" ||
+    fail "trajfs -o prefetch=lots said: $(cat "$TEST_TMP/err")"
 "$TRAJFS" --help > "$TEST_TMP/trajfs.help" || fail "trajfs --help failed"
 sed 's/\\-/-/g' "$top_srcdir/man/trajfs.1" > "$TEST_TMP/trajfs.man"
 mount_options=$(sed -n '/^libfuse options:/q; s/^    -o \([a-z_]*\).*/\1/p' "$TEST_TMP/trajfs.help")
-for opt in cache_size readahead threads rw spool_dir max_chain prog_budget all_programs; do
+for opt in cache_size readahead prefetch threads rw spool_dir max_chain prog_budget all_programs; do
     echo "$mount_options" | grep -qx "$opt" || fail "trajfs --help does not list -o $opt"
 done
 for opt in $mount_options; do
@@ -300,12 +305,14 @@ esac
     fail "a file without tensors shows a delta share: $(cat "$TEST_TMP/nat.long")"
 
 # stats --tensors: the reference of each tensor of checkpoint-N with
-# deltas is the same tensor of the checkpoint before; every ulp tensor
-# (always a delta) has one; the first checkpoint has none.
+# deltas is the same tensor of the checkpoint the skip references name
+# (the second checkpoint references the first, the third two back: the
+# first too); every ulp tensor (always a delta) has one; the first
+# checkpoint has none.
 awk -F '\t' '
     BEGIN {
         prev["nat/checkpoint-20/model.safetensors"] = "nat/checkpoint-2/model.safetensors"
-        prev["nat/checkpoint-100/model.safetensors"] = "nat/checkpoint-20/model.safetensors"
+        prev["nat/checkpoint-100/model.safetensors"] = "nat/checkpoint-2/model.safetensors"
     }
     NF != 9 { print "fields: " $0; exit 1 }
     $1 == "nat/checkpoint-2/model.safetensors" && ($8 != "-" || $9 != "-") {
@@ -331,7 +338,10 @@ for x in tensors:
     if not files or files[-1] != x["file"]:
         files.append(x["file"])
 assert files == open(sys.argv[2]).read().split(), files
-prev = dict(zip(files[1:], files))
+# skip references (trajpack(1), REFERENCE CHAINS; max_chain 3): file i
+# references file i - (the lowest set bit of i mod 8), or i - 1
+back = lambda i: (i % 8) & -(i % 8) or 1
+prev = {f: files[i - back(i)] for i, f in enumerate(files) if i}
 refs = 0
 for x in tensors:
     r = x["reference"]
@@ -346,12 +356,12 @@ assert refs, "no references"
     fail "stats --tensors --json: bad references"
 
 # A reference whose file was replaced is in no file any more: "?" and
-# "-", and null file and tensor in JSON. The float32 replacement of a
-# bfloat16 checkpoint finds no reference in its run: stored, with a
-# warning.
+# "-", and null file and tensor in JSON (checkpoint-100 references
+# checkpoint-2). The float32 replacement of a bfloat16 checkpoint finds
+# no reference in its run: stored, with a warning.
 "$TRAJPACK" add -q "$nat_archive" "$TEST_TMP/run/fp32/step-000004.safetensors" \
-    --as nat/checkpoint-20/model.safetensors 2> "$TEST_TMP/err" || fail "add of the replacement failed"
-grep -q "^trajpack: warning: nat/checkpoint-20/model.safetensors: references found for 0% of its float tensor bytes" \
+    --as nat/checkpoint-2/model.safetensors 2> "$TEST_TMP/err" || fail "add of the replacement failed"
+grep -q "^trajpack: warning: nat/checkpoint-2/model.safetensors: references found for 0% of its float tensor bytes" \
     "$TEST_TMP/err" || fail "add of an unmatched checkpoint did not warn: $(cat "$TEST_TMP/err")"
 "$TRAJPACK" stats --tensors "$nat_archive" nat/checkpoint-100 > "$TEST_TMP/nat.gone" ||
     fail "stats --tensors failed"

@@ -1,9 +1,10 @@
 /* Where a file sits in a training run (tf_ckpt_path_parse), and the
  * reference each tensor gets through the real writer: the same tensor of
- * the nearest earlier checkpoint of its run, in whichever file of that
- * checkpoint it lies, seen through wrapper prefixes and temporary names,
- * or the tensors of the parent the caller names. Every archive written
- * reads back byte for byte. */
+ * an earlier checkpoint of its run (the nearest, or one a power of two
+ * back: tf_ref_skip), in whichever file of that checkpoint it lies, seen
+ * through wrapper prefixes and temporary names, or the tensors of the
+ * parent the caller names. Every archive written reads back byte for
+ * byte. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "store/ckpt_path.h"
 #include "store/natsort.h"
 #include "store/reader.h"
+#include "store/refs.h"
 #include "store/writer.h"
 
 /* ======================================================================== */
@@ -138,7 +140,7 @@ END_TEST
 
 #define SHIFT 8    /* chunks of 256 elements */
 #define N 600      /* elements per tensor: 3 chunks */
-#define MAX_FILES 16
+#define MAX_FILES 24
 
 /* A tensor of a checkpoint: its name, dtype, and the key of its values
  * (the name when NULL), so that one weight may change names. */
@@ -333,8 +335,8 @@ static void expect_standalone(const tf_archive *ar, const char *path, const char
 }
 
 /* A checkpoint sharded in two files, its tensors placed differently at
- * each step: each finds itself in the previous checkpoint, whichever
- * shard holds it there. */
+ * each step: each finds itself in an earlier checkpoint, whichever shard
+ * holds it there. */
 START_TEST(shards_reference_the_shard_holding_the_tensor)
 {
     tf_writer *w = new_writer();
@@ -344,7 +346,7 @@ START_TEST(shards_reference_the_shard_holding_the_tensor)
     const tspec two_b[] = { { "b", TF_DT_F32, NULL }, { "d", TF_DT_F32, NULL } };
     add_ckpt(w, "out/checkpoint-100/model-00001-of-00002.safetensors", one_a, 2, 0, 1, NULL);
     add_ckpt(w, "out/checkpoint-100/model-00002-of-00002.safetensors", one_b, 2, 0, 1, NULL);
-    for (int step = 2; step <= 3; step++) {
+    for (int step = 2; step <= 4; step++) {
         char s1[96], s2[96];
         snprintf(s1, sizeof s1, "out/checkpoint-%d00/model-00001-of-00002.safetensors", step);
         snprintf(s2, sizeof s2, "out/checkpoint-%d00/model-00002-of-00002.safetensors", step);
@@ -358,15 +360,19 @@ START_TEST(shards_reference_the_shard_holding_the_tensor)
     const char *c2a = "out/checkpoint-200/model-00001-of-00002.safetensors";
     const char *c2b = "out/checkpoint-200/model-00002-of-00002.safetensors";
     const char *c3a = "out/checkpoint-300/model-00001-of-00002.safetensors";
+    const char *c4a = "out/checkpoint-400/model-00001-of-00002.safetensors";
     expect_standalone(ar, c1a, "a");
     expect_standalone(ar, c1b, "d");
     expect_ref(ar, c2a, "a", c1a, "a");
     expect_ref(ar, c2a, "c", c1b, "c"); /* in the other shard file */
     expect_ref(ar, c2b, "b", c1a, "b");
     expect_ref(ar, c2b, "d", c1b, "d");
-    /* The nearest earlier checkpoint, not the first. */
-    expect_ref(ar, c3a, "a", c2a, "a");
-    expect_ref(ar, c3a, "c", c2a, "c");
+    /* The third checkpoint references the first (two back), the fourth
+     * the third. */
+    expect_ref(ar, c3a, "a", c1a, "a");
+    expect_ref(ar, c3a, "c", c1b, "c");
+    expect_ref(ar, c4a, "a", c3a, "a");
+    expect_ref(ar, c4a, "c", c3a, "c");
     tf_archive_close(ar);
 }
 END_TEST
@@ -408,8 +414,8 @@ START_TEST(wrapper_prefixes_are_seen_through)
     tf_writer_close(w);
     tf_archive *ar = open_and_check_bytes();
     expect_ref(ar, "run/step-2.safetensors", "_orig_mod.layer.w", "run/step-1.safetensors", "layer.w");
-    expect_ref(ar, "run/step-3.safetensors", "module._orig_mod.layer.w", "run/step-2.safetensors",
-               "_orig_mod.layer.w");
+    expect_ref(ar, "run/step-3.safetensors", "module._orig_mod.layer.w", "run/step-1.safetensors",
+               "layer.w");
     expect_ref(ar, "run/step-4.safetensors", "layer.w", "run/step-3.safetensors",
                "module._orig_mod.layer.w");
     tf_archive_close(ar);
@@ -417,12 +423,13 @@ START_TEST(wrapper_prefixes_are_seen_through)
 END_TEST
 
 /* A sweep: two runs of one model, their checkpoints added interleaved.
- * Each references its own history, not the file added just before. */
+ * Each references its own history, not the file added just before: the
+ * checkpoint tf_ref_skip says. */
 START_TEST(runs_of_a_sweep_keep_to_their_history)
 {
     tf_writer *w = new_writer();
     const tspec t[] = { { "w", TF_DT_F32, NULL }, { "v", TF_DT_BF16, NULL } };
-    for (int step = 1; step <= 3; step++)
+    for (int step = 1; step <= 5; step++)
         for (unsigned run = 1; run <= 2; run++) {
             char dest[64];
             snprintf(dest, sizeof dest, "run%u/step-%d.safetensors", run, step);
@@ -430,11 +437,12 @@ START_TEST(runs_of_a_sweep_keep_to_their_history)
         }
     tf_writer_close(w);
     tf_archive *ar = open_and_check_bytes();
-    for (int step = 2; step <= 3; step++)
+    for (int step = 2; step <= 5; step++)
         for (unsigned run = 1; run <= 2; run++) {
             char dest[64], prev[64];
+            int back = (int)tf_ref_skip((uint64_t)step - 1, TF_MAX_CHAIN_DEFAULT);
             snprintf(dest, sizeof dest, "run%u/step-%d.safetensors", run, step);
-            snprintf(prev, sizeof prev, "run%u/step-%d.safetensors", run, step - 1);
+            snprintf(prev, sizeof prev, "run%u/step-%d.safetensors", run, step - back);
             expect_ref(ar, dest, "w", prev, "w");
             expect_ref(ar, dest, "v", prev, "v");
         }
@@ -444,21 +452,23 @@ END_TEST
 
 /* The transformers Trainer writes tmp-checkpoint-N and renames it when
  * done: a file under the temporary name is checkpoint N of the run, and
- * stays in it once moved. */
+ * stays in it once moved. (The third checkpoint references the first,
+ * the fourth the third: tf_ref_skip.) */
 START_TEST(temporary_checkpoint_is_of_the_run)
 {
     tf_writer *w = new_writer();
     const tspec t[] = { { "w", TF_DT_F32, NULL } };
     add_ckpt(w, "out/checkpoint-1/model.safetensors", t, 1, 0, 1, NULL);
-    add_ckpt(w, "out/tmp-checkpoint-2/model.safetensors", t, 1, 0, 2, NULL);
-    tf_error e = { 0 };
-    ck_assert_msg(tf_writer_move(w, "out/tmp-checkpoint-2", "out/checkpoint-2", &e) == 0, "%s", e.msg);
-    renamed("out/tmp-checkpoint-2/model.safetensors", "out/checkpoint-2/model.safetensors");
+    add_ckpt(w, "out/checkpoint-2/model.safetensors", t, 1, 0, 2, NULL);
     add_ckpt(w, "out/tmp-checkpoint-3/model.safetensors", t, 1, 0, 3, NULL);
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_move(w, "out/tmp-checkpoint-3", "out/checkpoint-3", &e) == 0, "%s", e.msg);
+    renamed("out/tmp-checkpoint-3/model.safetensors", "out/checkpoint-3/model.safetensors");
+    add_ckpt(w, "out/tmp-checkpoint-4/model.safetensors", t, 1, 0, 4, NULL);
     tf_writer_close(w);
     tf_archive *ar = open_and_check_bytes();
-    expect_ref(ar, "out/checkpoint-2/model.safetensors", "w", "out/checkpoint-1/model.safetensors", "w");
-    expect_ref(ar, "out/tmp-checkpoint-3/model.safetensors", "w", "out/checkpoint-2/model.safetensors",
+    expect_ref(ar, "out/checkpoint-3/model.safetensors", "w", "out/checkpoint-1/model.safetensors", "w");
+    expect_ref(ar, "out/tmp-checkpoint-4/model.safetensors", "w", "out/checkpoint-3/model.safetensors",
                "w");
     tf_archive_close(ar);
 }
@@ -597,6 +607,82 @@ START_TEST(parent_given_is_the_reference)
 }
 END_TEST
 
+/* ======================================================================== */
+/* Skip references                                                          */
+/* ======================================================================== */
+
+static const struct {
+    uint64_t earlier;
+    unsigned max_chain;
+    uint64_t back;
+} skip_cases[] = {
+    { 0, 4, 1 }, { 1, 4, 1 }, { 2, 4, 2 }, { 3, 4, 1 }, { 4, 4, 4 }, { 5, 4, 1 }, { 6, 4, 2 },
+    { 7, 4, 1 }, { 8, 4, 8 }, { 12, 4, 4 }, { 14, 4, 2 }, { 15, 4, 1 },
+    { 16, 4, 1 }, /* position 0 again: its reference is 4 deep, so it becomes a keyframe */
+    { 18, 4, 2 }, { 24, 4, 8 }, { 32, 4, 1 },
+    { 5, 0, 1 }, { 5, 1, 1 }, { 6, 1, 1 }, { 6, 2, 2 }, { 4, 2, 1 },
+    { UINT64_C(1) << 40, 63, UINT64_C(1) << 40 }, { UINT64_C(1) << 40, 4096, UINT64_C(1) << 40 },
+    { (UINT64_C(1) << 40) + 2, 40, 2 },
+};
+
+START_TEST(skip_reaches_back_by_the_lowest_bit)
+{
+    uint64_t got = tf_ref_skip(skip_cases[_i].earlier, skip_cases[_i].max_chain);
+    ck_assert_msg(got == skip_cases[_i].back, "tf_ref_skip(%llu, %u) = %llu, expected %llu",
+                  (unsigned long long)skip_cases[_i].earlier, skip_cases[_i].max_chain,
+                  (unsigned long long)got, (unsigned long long)skip_cases[_i].back);
+}
+END_TEST
+
+static unsigned popcount(uint64_t v)
+{
+    unsigned n = 0;
+    for (; v; v &= v - 1)
+        n++;
+    return n;
+}
+
+/* 20 checkpoints with the default max_chain (3): checkpoint k (position
+ * k - 1) references the one tf_ref_skip says, its chain has one delta per
+ * set bit of its position in the keyframe interval of 8, never more than
+ * 3, and the 9th and the 17th start a new interval with a keyframe. */
+START_TEST(skip_references_bound_chains)
+{
+    tf_writer *w = new_writer();
+    const tspec t[] = { { "w", TF_DT_F32, NULL } };
+    enum { STEPS = 20, INTERVAL = 1 << TF_MAX_CHAIN_DEFAULT };
+    for (int step = 1; step <= STEPS; step++) {
+        char dest[64];
+        snprintf(dest, sizeof dest, "run/step-%d.safetensors", step);
+        add_ckpt(w, dest, t, 1, 0, step, NULL);
+    }
+    tf_writer_close(w);
+    tf_archive *ar = open_and_check_bytes();
+    for (int step = 1; step <= STEPS; step++) {
+        uint64_t pos = (uint64_t)step - 1;
+        char dest[64], ref[64];
+        snprintf(dest, sizeof dest, "run/step-%d.safetensors", step);
+        snprintf(ref, sizeof ref, "run/step-%d.safetensors",
+                 step - (int)tf_ref_skip(pos, TF_MAX_CHAIN_DEFAULT));
+        if (pos % INTERVAL == 0)
+            expect_standalone(ar, dest, "w");
+        else
+            expect_ref(ar, dest, "w", ref, "w");
+        const tf_entry *ent = lookup(ar, dest);
+        for (uint64_t c = 0; c < ent->nchunks; c++) {
+            if (ent->tensors[0].first_chunk > c)
+                continue; /* the header's */
+            unsigned depth = tf_archive_chain_depth(ar, ent->chunks[c]);
+            ck_assert_msg(depth == popcount(pos % INTERVAL), "%s chunk %llu: a chain of %u deltas, "
+                          "expected %u", dest, (unsigned long long)c, depth,
+                          popcount(pos % INTERVAL));
+            ck_assert_uint_le(depth, TF_MAX_CHAIN_DEFAULT);
+        }
+    }
+    tf_archive_close(ar);
+}
+END_TEST
+
 static Suite *refs_suite(void)
 {
     Suite *s = suite_create("refs");
@@ -605,6 +691,10 @@ static Suite *refs_suite(void)
     tcase_add_loop_test(paths, ckpt_path_groups_runs, 0, ARRAY_LEN(pair_cases));
     tcase_add_test(paths, ckpt_path_takes_any_path);
     suite_add_tcase(s, paths);
+
+    TCase *skip = tcase_create("skip");
+    tcase_add_loop_test(skip, skip_reaches_back_by_the_lowest_bit, 0, ARRAY_LEN(skip_cases));
+    suite_add_tcase(s, skip);
 
     TCase *w = tcase_create("writer");
     tcase_set_timeout(w, 120);
@@ -618,6 +708,7 @@ static Suite *refs_suite(void)
     tcase_add_test(w, ranks_reference_their_own_rank);
     tcase_add_test(w, unmatched_tensors_are_reported);
     tcase_add_test(w, parent_given_is_the_reference);
+    tcase_add_test(w, skip_references_bound_chains);
     suite_add_tcase(s, w);
     return s;
 }

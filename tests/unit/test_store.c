@@ -14,6 +14,7 @@
 
 #include "codec/codec.h"
 #include "store/commit.h"
+#include "store/prefetch.h"
 #include "store/reader.h"
 #include "store/writer.h"
 
@@ -242,6 +243,137 @@ START_TEST(test_max_chain_bounds_depth)
         if (tf_archive_chain_depth(ar, b) > deepest)
             deepest = tf_archive_chain_depth(ar, b);
     ck_assert_uint_eq(deepest, 2);
+    tf_archive_close(ar);
+}
+END_TEST
+
+static uint64_t decoded(const tf_reader_ctx *r)
+{
+    return tf_reader_get_counts(r).decoded;
+}
+
+/* Reads bytes [off, off+len) of ent and compares them with the file's. */
+static void expect_bytes(tf_reader_ctx *r, const tf_entry *ent, const uint8_t *want, uint64_t off,
+                         size_t len)
+{
+    uint8_t *got = malloc(len ? len : 1);
+    tf_error e = { 0 };
+    ck_assert_msg(tf_reader_pread(r, ent, off, len, got, &e) == (ssize_t)len, "%s", e.msg);
+    ck_assert(memcmp(got, want + off, len) == 0);
+    free(got);
+}
+
+static _Atomic unsigned holds, releases; /* by the prefetch threads */
+static void count_hold(void *arg) { (void)arg; holds++; }
+static void count_release(void *arg) { (void)arg; releases++; }
+
+/* What a read makes the prefetcher decode ahead: nothing for one that
+ * starts in the header, whatever it covers after it; the rest of a
+ * tensor for one that starts in it (also for the first read of a file,
+ * which shows no order yet); for a read that continues the first, the
+ * next window too. The reads then decode nothing, and every
+ * reconstruction ran inside the guard. */
+START_TEST(test_prefetch_decodes_what_comes_next)
+{
+    const char *a = tmp(0, "pf.traj");
+    make_trajectory(a, 6, 2, 4);
+    size_t n;
+    uint8_t *want = read_file(tmp(1, "step-6.safetensors"), &n);
+    tf_archive *ar = open_archive(a);
+    const tf_entry *ent = tf_archive_lookup(ar, "run/step-6.safetensors");
+    ck_assert_uint_eq(ent->size, n);
+    tf_reader_ctx *r = tf_reader_new(ar, 64 << 20);
+    tf_prefetch_guard guard = { count_hold, count_release, NULL };
+    holds = releases = 0;
+    tf_prefetch *p = tf_prefetch_new(ar, r, 2, 1 << 20, &guard);
+    ck_assert_ptr_nonnull(p);
+    tf_prefetch_cursor cur = { 0 };
+
+    uint64_t header = ent->pieces[1].file_off;
+    tf_prefetch_read(p, ent, &cur, 0, n); /* starts in the header */
+    tf_prefetch_wait(p);
+    ck_assert_uint_eq(decoded(r), 0);
+
+    const tf_tensor_span *big = &ent->tensors[2]; /* two chunks, both deltas */
+    ck_assert_str_eq(tf_tensor_name(ent, 2), "big");
+    tf_prefetch_read(p, ent, &cur, big->file_off + 1, 1);
+    tf_prefetch_wait(p);
+    uint64_t ahead = decoded(r);
+    ck_assert_uint_ge(ahead, 2);
+    ck_assert_uint_eq(holds, 2); /* one reconstruction per chunk, each in the guard */
+    ck_assert_uint_eq(releases, holds);
+    expect_bytes(r, ent, want, big->file_off, (size_t)big->nbytes);
+    ck_assert_uint_eq(decoded(r), ahead);
+    expect_bytes(r, ent, want, 0, n); /* the rest was not decoded ahead */
+    ck_assert_uint_gt(decoded(r), ahead);
+    tf_prefetch_free(p);
+    tf_reader_free(r);
+
+    r = tf_reader_new(ar, 64 << 20);
+    p = tf_prefetch_new(ar, r, 2, n, NULL);
+    cur = (tf_prefetch_cursor){ 0 };
+    tf_prefetch_read(p, ent, &cur, header, 1); /* the first tensor only */
+    tf_prefetch_wait(p);
+    uint64_t first = decoded(r);
+    ck_assert_uint_gt(first, 0);
+    tf_prefetch_read(p, ent, &cur, header + 1, 1); /* in order: the rest */
+    tf_prefetch_wait(p);
+    ahead = decoded(r);
+    ck_assert_uint_gt(ahead, first);
+    expect_bytes(r, ent, want, header, n - (size_t)header);
+    ck_assert_uint_eq(decoded(r), ahead);
+    tf_prefetch_free(p);
+    tf_reader_free(r);
+    tf_prefetch_read(NULL, ent, &cur, 0, n); /* no prefetcher: nothing */
+    tf_archive_close(ar);
+    free(want);
+}
+END_TEST
+
+/* Chains of nearest references as earlier releases wrote them (each
+ * checkpoint the parent of the next, 19 deltas deep at the end) read
+ * back byte for byte, through the prefetcher too. */
+START_TEST(test_long_linear_chains_read)
+{
+    const char *a = tmp(0, "linear.traj");
+    rng_state = 0x5eedull;
+    init_weights();
+    tf_writer *w = test_open_writer(a, true, CHUNK_SHIFT, 2, TF_CHAIN_MAX);
+    enum { STEPS = 20 };
+    for (int k = 1; k <= STEPS; k++) {
+        char name[64], dest[80], parent[80];
+        snprintf(name, sizeof name, "step-%d.safetensors", k);
+        snprintf(dest, sizeof dest, "run/%s", name);
+        snprintf(parent, sizeof parent, "run/step-%d.safetensors", k - 1);
+        write_checkpoint(tmp(1, name));
+        tf_error e = { 0 };
+        ck_assert_msg(tf_writer_add(w, tmp(1, name), dest, k > 1 ? parent : NULL, &e) == 0, "%s",
+                      e.msg);
+        step_weights();
+    }
+    tf_writer_close(w);
+    tf_archive *ar = open_archive(a);
+    unsigned deepest = 0;
+    for (uint64_t b = 0; b < tf_archive_nblobs(ar); b++)
+        if (tf_archive_chain_depth(ar, b) > deepest)
+            deepest = tf_archive_chain_depth(ar, b);
+    ck_assert_uint_eq(deepest, STEPS - 1);
+    for (int k = STEPS; k >= 1; k -= 7) { /* each with a cold cache */
+        char name[64], dest[80];
+        snprintf(name, sizeof name, "step-%d.safetensors", k);
+        snprintf(dest, sizeof dest, "run/%s", name);
+        size_t n;
+        uint8_t *want = read_file(tmp(1, name), &n);
+        const tf_entry *ent = tf_archive_lookup(ar, dest);
+        tf_reader_ctx *r = tf_reader_new(ar, 64 << 20);
+        tf_prefetch *p = tf_prefetch_new(ar, r, 2, n, NULL);
+        tf_prefetch_cursor cur = { 0 };
+        tf_prefetch_read(p, ent, &cur, 0, n);
+        expect_bytes(r, ent, want, 0, n);
+        tf_prefetch_free(p);
+        tf_reader_free(r);
+        free(want);
+    }
     tf_archive_close(ar);
 }
 END_TEST
@@ -498,6 +630,8 @@ int main(void)
     tcase_add_test(tc, test_every_step_reads_back);
     tcase_add_test(tc, test_dedup_same_checkpoint);
     tcase_add_test(tc, test_max_chain_bounds_depth);
+    tcase_add_test(tc, test_prefetch_decodes_what_comes_next);
+    tcase_add_test(tc, test_long_linear_chains_read);
     tcase_add_test(tc, test_threads_do_not_change_bytes);
     tcase_add_test(tc, test_truncation_inside_last_commit);
     tcase_add_test(tc, test_damaged_blob_names_tensor);

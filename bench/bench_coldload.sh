@@ -1,0 +1,202 @@
+#!/bin/sh
+# Loading one checkpoint cold: trajfs against squashfuse and plain files.
+#
+#   bench/bench_coldload.sh [CORPUS_DIR [ARCHIVE [SQUASHFS]]]
+#
+# CORPUS_DIR (default /work/corpus-data/default) is packed once with
+# `trajpack create` defaults into ARCHIVE (default
+# $TMPDIR/trajfs-bench-<name>.traj) and with `mksquashfs DIR X -comp zstd
+# -Xcompression-level 19 -b 1M` into SQUASHFS (default
+# $TMPDIR/trajfs-bench-<name>.sqfs); each is rebuilt when older than the
+# corpus. TRAJPACK_CREATE_ARGS adds options to that `trajpack create`.
+#
+# Three files are loaded: the latest weights, the latest optimizer state
+# and the weights of the middle checkpoint. For each, best of
+# $BENCH_REPEAT runs (default 3), every run measuring all of these side
+# by side, the page cache dropped before each:
+#
+#   trajfs       fresh mount, `cat FILE > /dev/null`
+#   squashfuse   fresh squashfuse mount of SQUASHFS, the same
+#   plain file   `cat` of the original
+#   extract -O   `trajpack extract -O ARCHIVE FILE > /dev/null`, wall and
+#                CPU (user + system) seconds
+#
+# and the bytes each daemon read from the disk per byte delivered (its
+# read_bytes in /proc/PID/io). Prints figures and ratios, no thresholds.
+# Needs root (drop_caches), squashfuse and mksquashfs (Debian:
+# squashfs-tools squashfuse), and the built trajfs and trajpack (BUILDDIR,
+# default the checkout).
+set -eu
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+builddir=${BUILDDIR:-$here}
+TRAJFS=$builddir/trajfs
+TRAJPACK=$builddir/trajpack
+corpus=${1:-/work/corpus-data/default}
+name=$(basename "$corpus")
+archive=${2:-${TMPDIR:-/tmp}/trajfs-bench-$name.traj}
+squashfs=${3:-${TMPDIR:-/tmp}/trajfs-bench-$name.sqfs}
+repeat=${BENCH_REPEAT:-3}
+
+die() {
+    echo "bench_coldload: $*" >&2
+    exit 1
+}
+[ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
+[ -d "$corpus" ] || die "no corpus at $corpus"
+[ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
+command -v squashfuse > /dev/null && command -v mksquashfs > /dev/null ||
+    die "needs squashfuse and mksquashfs (Debian: apt-get install squashfs-tools squashfuse)"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/trajfs-coldload.XXXXXX")
+mnt=$work/mnt
+mkdir -p "$mnt"
+daemon=""
+is_mounted() {
+    awk -v d="$mnt" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo
+}
+cleanup() {
+    if is_mounted; then
+        fusermount3 -u "$mnt" || fusermount3 -uz "$mnt"
+    fi
+    [ -z "$daemon" ] || { kill "$daemon" 2> /dev/null; wait "$daemon" 2> /dev/null; } || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+now() {
+    date +%s.%N
+}
+
+drop_caches() {
+    sync
+    echo 3 > /proc/sys/vm/drop_caches
+}
+
+stale() { # FILE: missing, or older than the corpus
+    [ ! -f "$1" ] || [ -n "$(find "$corpus" -newer "$1" | head -1)" ]
+}
+
+if stale "$archive"; then
+    echo "packing $corpus into $archive ..."
+    rm -f "$archive"
+    # shellcheck disable=SC2086 # options, split on purpose
+    "$TRAJPACK" create -q ${TRAJPACK_CREATE_ARGS:-} "$archive" "$corpus" ||
+        die "trajpack create failed"
+fi
+if stale "$squashfs"; then
+    echo "building $squashfs (zstd -19, 1 MiB blocks) ..."
+    rm -f "$squashfs"
+    mksquashfs "$corpus" "$squashfs" -comp zstd -Xcompression-level 19 -b 1M -quiet \
+        -no-progress > /dev/null || die "mksquashfs failed"
+fi
+
+weights=$(cd "$corpus" && find . -name '*.safetensors' ! -name '*optim*' | sed 's|^\./||' | sort -V)
+latest=$(echo "$weights" | tail -1)
+middle=$(echo "$weights" | sed -n "$(( ($(echo "$weights" | wc -l) + 1) / 2 ))p")
+optim=$(cd "$corpus" && find . -name '*optim*.safetensors' | sed 's|^\./||' | sort -V | tail -1)
+[ -n "$latest" ] && [ -n "$optim" ] || die "$corpus holds no weights and optimizer files"
+
+# wait_mounted: until the mount is up; fails after 5 s.
+wait_mounted() {
+    for _ in $(seq 100); do
+        is_mounted && return 0
+        sleep 0.05
+    done
+    cat "$work/daemon.log" >&2
+    return 1
+}
+
+mount_trajfs() {
+    "$TRAJFS" "$archive" "$mnt" -f 2> "$work/daemon.log" &
+    daemon=$!
+    wait_mounted || die "trajfs did not mount"
+}
+
+mount_squashfuse() {
+    squashfuse -f "$squashfs" "$mnt" 2> "$work/daemon.log" &
+    daemon=$!
+    wait_mounted || die "squashfuse did not mount"
+}
+
+unmount() {
+    fusermount3 -u "$mnt"
+    wait "$daemon" || true
+    daemon=""
+}
+
+# timed COMMAND...: seconds it takes; fails when it fails.
+timed() {
+    _t0=$(now)
+    "$@" || return 1
+    echo "$(now) $_t0" | awk '{ printf "%.4f", $1 - $2 }'
+}
+
+read_file() {
+    cat "$1" > /dev/null
+}
+
+# disk_read PID: bytes the process has read from storage.
+disk_read() {
+    awk '$1 == "read_bytes:" { print $2 }' "/proc/$1/io"
+}
+
+# through_mount MOUNT_FUNCTION PATH: "SECONDS BYTES_READ" of a cold read
+# of PATH (under the mount point) through a fresh mount.
+through_mount() {
+    "$1"
+    drop_caches
+    _before=$(disk_read "$daemon")
+    _t=$(timed read_file "$mnt/$2") || die "reading $2 through $1 failed: $(cat "$work/daemon.log")"
+    _read=$(( $(disk_read "$daemon") - _before ))
+    unmount
+    echo "$_t $_read"
+}
+
+# extract_cold FILE: "WALL CPU" seconds of a cold `trajpack extract -O`.
+extract_cold() {
+    drop_caches
+    _t0=$(now)
+    _cpu=$( { /usr/bin/time -f '%U %S' "$TRAJPACK" extract -O "$archive" "$name/$1" > /dev/null; } 2>&1 |
+            tail -1 | awk '{ print $1 + $2 }')
+    echo "$(now) $_t0 $_cpu" | awk '{ printf "%.4f %.2f", $1 - $2, $3 }'
+}
+
+best() { # SECONDS...: the smallest
+    printf '%s\n' "$@" | sort -g | head -1
+}
+
+# One file: every run measures all the readers, one after the other.
+bench_file() {
+    _f=$1 _tf="" _sq="" _cat="" _ex="" _cpu="" _tfb=0 _sqb=0
+    for _ in $(seq "$repeat"); do
+        set -- $(through_mount mount_trajfs "$name/$_f")
+        _tf="$_tf $1" _tfb=$2
+        set -- $(through_mount mount_squashfuse "$_f")
+        _sq="$_sq $1" _sqb=$2
+        drop_caches
+        _cat="$_cat $(timed read_file "$corpus/$_f")"
+        set -- $(extract_cold "$_f")
+        _ex="$_ex $1" _cpu="$_cpu $2"
+    done
+    _size=$(stat -c %s "$corpus/$_f")
+    _t=$(best $_tf) _s=$(best $_sq) _c=$(best $_cat)
+    echo
+    echo "$_f ($_size bytes)"
+    printf '  %-22s %7.3f s  %5.2fx squashfuse  %5.2f B read/B  (runs:%s)\n' "trajfs" "$_t" \
+        "$(echo "$_t $_s" | awk '{ print $1 / $2 }')" "$(echo "$_tfb $_size" | awk '{ print $1 / $2 }')" "$_tf"
+    printf '  %-22s %7.3f s  %5.2fx squashfuse  %5.2f B read/B  (runs:%s)\n' "squashfuse (zstd -19)" "$_s" \
+        1 "$(echo "$_sqb $_size" | awk '{ print $1 / $2 }')" "$_sq"
+    printf '  %-22s %7.3f s  %5.2fx squashfuse                 (runs:%s)\n' "plain file (cat)" "$_c" \
+        "$(echo "$_c $_s" | awk '{ print $1 / $2 }')" "$_cat"
+    printf '  %-22s %7.3f s  %5.2fx squashfuse  %5s s CPU      (runs:%s)\n' "trajpack extract -O" \
+        "$(best $_ex)" "$(echo "$(best $_ex) $_s" | awk '{ print $1 / $2 }')" "$(best $_cpu)" "$_ex"
+}
+
+echo "corpus $corpus; $(nproc) CPUs; best of $repeat runs, page cache dropped before each read"
+echo "archive $archive: $(stat -c %s "$archive") bytes"
+echo "squashfs $squashfs: $(stat -c %s "$squashfs") bytes"
+for f in "$latest" "$optim" "$middle"; do
+    bench_file "$f"
+done
