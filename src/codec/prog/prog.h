@@ -17,7 +17,10 @@
  * so a chunk is self-contained: decode() validates the program against
  * the chunk's length and dtype, opens every literal, then executes. It
  * does not need the model. Without a model, encode() searches the chunk
- * itself.
+ * itself. A model may instead be a fields model (prog_fields.h), made by
+ * a sampled fit: encode() then writes the merge of the chunk's fields
+ * straight from its bytes, and estimate() tells its size from the
+ * chunk's sample.
  *
  * Everything is deterministic: no threads, no clocks, the search bounded
  * by a count of expansions. */
@@ -54,7 +57,16 @@ typedef struct {
     unsigned budget;            /* 0: TF_PROG_DEFAULT_BUDGET, or
                                    TF_PROG_UNIFORM_BUDGET without a prior */
     const tf_prog_prior *prior; /* NULL: uniform production costs */
+    /* Decides from the tensor's sample (codec/sample.h) instead: its
+     * fields (prog_fields.h) as the model of a float tensor, and the
+     * search only where the sample shows structure that fields cannot
+     * use (runs, steps, few distinct values) worth more than
+     * TF_PROG_SEARCH_GAIN bytes and an eighth of the fields' estimate;
+     * otherwise no model (the tensor gets no program). */
+    bool sampled;
 } tf_prog_fit_opts;
+
+#define TF_PROG_SEARCH_GAIN 1024
 
 /* fit() with the options given directly; opts may be NULL. */
 int tf_prog_fit(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fit_opts *opts,
