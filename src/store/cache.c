@@ -150,6 +150,14 @@ uint8_t *tf_cache_buffer(tf_cache *c, tf_cache_item *it, size_t len)
     return it->data;
 }
 
+void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len)
+{
+    (void)c;
+    it->len = len;
+    it->data = data;
+    it->mapped = 0;
+}
+
 /* Frees an item's block, or keeps it in place of the oldest spare; the
  * caller holds the lock. */
 static void drop_buffer(tf_cache *c, tf_cache_item *it)

@@ -46,6 +46,9 @@ tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed);
  * last few items evicted are kept for new items, resized to them.
  * Under AddressSanitizer every block comes from malloc, which it guards. */
 uint8_t *tf_cache_buffer(tf_cache *c, tf_cache_item *it, size_t len);
+/* Gives a claimed item the len bytes at data, a malloc'd block it frees
+ * when evicted, instead of tf_cache_buffer's. */
+void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len);
 /* Publishes a claimed item's bytes (of tf_cache_buffer) and wakes its
  * waiters; the caller keeps its reference. The item counts against the
  * bound from now on, even when larger than all of it: it is evicted once

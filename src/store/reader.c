@@ -224,23 +224,18 @@ static tf_cache_item *obtain(tf_reader_ctx *r, uint64_t idx, tf_error *e)
     return ready;
 }
 
-void tf_reader_seed(tf_reader_ctx *r, uint64_t idx, const uint8_t *data)
+void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data)
 {
     bool claimed;
     tf_cache_item *it = tf_cache_acquire(r->cache, idx, &claimed);
-    if (!it)
-        return;
-    if (claimed) {
-        size_t len = (size_t)tf_archive_blob(r->ar, idx)->raw_len;
-        uint8_t *buf = tf_cache_buffer(r->cache, it, len);
-        if (!buf) {
-            tf_cache_abandon(r->cache, it);
-            return;
-        }
-        memcpy(buf, data, len);
+    if (it && claimed) {
+        tf_cache_adopt(r->cache, it, data, (size_t)tf_archive_blob(r->ar, idx)->raw_len);
         tf_cache_fill(r->cache, it);
+        data = NULL;
     }
-    tf_cache_release(r->cache, it);
+    if (it)
+        tf_cache_release(r->cache, it);
+    free(data);
 }
 
 int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e)

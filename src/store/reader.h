@@ -37,9 +37,10 @@ int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e);
 /* Puts the bytes of blob idx, known to the caller (a writer that has
  * just stored them), into the cache as if they had been decoded, so that
  * the next checkpoint's deltas find their reference without decoding.
- * data holds the blob's raw_len bytes. Best effort: out of memory, it
- * does nothing. */
-void tf_reader_seed(tf_reader_ctx *r, uint64_t idx, const uint8_t *data);
+ * data, a malloc'd block of the blob's raw_len bytes, goes to the cache
+ * without a copy: the reader frees it (at once, when the blob is cached
+ * already or the cache cannot take it). Best effort. */
+void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data);
 
 /* Reads up to len bytes of a file entry at off into out. Returns the
  * number of bytes read (short only at end of file), or -1. For a tensor

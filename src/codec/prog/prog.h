@@ -89,11 +89,18 @@ typedef struct {
  * of its tensors (at most TF_PROG_CALIBRATION_TENSORS, spread over dtypes
  * and sizes): each is searched with uniform costs and
  * TF_PROG_CALIBRATION_BUDGET expansions, and the productions of the
- * programs found are counted. *out is NULL when nothing was learned. */
+ * programs found are counted. *out is NULL when nothing was learned.
+ * Of a tensor's data, only those of the sample are read, and of those
+ * only the first TF_PROG_SAMPLE_WORDS elements: the others' data may be
+ * NULL. */
 #define TF_PROG_CALIBRATION_TENSORS 4
 #define TF_PROG_CALIBRATION_BUDGET 64
 int tf_prog_prior_learn(const tf_prog_tensor *tensors, size_t n, tf_prog_prior **out,
                         tf_error *e);
+/* The sample tf_prog_prior_learn takes (by dtype and len alone): the
+ * indices into pick[TF_PROG_CALIBRATION_TENSORS]; returns how many, or
+ * -1 when out of memory. */
+int tf_prog_prior_pick(const tf_prog_tensor *tensors, size_t n, size_t *pick);
 
 /* The one-line text form of a stored chunk (u8 version | instance) of
  * raw_len bytes of dtype, like tf_prog_describe's, each literal named by
