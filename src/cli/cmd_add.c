@@ -268,9 +268,16 @@ static int add_inputs(const add_args *a, const cli_input_list *list)
         cli_file_error(a->archive, e.msg);
         return CLI_EXIT_FAIL;
     }
+    /* The chunks of the last regular file will be no one's reference. */
+    size_t last_file = list->count;
+    for (size_t i = 0; i < list->count; i++)
+        if (S_ISREG(list->items[i].mode))
+            last_file = i;
     int status = CLI_EXIT_OK;
     for (size_t i = 0; i < list->count; i++) {
         const cli_input *in = &list->items[i];
+        if (i == last_file)
+            tf_writer_keep_references(w, false);
         if (tf_writer_add(w, in->src, in->dest, a->parent, &e) < 0) {
             cli_file_error(in->src, e.msg);
             status = CLI_EXIT_FAIL;

@@ -38,6 +38,9 @@ void tf_cache_free(tf_cache *c);
  * walking a reference chain downwards does that); waits then cannot
  * form a cycle. */
 tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed);
+/* The filled item for key with a reference taken, or NULL (absent, or
+ * being filled): never waits, never claims. */
+tf_cache_item *tf_cache_peek(tf_cache *c, uint64_t key);
 /* Memory for the len bytes of a claimed item, which the item holds from
  * now on: tf_cache_fill publishes them, tf_cache_abandon frees them. NULL
  * when out of memory. Blocks of 64 KiB and more are mapped on their own,
@@ -46,9 +49,15 @@ tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed);
  * last few items evicted are kept for new items, resized to them.
  * Under AddressSanitizer every block comes from malloc, which it guards. */
 uint8_t *tf_cache_buffer(tf_cache *c, tf_cache_item *it, size_t len);
-/* Gives a claimed item the len bytes at data, a malloc'd block it frees
- * when evicted, instead of tf_cache_buffer's. */
-void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len);
+/* A block of len bytes made as tf_cache_buffer makes them (mapped on its
+ * own when large: *mapped is then its size, whole pages; else malloc's,
+ * *mapped 0), for a caller that fills it first and may give it to the
+ * cache later; NULL when out of memory. */
+uint8_t *tf_cache_block_new(size_t len, size_t *mapped);
+void tf_cache_block_free(uint8_t *data, size_t mapped);
+/* Gives a claimed item the len bytes of such a block, instead of
+ * tf_cache_buffer's: the cache frees it when it evicts the item. */
+void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len, size_t mapped);
 /* Publishes a claimed item's bytes (of tf_cache_buffer) and wakes its
  * waiters; the caller keeps its reference. The item counts against the
  * bound from now on, even when larger than all of it: it is evicted once

@@ -53,7 +53,8 @@ typedef struct {
 typedef struct {
     struct tf_seed {
         uint64_t blob;
-        uint8_t *data;
+        uint8_t *data; /* of tf_cache_block_new */
+        size_t mapped;
     } *items;
     size_t n, cap, bytes, budget;
 } tf_seeds;

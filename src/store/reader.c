@@ -224,18 +224,38 @@ static tf_cache_item *obtain(tf_reader_ctx *r, uint64_t idx, tf_error *e)
     return ready;
 }
 
-void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data)
+int tf_reader_blob_once(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e)
+{
+    tf_cache_item *it = tf_cache_peek(r->cache, idx);
+    if (it) {
+        r->hits++;
+        memcpy(out, it->data, it->len);
+        tf_cache_release(r->cache, it);
+        return 0;
+    }
+    const tf_blob *b = tf_archive_blob(r->ar, idx);
+    tf_cache_item *ref = b->ref ? obtain(r, b->ref - 1, e) : NULL;
+    if (b->ref && !ref)
+        return -1;
+    int rc = decode_one(r, idx, ref ? ref->data : NULL, out, e);
+    if (ref)
+        tf_cache_release(r->cache, ref);
+    return rc;
+}
+
+void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data, size_t mapped)
 {
     bool claimed;
     tf_cache_item *it = tf_cache_acquire(r->cache, idx, &claimed);
     if (it && claimed) {
-        tf_cache_adopt(r->cache, it, data, (size_t)tf_archive_blob(r->ar, idx)->raw_len);
+        tf_cache_adopt(r->cache, it, data, (size_t)tf_archive_blob(r->ar, idx)->raw_len, mapped);
         tf_cache_fill(r->cache, it);
         data = NULL;
     }
     if (it)
         tf_cache_release(r->cache, it);
-    free(data);
+    if (data)
+        tf_cache_block_free(data, mapped);
 }
 
 int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e)

@@ -72,6 +72,11 @@ tf_reader_ctx *tf_writer_reader(tf_writer *w)
     return w->reader;
 }
 
+void tf_writer_keep_references(tf_writer *w, bool keep)
+{
+    w->drop_references = !keep;
+}
+
 uint64_t tf_writer_new_ino(tf_writer *w)
 {
     return atomic_fetch_add(&w->next_ino, 1);
@@ -173,7 +178,7 @@ static int add_file(tf_writer *w, tf_commit *c, const add_how *how, const tf_sou
 static int add_regular(tf_writer *w, const tf_source *src, const add_how *how, tf_error *e)
 {
     tf_commit c;
-    tf_seeds seeds = { .budget = cache_bytes(w) };
+    tf_seeds seeds = { .budget = w->drop_references ? 0 : cache_bytes(w) };
     tf_writer_begin_commit(w, &c);
     int rc = tf_commit_parents(&c, how->dest, e);
     if (rc == 0)

@@ -18,6 +18,7 @@ struct tf_writer {
     tf_reader_ctx *reader;
     tf_ref_index *refs;
     tf_add_report report; /* of the last file added */
+    bool drop_references; /* tf_writer_keep_references(w, false) */
     _Atomic uint64_t next_ino;
 };
 

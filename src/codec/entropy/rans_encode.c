@@ -212,7 +212,6 @@ void tf_rans_indexed_free(tf_rans_indexed *ix)
 int tf_rans_indexed_init(tf_rans_indexed *ix, const tf_rans_table *t, unsigned sym_bits,
                          tf_error *e)
 {
-    *ix = (tf_rans_indexed){ .prec = t->prec, .sym_bits = sym_bits };
     unsigned lo = 0, end = 0; /* occupied contexts: [lo, end) */
     for (unsigned c = 0; c < t->n_ctx; c++) {
         if (t->row_of_ctx[c] < 0)
@@ -221,8 +220,19 @@ int tf_rans_indexed_init(tf_rans_indexed *ix, const tf_rans_table *t, unsigned s
             lo = c;
         end = c + 1;
     }
+    return tf_rans_indexed_init_span(ix, t, sym_bits, lo, end - lo, e);
+}
+
+int tf_rans_indexed_init_span(tf_rans_indexed *ix, const tf_rans_table *t, unsigned sym_bits,
+                              unsigned ctx_lo, unsigned n_rows, tf_error *e)
+{
+    *ix = (tf_rans_indexed){ .prec = t->prec, .sym_bits = sym_bits };
+    if (ctx_lo > t->n_ctx || n_rows > t->n_ctx - ctx_lo)
+        return tf_fail(e, EINVAL, "rans: contexts [%u, %u + %u) are out of range", ctx_lo,
+                       ctx_lo, n_rows);
+    const unsigned lo = ctx_lo, end = ctx_lo + n_rows;
     ix->ctx_lo = lo;
-    ix->n_rows = end - lo;
+    ix->n_rows = n_rows;
     if (sym_bits > 8 || t->n_sym > 1u << sym_bits ||
         ((size_t)ix->n_rows + 1) << sym_bits > 65536)
         return tf_fail(e, EINVAL, "rans: %u contexts x %u symbols do not fit 16-bit indexes",

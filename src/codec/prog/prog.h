@@ -66,7 +66,7 @@ typedef struct {
     bool sampled;
 } tf_prog_fit_opts;
 
-#define TF_PROG_SEARCH_GAIN 1024
+#define TF_PROG_SEARCH_GAIN 4096
 
 /* fit() with the options given directly; opts may be NULL. */
 int tf_prog_fit(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fit_opts *opts,

@@ -594,18 +594,10 @@ int tf_ulp_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_bu
 
 /* ---- fitted on the chunk itself ---- */
 
-/* Indexes of a span moved to the rows of a narrower one inside it. */
-static void shift_rows(uint16_t *idx, size_t n, unsigned rows, unsigned sym_bits)
-{
-    const uint16_t by = (uint16_t)(rows << sym_bits);
-    for (size_t i = 0; i < n; i++)
-        idx[i] = (uint16_t)(idx[i] - by);
-}
-
 /* The indexes are computed once, under the span the fit counts in, and
- * serve both the counting and the coding (moved to the table's rows):
- * the same bytes as tf_ulp_fit of the chunk and tf_ulp_encode with the
- * model, one pass over the elements fewer. */
+ * serve both the counting and the coding (an encoder of that span's
+ * rows): the same bytes as tf_ulp_fit of the chunk and tf_ulp_encode
+ * with the model, one pass over the elements fewer. */
 int tf_ulp_fit_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *model,
                       tf_buf *out, tf_error *e)
 {
@@ -639,10 +631,8 @@ int tf_ulp_fit_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, t
     if (count_many_indexes(counts, (size_t)span.n << f.sym_bits, idx, n, e) < 0 ||
         fit_counts(&f, span, counts, &t, model, e) < 0)
         goto done;
-    if (tf_rans_indexed_init(&ix, &t, f.sym_bits, e) < 0)
+    if (tf_rans_indexed_init_span(&ix, &t, f.sym_bits, span.lo, span.n, e) < 0)
         goto done;
-    if (ix.ctx_lo != span.lo)
-        shift_rows(idx, n, ix.ctx_lo - span.lo, f.sym_bits);
     rc = tf_rans_encode_indexed(&ix, idx, n, n < ULP_ONE_LANE_BELOW ? 1 : ULP_LANES, out, e);
     if (rc == 0 && tf_buf_put(out, raw, raw_len) < 0)
         rc = tf_fail(e, ENOMEM, "ulp: out of memory for the raw bits");
