@@ -260,6 +260,12 @@ int tf_run_ordered(size_t n, unsigned threads, size_t window,
 {
     if (n == 0)
         return 0;
+    /* One thread: the calling one, each job sunk while its data is hot. */
+    for (size_t i = 0; threads <= 1 && i < n; i++)
+        if (work(arg, i, e) < 0 || (sink && sink(arg, i, e) < 0))
+            return -1;
+    if (threads <= 1)
+        return 0;
     pool pl = { .n = n, .window = window ? window : 1, .work = work, .arg = arg };
     pl.state = calloc(n, 1);
     pl.errors = calloc(n, sizeof *pl.errors);

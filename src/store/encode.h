@@ -61,8 +61,10 @@ typedef struct {
 /* Runs work(arg, i) for i in [0, n) on `threads` threads; then, in index
  * order, sink(arg, i) on the calling thread as soon as job i is done.
  * Workers run at most `window` jobs ahead of the sink, which bounds the
- * memory held by finished jobs. Stops at the first failure (work or sink)
- * and returns -1 with its error; jobs not yet sunk are still finished. */
+ * memory held by finished jobs. With one thread, the calling thread does
+ * the work too, each job then its sink. Stops at the first failure (work
+ * or sink) and returns -1 with its error; jobs not yet sunk are still
+ * finished. */
 int tf_run_ordered(size_t n, unsigned threads, size_t window,
                    int (*work)(void *arg, size_t i, tf_error *e),
                    int (*sink)(void *arg, size_t i, tf_error *e), void *arg, tf_error *e);
