@@ -14,13 +14,23 @@
 #include "store/pipeline.h"
 #include "store/writer_impl.h"
 
-/* Cache for reconstructing the references of the tensors being added:
- * as much again is kept of a file being added for it (tf_seeds). */
+/* Cache for reconstructing the references of the tensors being added. */
 #define WRITER_CACHE_BYTES ((size_t)256 << 20)
+/* Of a file being added, the chunks kept for the cache until the file is
+ * committed (tf_seeds): as many as the cache holds, at most this many
+ * bytes (a mount's cache, for its readers too, may be much larger). */
+#define WRITER_SEEDS_BYTES ((size_t)256 << 20)
 
 static size_t cache_bytes(const tf_writer *w)
 {
     return w->opts.cache_bytes ? w->opts.cache_bytes : WRITER_CACHE_BYTES;
+}
+
+static size_t seeds_bytes(const tf_writer *w)
+{
+    if (w->drop_references)
+        return 0;
+    return cache_bytes(w) < WRITER_SEEDS_BYTES ? cache_bytes(w) : WRITER_SEEDS_BYTES;
 }
 
 int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
@@ -178,7 +188,7 @@ static int add_file(tf_writer *w, tf_commit *c, const add_how *how, const tf_sou
 static int add_regular(tf_writer *w, const tf_source *src, const add_how *how, tf_error *e)
 {
     tf_commit c;
-    tf_seeds seeds = { .budget = w->drop_references ? 0 : cache_bytes(w) };
+    tf_seeds seeds = { .budget = seeds_bytes(w) };
     tf_writer_begin_commit(w, &c);
     int rc = tf_commit_parents(&c, how->dest, e);
     if (rc == 0)
