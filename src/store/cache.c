@@ -150,37 +150,12 @@ uint8_t *tf_cache_buffer(tf_cache *c, tf_cache_item *it, size_t len)
     return it->data;
 }
 
-uint8_t *tf_cache_block_new(size_t len, size_t *mapped)
-{
-    *mapped = 0;
-    if (len < MAPPED_MIN)
-        return malloc(len ? len : 1);
-    long page = sysconf(_SC_PAGESIZE);
-    size_t p = page > 0 ? (size_t)page : 4096, need = (len + p - 1) / p * p;
-    /* The caller fills it all: its pages are made at once, not a fault
-     * each. */
-    void *data = mmap(NULL, need, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (data == MAP_FAILED)
-        return NULL;
-    *mapped = need;
-    return data;
-}
-
-void tf_cache_block_free(uint8_t *data, size_t mapped)
-{
-    if (mapped)
-        munmap(data, mapped);
-    else
-        free(data);
-}
-
-void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len, size_t mapped)
+void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len)
 {
     (void)c;
     it->len = len;
     it->data = data;
-    it->mapped = mapped;
+    it->mapped = 0;
 }
 
 /* Frees an item's block, or keeps it in place of the oldest spare; the

@@ -49,15 +49,9 @@ tf_cache_item *tf_cache_peek(tf_cache *c, uint64_t key);
  * last few items evicted are kept for new items, resized to them.
  * Under AddressSanitizer every block comes from malloc, which it guards. */
 uint8_t *tf_cache_buffer(tf_cache *c, tf_cache_item *it, size_t len);
-/* A block of len bytes made as tf_cache_buffer makes them (mapped on its
- * own when large: *mapped is then its size, whole pages; else malloc's,
- * *mapped 0), for a caller that fills it first and may give it to the
- * cache later; NULL when out of memory. */
-uint8_t *tf_cache_block_new(size_t len, size_t *mapped);
-void tf_cache_block_free(uint8_t *data, size_t mapped);
-/* Gives a claimed item the len bytes of such a block, instead of
- * tf_cache_buffer's: the cache frees it when it evicts the item. */
-void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len, size_t mapped);
+/* Gives a claimed item the len bytes at data, a malloc'd block, instead
+ * of tf_cache_buffer's: the cache frees it when it evicts the item. */
+void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len);
 /* Publishes a claimed item's bytes (of tf_cache_buffer) and wakes its
  * waiters; the caller keeps its reference. The item counts against the
  * bound from now on, even when larger than all of it: it is evicted once

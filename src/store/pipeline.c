@@ -1,33 +1,13 @@
 #include "store/pipeline.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec/codec.h"
 #include "codec/prog/prog.h"
 #include "common/dtype.h"
-#include "store/cache.h"
 #include "store/encode.h"
-
-/* A block for a chunk's bytes, made as the cache makes its items
- * (tf_cache_block_new), so that one kept for the cache is given to it as
- * it is. */
-typedef struct {
-    uint8_t *data;
-    size_t mapped; /* as tf_cache_block_new said */
-    size_t room;   /* bytes it holds */
-} block;
-
-/* Blocks given back, kept for the next chunks: as many as can be in
- * flight at once. A block reused costs no page faults, and the blocks
- * kept for the cache leave no free memory behind in the heap. */
-typedef struct {
-    pthread_mutex_t lock;
-    block *free;
-    size_t n, max;
-} block_pool;
 
 /* A chunk of the file, from its read to its store. */
 typedef struct {
@@ -35,7 +15,7 @@ typedef struct {
     uint64_t index; /* within its span */
     uint64_t off;   /* within its span's bytes */
     size_t len;
-    block buf;      /* its bytes, from its read until the sink is done */
+    uint8_t *data;  /* its bytes, from its read until the sink is done */
     tf_blob_id id;
     bool hashed;
     bool stored;    /* its content is in the archive already */
@@ -57,7 +37,6 @@ typedef struct {
     unsigned chunk_shift;
     tf_prog_prior *prior;  /* with search: the file's production prior, or NULL */
     tf_prog_fit_opts prog; /* the options of every program fit */
-    block_pool pool;
 } file_job;
 
 static void report_progress(const tf_write_opts *o, uint64_t bytes)
@@ -69,63 +48,6 @@ static void report_progress(const tf_write_opts *o, uint64_t bytes)
 static unsigned elem_size(const tf_span *s)
 {
     return tf_dtype_get(s->dtype)->size;
-}
-
-/* ---- blocks ---- */
-
-/* The smallest free block that holds len bytes, or a new one. */
-static int take_block(block_pool *p, size_t len, block *b, tf_error *e)
-{
-    bool found = false;
-    pthread_mutex_lock(&p->lock);
-    size_t best = p->n;
-    for (size_t i = 0; i < p->n; i++)
-        if (p->free[i].room >= len && (best == p->n || p->free[i].room < p->free[best].room))
-            best = i;
-    if (best < p->n) {
-        *b = p->free[best];
-        p->free[best] = p->free[--p->n];
-        found = true;
-    }
-    pthread_mutex_unlock(&p->lock);
-    if (found)
-        return 0;
-    b->data = tf_cache_block_new(len, &b->mapped);
-    b->room = b->mapped ? b->mapped : len;
-    return b->data ? 0 : tf_fail(e, ENOMEM, "out of memory for a chunk of %zu bytes", len);
-}
-
-static void give_block(block_pool *p, block *b)
-{
-    if (!b->data)
-        return;
-    pthread_mutex_lock(&p->lock);
-    bool kept = p->n < p->max;
-    if (kept)
-        p->free[p->n++] = *b;
-    pthread_mutex_unlock(&p->lock);
-    if (!kept)
-        tf_cache_block_free(b->data, b->mapped);
-    *b = (block){ 0 };
-}
-
-static int pool_init(block_pool *p, size_t max, tf_error *e)
-{
-    *p = (block_pool){ .max = max };
-    if (!(p->free = calloc(max ? max : 1, sizeof *p->free)))
-        return tf_fail(e, ENOMEM, "out of memory");
-    pthread_mutex_init(&p->lock, NULL);
-    return 0;
-}
-
-static void pool_free(block_pool *p)
-{
-    if (!p->free)
-        return;
-    for (size_t i = 0; i < p->n; i++)
-        tf_cache_block_free(p->free[i].data, p->free[i].mapped);
-    free(p->free);
-    pthread_mutex_destroy(&p->lock);
 }
 
 /* ---- reading ---- */
@@ -155,12 +77,15 @@ static int read_span(const file_job *f, const tf_span *s, uint64_t off, size_t l
 /* Reads chunk ch's bytes (and its id, the first time). */
 static int read_chunk(file_job *f, chunk *ch, tf_error *e)
 {
-    if (take_block(&f->pool, ch->len, &ch->buf, e) < 0)
-        return -1;
-    if (read_span(f, &f->spans[ch->span], ch->off, ch->len, ch->buf.data, e) < 0)
+    /* From the heap, which the blocks freed by the chunks done (or by the
+     * cache, evicting the last file's) come back to: a block reused costs
+     * no page faults. */
+    if (!(ch->data = malloc(ch->len ? ch->len : 1)))
+        return tf_fail(e, ENOMEM, "out of memory for a chunk of %zu bytes", ch->len);
+    if (read_span(f, &f->spans[ch->span], ch->off, ch->len, ch->data, e) < 0)
         return -1;
     if (!ch->hashed) {
-        ch->id = tf_blob_id_of(ch->buf.data, ch->len);
+        ch->id = tf_blob_id_of(ch->data, ch->len);
         /* The archive does not change while a file is encoded: its blobs
          * may be looked up from any thread. */
         ch->stored = tf_archive_find_blob(f->c->ar, &ch->id) >= 0;
@@ -189,7 +114,7 @@ static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
 {
     const tf_span *s = &f->spans[ch->span];
     tf_chunk_job *job = &ch->job;
-    *job = (tf_chunk_job){ .src = ch->buf.data, .len = ch->len, .dtype = s->dtype,
+    *job = (tf_chunk_job){ .src = ch->data, .len = ch->len, .dtype = s->dtype,
                            .estimate = !f->opts->search };
     job->fit_chunk[TF_CODEC_ULP] = true;
     if (f->opts->search && s->programmed) {
@@ -273,9 +198,9 @@ static int store_chunk(file_job *f, chunk *ch, tf_error *e)
 }
 
 /* Keeps a float tensor's chunk for the cache while the budget lasts. */
-static void keep_seed(tf_seeds *s, uint64_t blob, block *b)
+static void keep_seed(tf_seeds *s, uint64_t blob, uint8_t **data, size_t len)
 {
-    if (!s || s->bytes + b->room > s->budget)
+    if (!s || s->bytes + len > s->budget)
         return;
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
@@ -285,9 +210,9 @@ static void keep_seed(tf_seeds *s, uint64_t blob, block *b)
         s->items = items;
         s->cap = cap;
     }
-    s->items[s->n++] = (struct tf_seed){ blob, b->data, b->mapped };
-    s->bytes += b->room;
-    *b = (block){ 0 };
+    s->items[s->n++] = (struct tf_seed){ blob, *data };
+    s->bytes += len;
+    *data = NULL;
 }
 
 static int chunk_sink(void *arg, size_t i, tf_error *e)
@@ -305,8 +230,9 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
     tf_buf_free(&ch->job.out);
     tf_buf_free(&ch->job.model);
     if (rc == 0 && tf_dtype_is_float(f->spans[ch->span].dtype))
-        keep_seed(f->seeds, ch->blob, &ch->buf);
-    give_block(&f->pool, &ch->buf);
+        keep_seed(f->seeds, ch->blob, &ch->data, ch->len);
+    free(ch->data);
+    ch->data = NULL;
     if (rc == 0)
         report_progress(f->opts, ch->len);
     return rc;
@@ -315,7 +241,7 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
 void tf_seeds_plant(tf_seeds *s, tf_reader_ctx *r)
 {
     for (size_t i = 0; i < s->n; i++) {
-        tf_reader_seed_owned(r, s->items[i].blob, s->items[i].data, s->items[i].mapped);
+        tf_reader_seed_owned(r, s->items[i].blob, s->items[i].data);
         s->items[i].data = NULL;
     }
     tf_seeds_free(s);
@@ -324,8 +250,7 @@ void tf_seeds_plant(tf_seeds *s, tf_reader_ctx *r)
 void tf_seeds_free(tf_seeds *s)
 {
     for (size_t i = 0; i < s->n; i++)
-        if (s->items[i].data)
-            tf_cache_block_free(s->items[i].data, s->items[i].mapped);
+        free(s->items[i].data);
     free(s->items);
     s->items = NULL;
     s->n = s->cap = s->bytes = 0;
@@ -338,7 +263,8 @@ static int hash_work(void *arg, size_t i, tf_error *e)
     file_job *f = arg;
     chunk *ch = &f->chunks[i];
     int rc = read_chunk(f, ch, e);
-    give_block(&f->pool, &ch->buf);
+    free(ch->data);
+    ch->data = NULL;
     return rc;
 }
 
@@ -488,9 +414,8 @@ static void file_job_free(file_job *f)
     for (size_t k = 0; k < f->nchunks; k++) {
         tf_buf_free(&f->chunks[k].job.out);
         tf_buf_free(&f->chunks[k].job.model);
-        give_block(&f->pool, &f->chunks[k].buf);
+        free(f->chunks[k].data);
     }
-    pool_free(&f->pool);
     for (size_t s = 0; s < f->nspans; s++)
         tf_buf_free(&f->spans[s].program);
     free(f->chunks);
@@ -505,9 +430,7 @@ int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, const tf_source *sr
                    .spans = spans, .nspans = nspans, .chunk_shift = tf_archive_chunk_shift(c->ar),
                    .prog = { .budget = opts->prog_budget, .sampled = true } };
     unsigned t = opts->threads;
-    int rc = pool_init(&f.pool, (TF_PIPELINE_WINDOW + 1) * (size_t)t, e);
-    if (rc == 0)
-        rc = plan_chunks(&f, e);
+    int rc = plan_chunks(&f, e);
     if (rc == 0 && opts->search)
         rc = search_programs(&f, e);
     if (rc == 0)

@@ -53,8 +53,7 @@ typedef struct {
 typedef struct {
     struct tf_seed {
         uint64_t blob;
-        uint8_t *data; /* of tf_cache_block_new */
-        size_t mapped;
+        uint8_t *data; /* malloc'd */
     } *items;
     size_t n, cap, bytes, budget;
 } tf_seeds;

@@ -243,19 +243,18 @@ int tf_reader_blob_once(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *
     return rc;
 }
 
-void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data, size_t mapped)
+void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data)
 {
     bool claimed;
     tf_cache_item *it = tf_cache_acquire(r->cache, idx, &claimed);
     if (it && claimed) {
-        tf_cache_adopt(r->cache, it, data, (size_t)tf_archive_blob(r->ar, idx)->raw_len, mapped);
+        tf_cache_adopt(r->cache, it, data, (size_t)tf_archive_blob(r->ar, idx)->raw_len);
         tf_cache_fill(r->cache, it);
         data = NULL;
     }
     if (it)
         tf_cache_release(r->cache, it);
-    if (data)
-        tf_cache_block_free(data, mapped);
+    free(data);
 }
 
 int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e)

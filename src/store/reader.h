@@ -42,10 +42,10 @@ int tf_reader_blob_once(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *
 /* Puts the bytes of blob idx, known to the caller (a writer that has
  * just stored them), into the cache as if they had been decoded, so that
  * the next checkpoint's deltas find their reference without decoding.
- * data, a block of tf_cache_block_new of the blob's raw_len bytes
- * (`mapped` as it said), goes to the cache without a copy: the reader
- * frees it (at once, when the blob is cached already). */
-void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data, size_t mapped);
+ * data, a malloc'd block of the blob's raw_len bytes, goes to the cache
+ * without a copy: the reader frees it (at once, when the blob is cached
+ * already). */
+void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data);
 
 /* Reads up to len bytes of a file entry at off into out. Returns the
  * number of bytes read (short only at end of file), or -1. For a tensor
