@@ -38,8 +38,8 @@ static const setting settings[] = {
     { "search", "search", 0, true, 0, 0, offsetof(tf_write_opts, search),
       "search programs and try every codec on every chunk,\n"
       "as earlier releases did, instead of choosing from\n"
-      "samples (for final archiving: about 0.1% smaller,\n"
-      "writing 20 to 40x slower)" },
+      "samples (6 to 40x slower; on the benchmark, 1% larger\n"
+      "in all)" },
     { "all_programs", "all-programs", 0, true, 0, 0, offsetof(tf_write_opts, all_programs),
       "the search, and a program for every tensor, also one\n"
       "with a reference (float32 optimizer state about 1%\n"
