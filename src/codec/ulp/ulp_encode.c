@@ -325,8 +325,9 @@ int tf_ulp_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *
 
 /* ---- encode ---- */
 
-/* LSB-first bit writer. Every put stores 8 bytes, so the buffer needs 8
- * bytes of slack; fewer than 8 bits stay pending between puts. */
+/* LSB-first bit writer. Every put stores 8 bytes (bits_put2 16), so the
+ * buffer needs 16 bytes of slack; fewer than 8 bits stay pending between
+ * puts. */
 typedef struct {
     uint64_t acc;
     unsigned count;
@@ -355,6 +356,20 @@ ULP_ALWAYS_INLINE void bits_put64(bit_writer *w, uint64_t v, unsigned n) /* n <=
     unsigned total = w->count + n, whole = total >> 3;
     w->p += whole;
     w->acc = whole == 8 ? spill : low >> (8 * whole & 63);
+    w->count = total & 7;
+}
+
+/* Two puts in one: a (na bits) then b (nb bits), na + nb <= 120 with
+ * the pending bits; stores 16 bytes, so the buffer needs 16 bytes of
+ * slack. Half the chain of shifts that two puts make. */
+ULP_ALWAYS_INLINE void bits_put2(bit_writer *w, uint64_t a, unsigned na, uint64_t b, unsigned nb)
+{
+    unsigned __int128 v = ((unsigned __int128)a | (unsigned __int128)b << na) << w->count | w->acc;
+    tf_le64_put(w->p, (uint64_t)v);
+    tf_le64_put(w->p + 8, (uint64_t)(v >> 64));
+    unsigned total = w->count + na + nb, whole = total >> 3;
+    w->p += whole;
+    w->acc = (uint64_t)(v >> (8 * whole));
     w->count = total & 7;
 }
 
@@ -420,27 +435,27 @@ TF_AVX2_INLINE __m256i avx2_raw_pairs(__m256i z, __m256i sym, __m256i *len)
 }
 
 /* BF16, F16 (13 raw bits at most): pairs join again into quads within
- * 128-bit halves, at most 52 bits each: two puts for eight elements. */
+ * 128-bit halves, at most 52 bits each: one put for eight elements. */
 TF_AVX2_INLINE void avx2_put_raw16(bit_writer *w, __m256i z, __m256i sym)
 {
     __m256i len, v = avx2_raw_pairs(z, sym, &len);
     v = _mm256_or_si256(v, _mm256_sllv_epi64(_mm256_srli_si256(v, 8), len));
     len = _mm256_add_epi64(len, _mm256_srli_si256(len, 8));
     __m128i v_high = _mm256_extracti128_si256(v, 1), len_high = _mm256_extracti128_si256(len, 1);
-    bits_put(w, (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(v)),
-             (unsigned)_mm_cvtsi128_si64(_mm256_castsi256_si128(len)));
-    bits_put(w, (uint64_t)_mm_cvtsi128_si64(v_high), (unsigned)_mm_cvtsi128_si64(len_high));
+    bits_put2(w, (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(v)),
+              (unsigned)_mm_cvtsi128_si64(_mm256_castsi256_si128(len)),
+              (uint64_t)_mm_cvtsi128_si64(v_high), (unsigned)_mm_cvtsi128_si64(len_high));
 }
 
-/* F32 (29 raw bits at most): pairs of up to 58 bits, four puts. */
+/* F32 (29 raw bits at most): pairs of up to 58 bits, two of them a put. */
 TF_AVX2_INLINE void avx2_put_raw32(bit_writer *w, __m256i z, __m256i sym)
 {
     __m256i len, v = avx2_raw_pairs(z, sym, &len);
     uint64_t pv[4], pl[4];
     _mm256_storeu_si256((__m256i *)pv, v);
     _mm256_storeu_si256((__m256i *)pl, len);
-    for (int j = 0; j < 4; j++)
-        bits_put64(w, pv[j], (unsigned)pl[j]);
+    bits_put2(w, pv[0], (unsigned)pl[0], pv[1], (unsigned)pl[1]);
+    bits_put2(w, pv[2], (unsigned)pl[2], pv[3], (unsigned)pl[3]);
 }
 
 /* split_scalar for whole vectors of elements from 0; returns where the
