@@ -50,11 +50,17 @@ static int search_words(const uint64_t *v, size_t n, unsigned width, unsigned dt
     return tf_prog_search(v, n, width, &so, best, &size, NULL, e);
 }
 
-/* A cheap look at the sample for what a search finds and fields do not
- * use: words equal to the one before (runs, constants), words a step
- * on from it by the step before (aranges), and few distinct words. The
- * bytes a program could save over `plain`, the estimate without one. */
-static double structure_gain(const uint8_t *src, size_t n, unsigned bytes, size_t plain)
+/* What a cheap look at the sample finds that a search uses and fields do
+ * not: the share of words equal to the one before (runs, constants) or a
+ * step on from it by the step before (aranges), and how many distinct
+ * words there are. */
+typedef struct {
+    double predicted; /* share of the sample's words */
+    double distinct;
+    size_t sampled;
+} structure;
+
+static structure look_at_sample(const uint8_t *src, size_t n, unsigned bytes)
 {
     enum { SEEN_BITS = 1 << 14 };
     uint64_t seen[SEEN_BITS / 64] = { 0 };
@@ -71,15 +77,35 @@ static double structure_gain(const uint8_t *src, size_t n, unsigned bytes, size_
             seen[h / 64] |= (uint64_t)1 << (h % 64);
         }
     }
-    const size_t m = tf_sample_len(n);
-    double gain = (double)predicted / (double)m * (double)plain;
+    structure st = { .sampled = tf_sample_len(n) };
+    st.predicted = (double)predicted / (double)st.sampled;
     /* distinct words by linear counting of the bits set */
     size_t zero = 0;
     for (size_t i = 0; i < SEEN_BITS / 64; i++)
         zero += 64 - (size_t)__builtin_popcountll(seen[i]);
-    double distinct = zero ? -(double)SEEN_BITS * log((double)zero / SEEN_BITS) : (double)m;
-    if (distinct * 32 <= (double)m) {
-        double coded = log2(distinct > 2 ? distinct : 2) * (double)n / 8;
+    st.distinct = zero ? -(double)SEEN_BITS * log((double)zero / SEEN_BITS) : (double)st.sampled;
+    return st;
+}
+
+/* Whether a structure may pay for a search at all: a program then saves
+ * an eighth of the estimate at least. */
+static bool few_distinct(const structure *st)
+{
+    return st->distinct * 32 <= (double)st->sampled;
+}
+
+static bool may_pay(const structure *st)
+{
+    return st->predicted * 8 >= 1 || few_distinct(st);
+}
+
+/* The bytes a program could save over `plain`, the estimate without one,
+ * for n words. */
+static double structure_gain(const structure *st, size_t n, size_t plain)
+{
+    double gain = st->predicted * (double)plain;
+    if (few_distinct(st)) {
+        double coded = log2(st->distinct > 2 ? st->distinct : 2) * (double)n / 8;
         gain = (double)plain - coded > gain ? (double)plain - coded : gain;
     }
     return gain;
@@ -121,8 +147,10 @@ static int fit_sampled(const uint8_t *src, size_t len, unsigned dtype,
     const size_t n = len / bytes;
     tf_prog_fields f;
     bool fields = n > 0 && tf_prog_fields_choose(src, n, dtype, &f);
-    size_t plain = fields ? tf_prog_fields_estimate(src, n, &f) : len;
-    double gain = n > 0 ? structure_gain(src, n, bytes, plain) : 0;
+    structure st = n > 0 ? look_at_sample(src, n, bytes) : (structure){ 0 };
+    /* the estimate (a pass over the sample) only where it can matter */
+    size_t plain = !may_pay(&st) ? 0 : fields ? tf_prog_fields_estimate(src, n, &f) : len;
+    double gain = may_pay(&st) ? structure_gain(&st, n, plain) : 0;
     if (gain >= TF_PROG_SEARCH_GAIN && gain * 8 >= (double)plain) {
         tf_prog_fit_opts searched = *opts;
         searched.sampled = false;
