@@ -3,13 +3,24 @@
  * thresholds.
  *
  * Per file (tensor data only; the JSON header is left out of every
- * figure but the zstd -d timing, which decompresses the whole file):
- *   prog          the chunks (2^20 elements each) and the distinct models
- *                 (the archive stores a blob once, however many tensors
- *                 share it), the prior learned from this file
- *   plane order-0 sum over byte planes of n * H(plane) / 8, a plane being
- *                 byte k of every element of a given size, over the file
- *                 (and, for reference, the same per tensor)
+ * figure but the zstd -d timing, which decompresses the whole file). A
+ * tensor equal to an earlier one (a tied weight) is stored once by an
+ * archive: it is counted once, in every figure but the file's.
+ *   entropy       per distinct tensor, summed: the order-0 entropy of each
+ *                 of its byte planes (a plane: byte k of every element),
+ *                 n * H(plane) / 8 -- the bytes the codec codes, and what
+ *                 each figure below is divided by; and (for reference)
+ *                 the same over the whole file's planes
+ *   searched      what `trajpack --search` stores: a program searched per
+ *                 tensor (prior learned from this file), its chunks (2^20
+ *                 elements each), models counted once
+ *   sampled       what trajpack stores by default: each chunk's program
+ *                 chosen from its sample (codec/prog/prog_fields.h), a
+ *                 search only where the sample shows structure
+ *   bytegroup+huffman  the fast baseline of the ZipNN method, a coder of
+ *                 this bench: per chunk, each byte plane in one canonical
+ *                 Huffman code (12 bits at most; raw where that is no
+ *                 smaller), with its table
  *   independent elements  per tensor, the order-0 entropy of the
  *                 elements' top 16 bits taken whole plus that of each
  *                 lower byte plane: the least that coding each element on
@@ -19,16 +30,19 @@
  *                 only dependence between elements goes below it
  *   bytegroup-19  the byte planes of the file, each one zstd frame at
  *                 level 19 (zstd library)
- *   decode        prog decoding every chunk into one buffer of the
- *                 tensors' bytes, single-threaded, against
+ *   decode        prog decoding every chunk (searched, then sampled)
+ *                 into one buffer of the tensors' bytes, single-threaded,
+ *                 against
  *                 ZSTD_decompress of one level-19 frame of the whole file
  *                 into one buffer; the thread's CPU time of the pass (of
  *                 the call), checked byte for byte after it, best of
  *                 --rounds (default 3) and of at least 0.25 s of passes,
  *                 MB = 10^6 bytes
  *   time          CPU time of learning the prior, of the searches (fit)
- *                 and of encoding the chunks with the models found, with
- *                 the malloc setting of the programs that encode
+ *                 and of encoding the chunks with the models found; of
+ *                 the sampled fits and encodes; of the baseline's coding:
+ *                 MB/s of the tensors' bytes, with the malloc setting of
+ *                 the programs that encode
  *
  * Usage: prog_bench [--budget N] [--no-prior] [--rounds N] FILE.safetensors...
  * Real data: the corpus's first checkpoint
@@ -43,9 +57,11 @@
 #include <time.h>
 #include <zstd.h>
 
+#include "codec/entropy/huffman.h"
 #include "codec/entropy/rans.h"
 #include "codec/prog/prog.h"
 #include "common/buf.h"
+#include "common/hash.h"
 #include "common/malloc_tune.h"
 #include "common/dtype.h"
 #include "format/safetensors.h"
@@ -69,9 +85,12 @@ typedef struct {
     const uint8_t *data;
     size_t len;
     unsigned dtype;
+    bool copy; /* equal to an earlier tensor: stored once */
     tf_buf model;
     tf_buf *chunks;
     size_t n_chunks;
+    tf_buf *sampled; /* the sampled encoder's chunks (n_chunks); empty for a
+                        copy, and where no program paid (stored raw) */
 } tensor;
 
 typedef struct {
@@ -168,7 +187,7 @@ static void plane_baselines(const tensor *t, size_t nt, double *entropy, size_t 
         }
 }
 
-/* Per tensor, summed: the order-0 entropy of each byte plane (*planes);
+/* Per distinct tensor, summed: the order-0 entropy of each byte plane (*planes);
  * and (*bound) that of the elements' top 16 bits taken whole (all of a 1-
  * or 2-byte element) plus each lower byte plane's. The bound is what
  * coding each element on its own costs at the tensor's exact frequencies,
@@ -179,6 +198,8 @@ static void tensor_entropies(const tensor *t, size_t nt, double *planes, double 
     *planes = *bound = 0;
     uint64_t *hist = malloc(65536 * sizeof *hist);
     for (size_t i = 0; hist && i < nt; i++) {
+        if (t[i].copy)
+            continue;
         const unsigned w = elem_size(t[i].dtype), top = w >= 2 ? w - 2 : 0;
         const size_t n = t[i].len / w;
         uint8_t *plane = malloc(n ? n : 1);
@@ -241,38 +262,131 @@ static int encode_tensor(tensor *all, size_t i, const tf_prog_fit_opts *opts, si
     t->chunks = calloc(t->n_chunks, sizeof *t->chunks);
     if (!t->chunks)
         return tf_fail(e, ENOMEM, "out of memory");
-    *bytes += model_seen(all, i) ? 0 : t->model.len;
+    *bytes += model_seen(all, i) || t->copy ? 0 : t->model.len;
     tf_codec_ctx ctx = { .dtype = t->dtype, .model = t->model.data, .model_len = t->model.len };
     for (size_t c = 0; c < t->n_chunks; c++) {
         size_t at = c * chunk, len = t->len - at < chunk ? t->len - at : chunk;
         if (tf_codec_prog.encode(t->data + at, len, &ctx, &t->chunks[c], e) < 0)
             return -1;
-        *bytes += t->chunks[c].len;
+        *bytes += t->copy ? 0 : t->chunks[c].len;
     }
     *encode_s += now() - fitted;
     return 0;
 }
 
-/* Decodes every chunk once into out (the tensors' bytes, in order) and
- * returns the seconds it took: one clock reading before and one after,
- * as for zstd's one call (a reading per chunk costs as much as decoding
- * a small tensor). *ok: every call succeeded. */
-static double decode_all(const tensor *t, size_t nt, uint8_t *out, bool *ok)
+/* The default of trajpack: every chunk, its program chosen from its
+ * sample, into t->sampled; the bytes of the distinct tensors' (a chunk
+ * no program pays for counted raw), and the seconds fit and encode
+ * took. */
+static int encode_sampled(tensor *t, size_t nt, size_t *bytes, double *seconds, tf_error *e)
 {
-    *ok = true;
-    double start = now();
+    const tf_prog_fit_opts opts = { .sampled = true };
+    tf_buf model = { 0 };
+    *bytes = 0;
+    *seconds = 0;
     for (size_t i = 0; i < nt; i++) {
         size_t chunk = CHUNK_ELEMS * elem_size(t[i].dtype);
-        tf_codec_ctx ctx = { .dtype = t[i].dtype };
+        t[i].sampled = calloc(t[i].n_chunks, sizeof *t[i].sampled);
+        if (!t[i].sampled)
+            return tf_fail(e, ENOMEM, "out of memory");
         for (size_t c = 0; c < t[i].n_chunks; c++) {
             size_t at = c * chunk, len = t[i].len - at < chunk ? t[i].len - at : chunk;
-            tf_error e;
-            *ok &= tf_codec_prog.decode(t[i].chunks[c].data, t[i].chunks[c].len, &ctx, out + at,
-                                        len, &e) == 0;
+            double start = now();
+            model.len = 0;
+            if (tf_prog_fit(t[i].data + at, len, t[i].dtype, &opts, &model, NULL) == 0) {
+                tf_codec_ctx ctx = { .dtype = t[i].dtype, .model = model.data,
+                                     .model_len = model.len };
+                if (tf_codec_prog.encode(t[i].data + at, len, &ctx, &t[i].sampled[c], e) < 0)
+                    return -1;
+            }
+            *seconds += now() - start;
+            *bytes += t[i].copy ? 0 : t[i].sampled[c].len ? t[i].sampled[c].len : len;
         }
-        out += t[i].len;
     }
-    return now() - start;
+    tf_buf_free(&model);
+    return 0;
+}
+
+/* The ZipNN method, coded here: the n elements of w bytes at p regrouped
+ * into byte planes, each plane in one canonical Huffman code (its table,
+ * then the codes) or raw where that is no smaller; out gets the bytes. */
+static void bytegroup_huffman(const uint8_t *p, size_t n, unsigned w, tf_buf *out)
+{
+    uint8_t *plane = malloc(n ? n : 1);
+    for (unsigned k = 0; plane && k < w; k++) {
+        uint64_t count[256] = { 0 };
+        for (size_t i = 0; i < n; i++)
+            count[plane[i] = p[i * w + k]]++;
+        uint8_t len[256];
+        tf_huff_lengths(count, 256, TF_HUFF_MAX_LEN, len);
+        size_t table = tf_huff_table_size(len, 256);
+        uint64_t bits = tf_huff_cost_bits(count, len, 256);
+        if (table + (bits + 7) / 8 >= n) {
+            tf_buf_u8(out, 0);
+            tf_buf_put(out, plane, n);
+            continue;
+        }
+        tf_buf_u8(out, 1);
+        tf_huff_table_write(len, 256, out, NULL);
+        tf_huff_encoder enc;
+        tf_huff_encoder_init(&enc, len, 256);
+        uint8_t *dst = tf_buf_reserve(out, (size_t)(bits + 7) / 8 + 8);
+        if (!dst)
+            break;
+        uint64_t acc = 0;
+        unsigned fill = 0;
+        size_t at = 0;
+        for (size_t i = 0; i < n; i++) {
+            acc |= (uint64_t)enc.code[plane[i]] << fill;
+            fill += enc.len[plane[i]];
+            if (fill >= 32) {
+                tf_le32_put(dst + at, (uint32_t)acc);
+                at += 4;
+                acc >>= 32;
+                fill -= 32;
+            }
+        }
+        tf_le64_put(dst + at, acc);
+        tf_buf_commit(out, at + (fill + 7) / 8);
+    }
+    free(plane);
+}
+
+/* The baseline's bytes over the distinct tensors, by chunks of 2^20
+ * elements, and the seconds it took. */
+static size_t baseline_bytes(const tensor *t, size_t nt, double *seconds)
+{
+    tf_buf out = { 0 };
+    size_t bytes = 0;
+    double start = now();
+    for (size_t i = 0; i < nt; i++) {
+        unsigned w = elem_size(t[i].dtype);
+        size_t chunk = CHUNK_ELEMS * w;
+        for (size_t at = 0; !t[i].copy && at < t[i].len; at += chunk) {
+            size_t len = t[i].len - at < chunk ? t[i].len - at : chunk;
+            out.len = 0;
+            bytegroup_huffman(t[i].data + at, len / w, w, &out);
+            bytes += out.len;
+        }
+    }
+    *seconds = now() - start;
+    tf_buf_free(&out);
+    return bytes;
+}
+
+/* Marks each tensor equal to an earlier one. */
+static size_t mark_copies(tensor *t, size_t nt)
+{
+    size_t copies = 0;
+    tf_blob_id *ids = malloc((nt ? nt : 1) * sizeof *ids);
+    for (size_t i = 0; ids && i < nt; i++) {
+        ids[i] = tf_blob_id_of(t[i].data, t[i].len);
+        for (size_t k = 0; k < i && !t[i].copy; k++)
+            t[i].copy = t[k].dtype == t[i].dtype && tf_blob_id_eq(&ids[k], &ids[i]);
+        copies += t[i].copy;
+    }
+    free(ids);
+    return copies;
 }
 
 /* Whether out holds every tensor's bytes, in order. */
@@ -282,6 +396,49 @@ static bool decoded_exactly(const tensor *t, size_t nt, const uint8_t *out)
         if (t[i].len && memcmp(out, t[i].data, t[i].len) != 0)
             return false;
     return true;
+}
+
+/* Decodes every chunk once into out (the tensors' bytes, in order) and
+ * returns the seconds it took: one clock reading before and one after,
+ * as for zstd's one call (a reading per chunk costs as much as decoding
+ * a small tensor). The searched chunks, or the sampled ones (a chunk
+ * stored raw copied). *ok: every call succeeded. */
+static double decode_all(const tensor *t, size_t nt, bool sampled, uint8_t *out, bool *ok)
+{
+    *ok = true;
+    double start = now();
+    for (size_t i = 0; i < nt; i++) {
+        size_t chunk = CHUNK_ELEMS * elem_size(t[i].dtype);
+        tf_codec_ctx ctx = { .dtype = t[i].dtype };
+        for (size_t c = 0; c < t[i].n_chunks; c++) {
+            size_t at = c * chunk, len = t[i].len - at < chunk ? t[i].len - at : chunk;
+            const tf_buf *enc = sampled ? &t[i].sampled[c] : &t[i].chunks[c];
+            tf_error e;
+            if (sampled && !enc->len) {
+                memcpy(out + at, t[i].data + at, len);
+            } else {
+                *ok &= tf_codec_prog.decode(enc->data, enc->len, &ctx, out + at, len, &e) == 0;
+            }
+        }
+        out += t[i].len;
+    }
+    return now() - start;
+}
+
+/* The best time of decode_all over the rounds, each checked. */
+static double best_decode(const tensor *t, size_t nt, bool sampled, uint8_t *decoded, size_t raw,
+                          bool *exact)
+{
+    double best = INFINITY, timed = 0;
+    for (int r = 0; *exact && more_rounds(r, timed); r++) {
+        bool ok;
+        double s = decode_all(t, nt, sampled, decoded, &ok);
+        *exact &= ok && decoded_exactly(t, nt, decoded);
+        memset(decoded, 0, raw);
+        best = s < best ? s : best;
+        timed += s;
+    }
+    return best;
 }
 
 static double zstd_decode_seconds(const uint8_t *file, size_t len, size_t *frame_len)
@@ -331,6 +488,9 @@ static int bench_file(const char *path, unsigned budget, bool learn_prior)
         sample[i] = (tf_prog_tensor){ t[i].data, t[i].len, t[i].dtype };
         raw += t[i].len;
     }
+    size_t copies = mark_copies(t, nt), distinct = 0;
+    for (size_t i = 0; i < nt; i++)
+        distinct += t[i].copy ? 0 : t[i].len;
     double t0 = now();
     tf_prog_prior *prior = NULL;
     if (learn_prior && tf_prog_prior_learn(sample, nt, &prior, &e) < 0)
@@ -353,46 +513,63 @@ static int bench_file(const char *path, unsigned budget, bool learn_prior)
     }
     double t2 = now();
     uint8_t *decoded = malloc(raw ? raw : 1);
-    double decode = INFINITY, timed = 0;
     bool exact = decoded != NULL;
-    for (int r = 0; exact && more_rounds(r, timed); r++) {
-        bool ok;
-        double s = decode_all(t, nt, decoded, &ok);
-        exact &= ok && decoded_exactly(t, nt, decoded);
-        memset(decoded, 0, raw);
-        decode = s < decode ? s : decode;
-        timed += s;
-    }
+    double decode = best_decode(t, nt, false, decoded, raw, &exact);
     double entropy, per_tensor, bound;
     tensor_entropies(t, nt, &per_tensor, &bound);
     size_t grouped, frame_len;
     plane_baselines(t, nt, &entropy, &grouped);
     double zstd_s = zstd_decode_seconds(file, file_len, &frame_len);
     double prog_mbs = (double)raw / decode / 1e6, zstd_mbs = (double)file_len / zstd_s / 1e6;
+    size_t sampled = 0;
+    double sampled_s = 0, baseline_s = 0, sampled_decode = INFINITY;
+    if (encode_sampled(t, nt, &sampled, &sampled_s, &e) < 0) {
+        fprintf(stderr, "%s: sampled: %s\n", path, e.msg);
+        exact = false;
+    }
+    if (exact)
+        sampled_decode = best_decode(t, nt, true, decoded, raw, &exact);
+    size_t baseline = baseline_bytes(t, nt, &baseline_s);
 
-    printf("%s: %zu tensors, %zu tensor bytes (budget %u, prior %s)\n", path, nt, raw,
+    printf("%s: %zu tensors (%zu equal to an earlier one), %zu tensor bytes, %zu distinct "
+           "(budget %u, prior %s)\n", path, nt, copies, raw, distinct,
            opts.budget ? opts.budget : prior ? TF_PROG_DEFAULT_BUDGET : TF_PROG_UNIFORM_BUDGET,
            prior ? "learned" : "uniform");
-    printf("  prog                  %12zu  %.4f of plane order-0  %.4f of bytegroup-19%s\n", prog,
-           (double)prog / entropy, (double)prog / (double)grouped, exact ? "" : "  NOT EXACT");
-    printf("  plane order-0 (file)  %12.0f  (per tensor: %.0f, prog %.4f of it)\n", entropy,
-           per_tensor, (double)prog / per_tensor);
-    printf("  independent elements  %12.0f  (%.4f of plane order-0)\n", bound, bound / entropy);
-    printf("  bytegroup zstd -19    %12zu\n", grouped);
+    printf("  entropy               %12.0f  byte planes per distinct tensor (whole file's "
+           "planes: %.0f)\n", per_tensor, entropy);
+    printf("  searched              %12zu  %.4f of entropy%s\n", prog,
+           (double)prog / per_tensor, exact ? "" : "  NOT EXACT");
+    printf("  sampled               %12zu  %.4f of entropy\n", sampled,
+           (double)sampled / per_tensor);
+    printf("  bytegroup+huffman     %12zu  %.4f of entropy: searched %.4f of it, sampled %.4f\n",
+           baseline, (double)baseline / per_tensor, (double)prog / (double)baseline,
+           (double)sampled / (double)baseline);
+    printf("  independent elements  %12.0f  %.4f of entropy\n", bound, bound / per_tensor);
+    printf("  bytegroup zstd -19    %12zu  %.4f of entropy\n", grouped,
+           (double)grouped / per_tensor);
     printf("  zstd -19 (file)       %12zu\n", frame_len);
-    printf("  decode  prog %.0f MB/s, zstd -d %.0f MB/s: %.2fx\n", prog_mbs, zstd_mbs,
-           prog_mbs / zstd_mbs);
-    printf("  time    prior %.1f s, fit %.1f s, encode %.1f s (in all %.1f s)\n", t1 - t0,
-           fit_s, encode_s, t2 - t1);
+    printf("  decode  searched %.0f MB/s, zstd -d %.0f MB/s: %.2fx; sampled %.0f MB/s: %.2fx\n",
+           prog_mbs, zstd_mbs, prog_mbs / zstd_mbs, (double)raw / sampled_decode / 1e6,
+           (double)raw / sampled_decode / 1e6 / zstd_mbs);
+    printf("  time    searched: prior %.1f s, fit %.1f s, encode %.1f s (in all %.1f s, %.0f MB/s)"
+           "\n", t1 - t0, fit_s, encode_s, t2 - t1 + (t1 - t0),
+           (double)distinct / (t2 - t0) / 1e6);
+    printf("          sampled %.3f s (%.0f MB/s), bytegroup+huffman %.3f s (%.0f MB/s)\n",
+           sampled_s, (double)distinct / sampled_s / 1e6, baseline_s,
+           (double)distinct / baseline_s / 1e6);
     printf("  programs (tensors, bytes):\n");
     for (size_t i = 0; i < n_pc; i++)
         printf("    %4zu %12zu  %s\n", pc[i].count, pc[i].bytes, pc[i].text);
 
     for (size_t i = 0; i < nt; i++) {
         tf_buf_free(&t[i].model);
-        for (size_t c = 0; c < t[i].n_chunks; c++)
+        for (size_t c = 0; c < t[i].n_chunks; c++) {
             tf_buf_free(&t[i].chunks[c]);
+            if (t[i].sampled)
+                tf_buf_free(&t[i].sampled[c]);
+        }
         free(t[i].chunks);
+        free(t[i].sampled);
     }
     free(decoded);
     free(t);

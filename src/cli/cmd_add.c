@@ -69,12 +69,14 @@ static char *usage_text(bool create)
     return text;
 }
 
-enum { OPT_MAX_CHAIN = 256, OPT_BUDGET, OPT_ALL_PROGRAMS, OPT_CHUNK_SHIFT, OPT_AS, OPT_PARENT };
+enum { OPT_MAX_CHAIN = 256, OPT_BUDGET, OPT_SEARCH, OPT_ALL_PROGRAMS, OPT_CHUNK_SHIFT, OPT_AS,
+       OPT_PARENT };
 
 static const struct option add_longopts[] = {
     { "threads", required_argument, NULL, 'T' },
     { "max-chain", required_argument, NULL, OPT_MAX_CHAIN },
     { "budget", required_argument, NULL, OPT_BUDGET },
+    { "search", no_argument, NULL, OPT_SEARCH },
     { "all-programs", no_argument, NULL, OPT_ALL_PROGRAMS },
     { "chunk-shift", required_argument, NULL, OPT_CHUNK_SHIFT },
     { "as", required_argument, NULL, OPT_AS },
@@ -131,6 +133,8 @@ static int parse_option(add_args *a, int c)
         return set_writer_option(a, "max_chain", "--max-chain", optarg);
     case OPT_BUDGET:
         return set_writer_option(a, "prog_budget", "--budget", optarg);
+    case OPT_SEARCH:
+        return set_writer_option(a, "search", "--search", NULL);
     case OPT_ALL_PROGRAMS:
         return set_writer_option(a, "all_programs", "--all-programs", NULL);
     case OPT_CHUNK_SHIFT:
@@ -264,9 +268,16 @@ static int add_inputs(const add_args *a, const cli_input_list *list)
         cli_file_error(a->archive, e.msg);
         return CLI_EXIT_FAIL;
     }
+    /* The chunks of the last regular file will be no one's reference. */
+    size_t last_file = list->count;
+    for (size_t i = 0; i < list->count; i++)
+        if (S_ISREG(list->items[i].mode))
+            last_file = i;
     int status = CLI_EXIT_OK;
     for (size_t i = 0; i < list->count; i++) {
         const cli_input *in = &list->items[i];
+        if (i == last_file)
+            tf_writer_keep_references(w, false);
         if (tf_writer_add(w, in->src, in->dest, a->parent, &e) < 0) {
             cli_file_error(in->src, e.msg);
             status = CLI_EXIT_FAIL;

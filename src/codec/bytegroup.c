@@ -1,6 +1,7 @@
 #include "codec/bytegroup.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "codec/zstd_codec.h"
@@ -60,6 +61,12 @@ static int bytegroup_encode(const uint8_t *src, size_t len, const tf_codec_ctx *
     return rc;
 }
 
+static size_t bytegroup_estimate(const uint8_t *src, size_t len, const tf_codec_ctx *ctx)
+{
+    unsigned w = group_width(ctx, len);
+    return w ? tf_zstd_estimate(src, len / w, w, true, TF_BYTEGROUP_LEVEL) : SIZE_MAX;
+}
+
 static int bytegroup_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx,
                             uint8_t *dst, size_t len, tf_error *e)
 {
@@ -80,6 +87,7 @@ const tf_codec tf_codec_bytegroup = {
     .id = TF_CODEC_BYTEGROUP,
     .name = "bytegroup",
     .standalone_for = groups,
+    .estimate = bytegroup_estimate,
     .encode = bytegroup_encode,
     .decode = bytegroup_decode,
 };

@@ -54,6 +54,20 @@ typedef struct {
      * own blob. */
     int (*fit)(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,
                tf_buf *model, tf_error *e);
+    /* Optional, for a codec that needs its model: fits the model on this
+     * chunk alone and encodes the chunk with it, appending the model (what
+     * fit of the chunk appends) to model and the encoding (what encode
+     * with that model appends) to out, in less time than the two. */
+    int (*fit_encode)(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,
+                      tf_buf *model, tf_buf *out, tf_error *e);
+    /* Optional: the bytes encoding the chunk is expected to take (and its
+     * model, for a codec that needs one and has none in ctx: fitted on
+     * the chunk), estimated from the chunk's sample (codec/sample.h) in a
+     * small fraction of the time encoding takes; SIZE_MAX when it cannot
+     * tell or does not apply. The writer encodes a large chunk only with
+     * the codecs whose estimates come near the best one
+     * (store/encode.h). */
+    size_t (*estimate)(const uint8_t *src, size_t len, const tf_codec_ctx *ctx);
     /* Appends the encoding of src[0..len) to out. Returns -1 when the codec
      * does not apply to this input (wrong dtype, no reference) or fails. */
     int (*encode)(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,

@@ -23,6 +23,14 @@ static int raw_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ct
     return 0;
 }
 
+/* Exact, and free. */
+static size_t raw_estimate(const uint8_t *src, size_t len, const tf_codec_ctx *ctx)
+{
+    (void)src;
+    (void)ctx;
+    return len;
+}
+
 /* Raw competes for every chunk, so that no blob is larger than its bytes. */
 static bool raw_standalone_for(unsigned dtype)
 {
@@ -34,6 +42,7 @@ const tf_codec tf_codec_raw = {
     .id = TF_CODEC_RAW,
     .name = "raw",
     .standalone_for = raw_standalone_for,
+    .estimate = raw_estimate,
     .encode = raw_encode,
     .decode = raw_decode,
 };

@@ -2,6 +2,8 @@
 #ifndef TRAJFS_CODEC_ZSTD_CODEC_H
 #define TRAJFS_CODEC_ZSTD_CODEC_H
 
+#include <stdbool.h>
+
 #include "codec/codec.h"
 
 extern const tf_codec tf_codec_zstd;
@@ -10,5 +12,10 @@ extern const tf_codec tf_codec_zstd;
  * content size must be exactly len. */
 int tf_zstd_compress(const uint8_t *src, size_t len, int level, tf_buf *out, tf_error *e);
 int tf_zstd_decompress(const uint8_t *enc, size_t enc_len, uint8_t *dst, size_t len, tf_error *e);
+/* The bytes one frame of the n elements of `bytes` bytes at src takes at
+ * level, estimated by compressing their sample (codec/sample.h), its
+ * elements' bytes regrouped by significance when `grouped`
+ * (bytegroup.h); SIZE_MAX when out of memory. */
+size_t tf_zstd_estimate(const uint8_t *src, size_t n, unsigned bytes, bool grouped, int level);
 
 #endif

@@ -173,6 +173,14 @@ uint8_t *tf_cache_buffer(tf_cache *c, tf_cache_item *it, size_t len)
     return it->data;
 }
 
+void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len)
+{
+    (void)c;
+    it->len = len;
+    it->data = data;
+    it->mapped = 0;
+}
+
 /* Frees an item's block, or keeps it in place of the oldest spare; the
  * caller holds the lock. */
 static void drop_buffer(tf_cache *c, tf_cache_item *it)
@@ -249,6 +257,21 @@ static void unref_detached(tf_cache *c, tf_cache_item *it)
 {
     if (--it->refs == 0)
         destroy(c, it);
+}
+
+tf_cache_item *tf_cache_peek(tf_cache *c, uint64_t key)
+{
+    pthread_mutex_lock(&c->lock);
+    tf_cache_item *it = find(c, key);
+    if (it && it->state == ITEM_FILLED) {
+        it->refs++;
+        unlink_lru(c, it);
+        push_front(c, it);
+    } else {
+        it = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return it;
 }
 
 tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed)

@@ -41,6 +41,10 @@ tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed);
 /* Whether key is filled or being filled now: a hint, true or not a moment
  * later. */
 bool tf_cache_has(tf_cache *c, uint64_t key);
+
+/* The filled item for key with a reference taken, or NULL (absent, or
+ * being filled): never waits, never claims. */
+tf_cache_item *tf_cache_peek(tf_cache *c, uint64_t key);
 /* Memory for the len bytes of a claimed item, which the item holds from
  * now on: tf_cache_fill publishes them, tf_cache_abandon frees them. NULL
  * when out of memory. Blocks of 64 KiB and more are mapped on their own,
@@ -49,6 +53,9 @@ bool tf_cache_has(tf_cache *c, uint64_t key);
  * last few items evicted are kept for new items, resized to them.
  * Under AddressSanitizer every block comes from malloc, which it guards. */
 uint8_t *tf_cache_buffer(tf_cache *c, tf_cache_item *it, size_t len);
+/* Gives a claimed item the len bytes at data, a malloc'd block, instead
+ * of tf_cache_buffer's: the cache frees it when it evicts the item. */
+void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len);
 /* Publishes a claimed item's bytes (of tf_cache_buffer) and wakes its
  * waiters; the caller keeps its reference. The item counts against the
  * bound from now on, even when larger than all of it: it is evicted once

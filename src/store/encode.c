@@ -5,81 +5,184 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "codec/sample.h"
+#include "common/dtype.h"
+
 /* ---- codec choice ---- */
 
+typedef struct {
+    const tf_codec *codec;
+    tf_codec_ctx ctx;
+    size_t charge;   /* what the chunk pays besides its encoding: its share
+                        of a tensor model stored for it */
+    bool fit_encode; /* fits a model it needs on the chunk as it encodes */
+    tf_buf model;    /* a model fitted on the chunk */
+    size_t estimate;
+} candidate;
+
 /* Whether codec competes for the job's chunk: the job has what the codec
- * needs, which goes into *ctx. *charge gets what the chunk pays besides
- * its encoding, its share of a model stored for it. */
-static bool competes(const tf_codec *codec, const tf_chunk_job *job, tf_codec_ctx *ctx,
-                     size_t *charge)
+ * needs, which goes into c->ctx. A codec that fits the chunk itself for a
+ * model that only guides its encoding fits it here. */
+static bool competes(const tf_codec *codec, const tf_chunk_job *job, candidate *c)
 {
-    *ctx = (tf_codec_ctx){ .dtype = job->dtype };
-    *charge = 0;
+    *c = (candidate){ .codec = codec, .ctx = { .dtype = job->dtype }, .estimate = SIZE_MAX };
     if (!codec->delta && !codec->fit)
         return codec->standalone_for && codec->standalone_for(job->dtype);
     if (codec->delta) {
         if (!job->ref)
             return false;
-        ctx->ref = job->ref;
-        ctx->ref_len = job->len;
+        c->ctx.ref = job->ref;
+        c->ctx.ref_len = job->len;
     }
-    if (codec->fit) {
-        const tf_chunk_model *m = &job->models[codec->id];
-        if (!m->data)
-            return false;
-        ctx->model = m->data;
-        ctx->model_len = m->len;
-        *charge = codec->needs_model ? m->share : 0;
+    if (!codec->fit)
+        return true;
+    const tf_chunk_model *m = &job->models[codec->id];
+    if (m->data) {
+        c->ctx.model = m->data;
+        c->ctx.model_len = m->len;
+        c->charge = codec->needs_model ? m->share : 0;
+        return true;
     }
+    if (!job->fit_chunk[codec->id])
+        return false;
+    c->ctx.fit_opts = job->fit_opts[codec->id];
+    if (codec->needs_model) {
+        c->fit_encode = true;
+        return true;
+    }
+    /* A codec that does not fit this chunk does not apply to it. */
+    if (codec->fit(job->src, job->len, &c->ctx, &c->model, NULL) < 0)
+        return false;
+    c->ctx.model = c->model.data;
+    c->ctx.model_len = c->model.len;
     return true;
 }
 
-static bool decodes_alone(const tf_codec *codec)
+static bool decodes_alone(const candidate *c)
 {
-    return !codec->delta && !codec->needs_model;
+    return !c->codec->delta && !c->codec->needs_model;
 }
 
 /* Whether an encoding of this cost beats the best so far: it is smaller,
  * or as small and decodes alone where the best does not (it is read
  * without decoding a reference, and keeps no reference or model alive). */
-static bool beats(size_t cost, const tf_codec *codec, size_t best_cost, const tf_codec *best)
+static bool beats(size_t cost, const candidate *c, size_t best_cost, const candidate *best)
 {
     return !best || cost < best_cost ||
-           (cost == best_cost && decodes_alone(codec) && !decodes_alone(best));
+           (cost == best_cost && decodes_alone(c) && !decodes_alone(best));
+}
+
+/* Encodes the chunk with candidate c into out (and the model it fits on
+ * the chunk into model); its cost in *cost. */
+static int encode_with(candidate *c, const tf_chunk_job *job, tf_buf *out, tf_buf *model,
+                       size_t *cost, tf_error *e)
+{
+    const tf_codec *codec = c->codec;
+    out->len = 0;
+    model->len = 0;
+    int rc;
+    if (!c->fit_encode) {
+        rc = codec->encode(job->src, job->len, &c->ctx, out, e);
+    } else if (codec->fit_encode) {
+        rc = codec->fit_encode(job->src, job->len, &c->ctx, model, out, e);
+    } else {
+        tf_codec_ctx with = c->ctx;
+        rc = codec->fit(job->src, job->len, &c->ctx, model, e);
+        with.model = model->data;
+        with.model_len = model->len;
+        if (rc == 0)
+            rc = codec->encode(job->src, job->len, &with, out, e);
+    }
+    *cost = out->len + c->charge + (c->fit_encode ? model->len : 0);
+    return rc;
+}
+
+/* Whether the chunk is chosen for by estimates: asked for, and larger
+ * than its sample (a smaller one costs about as little to encode as to
+ * estimate). */
+static bool estimating(const tf_chunk_job *job)
+{
+    const tf_dtype_info *d = tf_dtype_get(job->dtype);
+    return job->estimate && d && job->len / d->size > TF_SAMPLE_MAX;
+}
+
+/* Leaves the candidates worth encoding, those whose estimates are close
+ * to the least or unknown, in increasing estimate: returns how many. */
+static unsigned prune(const tf_chunk_job *job, candidate *cand, unsigned n)
+{
+    size_t least = SIZE_MAX;
+    for (unsigned i = 0; i < n; i++) {
+        const tf_codec *codec = cand[i].codec;
+        if (codec->estimate) {
+            size_t est = codec->estimate(job->src, job->len, &cand[i].ctx);
+            cand[i].estimate = est == SIZE_MAX || est > SIZE_MAX - cand[i].charge
+                                   ? SIZE_MAX : est + cand[i].charge;
+        }
+        least = cand[i].estimate < least ? cand[i].estimate : least;
+    }
+    unsigned kept = 0;
+    for (unsigned i = 0; i < n; i++) {
+        bool close = cand[i].estimate == SIZE_MAX ||
+                     cand[i].estimate - least <= least / TF_ESTIMATE_SLACK;
+        if (close)
+            cand[kept++] = cand[i];
+        else
+            tf_buf_free(&cand[i].model);
+    }
+    for (unsigned i = 1; i < kept; i++) /* by estimate, ties by codec id */
+        for (unsigned j = i; j > 0 && cand[j].estimate < cand[j - 1].estimate; j--) {
+            candidate t = cand[j];
+            cand[j] = cand[j - 1];
+            cand[j - 1] = t;
+        }
+    return kept;
 }
 
 int tf_encode_chunk(tf_chunk_job *job, tf_error *e)
 {
-    tf_buf best = { 0 }, cand = { 0 };
-    const tf_codec *best_codec = NULL;
-    size_t best_cost = 0;
-    tf_error why = { .msg = "no codec applies" };
+    candidate cand[TF_CODEC_COUNT];
+    unsigned n = 0;
     for (unsigned id = 0; id < TF_CODEC_COUNT; id++) {
         const tf_codec *codec = tf_codec_get(id);
-        tf_codec_ctx ctx;
-        size_t charge;
-        if (!codec || !competes(codec, job, &ctx, &charge))
-            continue;
+        if (codec && competes(codec, job, &cand[n]))
+            n++;
+    }
+    if (estimating(job))
+        n = prune(job, cand, n);
+    tf_buf best = { 0 }, best_model = { 0 }, out = { 0 }, model = { 0 };
+    const candidate *winner = NULL;
+    size_t best_cost = 0;
+    tf_error why = { .msg = "no codec applies" };
+    for (unsigned i = 0; i < n; i++) {
+        size_t cost;
         /* A codec that fails does not apply; raw, which competes for every
          * chunk, fails only when memory does. */
-        cand.len = 0;
-        if (codec->encode(job->src, job->len, &ctx, &cand, &why) < 0)
+        if (encode_with(&cand[i], job, &out, &model, &cost, &why) < 0 ||
+            !beats(cost, &cand[i], best_cost, winner))
             continue;
-        if (beats(cand.len + charge, codec, best_cost, best_codec)) {
-            tf_buf t = best;
-            best = cand;
-            cand = t;
-            best_cost = best.len + charge;
-            best_codec = codec;
-        }
+        tf_buf t = best;
+        best = out;
+        out = t;
+        t = best_model;
+        best_model = model;
+        model = t;
+        best_cost = cost;
+        winner = &cand[i];
     }
-    tf_buf_free(&cand);
-    if (!best_codec) {
+    tf_buf_free(&out);
+    tf_buf_free(&model);
+    for (unsigned i = 0; i < n; i++)
+        tf_buf_free(&cand[i].model);
+    if (!winner) {
+        tf_buf_free(&best_model);
         *e = why;
         return -1;
     }
-    job->codec = best_codec->id;
+    job->codec = winner->codec->id;
     job->out = best;
+    if (!winner->fit_encode)
+        tf_buf_free(&best_model);
+    job->model = best_model;
     return 0;
 }
 
@@ -156,6 +259,12 @@ int tf_run_ordered(size_t n, unsigned threads, size_t window,
                    int (*sink)(void *arg, size_t i, tf_error *e), void *arg, tf_error *e)
 {
     if (n == 0)
+        return 0;
+    /* One thread: the calling one, each job sunk while its data is hot. */
+    for (size_t i = 0; threads <= 1 && i < n; i++)
+        if (work(arg, i, e) < 0 || (sink && sink(arg, i, e) < 0))
+            return -1;
+    if (threads <= 1)
         return 0;
     pool pl = { .n = n, .window = window ? window : 1, .work = work, .arg = arg };
     pl.state = calloc(n, 1);

@@ -4,6 +4,7 @@
 #ifndef TRAJFS_STORE_ENCODE_H
 #define TRAJFS_STORE_ENCODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,26 +23,48 @@ typedef struct {
 
 /* One chunk to encode. Every codec of the table competes that the job
  * gives what the codec declares it needs (codec/codec.h): a reference for
- * a delta codec, the tensor's model for a codec with a fit step; a codec
- * that needs neither competes where it is standalone for the chunk's
- * dtype (raw for every one). The smallest output wins, counting what it
- * is charged for a stored model; at equal cost, one that decodes alone. */
+ * a delta codec; for a codec with a fit step, the tensor's model, or,
+ * where fit_chunk says so, a model fitted on the chunk itself (with
+ * fit_opts); a codec that needs neither competes where it is standalone
+ * for the chunk's dtype (raw for every one). The smallest output wins,
+ * counting what it is charged for a stored model (a tensor model's
+ * share, a chunk's own model whole); at equal cost, one that decodes
+ * alone.
+ *
+ * With `estimate`, a chunk larger than its sample (codec/sample.h) is
+ * encoded only by the codecs whose estimates (codec.h) come within
+ * 1/TF_ESTIMATE_SLACK of the least one, and by those that cannot tell:
+ * the estimates are about a percent off at most, so what they leave out
+ * would not have won, or not by much. */
 typedef struct {
     const uint8_t *src;
     size_t len;
     unsigned dtype;
     const uint8_t *ref;                    /* reference chunk of the same length, or NULL */
     tf_chunk_model models[TF_CODEC_COUNT]; /* by codec id */
+    bool fit_chunk[TF_CODEC_COUNT];        /* fit on the chunk where no model is given */
+    const void *fit_opts[TF_CODEC_COUNT];  /* ... with these options (NULL: defaults) */
+    bool estimate;
     /* results */
     uint8_t codec;
     tf_buf out;
+    tf_buf model; /* the model the codec fitted on the chunk and needs to
+                     decode it, to be stored with it; empty otherwise */
 } tf_chunk_job;
+
+/* Estimates this far apart (a part of the least) count as close. The
+ * codecs' estimates of the benchmark's chunks are within 1% of their
+ * sizes, and the sizes of the chunks' first and second best codecs 1.3
+ * to 6% apart: 1/16 had both encoded for most of them. */
+#define TF_ESTIMATE_SLACK 64
 
 /* Runs work(arg, i) for i in [0, n) on `threads` threads; then, in index
  * order, sink(arg, i) on the calling thread as soon as job i is done.
  * Workers run at most `window` jobs ahead of the sink, which bounds the
- * memory held by finished jobs. Stops at the first failure (work or sink)
- * and returns -1 with its error; jobs not yet sunk are still finished. */
+ * memory held by finished jobs. With one thread, the calling thread does
+ * the work too, each job then its sink. Stops at the first failure (work
+ * or sink) and returns -1 with its error; jobs not yet sunk are still
+ * finished. */
 int tf_run_ordered(size_t n, unsigned threads, size_t window,
                    int (*work)(void *arg, size_t i, tf_error *e),
                    int (*sink)(void *arg, size_t i, tf_error *e), void *arg, tf_error *e);

@@ -6,37 +6,37 @@
 
 #include "codec/codec.h"
 #include "codec/prog/prog.h"
-#include "common/idmap.h"
 #include "common/dtype.h"
 #include "store/encode.h"
 
-/* A model is stored like opaque bytes: compressed when that is smaller. */
-static int64_t store_model(tf_commit *c, const tf_blob_id *id, const tf_buf *model, tf_error *e)
-{
-    tf_chunk_job job = { .src = model->data, .len = model->len, .dtype = TF_DT_NONE };
-    if (tf_encode_chunk(&job, e) < 0)
-        return -1;
-    int64_t idx = tf_commit_store_blob(c, id, &job.out, model->len, job.codec, TF_DT_NONE, 0, 0, e);
-    tf_buf_free(&job.out);
-    return idx;
-}
+/* A chunk of the file, from its read to its store. */
+typedef struct {
+    size_t span;
+    uint64_t index; /* within its span */
+    uint64_t off;   /* within its span's bytes */
+    size_t len;
+    uint8_t *data;  /* its bytes, from its read until the sink is done */
+    tf_blob_id id;
+    bool hashed;
+    bool stored;    /* its content is in the archive already */
+    uint64_t ref_blob; /* parent's chunk blob + 1 when encoded against it */
+    tf_chunk_job job;
+    uint64_t blob;  /* the blob that holds it */
+} chunk;
 
 typedef struct {
     const tf_write_opts *opts;
     tf_commit *c;
+    const tf_source *src;
+    tf_reader_ctx *reader;
+    tf_seeds *seeds;
     tf_span *spans;
     size_t nspans;
-    tf_chunk_job *chunks;
-    size_t *chunk_span;  /* span of each chunk job */
-    tf_blob_id *ids;
-    uint64_t *ref_blob;  /* per chunk job: parent's chunk blob + 1, or 0 */
-    uint64_t *job_blob;  /* per chunk job: the blob it was stored as */
-    uint64_t *stored;    /* per chunk of the file: existing blob, when deduplicated */
-    size_t *job_of;      /* per chunk of the file: job index, or SIZE_MAX */
-    size_t njobs, nchunks;
+    chunk *chunks;
+    size_t nchunks;
     unsigned chunk_shift;
-    tf_prog_prior *prior;  /* the file's production prior, or NULL */
-    tf_prog_fit_opts prog; /* budget and prior of every program search */
+    tf_prog_prior *prior;  /* with search: the file's production prior, or NULL */
+    tf_prog_fit_opts prog; /* the options of every program fit */
 } file_job;
 
 static void report_progress(const tf_write_opts *o, uint64_t bytes)
@@ -45,6 +45,57 @@ static void report_progress(const tf_write_opts *o, uint64_t bytes)
         o->progress(o->progress_arg, bytes);
 }
 
+static unsigned elem_size(const tf_span *s)
+{
+    return tf_dtype_get(s->dtype)->size;
+}
+
+/* ---- reading ---- */
+
+/* len bytes at off of the span's bytes into out. */
+static int read_span(const file_job *f, const tf_span *s, uint64_t off, size_t len,
+                     uint8_t *out, tf_error *e)
+{
+    if (!s->verbatim)
+        return tf_source_read(f->src, s->file_off + off, out, len, e);
+    const tf_entry *ent = s->verbatim;
+    for (uint64_t i = 0; i < ent->npieces && len; i++) {
+        const tf_piece *p = &ent->pieces[i];
+        if (p->tensor != TF_PIECE_VERBATIM || off >= p->stream_off + p->len)
+            continue;
+        uint64_t in = off - p->stream_off;
+        size_t n = p->len - in < len ? (size_t)(p->len - in) : len;
+        if (tf_source_read(f->src, p->file_off + in, out, n, e) < 0)
+            return -1;
+        out += n;
+        off += n;
+        len -= n;
+    }
+    return len ? tf_fail(e, EIO, "%s: verbatim pieces end early", f->src->name) : 0;
+}
+
+/* Reads chunk ch's bytes (and its id, the first time). */
+static int read_chunk(file_job *f, chunk *ch, tf_error *e)
+{
+    /* From the heap, which the blocks freed by the chunks done (or by the
+     * cache, evicting the last file's) come back to: a block reused costs
+     * no page faults. */
+    if (!(ch->data = malloc(ch->len ? ch->len : 1)))
+        return tf_fail(e, ENOMEM, "out of memory for a chunk of %zu bytes", ch->len);
+    if (read_span(f, &f->spans[ch->span], ch->off, ch->len, ch->data, e) < 0)
+        return -1;
+    if (!ch->hashed) {
+        ch->id = tf_blob_id_of(ch->data, ch->len);
+        /* The archive does not change while a file is encoded: its blobs
+         * may be looked up from any thread. */
+        ch->stored = tf_archive_find_blob(f->c->ar, &ch->id) >= 0;
+        ch->hashed = true;
+    }
+    return 0;
+}
+
+/* ---- encoding ---- */
+
 /* Whether chunk c of span s may be a delta against the parent's chunk:
  * it has one, of its dtype (a chunk deduplicated against equal bytes of
  * another dtype has not), whose chain is short enough to grow by one;
@@ -52,8 +103,169 @@ static void report_progress(const tf_write_opts *o, uint64_t bytes)
 static bool chunk_has_ref(const file_job *f, const tf_span *s, uint64_t c)
 {
     const tf_archive *ar = f->c->ar;
-    return s->ref && tf_archive_blob(ar, s->ref_blobs[c])->dtype == s->dtype &&
+    return s->ref_blobs && tf_archive_blob(ar, s->ref_blobs[c])->dtype == s->dtype &&
            tf_archive_chain_depth(ar, s->ref_blobs[c]) + 1u <= f->opts->max_chain;
+}
+
+/* Encodes chunk ch (read) with what its span offers: its reference chunk,
+ * reconstructed; the span's program template (with search) or a sampled
+ * fit of its own. Every delta is fitted on its chunk. */
+static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
+{
+    const tf_span *s = &f->spans[ch->span];
+    tf_chunk_job *job = &ch->job;
+    *job = (tf_chunk_job){ .src = ch->data, .len = ch->len, .dtype = s->dtype,
+                           .estimate = !f->opts->search };
+    job->fit_chunk[TF_CODEC_ULP] = true;
+    if (f->opts->search && s->programmed) {
+        job->models[TF_CODEC_PROG] = (tf_chunk_model){ s->program.data, s->program.len, 0 };
+    } else if (!f->opts->search && s->dtype != TF_DT_NONE) {
+        job->fit_chunk[TF_CODEC_PROG] = true;
+        job->fit_opts[TF_CODEC_PROG] = &f->prog;
+    }
+    uint8_t *ref = NULL;
+    if (chunk_has_ref(f, s, ch->index)) {
+        if (!(ref = malloc(ch->len)))
+            return tf_fail(e, ENOMEM, "out of memory for a reference chunk");
+        if (tf_reader_blob_once(f->reader, s->ref_blobs[ch->index], ref, e) < 0) {
+            free(ref);
+            return -1;
+        }
+        job->ref = ref;
+        ch->ref_blob = s->ref_blobs[ch->index] + 1;
+    }
+    int rc = tf_encode_chunk(job, e);
+    free(ref);
+    if (rc == 0 && !tf_codec_get(job->codec)->delta)
+        ch->ref_blob = 0;
+    return rc;
+}
+
+static int chunk_work(void *arg, size_t i, tf_error *e)
+{
+    file_job *f = arg;
+    chunk *ch = &f->chunks[i];
+    if (read_chunk(f, ch, e) < 0)
+        return -1;
+    return ch->stored ? 0 : encode_chunk(f, ch, e);
+}
+
+/* ---- storing ---- */
+
+/* True when blob idx (stored, or appended by this commit) decodes alone. */
+static bool blob_stands_alone(const file_job *f, uint64_t idx)
+{
+    const tf_segment *seg = &f->c->seg;
+    const tf_blob *b = idx >= seg->first_blob ? &seg->blobs[idx - seg->first_blob]
+                                              : tf_archive_blob(f->c->ar, idx);
+    return !b->ref && !b->model;
+}
+
+/* A model is stored like opaque bytes, compressed when that is smaller;
+ * once, however many chunks use it. */
+static int64_t store_model(tf_commit *c, const file_job *f, const tf_buf *model, tf_error *e)
+{
+    tf_blob_id id = tf_blob_id_of(model->data, model->len);
+    int64_t have = tf_commit_find_blob(c, &id);
+    /* Same bytes stored as a delta cannot serve as a model, which must
+     * decode alone. */
+    if (have >= 0 && blob_stands_alone(f, (uint64_t)have))
+        return have;
+    tf_chunk_job job = { .src = model->data, .len = model->len, .dtype = TF_DT_NONE };
+    if (tf_encode_chunk(&job, e) < 0)
+        return -1;
+    int64_t idx = tf_commit_store_blob(c, &id, &job.out, model->len, job.codec, TF_DT_NONE, 0, 0, e);
+    tf_buf_free(&job.out);
+    return idx;
+}
+
+static int store_chunk(file_job *f, chunk *ch, tf_error *e)
+{
+    tf_chunk_job *job = &ch->job;
+    uint64_t model = 0;
+    if (job->model.len) {
+        int64_t m = store_model(f->c, f, &job->model, e);
+        if (m < 0)
+            return -1;
+        model = (uint64_t)m + 1;
+    }
+    int64_t idx = tf_commit_store_blob(f->c, &ch->id, &job->out, job->len, job->codec,
+                                       (uint8_t)job->dtype, ch->ref_blob, model, e);
+    if (idx < 0)
+        return -1;
+    ch->blob = (uint64_t)idx;
+    return 0;
+}
+
+/* Keeps a float tensor's chunk for the cache while the budget lasts. */
+static void keep_seed(tf_seeds *s, uint64_t blob, uint8_t **data, size_t len)
+{
+    if (!s || s->bytes + len > s->budget)
+        return;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        struct tf_seed *items = realloc(s->items, cap * sizeof *items);
+        if (!items)
+            return;
+        s->items = items;
+        s->cap = cap;
+    }
+    s->items[s->n++] = (struct tf_seed){ blob, *data };
+    s->bytes += len;
+    *data = NULL;
+}
+
+static int chunk_sink(void *arg, size_t i, tf_error *e)
+{
+    file_job *f = arg;
+    chunk *ch = &f->chunks[i];
+    /* Content found now was stored before, or by an earlier chunk of
+     * this file (the same bytes twice in it). */
+    int64_t have = tf_commit_find_blob(f->c, &ch->id);
+    int rc = 0;
+    if (have >= 0)
+        ch->blob = (uint64_t)have;
+    else
+        rc = store_chunk(f, ch, e);
+    tf_buf_free(&ch->job.out);
+    tf_buf_free(&ch->job.model);
+    if (rc == 0 && tf_dtype_is_float(f->spans[ch->span].dtype))
+        keep_seed(f->seeds, ch->blob, &ch->data, ch->len);
+    free(ch->data);
+    ch->data = NULL;
+    if (rc == 0)
+        report_progress(f->opts, ch->len);
+    return rc;
+}
+
+void tf_seeds_plant(tf_seeds *s, tf_reader_ctx *r)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        tf_reader_seed_owned(r, s->items[i].blob, s->items[i].data);
+        s->items[i].data = NULL;
+    }
+    tf_seeds_free(s);
+}
+
+void tf_seeds_free(tf_seeds *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->items[i].data);
+    free(s->items);
+    s->items = NULL;
+    s->n = s->cap = s->bytes = 0;
+}
+
+/* ---- the search (opts->search) ---- */
+
+static int hash_work(void *arg, size_t i, tf_error *e)
+{
+    file_job *f = arg;
+    chunk *ch = &f->chunks[i];
+    int rc = read_chunk(f, ch, e);
+    free(ch->data);
+    ch->data = NULL;
+    return rc;
 }
 
 /* Marks the spans a program is synthesized for, so that the prog codec
@@ -80,227 +292,158 @@ static bool chunk_has_ref(const file_job *f, const tf_span *s, uint64_t c)
  *   + keyframe spans (this rule)              331738606 B  22.4 s */
 static void mark_program_spans(file_job *f)
 {
+    for (size_t k = 0; k < f->nchunks; k++)
+        f->spans[f->chunks[k].span].has_jobs |= !f->chunks[k].stored;
     for (size_t i = 0; i < f->nspans; i++) {
         tf_span *s = &f->spans[i];
         if (s->dtype == TF_DT_NONE || !s->has_jobs)
             continue;
-        bool wants = !s->ref || s->ref_far || f->opts->all_programs;
-        uint64_t n = tf_chunk_count(s->nbytes, tf_dtype_get(s->dtype)->size, f->chunk_shift);
+        bool wants = !s->ref_blobs || s->ref_far || f->opts->all_programs;
+        uint64_t n = tf_chunk_count(s->nbytes, elem_size(s), f->chunk_shift);
         for (uint64_t c = 0; !wants && c < n; c++)
             wants = !chunk_has_ref(f, s, c);
         s->wants_program = wants;
     }
 }
 
-/* Learns the file's production prior (codec/prog/prog.h) from a deterministic
- * sample of the tensors that get programs; it only orders their
- * searches. */
+/* The bytes a program search looks at: the span's first elements. */
+static uint8_t *read_head(const file_job *f, const tf_span *s, size_t *len, tf_error *e)
+{
+    uint64_t max = (uint64_t)TF_PROG_SAMPLE_WORDS * elem_size(s);
+    *len = (size_t)(s->nbytes < max ? s->nbytes : max);
+    uint8_t *head = malloc(*len ? *len : 1);
+    if (!head) {
+        tf_fail(e, ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (read_span(f, s, 0, *len, head, e) < 0) {
+        free(head);
+        return NULL;
+    }
+    return head;
+}
+
+/* Learns the file's production prior (codec/prog/prog.h) from a
+ * deterministic sample of the tensors that get programs; it only orders
+ * their searches. */
 static int learn_prior(file_job *f, tf_error *e)
 {
-    tf_prog_tensor *t = malloc((f->nspans ? f->nspans : 1) * sizeof *t);
-    if (!t)
-        return tf_fail(e, ENOMEM, "out of memory");
-    size_t n = 0;
-    for (size_t i = 0; i < f->nspans; i++)
-        if (f->spans[i].wants_program)
-            t[n++] = (tf_prog_tensor){ f->spans[i].src, (size_t)f->spans[i].nbytes,
-                                       f->spans[i].dtype };
-    int rc = n ? tf_prog_prior_learn(t, n, &f->prior, e) : 0;
+    tf_prog_tensor *t = calloc(f->nspans ? f->nspans : 1, sizeof *t);
+    size_t *span_of = calloc(f->nspans ? f->nspans : 1, sizeof *span_of);
+    size_t pick[TF_PROG_CALIBRATION_TENSORS], n = 0;
+    int rc = t && span_of ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    for (size_t i = 0; rc == 0 && i < f->nspans; i++)
+        if (f->spans[i].wants_program) {
+            span_of[n] = i;
+            t[n++] = (tf_prog_tensor){ NULL, (size_t)f->spans[i].nbytes, f->spans[i].dtype };
+        }
+    int picked = rc == 0 && n ? tf_prog_prior_pick(t, n, pick) : 0;
+    if (picked < 0)
+        rc = tf_fail(e, ENOMEM, "out of memory");
+    for (int k = 0; rc == 0 && k < picked; k++) {
+        size_t len;
+        uint8_t *head = read_head(f, &f->spans[span_of[pick[k]]], &len, e);
+        t[pick[k]].data = head;
+        rc = head ? 0 : -1;
+    }
+    if (rc == 0 && picked > 0)
+        rc = tf_prog_prior_learn(t, n, &f->prior, e);
+    for (int k = 0; k < picked; k++)
+        free((void *)t[pick[k]].data);
     free(t);
+    free(span_of);
     f->prog = (tf_prog_fit_opts){ .budget = f->opts->prog_budget, .prior = f->prior };
     return rc;
 }
 
 static int fit_work(void *arg, size_t i, tf_error *e)
 {
-    (void)e;
     file_job *f = arg;
     tf_span *s = &f->spans[i];
-    if (!s->has_jobs) /* stored already: nothing to fit */
+    if (!s->wants_program)
         return 0;
-    if (s->ref && tf_dtype_is_float(s->dtype))
-        s->fitted = tf_fit_model(TF_CODEC_ULP, s->src, s->ref, s->nbytes, s->dtype, NULL,
-                                 &s->model) == 0;
-    /* A tensor the delta codec does not fit is stored standalone. */
-    if (s->wants_program || (s->ref && !s->fitted))
-        s->programmed = tf_fit_model(TF_CODEC_PROG, s->src, NULL, s->nbytes, s->dtype, &f->prog,
-                                     &s->program) == 0;
-    return 0;
-}
-
-static int chunk_work(void *arg, size_t i, tf_error *e)
-{
-    return tf_encode_chunk(&((file_job *)arg)->chunks[i], e);
-}
-
-/* True when blob idx (stored, or appended by this commit) decodes alone. */
-static bool blob_stands_alone(const file_job *f, uint64_t idx)
-{
-    const tf_segment *seg = &f->c->seg;
-    const tf_blob *b = idx >= seg->first_blob ? &seg->blobs[idx - seg->first_blob]
-                                              : tf_archive_blob(f->c->ar, idx);
-    return !b->ref && !b->model;
-}
-
-static int chunk_sink(void *arg, size_t i, tf_error *e)
-{
-    file_job *f = arg;
-    tf_chunk_job *job = &f->chunks[i];
-    tf_span *s = &f->spans[f->chunk_span[i]];
-    uint64_t ref = 0, model = 0;
-    const tf_codec *codec = tf_codec_get(job->codec);
-    if (codec->needs_model) {
-        if (s->model_blob < 0) {
-            tf_blob_id mid = tf_blob_id_of(s->model.data, s->model.len);
-            s->model_blob = tf_commit_find_blob(f->c, &mid);
-            /* Same bytes stored as a delta cannot serve as a model, which
-             * must decode alone. */
-            if (s->model_blob >= 0 && !blob_stands_alone(f, (uint64_t)s->model_blob))
-                s->model_blob = -1;
-            if (s->model_blob < 0)
-                s->model_blob = store_model(f->c, &mid, &s->model, e);
-            if (s->model_blob < 0)
-                return -1;
-        }
-        model = (uint64_t)s->model_blob + 1;
-    }
-    if (codec->delta)
-        ref = f->ref_blob[i];
-    int64_t idx = tf_commit_store_blob(f->c, &f->ids[i], &job->out, job->len, job->codec,
-                                       (uint8_t)job->dtype, ref, model, e);
-    tf_buf_free(&job->out);
-    if (idx < 0)
+    size_t len;
+    uint8_t *head = read_head(f, s, &len, e);
+    if (!head)
         return -1;
-    f->job_blob[i] = (uint64_t)idx;
-    report_progress(f->opts, job->len);
+    s->programmed = tf_fit_model(TF_CODEC_PROG, head, NULL, len, s->dtype, &f->prog,
+                                 &s->program) == 0;
+    free(head);
     return 0;
 }
 
-/* Splits spans into chunks, deduplicates them by content id, and lists
- * the rest as encoding jobs (before any fitting: a tensor stored already
- * costs no search). */
+/* The chunks' ids first, so that a tensor stored already costs no
+ * search; then the prior and a template for each tensor that gets a
+ * program. */
+static int search_programs(file_job *f, tf_error *e)
+{
+    unsigned t = f->opts->threads;
+    int rc = tf_run_ordered(f->nchunks, t, TF_PIPELINE_WINDOW * (size_t)t, hash_work, NULL, f, e);
+    if (rc == 0) {
+        mark_program_spans(f);
+        rc = learn_prior(f, e);
+    }
+    if (rc == 0)
+        rc = tf_run_ordered(f->nspans, t, f->nspans, fit_work, NULL, f, e);
+    return rc;
+}
+
+/* ---- the file ---- */
+
+/* The chunks of the spans, in order. */
 static int plan_chunks(file_job *f, tf_error *e)
 {
     for (size_t s = 0; s < f->nspans; s++)
-        f->nchunks += tf_chunk_count(f->spans[s].nbytes, tf_dtype_get(f->spans[s].dtype)->size,
-                                     f->chunk_shift);
-    size_t n = f->nchunks ? f->nchunks : 1;
-    f->chunks = calloc(n, sizeof *f->chunks);
-    f->chunk_span = calloc(n, sizeof *f->chunk_span);
-    f->ids = calloc(n, sizeof *f->ids);
-    f->ref_blob = calloc(n, sizeof *f->ref_blob);
-    f->job_blob = calloc(n, sizeof *f->job_blob);
-    f->stored = calloc(n, sizeof *f->stored);
-    f->job_of = calloc(n, sizeof *f->job_of);
-    if (!f->chunks || !f->chunk_span || !f->ids || !f->ref_blob || !f->job_blob || !f->stored ||
-        !f->job_of)
+        f->nchunks += tf_chunk_count(f->spans[s].nbytes, elem_size(&f->spans[s]), f->chunk_shift);
+    f->chunks = calloc(f->nchunks ? f->nchunks : 1, sizeof *f->chunks);
+    if (!f->chunks)
         return tf_fail(e, ENOMEM, "out of memory");
-    tf_idmap in_file = { 0 }; /* first job of each new content */
     size_t k = 0;
     for (size_t s = 0; s < f->nspans; s++) {
-        tf_span *sp = &f->spans[s];
-        uint64_t cb = (uint64_t)tf_dtype_get(sp->dtype)->size << f->chunk_shift;
-        for (uint64_t off = 0; off < sp->nbytes; off += cb, k++) {
-            size_t len = (size_t)(sp->nbytes - off < cb ? sp->nbytes - off : cb);
-            tf_blob_id id = tf_blob_id_of(sp->src + off, len);
-            int64_t have = tf_commit_find_blob(f->c, &id);
-            uint64_t first;
-            if (have >= 0) {
-                f->stored[k] = (uint64_t)have;
-                f->job_of[k] = SIZE_MAX;
-                report_progress(f->opts, len);
-                continue;
-            }
-            if (tf_idmap_get(&in_file, &id, &first)) { /* same content earlier in this file */
-                f->job_of[k] = first;
-                continue;
-            }
-            size_t j = f->njobs++;
-            if (tf_idmap_put(&in_file, &id, j) < 0) {
-                tf_idmap_free(&in_file);
-                return tf_fail(e, ENOMEM, "out of memory");
-            }
-            f->job_of[k] = j;
-            f->ids[j] = id;
-            f->chunk_span[j] = s;
-            f->chunks[j] = (tf_chunk_job){ .src = sp->src + off, .len = len, .dtype = sp->dtype };
-            sp->has_jobs = true;
-        }
+        const tf_span *sp = &f->spans[s];
+        uint64_t cb = (uint64_t)elem_size(sp) << f->chunk_shift, c = 0;
+        for (uint64_t off = 0; off < sp->nbytes; off += cb, c++, k++)
+            f->chunks[k] = (chunk){ .span = s, .index = c, .off = off,
+                                    .len = (size_t)(sp->nbytes - off < cb ? sp->nbytes - off : cb) };
     }
-    tf_idmap_free(&in_file);
     return 0;
-}
-
-/* Gives each encoding job what its span's fits found: the program
- * template, and the delta model and reference where the chunk has one. */
-static void attach_fits(file_job *f)
-{
-    for (size_t j = 0; j < f->njobs; j++) {
-        tf_chunk_job *job = &f->chunks[j];
-        const tf_span *sp = &f->spans[f->chunk_span[j]];
-        size_t off = (size_t)(job->src - sp->src);
-        uint64_t n = tf_chunk_count(sp->nbytes, tf_dtype_get(sp->dtype)->size, f->chunk_shift);
-        uint64_t c = off / ((size_t)tf_dtype_get(sp->dtype)->size << f->chunk_shift);
-        if (sp->programmed)
-            job->models[TF_CODEC_PROG] =
-                (tf_chunk_model){ sp->program.data, sp->program.len, sp->program.len / (size_t)n };
-        if (sp->fitted && chunk_has_ref(f, sp, c)) {
-            job->ref = sp->ref + off;
-            job->models[TF_CODEC_ULP] =
-                (tf_chunk_model){ sp->model.data, sp->model.len, sp->model.len / (size_t)n };
-            f->ref_blob[j] = sp->ref_blobs[c] + 1;
-        }
-    }
 }
 
 static void file_job_free(file_job *f)
 {
-    for (size_t j = 0; j < f->njobs; j++)
-        tf_buf_free(&f->chunks[j].out);
-    for (size_t s = 0; s < f->nspans; s++) {
-        tf_buf_free(&f->spans[s].model);
-        tf_buf_free(&f->spans[s].program);
+    for (size_t k = 0; k < f->nchunks; k++) {
+        tf_buf_free(&f->chunks[k].job.out);
+        tf_buf_free(&f->chunks[k].job.model);
+        free(f->chunks[k].data);
     }
+    for (size_t s = 0; s < f->nspans; s++)
+        tf_buf_free(&f->spans[s].program);
     free(f->chunks);
-    free(f->chunk_span);
-    free(f->ids);
-    free(f->ref_blob);
-    free(f->job_blob);
-    free(f->stored);
-    free(f->job_of);
     tf_prog_prior_free(f->prior);
 }
 
-int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, tf_entry *ent, tf_span *spans,
+int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, const tf_source *src,
+                    tf_reader_ctx *reader, tf_seeds *seeds, tf_entry *ent, tf_span *spans,
                     size_t nspans, tf_error *e)
 {
-    for (size_t i = 0; i < nspans; i++)
-        spans[i].model_blob = -1;
-    file_job f = { .opts = opts, .c = c, .spans = spans, .nspans = nspans,
-                   .chunk_shift = tf_archive_chunk_shift(c->ar) };
+    file_job f = { .opts = opts, .c = c, .src = src, .reader = reader, .seeds = seeds,
+                   .spans = spans, .nspans = nspans, .chunk_shift = tf_archive_chunk_shift(c->ar),
+                   .prog = { .budget = opts->prog_budget, .sampled = true } };
     unsigned t = opts->threads;
     int rc = plan_chunks(&f, e);
-    if (rc == 0) {
-        mark_program_spans(&f);
-        rc = learn_prior(&f, e);
-    }
+    if (rc == 0 && opts->search)
+        rc = search_programs(&f, e);
     if (rc == 0)
-        rc = tf_run_ordered(nspans, t, nspans, fit_work, NULL, &f, e);
-    if (rc == 0)
-        attach_fits(&f);
-    /* Window: enough jobs in flight to keep every thread busy, few enough
-     * that finished chunks waiting for the writer stay small. */
-    if (rc == 0)
-        rc = tf_run_ordered(f.njobs, t, 4 * (size_t)t, chunk_work, chunk_sink, &f, e);
+        rc = tf_run_ordered(f.nchunks, t, TF_PIPELINE_WINDOW * (size_t)t, chunk_work, chunk_sink,
+                            &f, e);
     if (rc == 0) {
         ent->nchunks = f.nchunks;
         ent->chunks = malloc((f.nchunks ? f.nchunks : 1) * sizeof *ent->chunks);
         if (!ent->chunks)
             rc = tf_fail(e, ENOMEM, "out of memory");
         for (size_t k = 0; rc == 0 && k < f.nchunks; k++)
-            ent->chunks[k] = f.job_of[k] == SIZE_MAX ? f.stored[k] : f.job_blob[f.job_of[k]];
+            ent->chunks[k] = f.chunks[k].blob;
     }
     file_job_free(&f);
     return rc;
 }
-

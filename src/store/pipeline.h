@@ -1,8 +1,15 @@
 /* The encode pipeline of one file: its spans (tensors, or a run of
- * opaque bytes) are cut into chunks, each chunk deduplicated by content
- * id or encoded with the smallest of the applicable codecs (a delta
- * against the span's reference, a program, the dtype's standalone codec,
- * raw), on the writer's threads, and stored in order into the commit. */
+ * opaque bytes) are cut into chunks; on the writer's threads each chunk
+ * is read from the file, deduplicated by content id or encoded with the
+ * smallest of the applicable codecs (a delta against the span's
+ * reference chunk, a program, the dtype's standalone codec, raw; chosen
+ * from estimates on samples, or, with opts->search, by trying them all),
+ * and stored in order into the commit.
+ *
+ * Memory does not grow with the file: the chunks in flight are at most
+ * TF_PIPELINE_WINDOW per thread, each holding its bytes, its reference
+ * chunk and its encoding while it is worked on; and the chunks kept for
+ * the cache once committed (tf_seeds) are bounded too. */
 #ifndef TRAJFS_STORE_PIPELINE_H
 #define TRAJFS_STORE_PIPELINE_H
 
@@ -14,30 +21,52 @@
 #include "common/error.h"
 #include "format/catalog.h"
 #include "store/commit.h"
+#include "store/reader.h"
+#include "store/source.h"
 #include "store/writer.h"
 
+/* Chunks in flight per encoder thread: enough to keep every thread busy
+ * while the writer stores finished ones in order. */
+#define TF_PIPELINE_WINDOW 4
+
 /* One tensor (or a run of opaque bytes, dtype TF_DT_NONE) to encode. The
- * caller sets the first six fields; the rest are the pipeline's. */
+ * caller sets the fields up to ref_far; the rest are the pipeline's. */
 typedef struct {
-    const uint8_t *src;
     uint64_t nbytes;
     unsigned dtype;
-    const uint8_t *ref;        /* the reference tensor's bytes, or NULL */
-    const uint64_t *ref_blobs; /* the reference tensor's chunk blobs */
+    uint64_t file_off;         /* where the bytes lie in the file, */
+    const tf_entry *verbatim;  /* or, when set, they are this entry's
+                                  verbatim stream (its verbatim pieces) */
+    const uint64_t *ref_blobs; /* the reference tensor's chunk blobs, or NULL */
     bool ref_far;              /* the reference is another run's: it may
                                   well lose, so a program competes too */
-    tf_buf model;
-    bool fitted;
-    int64_t model_blob; /* -1 until stored */
+    /* With opts->search: */
     bool has_jobs;      /* some chunk is new content, to be encoded */
-    bool wants_program; /* a program is a candidate for some of its chunks */
+    bool wants_program; /* a program is searched for it */
     tf_buf program;     /* program template */
     bool programmed;
 } tf_span;
 
-/* Encodes the spans, in order, into commit c, and sets ent->chunks and
- * ent->nchunks to their chunk blobs. */
-int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, tf_entry *ent, tf_span *spans,
+/* Chunks just encoded that the writer gives its reader's cache once they
+ * are committed (the next checkpoint's references): those of float
+ * tensors, in order, up to budget bytes. */
+typedef struct {
+    struct tf_seed {
+        uint64_t blob;
+        uint8_t *data; /* malloc'd */
+    } *items;
+    size_t n, cap, bytes, budget;
+} tf_seeds;
+
+/* Hands the seeds over to r's cache (their blobs committed). */
+void tf_seeds_plant(tf_seeds *s, tf_reader_ctx *r);
+void tf_seeds_free(tf_seeds *s);
+
+/* Encodes the spans of the file src, in order, into commit c, and sets
+ * ent->chunks and ent->nchunks to their chunk blobs. References are read
+ * through reader; the chunks to seed go to seeds (may be NULL). */
+int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, const tf_source *src,
+                    tf_reader_ctx *reader, tf_seeds *seeds, tf_entry *ent, tf_span *spans,
                     size_t nspans, tf_error *e);
 
 #endif

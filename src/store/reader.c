@@ -259,23 +259,37 @@ void tf_reader_will_need(tf_reader_ctx *r, uint64_t idx)
     }
 }
 
-void tf_reader_seed(tf_reader_ctx *r, uint64_t idx, const uint8_t *data)
+int tf_reader_blob_once(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e)
+{
+    tf_cache_item *it = tf_cache_peek(r->cache, idx);
+    if (it) {
+        r->hits++;
+        memcpy(out, it->data, it->len);
+        tf_cache_release(r->cache, it);
+        return 0;
+    }
+    const tf_blob *b = tf_archive_blob(r->ar, idx);
+    tf_cache_item *ref = b->ref ? obtain(r, b->ref - 1, e) : NULL;
+    if (b->ref && !ref)
+        return -1;
+    int rc = decode_one(r, idx, ref ? ref->data : NULL, out, e);
+    if (ref)
+        tf_cache_release(r->cache, ref);
+    return rc;
+}
+
+void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data)
 {
     bool claimed;
     tf_cache_item *it = tf_cache_acquire(r->cache, idx, &claimed);
-    if (!it)
-        return;
-    if (claimed) {
-        size_t len = (size_t)tf_archive_blob(r->ar, idx)->raw_len;
-        uint8_t *buf = tf_cache_buffer(r->cache, it, len);
-        if (!buf) {
-            tf_cache_abandon(r->cache, it);
-            return;
-        }
-        memcpy(buf, data, len);
+    if (it && claimed) {
+        tf_cache_adopt(r->cache, it, data, (size_t)tf_archive_blob(r->ar, idx)->raw_len);
         tf_cache_fill(r->cache, it);
+        data = NULL;
     }
-    tf_cache_release(r->cache, it);
+    if (it)
+        tf_cache_release(r->cache, it);
+    free(data);
 }
 
 int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e)

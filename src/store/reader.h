@@ -44,12 +44,18 @@ void tf_reader_warm(tf_reader_ctx *r, uint64_t idx);
  * to a cached blob. Returns at once (tf_blob_will_need). */
 void tf_reader_will_need(tf_reader_ctx *r, uint64_t idx);
 
+/* tf_reader_blob for a blob wanted once (a writer's reference chunk): a
+ * cached copy serves, but one decoded here is not kept (its reference
+ * chain is, as tf_reader_blob keeps it). */
+int tf_reader_blob_once(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e);
+
 /* Puts the bytes of blob idx, known to the caller (a writer that has
  * just stored them), into the cache as if they had been decoded, so that
  * the next checkpoint's deltas find their reference without decoding.
- * data holds the blob's raw_len bytes. Best effort: out of memory, it
- * does nothing. */
-void tf_reader_seed(tf_reader_ctx *r, uint64_t idx, const uint8_t *data);
+ * data, a malloc'd block of the blob's raw_len bytes, goes to the cache
+ * without a copy: the reader frees it (at once, when the blob is cached
+ * already). */
+void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data);
 
 /* Reads up to len bytes of a file entry at off into out. Returns the
  * number of bytes read (short only at end of file), or -1. For a tensor

@@ -1,23 +1,26 @@
-/* The bytes of a regular file being added: read into memory, or mapped
- * (a mount's spool file, which nothing else writes while it is added). */
+/* The bytes of a regular file being added, read where and when they are
+ * needed (a format's header, a chunk at a time): encoding never holds
+ * the whole file, whatever its size. */
 #ifndef TRAJFS_STORE_SOURCE_H
 #define TRAJFS_STORE_SOURCE_H
 
-#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
+#include "format/tensor_format.h"
 
 typedef struct {
     const char *name; /* for messages */
     int fd;
-    uint64_t size;
-    bool map;         /* map it rather than read it into memory */
-    uint8_t *data;    /* once loaded: size bytes */
+    uint64_t size;    /* as the file was when it was opened */
 } tf_source;
 
-/* Loads the whole file into src->data. */
-int tf_source_load(tf_source *src, tf_error *e);
-void tf_source_unload(tf_source *src);
+/* Reads exactly len bytes at off into out; a file that has shrunk
+ * since is an error. */
+int tf_source_read(const tf_source *src, uint64_t off, void *out, size_t len, tf_error *e);
+
+/* The source as a format parser reads it. */
+tf_file_source tf_source_as_file(const tf_source *src);
 
 #endif

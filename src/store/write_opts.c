@@ -35,10 +35,15 @@ static const setting settings[] = {
       offsetof(tf_write_opts, prog_budget),
       "search budget of the prog codec: expansions per\n"
       "tensor, 1 to " STR(TF_PROG_BUDGET_MAX) " (default " STR(TF_PROG_DEFAULT_BUDGET) ")" },
+    { "search", "search", 0, true, 0, 0, offsetof(tf_write_opts, search),
+      "search programs and try every codec on every chunk,\n"
+      "as earlier releases did, instead of choosing from\n"
+      "samples (6 to 40x slower; on the benchmark, 1% larger\n"
+      "in all)" },
     { "all_programs", "all-programs", 0, true, 0, 0, offsetof(tf_write_opts, all_programs),
-      "search a program for every tensor, also one with a\n"
-      "reference (float32 optimizer state about 1% smaller,\n"
-      "writing about 5x slower)" },
+      "the search, and a program for every tensor, also one\n"
+      "with a reference (float32 optimizer state about 1%\n"
+      "smaller, writing 5x slower again)" },
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -81,6 +86,8 @@ int tf_write_opts_set(tf_write_opts *o, const char *name, const char *value, tf_
         if (value)
             return tf_fail(e, EINVAL, "takes no value, got '%s'", value);
         *(bool *)field = true;
+        if (s->field == offsetof(tf_write_opts, all_programs))
+            o->search = true;
         return 0;
     }
     unsigned v = 0;

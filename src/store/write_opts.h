@@ -26,10 +26,15 @@ typedef struct {
     unsigned prog_budget; /* prog search expansions per tensor, at most
                              TF_PROG_BUDGET_MAX; 0: the codec's default
                              (TF_PROG_DEFAULT_BUDGET) */
-    bool all_programs;    /* a program is searched for every tensor, also
-                             one with a reference (writer.c,
-                             mark_program_spans), not only for those
-                             without one and keyframes */
+    bool search;          /* the encoder of earlier releases, for final
+                             archiving: a program search for every tensor
+                             without a reference and every keyframe, every
+                             codec tried on every chunk (pipeline.c);
+                             otherwise codecs are chosen from samples */
+    bool all_programs;    /* with search, a program is searched for every
+                             tensor, also one with a reference
+                             (pipeline.c, mark_program_spans); implies
+                             search */
     /* Called on the calling thread with the number of tensor or file
      * bytes consumed since the previous call (may be NULL). */
     void (*progress)(void *arg, uint64_t bytes);
@@ -53,8 +58,8 @@ typedef struct {
 void tf_write_opts_default(tf_write_opts *o);
 
 /* Sets the setting called name from value: "threads", "max_chain" and
- * "prog_budget" take a whole number, "all_programs" is a flag (value
- * NULL). Returns 0, or -1 with EINVAL and a message saying what value is
+ * "prog_budget" take a whole number, "search" and "all_programs" are
+ * flags (value NULL; all_programs sets search too). Returns 0, or -1 with EINVAL and a message saying what value is
  * expected, or with ENOENT when name is no writer setting. Messages do
  * not repeat the name: the caller spells the setting as its users do
  * (--max-chain, -o max_chain). */

@@ -16,6 +16,22 @@
 
 /* Cache for reconstructing the references of the tensors being added. */
 #define WRITER_CACHE_BYTES ((size_t)256 << 20)
+/* Of a file being added, the chunks kept for the cache until the file is
+ * committed (tf_seeds): as many as the cache holds, at most this many
+ * bytes (a mount's cache, for its readers too, may be much larger). */
+#define WRITER_SEEDS_BYTES ((size_t)256 << 20)
+
+static size_t cache_bytes(const tf_writer *w)
+{
+    return w->opts.cache_bytes ? w->opts.cache_bytes : WRITER_CACHE_BYTES;
+}
+
+static size_t seeds_bytes(const tf_writer *w)
+{
+    if (w->drop_references)
+        return 0;
+    return cache_bytes(w) < WRITER_SEEDS_BYTES ? cache_bytes(w) : WRITER_SEEDS_BYTES;
+}
 
 int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
                    const tf_write_opts *opts, tf_writer **out, tf_error *e)
@@ -36,7 +52,7 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
         return -1;
     }
     atomic_init(&w->next_ino, tf_archive_next_ino(w->ar));
-    w->reader = tf_reader_new(w->ar, w->opts.cache_bytes ? w->opts.cache_bytes : WRITER_CACHE_BYTES);
+    w->reader = tf_reader_new(w->ar, cache_bytes(w));
     w->refs = tf_ref_index_new();
     if (!w->reader || !w->refs) {
         tf_writer_close(w);
@@ -64,6 +80,11 @@ tf_archive *tf_writer_archive(tf_writer *w)
 tf_reader_ctx *tf_writer_reader(tf_writer *w)
 {
     return w->reader;
+}
+
+void tf_writer_keep_references(tf_writer *w, bool keep)
+{
+    w->drop_references = !keep;
 }
 
 uint64_t tf_writer_new_ino(tf_writer *w)
@@ -112,8 +133,8 @@ static int add_opaque(tf_writer *w, tf_commit *c, const char *dest, const tf_ent
     if (!ent)
         return -1;
     ent->size = src->size;
-    tf_span span = { .src = src->data, .nbytes = src->size, .dtype = TF_DT_NONE };
-    return tf_encode_spans(c, &w->opts, ent, &span, 1, e);
+    tf_span span = { .nbytes = src->size, .dtype = TF_DT_NONE };
+    return tf_encode_spans(c, &w->opts, src, w->reader, NULL, ent, &span, 1, e);
 }
 
 /* What a regular file is added as. */
@@ -123,23 +144,27 @@ typedef struct {
     bool empty_ok; /* an empty file may claim a format (a mount's new file) */
 } add_how;
 
-/* A loaded regular file: a tensor file when a format recognises its
- * content, whatever its name (temporary names are common when files are
- * copied); one whose name claims a format must be a valid file of it
- * (or, with how->empty_ok, empty); anything else is stored as opaque
- * bytes. */
-static int add_loaded(tf_writer *w, tf_commit *c, const add_how *how, tf_source *src, tf_error *e)
+/* A regular file: a tensor file when a format recognises its content,
+ * whatever its name (temporary names are common when files are copied);
+ * one whose name claims a format must be a valid file of it (or, with
+ * how->empty_ok, empty); anything else is stored as opaque bytes. */
+static int add_file(tf_writer *w, tf_commit *c, const add_how *how, const tf_source *src,
+                    tf_seeds *seeds, tf_error *e)
 {
     const char *dest = how->dest, *parent = how->parent;
+    uint8_t head[TF_FORMAT_HEAD_BYTES];
+    size_t head_len = src->size < sizeof head ? (size_t)src->size : sizeof head;
+    if (tf_source_read(src, 0, head, head_len, e) < 0)
+        return -1;
     bool claimed;
-    size_t head = src->size < TF_FORMAT_HEAD_BYTES ? (size_t)src->size : TF_FORMAT_HEAD_BYTES;
-    const tf_tensor_format *f = tf_tensor_format_detect(src->data, head, src->size,
+    const tf_tensor_format *f = tf_tensor_format_detect(head, head_len, src->size,
                                                         how->series_path, &claimed);
     if (f && (src->size > 0 || !how->empty_ok)) {
         tf_error why = { 0 };
         if (tf_writer_add_tensor_file(w, c, f, dest, how->series_path, parent, how->attrs, src,
-                                      &why) == 0)
+                                      seeds, &why) == 0)
             return 0;
+        tf_seeds_free(seeds);
         if (why.errnum != EINVAL || claimed || parent) {
             if (e)
                 *e = why;
@@ -158,23 +183,20 @@ static int add_loaded(tf_writer *w, tf_commit *c, const add_how *how, tf_source 
     return add_opaque(w, c, dest, how->attrs, src, e);
 }
 
-/* Adds the regular file open as fd, commits, and gives the committed
- * entry's tensors to the cache. */
-static int add_regular(tf_writer *w, tf_source *src, const add_how *how, tf_error *e)
+/* Adds the regular file open as src, commits, and gives the committed
+ * entry's tensor chunks to the cache. */
+static int add_regular(tf_writer *w, const tf_source *src, const add_how *how, tf_error *e)
 {
-    const char *dest = how->dest;
     tf_commit c;
+    tf_seeds seeds = { .budget = seeds_bytes(w) };
     tf_writer_begin_commit(w, &c);
-    int rc = tf_source_load(src, e);
+    int rc = tf_commit_parents(&c, how->dest, e);
     if (rc == 0)
-        rc = tf_commit_parents(&c, dest, e);
-    if (rc == 0)
-        rc = add_loaded(w, &c, how, src, e);
+        rc = add_file(w, &c, how, src, &seeds, e);
     rc = tf_writer_end_commit(&c, rc, e);
-    const tf_entry *ent = rc == 0 ? tf_archive_lookup(w->ar, dest) : NULL;
-    if (ent && tf_entry_is_tensor_file(ent))
-        tf_writer_seed_cache(w, ent, src->data);
-    tf_source_unload(src);
+    if (rc == 0)
+        tf_seeds_plant(&seeds, w->reader);
+    tf_seeds_free(&seeds);
     return rc;
 }
 
@@ -241,7 +263,7 @@ int tf_writer_add_fd(tf_writer *w, int fd, const char *dest, const char *series_
     if (tf_path_check(dest, strlen(dest), e) < 0)
         return -1;
     w->report = (tf_add_report){ 0 };
-    tf_source src = { .name = dest, .fd = fd, .size = (uint64_t)st.st_size, .map = true };
+    tf_source src = { .name = dest, .fd = fd, .size = (uint64_t)st.st_size };
     add_how how = { .dest = dest, .series_path = series_path ? series_path : dest,
                     .attrs = attrs, .empty_ok = true };
     return add_regular(w, &src, &how, e);

@@ -50,6 +50,13 @@ struct tf_reader_ctx *tf_writer_reader(tf_writer *w);
 int tf_writer_add(tf_writer *w, const char *src, const char *dest,
                   const char *parent, tf_error *e);
 
+/* Whether the tensor chunks of the files added from now on go to the
+ * reader's cache once committed (the references of the next
+ * checkpoints, which then need no decoding): on by default; a caller
+ * that knows no more tensor files follow turns it off, which saves
+ * their memory and time. */
+void tf_writer_keep_references(tf_writer *w, bool keep);
+
 /* A new inode number, never handed out before and never reused: for
  * entries a caller adds with tf_entry_attrs. Any thread may call it. */
 uint64_t tf_writer_new_ino(tf_writer *w);

@@ -7,6 +7,7 @@
 
 #include "format/tensor_format.h"
 #include "store/commit.h"
+#include "store/pipeline.h"
 #include "store/reader.h"
 #include "store/refs.h"
 #include "store/source.h"
@@ -18,6 +19,7 @@ struct tf_writer {
     tf_reader_ctx *reader;
     tf_ref_index *refs;
     tf_add_report report; /* of the last file added */
+    bool drop_references; /* tf_writer_keep_references(w, false) */
     _Atomic uint64_t next_ino;
 };
 
@@ -25,15 +27,13 @@ void tf_writer_begin_commit(tf_writer *w, tf_commit *c);
 /* Commits when the entries went in (rc 0), else drops what was appended. */
 int tf_writer_end_commit(tf_commit *c, int rc, tf_error *e);
 
-/* Adds the loaded tensor file src of format f as archive path dest. Its
+/* Adds the tensor file src of format f as archive path dest. Its
  * tensors' references: the same tensors of the archive path parent when
- * given, else found by identity for the run of series_path. */
+ * given, else found by identity for the run of series_path. The chunks
+ * to give the cache once committed go to seeds. */
 int tf_writer_add_tensor_file(tf_writer *w, tf_commit *c, const tf_tensor_format *f,
                               const char *dest, const char *series_path, const char *parent,
-                              const tf_entry_attrs *attrs, tf_source *src, tf_error *e);
-
-/* Puts the chunks of ent's tensors, whose bytes are data, into the
- * writer's cache once committed: the next checkpoint's references. */
-void tf_writer_seed_cache(tf_writer *w, const tf_entry *ent, const uint8_t *data);
+                              const tf_entry_attrs *attrs, const tf_source *src,
+                              tf_seeds *seeds, tf_error *e);
 
 #endif

@@ -850,6 +850,7 @@ START_TEST(write_opts_default_is_one_thread_per_cpu)
     ck_assert_uint_eq(o.threads, cpus < TF_WRITE_THREADS_MAX ? cpus : TF_WRITE_THREADS_MAX);
     ck_assert_uint_eq(o.max_chain, TF_MAX_CHAIN_DEFAULT);
     ck_assert_uint_eq(o.prog_budget, 0);
+    ck_assert(!o.search);
     ck_assert(!o.all_programs);
     ck_assert_ptr_null(o.progress);
     ck_assert_uint_eq(o.cache_bytes, 0);
@@ -864,11 +865,15 @@ START_TEST(write_opts_set_takes_each_setting)
     ck_assert_msg(tf_write_opts_set(&o, "threads", "3", &e) == 0, "%s", e.msg);
     ck_assert_msg(tf_write_opts_set(&o, "max_chain", "0", &e) == 0, "%s", e.msg);
     ck_assert_msg(tf_write_opts_set(&o, "prog_budget", "4096", &e) == 0, "%s", e.msg);
-    ck_assert_msg(tf_write_opts_set(&o, "all_programs", NULL, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_write_opts_set(&o, "search", NULL, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(o.threads, 3);
     ck_assert_uint_eq(o.max_chain, 0);
     ck_assert_uint_eq(o.prog_budget, 4096);
-    ck_assert(o.all_programs);
+    ck_assert(o.search && !o.all_programs);
+    /* all programs are searched programs */
+    tf_write_opts_default(&o);
+    ck_assert_msg(tf_write_opts_set(&o, "all_programs", NULL, &e) == 0, "%s", e.msg);
+    ck_assert(o.search && o.all_programs);
 }
 END_TEST
 
@@ -887,6 +892,7 @@ static const struct {
     { "max_chain", NULL, "expected a whole number from 0 to 4096", EINVAL },
     { "prog_budget", "", "expected a whole number from 1 to 4096, got ''", EINVAL },
     { "all_programs", "1", "takes no value, got '1'", EINVAL },
+    { "search", "", "takes no value, got ''", EINVAL },
     { "budget", "4", "not a writer setting", ENOENT }, /* trajpack's spelling */
     { "cache_size", "1G", "not a writer setting", ENOENT },
 };
@@ -903,6 +909,7 @@ START_TEST(write_opts_set_refuses_bad_values)
     ck_assert_uint_eq(o.threads, before.threads);
     ck_assert_uint_eq(o.max_chain, before.max_chain);
     ck_assert_uint_eq(o.prog_budget, before.prog_budget);
+    ck_assert(o.search == before.search);
     ck_assert(o.all_programs == before.all_programs);
 }
 END_TEST
@@ -927,7 +934,8 @@ START_TEST(write_opts_help_spells_every_setting)
         { "  -T, --threads N      encoder threads", "    -o threads=N           encoder threads" },
         { "      --max-chain N    longest chain", "    -o max_chain=N         longest chain" },
         { "      --budget N       search budget", "    -o prog_budget=N       search budget" },
-        { "      --all-programs   search a program", "    -o all_programs        search a program" },
+        { "      --search         search programs", "    -o search              search programs" },
+        { "      --all-programs   the search, and", "    -o all_programs        the search, and" },
     };
     for (size_t i = 0; i < ARRAY_LEN(spelled); i++) {
         ck_assert_msg(strstr(options, spelled[i][0]), "no '%s' in:\n%s", spelled[i][0], options);

@@ -12,6 +12,7 @@
 #include "codec/ulp/ulp.h"
 #include "common/hash.h"
 #include "common/dtype.h"
+#include "common/simd.h"
 
 static uint64_t make_float(unsigned dtype, uint64_t sign, uint64_t exp, uint64_t man)
 {
@@ -367,6 +368,75 @@ START_TEST(test_chunks_decode_alone_and_encode_deterministically)
 }
 END_TEST
 
+/* fit_encode of a chunk is fit of the chunk and encode with its model,
+ * byte for byte (the model too), for every dtype, pattern and a range
+ * of sizes, with and without SIMD; what it refuses, fit refuses. */
+START_TEST(test_fit_encode_is_fit_then_encode)
+{
+    static const size_t counts[] = { 0, 1, 15, 16, 17, 2047, 2048, 4099, 65536, 65537, 100003 };
+    static const pattern pats[] = { PAT_RANDOM, PAT_SPECIAL, PAT_TRAJECTORY, PAT_SAME };
+    unsigned dtype = test_float_dtypes[_i], size = tf_dtype_get(dtype)->size;
+    for (int simd = 0; simd < 2; simd++) {
+        tf_simd_level_cap(simd ? TF_SIMD_AVX512 : TF_SIMD_NONE);
+        for (size_t c = 0; c < ARRAY_LEN(counts); c++)
+            for (size_t p = 0; p < ARRAY_LEN(pats); p++) {
+                size_t n = counts[c], len = n * size;
+                uint8_t *x = malloc(len + 1), *r = malloc(len + 1);
+                make_pair(dtype, pats[p], n, 50 + c + p, x, r);
+                tf_buf model, enc = { 0 }, fused_model = { 0 }, fused = { 0 };
+                fit(dtype, x, r, len, &model);
+                encode(dtype, x, r, len, &model, &enc);
+                tf_codec_ctx ctx = ctx_for(dtype, r, len, NULL);
+                tf_error e;
+                ck_assert_msg(tf_codec_ulp.fit_encode(x, len, &ctx, &fused_model, &fused, &e) == 0,
+                              "%s", e.msg);
+                ck_assert_msg(fused_model.len == model.len &&
+                                  memcmp(fused_model.data, model.data, model.len) == 0,
+                              "dtype %u n %zu pattern %zu: another model", dtype, n, p);
+                ck_assert_msg(fused.len == enc.len && memcmp(fused.data, enc.data, enc.len) == 0,
+                              "dtype %u n %zu pattern %zu: other bytes", dtype, n, p);
+                tf_buf_free(&model);
+                tf_buf_free(&enc);
+                tf_buf_free(&fused_model);
+                tf_buf_free(&fused);
+                free(x);
+                free(r);
+            }
+    }
+    tf_simd_level_cap(TF_SIMD_AVX512);
+    uint8_t x[8] = { 0 };
+    tf_codec_ctx none = { .dtype = dtype };
+    tf_buf model = { 0 }, out = { 0 };
+    tf_error e;
+    ck_assert_int_lt(tf_codec_ulp.fit_encode(x, size, &none, &model, &out, &e), 0);
+    ck_assert_uint_eq(out.len, 0);
+    ck_assert_uint_eq(tf_codec_ulp.estimate(x, size, &none), SIZE_MAX);
+}
+END_TEST
+
+/* The estimate from a chunk's sample lands near what fit_encode stores
+ * (the chunk and its model). */
+START_TEST(test_estimate_near_the_size)
+{
+    static const unsigned dtypes[] = { TF_DT_BF16, TF_DT_F32 };
+    unsigned dtype = dtypes[_i], size = tf_dtype_get(dtype)->size;
+    const size_t n = (size_t)1 << 20, len = n * size;
+    uint8_t *x = malloc(len), *r = malloc(len);
+    make_pair(dtype, PAT_TRAJECTORY, n, 31, x, r);
+    tf_codec_ctx ctx = ctx_for(dtype, r, len, NULL);
+    tf_buf model = { 0 }, enc = { 0 };
+    tf_error e;
+    ck_assert_msg(tf_codec_ulp.fit_encode(x, len, &ctx, &model, &enc, &e) == 0, "%s", e.msg);
+    size_t est = tf_codec_ulp.estimate(x, len, &ctx), stored = enc.len + model.len;
+    ck_assert_msg(est > stored * 97 / 100 && est < stored * 103 / 100, "estimate %zu, stored %zu",
+                  est, stored);
+    tf_buf_free(&model);
+    tf_buf_free(&enc);
+    free(x);
+    free(r);
+}
+END_TEST
+
 /* XXH3-64 of model || chunk || chunk ... for a fixed pseudo-random
  * tensor of each dtype, recorded from the original implementation: the
  * coded bytes must never change (archives exist), however fit and encode
@@ -409,16 +479,22 @@ START_TEST(test_encode_output_is_pinned)
         { TF_DT_F8_E4M3, 0x09c9c477de222216ull },
         { TF_DT_F8_E5M2, 0xa973a1c8ad4e4cfdull },
     };
+    /* every SIMD level the encoder has, from none up */
+    static const tf_simd_level levels[] = { TF_SIMD_NONE, TF_SIMD_AVX2, TF_SIMD_AVX512 };
     unsigned differ = 0;
-    for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) {
-        uint64_t h = pinned_output_hash(pinned[i].dtype);
-        if (h != pinned[i].hash) /* every dtype reported, not just the first */
-            fprintf(stderr, "%s: output hash 0x%016llx, pinned 0x%016llx\n",
-                    tf_dtype_get(pinned[i].dtype)->name, (unsigned long long)h,
-                    (unsigned long long)pinned[i].hash);
-        differ += h != pinned[i].hash;
+    for (size_t l = 0; l < ARRAY_LEN(levels); l++) {
+        tf_simd_level_cap(levels[l]);
+        for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) {
+            uint64_t h = pinned_output_hash(pinned[i].dtype);
+            if (h != pinned[i].hash) /* every dtype reported, not just the first */
+                fprintf(stderr, "%s at SIMD level %d: output hash 0x%016llx, pinned 0x%016llx\n",
+                        tf_dtype_get(pinned[i].dtype)->name, (int)levels[l],
+                        (unsigned long long)h, (unsigned long long)pinned[i].hash);
+            differ += h != pinned[i].hash;
+        }
     }
-    ck_assert_msg(differ == 0, "%u dtypes code differently from the pinned output", differ);
+    tf_simd_level_cap(TF_SIMD_AVX512);
+    ck_assert_msg(differ == 0, "%u codings differ from the pinned output", differ);
 }
 END_TEST
 
@@ -655,6 +731,8 @@ static Suite *ulp_suite(void)
     tcase_add_test(tc, test_same_as_reference_is_tiny);
     tcase_add_test(tc, test_chunks_decode_alone_and_encode_deterministically);
     tcase_add_test(tc, test_encode_output_is_pinned);
+    tcase_add_loop_test(tc, test_fit_encode_is_fit_then_encode, 0, N_TEST_FLOAT_DTYPES);
+    tcase_add_loop_test(tc, test_estimate_near_the_size, 0, 2);
     tcase_add_test(tc, test_refuses_what_does_not_apply);
     tcase_add_test(tc, test_uncovered_symbols);
     tcase_add_test(tc, test_truncated_payload_fails);

@@ -1,7 +1,8 @@
 /* The writer and the prog codec: structured tensors (a mask, position
  * ids, a constant, repeated rows) stored as programs in a few bytes, read
  * back bit-exact and described; keyframe chunks offered a program, and
- * with all_programs every chunk. */
+ * with all_programs every chunk, while the search offers none to a chunk
+ * with a reference. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,7 +116,15 @@ START_TEST(test_structured_tensors_are_programs)
     };
     char src[TEST_PATH_MAX], archive[TEST_PATH_MAX];
     test_write_safetensors(test_path("model.safetensors", src), t, ARRAY_LEN(t));
-    tf_writer *w = test_open_writer(test_path("a.traj", archive), true, CHUNK_SHIFT, 2, 16);
+    /* choosing from samples (_i 0), and with the search */
+    tf_write_opts o;
+    tf_write_opts_default(&o);
+    o.threads = 2;
+    o.search = _i == 1;
+    tf_writer *w = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_open(test_path("a.traj", archive), true, CHUNK_SHIFT, &o, &w, &e) == 0,
+                  "%s", e.msg);
     test_add(w, src, "model.safetensors");
     tf_writer_close(w);
 
@@ -197,16 +206,16 @@ static void fill_noise_then_constant(int step, float *v)
 }
 
 /* The codec and the stored bytes of step 2's tensor of
- * fill_noise_then_constant: by default the byte-grouped codec's (no
- * program is searched for a tensor with a reference); with all_programs,
- * a program's, which is smaller. */
-static unsigned stored_codec(bool all_programs, uint64_t *bytes)
+ * fill_noise_then_constant, written with the settings given (search,
+ * all_programs). */
+static unsigned stored_codec(bool search, bool all_programs, uint64_t *bytes)
 {
     char archive[TEST_PATH_MAX];
-    test_path(all_programs ? "all.traj" : "default.traj", archive);
+    test_path(all_programs ? "all.traj" : search ? "search.traj" : "default.traj", archive);
     tf_write_opts o;
     tf_write_opts_default(&o);
     o.threads = 2;
+    o.search = search;
     o.all_programs = all_programs;
     tf_writer *w = NULL;
     tf_error e = { 0 };
@@ -222,12 +231,18 @@ static unsigned stored_codec(bool all_programs, uint64_t *bytes)
     return codec;
 }
 
+/* A tensor whose delta loses: the search gives it no program (it has a
+ * reference), so the byte-grouped codec's bytes; all_programs, a
+ * program's, which is smaller; choosing from samples, a program of its
+ * fields, as small. */
 START_TEST(test_all_programs)
 {
-    uint64_t by_default, with_programs;
-    ck_assert_uint_eq(stored_codec(false, &by_default), TF_CODEC_BYTEGROUP);
-    ck_assert_uint_eq(stored_codec(true, &with_programs), TF_CODEC_PROG);
-    ck_assert_uint_lt(with_programs, by_default);
+    uint64_t searched, with_programs, by_default;
+    ck_assert_uint_eq(stored_codec(true, false, &searched), TF_CODEC_BYTEGROUP);
+    ck_assert_uint_eq(stored_codec(true, true, &with_programs), TF_CODEC_PROG);
+    ck_assert_uint_lt(with_programs, searched);
+    ck_assert_uint_eq(stored_codec(false, false, &by_default), TF_CODEC_PROG);
+    ck_assert_uint_le(by_default, with_programs);
 }
 END_TEST
 
@@ -237,7 +252,7 @@ int main(void)
     TCase *tc = tcase_create("writer_prog");
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, test_dir_make, test_dir_remove);
-    tcase_add_test(tc, test_structured_tensors_are_programs);
+    tcase_add_loop_test(tc, test_structured_tensors_are_programs, 0, 2);
     tcase_add_test(tc, test_keyframe_chunk_gets_a_program);
     tcase_add_test(tc, test_all_programs);
     suite_add_tcase(s, tc);

@@ -133,6 +133,11 @@ typedef struct {
  * 16 bits. */
 int tf_rans_indexed_init(tf_rans_indexed *ix, const tf_rans_table *t, unsigned sym_bits,
                          tf_error *e);
+/* The same for the given span of contexts, which holds every occupied
+ * one (its other rows have no frequencies): for indexes computed under
+ * that span. */
+int tf_rans_indexed_init_span(tf_rans_indexed *ix, const tf_rans_table *t, unsigned sym_bits,
+                              unsigned ctx_lo, unsigned n_rows, tf_error *e);
 void tf_rans_indexed_free(tf_rans_indexed *ix);
 
 static inline unsigned tf_rans_index(const tf_rans_indexed *ix, unsigned ctx, unsigned sym)

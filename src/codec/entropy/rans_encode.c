@@ -212,7 +212,6 @@ void tf_rans_indexed_free(tf_rans_indexed *ix)
 int tf_rans_indexed_init(tf_rans_indexed *ix, const tf_rans_table *t, unsigned sym_bits,
                          tf_error *e)
 {
-    *ix = (tf_rans_indexed){ .prec = t->prec, .sym_bits = sym_bits };
     unsigned lo = 0, end = 0; /* occupied contexts: [lo, end) */
     for (unsigned c = 0; c < t->n_ctx; c++) {
         if (t->row_of_ctx[c] < 0)
@@ -221,8 +220,19 @@ int tf_rans_indexed_init(tf_rans_indexed *ix, const tf_rans_table *t, unsigned s
             lo = c;
         end = c + 1;
     }
+    return tf_rans_indexed_init_span(ix, t, sym_bits, lo, end - lo, e);
+}
+
+int tf_rans_indexed_init_span(tf_rans_indexed *ix, const tf_rans_table *t, unsigned sym_bits,
+                              unsigned ctx_lo, unsigned n_rows, tf_error *e)
+{
+    *ix = (tf_rans_indexed){ .prec = t->prec, .sym_bits = sym_bits };
+    if (ctx_lo > t->n_ctx || n_rows > t->n_ctx - ctx_lo)
+        return tf_fail(e, EINVAL, "rans: contexts [%u, %u + %u) are out of range", ctx_lo,
+                       ctx_lo, n_rows);
+    const unsigned lo = ctx_lo, end = ctx_lo + n_rows;
     ix->ctx_lo = lo;
-    ix->n_rows = end - lo;
+    ix->n_rows = n_rows;
     if (sym_bits > 8 || t->n_sym > 1u << sym_bits ||
         ((size_t)ix->n_rows + 1) << sym_bits > 65536)
         return tf_fail(e, EINVAL, "rans: %u contexts x %u symbols do not fit 16-bit indexes",
@@ -379,6 +389,65 @@ avx2_put_rounds(const tf_rans_indexed *ix, const uint16_t *idx, size_t rounds, u
 }
 #endif
 
+#ifdef TF_X86_SIMD
+#define RANS_AVX512_TARGET "avx2,popcnt,avx512f,avx512vl,avx512bw,avx512dq"
+#define RANS_AVX512_INLINE static inline __attribute__((always_inline, target(RANS_AVX512_TARGET)))
+#define RANS_AVX512_FUNCTION __attribute__((target(RANS_AVX512_TARGET))) static
+
+/* avx2_put8 for the sixteen lanes of a round at once: the lanes that
+ * renormalize compressed to the top of one vector, in lane order, and
+ * stored just below the words written so far. */
+RANS_AVX512_INLINE __m512i avx512_put16(__m512i *x, const uint16_t *idx, const uint64_t *entry,
+                                        unsigned prec, uint8_t **w)
+{
+    __m512i i = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)idx));
+    const long long *table = (const long long *)entry;
+    __m512i e0 = _mm512_i32gather_epi64(_mm512_castsi512_si256(i), table, 8);
+    __m512i e1 = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(i, 1), table, 8);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                           28, 30);
+    __m512i rcp = _mm512_permutex2var_epi32(e0, even, e1);
+    __m512i hi = _mm512_permutex2var_epi32(e0, _mm512_add_epi32(even, _mm512_set1_epi32(1)), e1);
+    __m512i freq = _mm512_srli_epi32(hi, 20);
+    /* freq > x >> (32 - prec): no renormalization (both below 2^12) */
+    __mmask16 stay = _mm512_cmpgt_epu32_mask(freq, _mm512_srli_epi32(*x, (int)(32 - prec)));
+    __mmask16 emit = (__mmask16)~stay;
+    unsigned count = (unsigned)_mm_popcnt_u32(emit);
+    /* lane j of the top count lanes: the (j + count - 16)th emitting lane */
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i at = _mm512_and_si512(_mm512_add_epi32(lane, _mm512_set1_epi32((int)count)),
+                                  _mm512_set1_epi32(15));
+    __m512i words = _mm512_permutexvar_epi32(at, _mm512_maskz_compress_epi32(emit, *x));
+    _mm256_storeu_si256((__m256i *)(*w - 32), _mm512_cvtepi32_epi16(words));
+    *w -= 2 * count;
+    __m512i v = _mm512_mask_blend_epi32(stay, _mm512_srli_epi32(*x, 16), *x);
+    __m512i lo = _mm512_srli_epi64(_mm512_mul_epu32(v, rcp), 32);
+    __m512i up = _mm512_mul_epu32(_mm512_srli_epi64(v, 32), _mm512_srli_epi64(rcp, 32));
+    __m512i mulhi = _mm512_mask_blend_epi32(0xaaaa, lo, up);
+    __m512i q = _mm512_srlv_epi32(_mm512_add_epi32(v, mulhi),
+                                  _mm512_and_si512(hi, _mm512_set1_epi32(15)));
+    __m512i cum = _mm512_and_si512(_mm512_srli_epi32(hi, 4), _mm512_set1_epi32(0x7ff));
+    __m512i cmpl = _mm512_sub_epi32(_mm512_set1_epi32(1 << prec), freq);
+    *x = _mm512_add_epi32(_mm512_add_epi32(v, cum), _mm512_mullo_epi32(q, cmpl));
+    return hi;
+}
+
+/* avx2_put_rounds with AVX-512: the same words. */
+RANS_AVX512_FUNCTION uint32_t avx512_put_rounds(const tf_rans_indexed *ix, const uint16_t *idx,
+                                                size_t rounds, uint32_t *x, uint8_t **words)
+{
+    __m512i lanes = _mm512_loadu_si512(x);
+    __m512i all = _mm512_set1_epi32(-1);
+    uint8_t *w = *words;
+    for (size_t r = rounds; r-- > 0;)
+        all = _mm512_min_epu32(all, avx512_put16(&lanes, idx + 16 * r, ix->entry, ix->prec, &w));
+    _mm512_storeu_si512(x, lanes);
+    *words = w;
+    /* codable: every entry's freq (the top 12 bits) is positive */
+    return _mm512_reduce_min_epu32(all) >> 20;
+}
+#endif
+
 int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_t n,
                            unsigned lanes, tf_buf *out, tf_error *e)
 {
@@ -393,7 +462,9 @@ int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_
 #endif
     bool codable = put_range(ix, idx, vector_end, n, sw.x, lanes, &words);
 #ifdef TF_X86_SIMD
-    if (vector_end)
+    if (vector_end && tf_simd_level_get() >= TF_SIMD_AVX512)
+        codable &= avx512_put_rounds(ix, idx, vector_end / 16, sw.x, &words) != 0;
+    else if (vector_end)
         codable &= avx2_put_rounds(ix, idx, vector_end / 16, sw.x, &words) != 0;
 #endif
     if (!codable) {

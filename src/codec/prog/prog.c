@@ -3,14 +3,17 @@
 #include "codec/prog/prog.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec/prog/prog_apply.h"
 #include "codec/prog/prog_exec.h"
+#include "codec/prog/prog_fields.h"
 #include "codec/prog/prog_ops.h"
 #include "codec/prog/prog_search.h"
 #include "codec/prog/prog_serialize.h"
+#include "codec/sample.h"
 #include "common/dtype.h"
 
 #define PROG_VERSION 1
@@ -47,12 +50,79 @@ static int search_words(const uint64_t *v, size_t n, unsigned width, unsigned dt
     return tf_prog_search(v, n, width, &so, best, &size, NULL, e);
 }
 
+/* What a cheap look at the sample finds that a search uses and fields do
+ * not: the share of words equal to the one before (runs, constants) or a
+ * step on from it by the step before (aranges), and how many distinct
+ * words there are. */
+typedef struct {
+    double predicted; /* share of the sample's words */
+    double distinct;
+    size_t sampled;
+} structure;
+
+static structure look_at_sample(const uint8_t *src, size_t n, unsigned bytes)
+{
+    enum { SEEN_BITS = 1 << 14 };
+    uint64_t seen[SEEN_BITS / 64] = { 0 };
+    size_t predicted = 0;
+    for (size_t k = 0; k < tf_sample_runs(n); k++) {
+        const uint8_t *p = src + tf_sample_run_start(n, k) * bytes;
+        uint64_t prev = 0, step = 0;
+        for (size_t i = 0; i < tf_sample_run_len(n); i++) {
+            uint64_t v = tf_le_get(p + i * bytes, bytes), d = v - prev;
+            predicted += i >= 1 && (d == 0 || (i >= 2 && d == step));
+            step = d;
+            prev = v;
+            uint64_t h = v * 0x9e3779b97f4a7c15u >> 50; /* 14 bits */
+            seen[h / 64] |= (uint64_t)1 << (h % 64);
+        }
+    }
+    structure st = { .sampled = tf_sample_len(n) };
+    st.predicted = (double)predicted / (double)st.sampled;
+    /* distinct words by linear counting of the bits set */
+    size_t zero = 0;
+    for (size_t i = 0; i < SEEN_BITS / 64; i++)
+        zero += 64 - (size_t)__builtin_popcountll(seen[i]);
+    st.distinct = zero ? -(double)SEEN_BITS * log((double)zero / SEEN_BITS) : (double)st.sampled;
+    return st;
+}
+
+/* Whether a structure may pay for a search at all: a program then saves
+ * an eighth of the estimate at least. */
+static bool few_distinct(const structure *st)
+{
+    return st->distinct * 32 <= (double)st->sampled;
+}
+
+static bool may_pay(const structure *st)
+{
+    return st->predicted * 8 >= 1 || few_distinct(st);
+}
+
+/* The bytes a program could save over `plain`, the estimate without one,
+ * for n words. */
+static double structure_gain(const structure *st, size_t n, size_t plain)
+{
+    double gain = st->predicted * (double)plain;
+    if (few_distinct(st)) {
+        double coded = log2(st->distinct > 2 ? st->distinct : 2) * (double)n / 8;
+        gain = (double)plain - coded > gain ? (double)plain - coded : gain;
+    }
+    return gain;
+}
+
+/* The sampled fit (tf_prog_fit_opts.sampled). */
+static int fit_sampled(const uint8_t *src, size_t len, unsigned dtype,
+                       const tf_prog_fit_opts *opts, tf_buf *model, tf_error *e);
+
 int tf_prog_fit(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fit_opts *opts,
                 tf_buf *model, tf_error *e)
 {
     unsigned bytes = element_bytes(dtype, len);
     if (!bytes)
         return tf_fail(e, EINVAL, "prog: %zu bytes are not elements of dtype %u", len, dtype);
+    if (opts && opts->sampled)
+        return fit_sampled(src, len, dtype, opts, model, e);
     size_t n = len / bytes, sample = n < TF_PROG_SAMPLE_WORDS ? n : TF_PROG_SAMPLE_WORDS;
     uint64_t *v = load_words(src, sample, bytes);
     if (!v)
@@ -68,6 +138,27 @@ int tf_prog_fit(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fi
         rc = tf_prog_tree_write_template(&best, model, e);
     tf_prog_tree_release(&best, NULL);
     return rc;
+}
+
+static int fit_sampled(const uint8_t *src, size_t len, unsigned dtype,
+                       const tf_prog_fit_opts *opts, tf_buf *model, tf_error *e)
+{
+    const unsigned bytes = tf_dtype_get(dtype)->size;
+    const size_t n = len / bytes;
+    tf_prog_fields f;
+    bool fields = n > 0 && tf_prog_fields_choose(src, n, dtype, &f);
+    structure st = n > 0 ? look_at_sample(src, n, bytes) : (structure){ 0 };
+    /* the estimate (a pass over the sample) only where it can matter */
+    size_t plain = !may_pay(&st) ? 0 : fields ? tf_prog_fields_estimate(src, n, &f) : len;
+    double gain = may_pay(&st) ? structure_gain(&st, n, plain) : 0;
+    if (gain >= TF_PROG_SEARCH_GAIN && gain * 8 >= (double)plain) {
+        tf_prog_fit_opts searched = *opts;
+        searched.sampled = false;
+        return tf_prog_fit(src, len, dtype, &searched, model, e);
+    }
+    if (!fields)
+        return tf_fail(e, EINVAL, "prog: no program pays for these %zu bytes", len);
+    return tf_prog_fields_write_model(&f, model, e);
 }
 
 static int prog_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *model,
@@ -152,6 +243,32 @@ static int encode_words(const uint64_t *v, size_t n, unsigned width, const tf_co
     return rc;
 }
 
+static bool is_fields_model(const tf_codec_ctx *ctx)
+{
+    return ctx->model && ctx->model_len && ctx->model[0] == TF_PROG_FIELDS_VERSION;
+}
+
+static int encode_fields(const uint8_t *src, size_t n, const tf_codec_ctx *ctx, tf_buf *out,
+                         tf_error *e)
+{
+    tf_prog_fields f;
+    if (tf_prog_fields_read_model(ctx->model, ctx->model_len, ctx->dtype, &f, e) < 0)
+        return -1;
+    if (tf_buf_u8(out, PROG_VERSION) < 0)
+        return tf_fail(e, ENOMEM, "prog: out of memory for a chunk");
+    return tf_prog_fields_encode(src, n, &f, out, e);
+}
+
+static size_t prog_estimate(const uint8_t *src, size_t len, const tf_codec_ctx *ctx)
+{
+    unsigned bytes = element_bytes(ctx->dtype, len);
+    tf_prog_fields f;
+    if (!bytes || !len || !is_fields_model(ctx) ||
+        tf_prog_fields_read_model(ctx->model, ctx->model_len, ctx->dtype, &f, NULL) < 0)
+        return SIZE_MAX;
+    return 1 + tf_prog_fields_estimate(src, len / bytes, &f);
+}
+
 static int prog_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *out,
                        tf_error *e)
 {
@@ -160,6 +277,12 @@ static int prog_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, 
         return tf_fail(e, EINVAL, "prog: %zu bytes are not elements of dtype %u", len,
                        ctx->dtype);
     size_t n = len / bytes, before = out->len;
+    if (is_fields_model(ctx) && n > 0) {
+        int rc = encode_fields(src, n, ctx, out, e);
+        if (rc < 0)
+            out->len = before;
+        return rc;
+    }
     uint64_t *v = load_words(src, n, bytes);
     if (!v)
         return tf_fail(e, ENOMEM, "prog: out of memory for %zu words", n);
@@ -204,6 +327,7 @@ const tf_codec tf_codec_prog = {
     .delta = false,
     .needs_model = false, /* chunks decode without the template: it is not stored */
     .fit = prog_fit,
+    .estimate = prog_estimate,
     .encode = prog_encode,
     .decode = prog_decode,
 };

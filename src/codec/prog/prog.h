@@ -17,7 +17,10 @@
  * so a chunk is self-contained: decode() validates the program against
  * the chunk's length and dtype, opens every literal, then executes. It
  * does not need the model. Without a model, encode() searches the chunk
- * itself.
+ * itself. A model may instead be a fields model (prog_fields.h), made by
+ * a sampled fit: encode() then writes the merge of the chunk's fields
+ * straight from its bytes, and estimate() tells its size from the
+ * chunk's sample.
  *
  * Everything is deterministic: no threads, no clocks, the search bounded
  * by a count of expansions. */
@@ -54,7 +57,16 @@ typedef struct {
     unsigned budget;            /* 0: TF_PROG_DEFAULT_BUDGET, or
                                    TF_PROG_UNIFORM_BUDGET without a prior */
     const tf_prog_prior *prior; /* NULL: uniform production costs */
+    /* Decides from the tensor's sample (codec/sample.h) instead: its
+     * fields (prog_fields.h) as the model of a float tensor, and the
+     * search only where the sample shows structure that fields cannot
+     * use (runs, steps, few distinct values) worth more than
+     * TF_PROG_SEARCH_GAIN bytes and an eighth of the fields' estimate;
+     * otherwise no model (the tensor gets no program). */
+    bool sampled;
 } tf_prog_fit_opts;
+
+#define TF_PROG_SEARCH_GAIN 4096
 
 /* fit() with the options given directly; opts may be NULL. */
 int tf_prog_fit(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fit_opts *opts,
@@ -77,11 +89,18 @@ typedef struct {
  * of its tensors (at most TF_PROG_CALIBRATION_TENSORS, spread over dtypes
  * and sizes): each is searched with uniform costs and
  * TF_PROG_CALIBRATION_BUDGET expansions, and the productions of the
- * programs found are counted. *out is NULL when nothing was learned. */
+ * programs found are counted. *out is NULL when nothing was learned.
+ * Of a tensor's data, only those of the sample are read, and of those
+ * only the first TF_PROG_SAMPLE_WORDS elements: the others' data may be
+ * NULL. */
 #define TF_PROG_CALIBRATION_TENSORS 4
 #define TF_PROG_CALIBRATION_BUDGET 64
 int tf_prog_prior_learn(const tf_prog_tensor *tensors, size_t n, tf_prog_prior **out,
                         tf_error *e);
+/* The sample tf_prog_prior_learn takes (by dtype and len alone): the
+ * indices into pick[TF_PROG_CALIBRATION_TENSORS]; returns how many, or
+ * -1 when out of memory. */
+int tf_prog_prior_pick(const tf_prog_tensor *tensors, size_t n, size_t *pick);
 
 /* The one-line text form of a stored chunk (u8 version | instance) of
  * raw_len bytes of dtype, like tf_prog_describe's, each literal named by

@@ -45,8 +45,7 @@ static uint64_t decode_price(unsigned coding, size_t n)
     return (uint64_t)n * price[coding];
 }
 
-/* A literal's cost in 1/64 bits: its exact size, and its decoding. */
-static uint64_t lit_cost(const tf_prog_lit_plan *plan, size_t n)
+uint64_t tf_prog_lit_cost(const tf_prog_lit_plan *plan, size_t n)
 {
     return 64 * 8 * (uint64_t)plan->size + decode_price(plan->coding, n);
 }
@@ -73,11 +72,11 @@ int tf_prog_lit_plan_best(const uint64_t *v, size_t n, unsigned width,
     int rc = tf_prog_huff_plan(sym, n, n_sym, &huff, &huff4);
     /* the cheapest: exact bits plus the decoding's price; rANS last, for
      * it need not encode what could not beat the others */
-    uint64_t best = lit_cost(plan, n);
+    uint64_t best = tf_prog_lit_cost(plan, n);
     const tf_prog_lit_plan *huffman[] = { &huff, &huff4 };
     for (unsigned k = 0; rc == 0 && k < 2; k++)
-        if (lit_cost(huffman[k], n) < best) {
-            best = lit_cost(huffman[k], n);
+        if (tf_prog_lit_cost(huffman[k], n) < best) {
+            best = tf_prog_lit_cost(huffman[k], n);
             *plan = *huffman[k];
         }
     const uint64_t price = decode_price(TF_PROG_CODE_RANS, n);
@@ -87,7 +86,7 @@ int tf_prog_lit_plan_best(const uint64_t *v, size_t n, unsigned width,
     free(sym);
     if (rc < 0)
         return tf_fail(e, ENOMEM, "prog: out of memory planning a literal");
-    if (rans.size != SIZE_MAX && lit_cost(&rans, n) < best)
+    if (rans.size != SIZE_MAX && tf_prog_lit_cost(&rans, n) < best)
         *plan = rans;
     return 0;
 }

@@ -68,6 +68,11 @@ typedef struct {
     size_t size;         /* exact bytes of the body */
 } tf_prog_lit_plan;
 
+/* What a plan of n words costs, in 1/64 bits: its exact size, and a
+ * price on the time its decoding takes (prog_leaf.c). The cheapest
+ * plan is the one chosen. */
+uint64_t tf_prog_lit_cost(const tf_prog_lit_plan *plan, size_t n);
+
 /* The cheapest coding of v[0..n) (width bits each: exact size plus the
  * decoding's price), trying contexts from the n_src sources (sources[j]
  * is sibling j). */

@@ -16,6 +16,18 @@ int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, tf_prog_lit_
                       tf_prog_lit_plan *huff4);
 int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
                        tf_buf *out, tf_error *e);
+/* The same from the symbols' counts in each HUFF4 stream (word i is in
+ * stream (i / TF_PROG_HUFF_SEGMENT) mod 4), for a caller that counts
+ * them while it makes them. */
+typedef struct {
+    uint64_t count[TF_PROG_HUFF_STREAMS][TF_HUFF_MAX_SYMBOLS];
+} tf_prog_huff_counts;
+void tf_prog_huff_count(const uint8_t *sym, size_t n, tf_prog_huff_counts *c);
+int tf_prog_huff_plan_counts(const tf_prog_huff_counts *c, size_t n, unsigned n_sym,
+                             tf_prog_lit_plan *huff, tf_prog_lit_plan *huff4);
+int tf_prog_huff_write_counts(const uint8_t *sym, size_t n, unsigned n_sym,
+                              const tf_prog_huff_counts *c, unsigned coding, tf_buf *out,
+                              tf_error *e);
 int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e);
 void tf_prog_huff_read(tf_prog_lit_reader *r, uint8_t *out, size_t count);
 /* Whether every stream was consumed exactly. */
@@ -29,6 +41,14 @@ int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
 int tf_prog_rans_write(const uint8_t *sym, size_t n, unsigned n_sym,
                        const tf_prog_ctx_source *sources, const tf_prog_lit_plan *plan,
                        tf_buf *out, tf_error *e);
+/* A plan of RANS under the literal's own words a turn earlier (the
+ * word i - tf_prog_rans_self_lag(n)), its contexts the window of at most
+ * `window` values that holds the most of the n_sym counts, at precision
+ * prec (TF_RANS_MIN_PREC..TF_RANS_MAX_PREC); its size is left unknown
+ * (SIZE_MAX): tf_prog_rans_write tells it. */
+void tf_prog_rans_self_plan(const uint64_t *count, unsigned n_sym, unsigned window,
+                            unsigned prec, tf_prog_lit_plan *plan);
+unsigned tf_prog_rans_self_lag(size_t n);
 int tf_prog_rans_open(tf_prog_lit_reader *r, tf_reader *in, const tf_prog_siblings *siblings,
                       tf_error *e);
 void tf_prog_rans_read(tf_prog_lit_reader *r, uint32_t *out, size_t count,

@@ -26,15 +26,27 @@ static size_t varint_bytes(uint64_t v)
     return n;
 }
 
-/* Code lengths for the n symbols: for a short literal, at most
+void tf_prog_huff_count(const uint8_t *sym, size_t n, tf_prog_huff_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t at = 0; at < n; at += TF_PROG_HUFF_SEGMENT) {
+        uint64_t *count = c->count[stream_of(at, TF_PROG_HUFF_STREAMS)];
+        size_t end = n - at < TF_PROG_HUFF_SEGMENT ? n : at + TF_PROG_HUFF_SEGMENT;
+        for (size_t i = at; i < end; i++)
+            count[sym[i]]++;
+    }
+}
+
+/* Code lengths for the n counted symbols: for a short literal, at most
  * log2(n / 4) bits, so that the decoder fills a table of at most a
  * quarter as many entries as it reads codes (a cost its few codes would
  * not repay). */
-static void fit_lengths(const uint8_t *sym, size_t n, unsigned n_sym, uint8_t *len)
+static void fit_lengths(const tf_prog_huff_counts *c, size_t n, unsigned n_sym, uint8_t *len)
 {
     uint64_t count[TF_HUFF_MAX_SYMBOLS] = { 0 };
-    for (size_t i = 0; i < n; i++)
-        count[sym[i]]++;
+    for (unsigned s = 0; s < TF_PROG_HUFF_STREAMS; s++)
+        for (unsigned v = 0; v < n_sym; v++)
+            count[v] += c->count[s][v];
     unsigned limit = 1;
     while (limit < TF_HUFF_MAX_LEN && (size_t)4 << limit <= n)
         limit++;
@@ -42,23 +54,26 @@ static void fit_lengths(const uint8_t *sym, size_t n, unsigned n_sym, uint8_t *l
 }
 
 /* Bits of the codes of each of the four streams. */
-static void stream_bits(const uint8_t *sym, size_t n, const uint8_t *len, uint64_t *bits)
+static void stream_bits(const tf_prog_huff_counts *c, unsigned n_sym, const uint8_t *len,
+                        uint64_t *bits)
 {
-    memset(bits, 0, TF_PROG_HUFF_STREAMS * sizeof *bits);
-    for (size_t i = 0; i < n; i++)
-        bits[stream_of(i, TF_PROG_HUFF_STREAMS)] += len[sym[i]];
+    for (unsigned s = 0; s < TF_PROG_HUFF_STREAMS; s++) {
+        bits[s] = 0;
+        for (unsigned v = 0; v < n_sym; v++)
+            bits[s] += c->count[s][v] * len[v];
+    }
 }
 
-int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, tf_prog_lit_plan *huff,
-                      tf_prog_lit_plan *huff4)
+int tf_prog_huff_plan_counts(const tf_prog_huff_counts *c, size_t n, unsigned n_sym,
+                             tf_prog_lit_plan *huff, tf_prog_lit_plan *huff4)
 {
     uint8_t len[TF_HUFF_MAX_SYMBOLS];
     uint64_t bits[TF_PROG_HUFF_STREAMS];
-    fit_lengths(sym, n, n_sym, len);
+    fit_lengths(c, n, n_sym, len);
     size_t table = tf_huff_table_size(len, n_sym);
     if (table == SIZE_MAX)
         return -1;
-    stream_bits(sym, n, len, bits);
+    stream_bits(c, n_sym, len, bits);
     /* the same codes in one stream, or in four with three lengths */
     size_t one = 1 + table + (size_t)((bits[0] + bits[1] + bits[2] + bits[3] + 7) / 8);
     size_t four = 1 + table;
@@ -71,39 +86,151 @@ int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, tf_prog_lit_
     return 0;
 }
 
-/* The codes of stream s, zero-padded to a byte. */
-static int write_stream(const uint8_t *sym, size_t n, const tf_huff_encoder *enc,
-                        unsigned streams, unsigned s, tf_buf *out)
+int tf_prog_huff_plan(const uint8_t *sym, size_t n, unsigned n_sym, tf_prog_lit_plan *huff,
+                      tf_prog_lit_plan *huff4)
 {
-    tf_bit_writer w = { .out = out };
-    for (uint64_t at = (uint64_t)s * TF_PROG_HUFF_SEGMENT; at < n;
-         at += (uint64_t)streams * TF_PROG_HUFF_SEGMENT)
-        for (size_t i = (size_t)at; i < n && i < at + TF_PROG_HUFF_SEGMENT; i++)
-            tf_bits_put(&w, enc->code[sym[i]], enc->len[sym[i]]);
-    return tf_bits_flush(&w);
+    tf_prog_huff_counts *c = malloc(sizeof *c);
+    if (!c)
+        return -1;
+    tf_prog_huff_count(sym, n, c);
+    int rc = tf_prog_huff_plan_counts(c, n, n_sym, huff, huff4);
+    free(c);
+    return rc;
+}
+
+/* A stream's codes being written: bytes go 8 at a time to p, which has
+ * 8 bytes of slack past the stream's end; fewer than 8 bits wait in
+ * acc. */
+typedef struct {
+    uint8_t *p;
+    uint64_t acc;
+    unsigned count;
+} code_writer;
+
+/* A code and its length in one table entry: one load a symbol. */
+static inline void put_code(code_writer *w, uint32_t code)
+{
+    w->acc |= (uint64_t)(code & 0xffff) << w->count;
+    w->count += code >> 16;
+    tf_le64_put(w->p, w->acc);
+    w->p += w->count >> 3;
+    w->acc >>= w->count & ~7u;
+    w->count &= 7;
+}
+
+static void flush_codes(code_writer *w)
+{
+    if (w->count)
+        *w->p++ = (uint8_t)w->acc;
+}
+
+/* Four codes at sym[0..3] in one entry: their bits (at most 48) and
+ * their total length, for one store where there would be four. */
+static inline uint64_t four_codes(const uint8_t *sym, const uint32_t *code, unsigned *len)
+{
+    uint32_t c0 = code[sym[0]], c1 = code[sym[1]], c2 = code[sym[2]], c3 = code[sym[3]];
+    unsigned l0 = c0 >> 16, l1 = c1 >> 16, l2 = c2 >> 16;
+    uint64_t v = (uint64_t)(c0 & 0xffff) | (uint64_t)(c1 & 0xffff) << l0 |
+                 (uint64_t)(c2 & 0xffff) << (l0 + l1) | (uint64_t)(c3 & 0xffff) << (l0 + l1 + l2);
+    *len = l0 + l1 + l2 + (c3 >> 16);
+    return v;
+}
+
+static inline void put_four(code_writer *w, const uint8_t *sym, const uint32_t *code)
+{
+    unsigned len;
+    uint64_t v = four_codes(sym, code, &len);
+    w->acc |= v << w->count; /* count + len <= 7 + 48 */
+    w->count += len;
+    tf_le64_put(w->p, w->acc);
+    w->p += w->count >> 3;
+    w->acc >>= w->count & ~7u;
+    w->count &= 7;
+}
+
+/* The codes of the four streams, a turn of four segments at a time, the
+ * segments' codes interleaved: four independent chains of shifts where
+ * one stream has one. */
+static void write_turns4(const uint8_t *sym, size_t n, const uint32_t *code, code_writer *w)
+{
+    enum { SEG = TF_PROG_HUFF_SEGMENT, TURN = TF_PROG_HUFF_STREAMS * TF_PROG_HUFF_SEGMENT };
+    size_t at = 0;
+    for (; n - at >= TURN; at += TURN)
+        for (size_t i = at; i < at + SEG; i += 4) {
+            put_four(&w[0], sym + i, code);
+            put_four(&w[1], sym + i + SEG, code);
+            put_four(&w[2], sym + i + 2 * SEG, code);
+            put_four(&w[3], sym + i + 3 * SEG, code);
+        }
+    for (unsigned s = 0; s < TF_PROG_HUFF_STREAMS; s++)
+        for (size_t i = at + s * SEG; i < n && i < at + (s + 1) * SEG; i++)
+            put_code(&w[s], code[sym[i]]);
+}
+
+int tf_prog_huff_write_counts(const uint8_t *sym, size_t n, unsigned n_sym,
+                              const tf_prog_huff_counts *c, unsigned coding, tf_buf *out,
+                              tf_error *e)
+{
+    uint8_t len[TF_HUFF_MAX_SYMBOLS];
+    uint64_t bits[TF_PROG_HUFF_STREAMS];
+    fit_lengths(c, n, n_sym, len);
+    stream_bits(c, n_sym, len, bits);
+    if (tf_huff_table_write(len, n_sym, out, e) < 0)
+        return -1;
+    tf_huff_encoder enc;
+    tf_huff_encoder_init(&enc, len, n_sym);
+    uint32_t code[TF_HUFF_MAX_SYMBOLS] = { 0 };
+    for (unsigned v = 0; v < n_sym; v++)
+        code[v] = enc.code[v] | (uint32_t)enc.len[v] << 16;
+    const unsigned streams = streams_of(coding);
+    if (streams == 1)
+        bits[0] += bits[1] + bits[2] + bits[3];
+    size_t bytes[TF_PROG_HUFF_STREAMS], total = 0;
+    for (unsigned s = 0; s < streams; s++) {
+        bytes[s] = (size_t)((bits[s] + 7) / 8);
+        total += bytes[s];
+    }
+    /* The streams go one after the other, each with its own slack for
+     * the 8-byte stores; the first three are moved down over the slack
+     * of those before once their lengths are written. */
+    int rc = 0;
+    for (unsigned s = 0; s + 1 < streams; s++)
+        rc |= tf_buf_varint(out, bytes[s]);
+    uint8_t *base = rc ? NULL : tf_buf_reserve(out, total + 8 * streams);
+    if (!base)
+        return tf_fail(e, ENOMEM, "prog: out of memory for codes");
+    code_writer w[TF_PROG_HUFF_STREAMS];
+    uint8_t *start[TF_PROG_HUFF_STREAMS];
+    for (unsigned s = 0, off = 0; s < streams; off += (unsigned)bytes[s] + 8, s++)
+        w[s] = (code_writer){ .p = start[s] = base + off };
+    if (streams == 1) {
+        size_t i = 0;
+        for (; i + 4 <= n; i += 4)
+            put_four(&w[0], sym + i, code);
+        for (; i < n; i++)
+            put_code(&w[0], code[sym[i]]);
+    } else
+        write_turns4(sym, n, code, w);
+    uint8_t *to = base;
+    for (unsigned s = 0; s < streams; s++) {
+        flush_codes(&w[s]);
+        memmove(to, start[s], bytes[s]);
+        to += bytes[s];
+    }
+    tf_buf_commit(out, total);
+    return 0;
 }
 
 int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
                        tf_buf *out, tf_error *e)
 {
-    uint8_t len[TF_HUFF_MAX_SYMBOLS];
-    fit_lengths(sym, n, n_sym, len);
-    if (tf_huff_table_write(len, n_sym, out, e) < 0)
-        return -1;
-    tf_huff_encoder enc;
-    tf_huff_encoder_init(&enc, len, n_sym);
-    const unsigned streams = streams_of(coding);
-    tf_buf part[TF_PROG_HUFF_STREAMS] = { 0 };
-    int rc = 0;
-    for (unsigned s = 0; s + 1 < streams; s++)
-        rc |= write_stream(sym, n, &enc, streams, s, &part[s]) |
-              tf_buf_varint(out, part[s].len);
-    for (unsigned s = 0; s + 1 < streams; s++)
-        rc |= tf_buf_put(out, part[s].data, part[s].len);
-    rc |= write_stream(sym, n, &enc, streams, streams - 1, out);
-    for (unsigned s = 0; s < streams; s++)
-        tf_buf_free(&part[s]);
-    return rc ? tf_fail(e, ENOMEM, "prog: out of memory for codes") : 0;
+    tf_prog_huff_counts *c = malloc(sizeof *c);
+    if (!c)
+        return tf_fail(e, ENOMEM, "prog: out of memory for codes");
+    tf_prog_huff_count(sym, n, c);
+    int rc = tf_prog_huff_write_counts(sym, n, n_sym, c, coding, out, e);
+    free(c);
+    return rc;
 }
 
 int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e)

@@ -463,6 +463,25 @@ int tf_prog_rans_plan(const uint8_t *sym, size_t n, unsigned n_sym,
     return 0;
 }
 
+unsigned tf_prog_rans_self_lag(size_t n)
+{
+    return self_lag(streams_for(n), lanes_for(n));
+}
+
+void tf_prog_rans_self_plan(const uint64_t *count, unsigned n_sym, unsigned window,
+                            unsigned prec, tf_prog_lit_plan *plan)
+{
+    uint32_t hist[TF_RANS_MAX_SYMBOLS];
+    for (unsigned s = 0; s < n_sym; s++)
+        hist[s] = count[s] > UINT32_MAX ? UINT32_MAX : (uint32_t)count[s];
+    unsigned n_ctx;
+    *plan = (tf_prog_lit_plan){ .coding = TF_PROG_CODE_RANS, .prec = (uint8_t)prec,
+                                .ctx_self = true, .size = SIZE_MAX };
+    best_window(hist, n_sym, window < MAX_WINDOW ? window : MAX_WINDOW, &plan->ctx_base,
+                &n_ctx);
+    plan->ctx_count = (uint8_t)n_ctx;
+}
+
 /* ---- decoding ---- */
 
 /* The dense slots (prog_leaf.h), a row of zeros for a context the table

@@ -90,6 +90,13 @@ static int calibrate(const tf_prog_tensor *t, tf_prog_prior *prior, tf_error *e)
     return rc;
 }
 
+int tf_prog_prior_pick(const tf_prog_tensor *tensors, size_t n, size_t *pick)
+{
+    bool oom;
+    size_t picked = pick_sample(tensors, n, pick, &oom);
+    return oom ? -1 : (int)picked;
+}
+
 int tf_prog_prior_learn(const tf_prog_tensor *tensors, size_t n, tf_prog_prior **out,
                         tf_error *e)
 {

@@ -65,6 +65,8 @@ const tf_codec tf_codec_ulp = {
     .delta = true,
     .needs_model = true,
     .fit = tf_ulp_fit,
+    .fit_encode = tf_ulp_fit_encode,
+    .estimate = tf_ulp_estimate,
     .encode = tf_ulp_encode,
     .decode = tf_ulp_decode,
 };

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/sample.h"
 #include "codec/ulp/ulp.h"
 #include "common/buf.h"
 #include "common/dtype.h"
@@ -141,6 +142,30 @@ static void count_indexes(uint64_t *cells, const uint16_t *idx, size_t n)
         cells[idx[i]]++;
 }
 
+/* count_indexes of many indexes below `cells` (a count each): four
+ * tables of 32-bit counts in turn, so that a run of one index does not
+ * wait on its own increments. */
+static int count_many_indexes(uint64_t *counts, size_t cells, const uint16_t *idx, size_t n,
+                              tf_error *e)
+{
+    uint32_t *t = calloc(4 * cells, sizeof *t);
+    if (!t)
+        return tf_fail(e, ENOMEM, "ulp: out of memory for counts");
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        t[idx[i]]++;
+        t[cells + idx[i + 1]]++;
+        t[2 * cells + idx[i + 2]]++;
+        t[3 * cells + idx[i + 3]]++;
+    }
+    for (; i < n; i++)
+        t[idx[i]]++;
+    for (size_t c = 0; c < cells; c++)
+        counts[c] += (uint64_t)t[c] + t[cells + c] + t[2 * cells + c] + t[3 * cells + c];
+    free(t);
+    return 0;
+}
+
 #ifdef TF_X86_SIMD
 /* The indexes of n elements, whole vectors of them, into idx; returns
  * how many. */
@@ -228,11 +253,10 @@ ULP_ALWAYS_INLINE ctx_span span_sized(const uint8_t *ref, size_t n, unsigned byt
     return n ? (ctx_span){ lo, hi + 1 - lo } : (ctx_span){ 0, 0 };
 }
 
-/* The exponents of n reference elements: the span counting needs. */
-static ctx_span reference_span(const ulp_format *f, const uint8_t *ref, size_t n)
+/* The exponents of n reference elements, from the least to the
+ * greatest. */
+static ctx_span reference_span_exact(const ulp_format *f, const uint8_t *ref, size_t n)
 {
-    if (n > FIT_SMALL)
-        return (ctx_span){ 0, f->n_ctx };
     switch (f->dtype) {
 #define X(dt, bytes, man, exp, sb) \
     case dt: return span_sized(ref, n, bytes, man, exp);
@@ -240,6 +264,43 @@ static ctx_span reference_span(const ulp_format *f, const uint8_t *ref, size_t n
 #undef X
     }
     return (ctx_span){ 0, f->n_ctx };
+}
+
+/* The span counting the indexes of n elements needs. */
+static ctx_span reference_span(const ulp_format *f, const uint8_t *ref, size_t n)
+{
+    return n > FIT_SMALL ? (ctx_span){ 0, f->n_ctx } : reference_span_exact(f, ref, n);
+}
+
+/* Counts of the coding indexes of a span's rows: (span.n << sym_bits)
+ * cells, one more for the row past it (none counted there). */
+static uint64_t *new_counts(const ulp_format *f, ctx_span span, tf_error *e)
+{
+    uint64_t *counts = calloc(((size_t)span.n << f->sym_bits) + 1, sizeof *counts);
+    if (!counts)
+        tf_fail(e, ENOMEM, "ulp: out of memory for counts");
+    return counts;
+}
+
+/* The table of counted indexes (consumed: rows move down in place), and
+ * the model that holds it. */
+static int fit_counts(const ulp_format *f, ctx_span span, uint64_t *counts, tf_rans_table *t,
+                      tf_buf *model, tf_error *e)
+{
+    /* rows of n_sym counts, as tf_rans_table_fit wants them: each moves
+     * down (n_sym <= 1 << sym_bits), so in place, in order */
+    for (size_t r = 1; r < span.n; r++)
+        memmove(counts + r * f->n_sym, counts + (r << f->sym_bits), f->n_sym * sizeof *counts);
+    if (tf_rans_table_fit_span(t, f->n_ctx, f->n_sym, ULP_PREC, counts, span.lo, span.n, e) < 0)
+        return -1;
+    int rc = 0;
+    if (tf_buf_u8(model, ULP_MODEL_VERSION) < 0 || tf_buf_u8(model, (uint8_t)f->dtype) < 0)
+        rc = tf_fail(e, ENOMEM, "ulp: out of memory writing the model");
+    else
+        rc = tf_rans_table_write(t, model, e);
+    if (rc < 0)
+        tf_rans_table_free(t);
+    return rc;
 }
 
 int tf_ulp_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *model,
@@ -250,31 +311,23 @@ int tf_ulp_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *
         return -1;
     const size_t n = len / f.bytes;
     const ctx_span span = reference_span(&f, ctx->ref, n);
-    uint64_t *counts = calloc(((size_t)span.n << f.sym_bits) + 1, sizeof *counts);
+    uint64_t *counts = new_counts(&f, span, e);
     if (!counts)
-        return tf_fail(e, ENOMEM, "ulp: out of memory for counts");
-    count_cells(counts, span, &f, src, ctx->ref, n);
-    /* rows of n_sym counts, as tf_rans_table_fit wants them: each moves
-     * down (n_sym <= 1 << sym_bits), so in place, in order */
-    for (size_t r = 1; r < span.n; r++)
-        memmove(counts + r * f.n_sym, counts + (r << f.sym_bits), f.n_sym * sizeof *counts);
-    tf_rans_table t;
-    int rc = tf_rans_table_fit_span(&t, f.n_ctx, f.n_sym, ULP_PREC, counts, span.lo, span.n, e);
-    free(counts);
-    if (rc < 0)
         return -1;
-    if (tf_buf_u8(model, ULP_MODEL_VERSION) < 0 || tf_buf_u8(model, (uint8_t)f.dtype) < 0)
-        rc = tf_fail(e, ENOMEM, "ulp: out of memory writing the model");
-    else
-        rc = tf_rans_table_write(&t, model, e);
-    tf_rans_table_free(&t);
+    count_cells(counts, span, &f, src, ctx->ref, n);
+    tf_rans_table t;
+    int rc = fit_counts(&f, span, counts, &t, model, e);
+    free(counts);
+    if (rc == 0)
+        tf_rans_table_free(&t);
     return rc;
 }
 
 /* ---- encode ---- */
 
-/* LSB-first bit writer. Every put stores 8 bytes, so the buffer needs 8
- * bytes of slack; fewer than 8 bits stay pending between puts. */
+/* LSB-first bit writer. Every put stores 8 bytes (bits_put2 16), so the
+ * buffer needs 16 bytes of slack; fewer than 8 bits stay pending between
+ * puts. */
 typedef struct {
     uint64_t acc;
     unsigned count;
@@ -303,6 +356,20 @@ ULP_ALWAYS_INLINE void bits_put64(bit_writer *w, uint64_t v, unsigned n) /* n <=
     unsigned total = w->count + n, whole = total >> 3;
     w->p += whole;
     w->acc = whole == 8 ? spill : low >> (8 * whole & 63);
+    w->count = total & 7;
+}
+
+/* Two puts in one: a (na bits) then b (nb bits), na + nb <= 120 with
+ * the pending bits; stores 16 bytes, so the buffer needs 16 bytes of
+ * slack. Half the chain of shifts that two puts make. */
+ULP_ALWAYS_INLINE void bits_put2(bit_writer *w, uint64_t a, unsigned na, uint64_t b, unsigned nb)
+{
+    unsigned __int128 v = ((unsigned __int128)a | (unsigned __int128)b << na) << w->count | w->acc;
+    tf_le64_put(w->p, (uint64_t)v);
+    tf_le64_put(w->p + 8, (uint64_t)(v >> 64));
+    unsigned total = w->count + na + nb, whole = total >> 3;
+    w->p += whole;
+    w->acc = (uint64_t)(v >> (8 * whole));
     w->count = total & 7;
 }
 
@@ -368,27 +435,27 @@ TF_AVX2_INLINE __m256i avx2_raw_pairs(__m256i z, __m256i sym, __m256i *len)
 }
 
 /* BF16, F16 (13 raw bits at most): pairs join again into quads within
- * 128-bit halves, at most 52 bits each: two puts for eight elements. */
+ * 128-bit halves, at most 52 bits each: one put for eight elements. */
 TF_AVX2_INLINE void avx2_put_raw16(bit_writer *w, __m256i z, __m256i sym)
 {
     __m256i len, v = avx2_raw_pairs(z, sym, &len);
     v = _mm256_or_si256(v, _mm256_sllv_epi64(_mm256_srli_si256(v, 8), len));
     len = _mm256_add_epi64(len, _mm256_srli_si256(len, 8));
     __m128i v_high = _mm256_extracti128_si256(v, 1), len_high = _mm256_extracti128_si256(len, 1);
-    bits_put(w, (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(v)),
-             (unsigned)_mm_cvtsi128_si64(_mm256_castsi256_si128(len)));
-    bits_put(w, (uint64_t)_mm_cvtsi128_si64(v_high), (unsigned)_mm_cvtsi128_si64(len_high));
+    bits_put2(w, (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(v)),
+              (unsigned)_mm_cvtsi128_si64(_mm256_castsi256_si128(len)),
+              (uint64_t)_mm_cvtsi128_si64(v_high), (unsigned)_mm_cvtsi128_si64(len_high));
 }
 
-/* F32 (29 raw bits at most): pairs of up to 58 bits, four puts. */
+/* F32 (29 raw bits at most): pairs of up to 58 bits, two of them a put. */
 TF_AVX2_INLINE void avx2_put_raw32(bit_writer *w, __m256i z, __m256i sym)
 {
     __m256i len, v = avx2_raw_pairs(z, sym, &len);
     uint64_t pv[4], pl[4];
     _mm256_storeu_si256((__m256i *)pv, v);
     _mm256_storeu_si256((__m256i *)pl, len);
-    for (int j = 0; j < 4; j++)
-        bits_put64(w, pv[j], (unsigned)pl[j]);
+    bits_put2(w, pv[0], (unsigned)pl[0], pv[1], (unsigned)pl[1]);
+    bits_put2(w, pv[2], (unsigned)pl[2], pv[3], (unsigned)pl[3]);
 }
 
 /* split_scalar for whole vectors of elements from 0; returns where the
@@ -538,4 +605,107 @@ int tf_ulp_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_bu
     if (rc < 0)
         out->len = before; /* nothing half-written is left behind */
     return rc;
+}
+
+/* ---- fitted on the chunk itself ---- */
+
+/* The indexes are computed once, under the span the fit counts in, and
+ * serve both the counting and the coding (an encoder of that span's
+ * rows): the same bytes as tf_ulp_fit of the chunk and tf_ulp_encode
+ * with the model, one pass over the elements fewer. */
+int tf_ulp_fit_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *model,
+                      tf_buf *out, tf_error *e)
+{
+    ulp_format f;
+    if (tf_ulp_format_of(ctx, len, &f, e) < 0)
+        return -1;
+    const size_t n = len / f.bytes;
+    if (f.bytes == 8) { /* F64's indexes do not fit 16 bits */
+        if (tf_ulp_fit(src, len, ctx, model, e) < 0)
+            return -1;
+        tf_codec_ctx with = *ctx;
+        with.model = model->data;
+        with.model_len = model->len;
+        return tf_ulp_encode(src, len, &with, out, e);
+    }
+    const ctx_span span = reference_span(&f, ctx->ref, n);
+    uint16_t *idx = malloc((n + 1) * sizeof *idx);
+    uint8_t *raw = malloc(n * f.bytes + 16);
+    uint64_t *counts = new_counts(&f, span, e);
+    tf_rans_table t = { 0 };
+    tf_rans_indexed ix = { 0 };
+    size_t before = out->len;
+    int rc = -1;
+    if (!idx || !raw) {
+        tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
+        goto done;
+    }
+    if (!counts)
+        goto done;
+    size_t raw_len = split_residuals(&f, src, ctx->ref, n, span, idx, raw);
+    if (count_many_indexes(counts, (size_t)span.n << f.sym_bits, idx, n, e) < 0 ||
+        fit_counts(&f, span, counts, &t, model, e) < 0)
+        goto done;
+    if (tf_rans_indexed_init_span(&ix, &t, f.sym_bits, span.lo, span.n, e) < 0)
+        goto done;
+    rc = tf_rans_encode_indexed(&ix, idx, n, n < ULP_ONE_LANE_BELOW ? 1 : ULP_LANES, out, e);
+    if (rc == 0 && tf_buf_put(out, raw, raw_len) < 0)
+        rc = tf_fail(e, ENOMEM, "ulp: out of memory for the raw bits");
+done:
+    if (rc < 0)
+        out->len = before;
+    tf_rans_indexed_free(&ix);
+    tf_rans_table_free(&t);
+    free(counts);
+    free(raw);
+    free(idx);
+    return rc;
+}
+
+/* ---- estimate ---- */
+
+/* Bytes of a model of `cells` occupied cells in `rows` rows, about: a
+ * byte or two a frequency, three a row. */
+static size_t model_bytes(size_t cells, size_t rows)
+{
+    return 2 + 3 * rows + cells + cells / 2;
+}
+
+size_t tf_ulp_estimate(const uint8_t *src, size_t len, const tf_codec_ctx *ctx)
+{
+    ulp_format f;
+    if (tf_ulp_format_of(ctx, len, &f, NULL) < 0)
+        return SIZE_MAX;
+    const size_t n = len / f.bytes, runs = tf_sample_runs(n), run = tf_sample_run_len(n);
+    unsigned lo = ~0u, hi = 0;
+    for (size_t k = 0; k < runs; k++) {
+        ctx_span s = reference_span_exact(&f, ctx->ref + tf_sample_run_start(n, k) * f.bytes, run);
+        lo = s.lo < lo ? s.lo : lo;
+        hi = s.lo + s.n > hi ? s.lo + s.n : hi;
+    }
+    const ctx_span span = { lo, hi > lo ? hi - lo : 0 };
+    uint64_t *counts = span.n ? new_counts(&f, span, NULL) : NULL;
+    if (!counts)
+        return SIZE_MAX;
+    for (size_t k = 0; k < runs; k++) {
+        size_t at = tf_sample_run_start(n, k) * f.bytes;
+        count_cells(counts, span, &f, src + at, ctx->ref + at, run);
+    }
+    /* the symbols' entropy under their contexts, their raw bits */
+    double bits = tf_rans_entropy_bits(counts, span.n, 1u << f.sym_bits);
+    size_t cells = 0, rows = 0;
+    for (size_t r = 0; r < span.n; r++) {
+        bool occupied = false;
+        for (unsigned sym = 0; sym < f.n_sym; sym++) {
+            uint64_t c = counts[(r << f.sym_bits) + sym];
+            unsigned n_raw = sym >> 2 > 1 ? (sym >> 2) - 1 : 0;
+            bits += (double)c * n_raw;
+            cells += c != 0;
+            occupied |= c != 0;
+        }
+        rows += occupied;
+    }
+    free(counts);
+    double sampled = (double)(runs * run);
+    return model_bytes(cells, rows) + 4 * ULP_LANES + (size_t)(bits / sampled * (double)n / 8);
 }

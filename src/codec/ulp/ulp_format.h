@@ -117,6 +117,16 @@ int tf_ulp_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *
                tf_error *e);
 int tf_ulp_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *out,
                   tf_error *e);
+/* Fits a model on the chunk and encodes it with that model, appending
+ * the model to *model: what tf_ulp_fit of the chunk and tf_ulp_encode
+ * with its model give, faster. */
+int tf_ulp_fit_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *model,
+                      tf_buf *out, tf_error *e);
+/* The bytes tf_ulp_fit_encode is estimated to take, model included, from
+ * the chunk's sample (codec/sample.h): the symbols' plug-in entropy under
+ * their contexts and their raw bits; SIZE_MAX when the codec does not
+ * apply. */
+size_t tf_ulp_estimate(const uint8_t *src, size_t len, const tf_codec_ctx *ctx);
 int tf_ulp_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx, uint8_t *dst,
                   size_t len, tf_error *e);
 
