@@ -148,6 +148,36 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fs_reply_open(req, h, fi);
 }
 
+/* A failed read of a stored file fails the reads that touch the damaged
+ * or unreadable chunk, nothing else; its message names the file and the
+ * tensor. */
+static int read_error(const tf_error *e)
+{
+    fs_log_error_once(e->msg);
+    return e->errnum == ENOMEM ? ENOMEM : EIO;
+}
+
+/* Replies to a read of a stored file from where its bytes lie, without
+ * copying them: the cache's blocks and the entry's bytes go to the kernel
+ * in one writev. False when the read has too many pieces for that. */
+static bool reply_in_place(fuse_req_t req, fs_state *fs, const fs_handle *h, uint64_t off,
+                           size_t size)
+{
+    tf_read_view v = { 0 };
+    tf_error e = { 0 };
+    ssize_t got = fs_view_entry(fs, h->ent, off, size, &v, &e);
+    bool done = got >= 0 || e.errnum != E2BIG;
+    if (got < 0 && done)
+        fuse_reply_err(req, read_error(&e));
+    else if (got == 0)
+        fuse_reply_buf(req, NULL, 0);
+    else if (got > 0)
+        fuse_reply_iov(req, v.iov, (int)v.n);
+    tf_reader_view_release(fs->reader, &v);
+    tf_read_view_free(&v);
+    return done;
+}
+
 static ssize_t read_handle(fs_state *fs, fs_handle *h, uint64_t off, size_t size, uint8_t *buf)
 {
     if (h->writable) {
@@ -157,15 +187,9 @@ static ssize_t read_handle(fs_state *fs, fs_handle *h, uint64_t off, size_t size
         pthread_mutex_unlock(&h->io);
         return err ? err : (ssize_t)got;
     }
-    tf_prefetch_read(fs->prefetch, h->ent, &h->ahead, off, size);
     tf_error e = { 0 };
     ssize_t got = fs_read_entry(fs, h->ent, off, size, buf, &e);
-    if (got >= 0)
-        return got;
-    /* A damaged or unreadable chunk fails the reads that touch it,
-     * nothing else; its message names the file and the tensor. */
-    fs_log_error_once(e.msg);
-    return e.errnum == ENOMEM ? -ENOMEM : -EIO;
+    return got >= 0 ? got : -read_error(&e);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -180,6 +204,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (off < 0 || size > READ_MAX) {
         fuse_reply_err(req, EINVAL);
         return;
+    }
+    if (!h->writable) {
+        tf_prefetch_read(fs->prefetch, h->ent, &h->ahead, (uint64_t)off, size);
+        if (reply_in_place(req, fs, h, (uint64_t)off, size))
+            return;
     }
     uint8_t *buf = fs_readbuf_get(&fs->readbuf, size);
     if (!buf) {

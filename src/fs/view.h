@@ -16,6 +16,11 @@
 ssize_t fs_read_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
                       uint8_t *out, tf_error *e);
 
+/* tf_reader_view of a file version under the view lock: the spans stay
+ * valid after it, while held (tf_reader_view_release). */
+ssize_t fs_view_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
+                      tf_read_view *v, tf_error *e);
+
 /* Tells the kernel to forget the attributes and cached pages of ino
  * (its content changed in a commit). Only from the committer thread, with
  * no lock held: the kernel may need requests served to do it. */

@@ -274,26 +274,45 @@ tf_cache_item *tf_cache_peek(tf_cache *c, uint64_t key)
     return it;
 }
 
+/* The filled item for key with a reference taken, after waiting for one
+ * being filled; NULL when absent. The caller holds the lock. */
+static tf_cache_item *find_filled(tf_cache *c, uint64_t key)
+{
+    for (;;) {
+        tf_cache_item *it = find(c, key);
+        if (!it)
+            return NULL;
+        it->refs++;
+        while (it->state == ITEM_CLAIMED)
+            pthread_cond_wait(&c->settled, &c->lock);
+        if (it->state == ITEM_FILLED) {
+            unlink_lru(c, it);
+            push_front(c, it);
+            return it;
+        }
+        unref_detached(c, it); /* abandoned: perhaps claimed again since */
+    }
+}
+
+tf_cache_item *tf_cache_get(tf_cache *c, uint64_t key)
+{
+    pthread_mutex_lock(&c->lock);
+    tf_cache_item *it = find_filled(c, key);
+    pthread_mutex_unlock(&c->lock);
+    return it;
+}
+
 tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed)
 {
     tf_cache_item *fresh = NULL;
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        tf_cache_item *it = find(c, key);
+        tf_cache_item *it = find_filled(c, key);
         if (it) {
-            it->refs++;
-            while (it->state == ITEM_CLAIMED)
-                pthread_cond_wait(&c->settled, &c->lock);
-            if (it->state == ITEM_FILLED) {
-                unlink_lru(c, it);
-                push_front(c, it);
-                pthread_mutex_unlock(&c->lock);
-                free(fresh);
-                *claimed = false;
-                return it;
-            }
-            unref_detached(c, it); /* abandoned: look again, perhaps claim it */
-            continue;
+            pthread_mutex_unlock(&c->lock);
+            free(fresh);
+            *claimed = false;
+            return it;
         }
         if (fresh)
             break;

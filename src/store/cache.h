@@ -45,6 +45,10 @@ bool tf_cache_has(tf_cache *c, uint64_t key);
 /* The filled item for key with a reference taken, or NULL (absent, or
  * being filled): never waits, never claims. */
 tf_cache_item *tf_cache_peek(tf_cache *c, uint64_t key);
+/* The filled item for key with a reference taken, waiting for one being
+ * filled (by the rule of tf_cache_acquire); NULL when absent: never
+ * claims. */
+tf_cache_item *tf_cache_get(tf_cache *c, uint64_t key);
 /* Memory for the len bytes of a claimed item, which the item holds from
  * now on: tf_cache_fill publishes them, tf_cache_abandon frees them. NULL
  * when out of memory. Blocks of 64 KiB and more are mapped on their own,

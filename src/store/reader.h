@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "common/error.h"
 #include "format/catalog.h"
@@ -45,8 +46,7 @@ void tf_reader_warm(tf_reader_ctx *r, uint64_t idx);
 void tf_reader_will_need(tf_reader_ctx *r, uint64_t idx);
 
 /* tf_reader_blob for a blob wanted once (a writer's reference chunk): a
- * cached copy serves, but one decoded here is not kept (its reference
- * chain is, as tf_reader_blob keeps it). */
+ * cached copy serves, but one decoded here is not kept. */
 int tf_reader_blob_once(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e);
 
 /* Puts the bytes of blob idx, known to the caller (a writer that has
@@ -62,6 +62,26 @@ void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data);
  * file, error messages name the tensor. */
 ssize_t tf_reader_pread(tf_reader_ctx *r, const tf_entry *ent, uint64_t off,
                         size_t len, uint8_t *out, tf_error *e);
+
+/* A read's bytes where they lie, for a reply without copying them:
+ * spans of cached blobs, held until tf_reader_view_release, and of the
+ * entry's own bytes (valid while the entry is). Its arrays are kept
+ * between reads; tf_read_view_free frees them. */
+#define TF_READ_VIEW_MAX 1000 /* spans; below writev's IOV_MAX of 1024 */
+typedef struct {
+    struct iovec *iov;
+    size_t n, iov_cap;
+    struct tf_cache_item **held;
+    size_t nheld, held_cap;
+} tf_read_view;
+
+/* tf_reader_pread into a view instead of a buffer: 0 spans when nothing
+ * is read. On failure nothing is held; a read of more than
+ * TF_READ_VIEW_MAX spans fails with E2BIG (tf_reader_pread copies it). */
+ssize_t tf_reader_view(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, size_t len,
+                       tf_read_view *v, tf_error *e);
+void tf_reader_view_release(tf_reader_ctx *r, tf_read_view *v);
+void tf_read_view_free(tf_read_view *v);
 
 /* Whether a tensor file's stored layout is what its bytes say: its
  * verbatim bytes, parsed again by its format, give the same pieces,
