@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 
-#define TF_MAX_CHAIN_DEFAULT 3
+#define TF_MAX_CHAIN_DEFAULT 2
 /* Largest prog search budget (expansions per tensor) a writer accepts:
  * far past where programs stop improving (codec/prog/prog.h), and a bound on
  * the time one tensor's search may take. */

@@ -1,9 +1,10 @@
 #!/bin/sh
 # Loading single checkpoints through fresh mounts (nothing decoded yet:
-# what the prefetcher is for). An archive of 12 checkpoints with the
-# default references (skip references, max_chain 3: keyframes at the 1st
-# and 9th, chains of at most 3 deltas):
-#   - no chain is longer than 3 deltas, and some are 3 long;
+# what the prefetcher is for). An archive of 12 checkpoints with skip
+# references and --max-chain 3 (keyframes at the 1st and 9th, chains of
+# at most 3 deltas; the default, 2, gives at most 2):
+#   - no chain is longer than 3 deltas, and some are 3 long (with the
+#     default: 2);
 #   - every checkpoint read alone through a fresh mount is byte-identical,
 #     with the prefetcher and without it (-o prefetch=0), and so is
 #     `trajpack extract -O`;
@@ -25,9 +26,12 @@ src=$TEST_TMP/run
 mkdir "$src"
 "$PYTHON" "$WRITE_CHECKPOINTS" "$src" 1 "$N" 400000 || fail "write_checkpoints.py failed"
 archive=$TEST_TMP/a.traj
-"$TRAJPACK" create -q "$archive" "$src" || fail "create failed"
+"$TRAJPACK" create -q "$TEST_TMP/default.traj" "$src" || fail "create failed"
+depth=$(max_chain_depth "$TEST_TMP/default.traj")
+[ "$depth" -eq 2 ] || fail "the default max_chain (2) made chains of at most $depth deltas"
+"$TRAJPACK" create -q --max-chain 3 "$archive" "$src" || fail "create --max-chain 3 failed"
 depth=$(max_chain_depth "$archive")
-[ "$depth" -le 3 ] || fail "a chain of $depth deltas with the default max_chain (3)"
+[ "$depth" -le 3 ] || fail "a chain of $depth deltas with --max-chain 3"
 [ "$depth" -eq 3 ] || fail "no chain of 3 deltas in $N checkpoints (the longest: $depth)"
 
 mnt=$TEST_TMP/mnt

@@ -440,9 +440,15 @@ START_TEST(runs_of_a_sweep_keep_to_their_history)
     for (int step = 2; step <= 5; step++)
         for (unsigned run = 1; run <= 2; run++) {
             char dest[64], prev[64];
-            int back = (int)tf_ref_skip((uint64_t)step - 1, TF_MAX_CHAIN_DEFAULT);
+            uint64_t pos = (uint64_t)step - 1;
+            int back = (int)tf_ref_skip(pos, TF_MAX_CHAIN_DEFAULT);
             snprintf(dest, sizeof dest, "run%u/step-%d.safetensors", run, step);
             snprintf(prev, sizeof prev, "run%u/step-%d.safetensors", run, step - back);
+            if (pos % (1u << TF_MAX_CHAIN_DEFAULT) == 0) { /* a keyframe */
+                expect_standalone(ar, dest, "w");
+                expect_standalone(ar, dest, "v");
+                continue;
+            }
             expect_ref(ar, dest, "w", prev, "w");
             expect_ref(ar, dest, "v", prev, "v");
         }
@@ -642,10 +648,10 @@ static unsigned popcount(uint64_t v)
     return n;
 }
 
-/* 20 checkpoints with the default max_chain (3): checkpoint k (position
+/* 20 checkpoints with the default max_chain: checkpoint k (position
  * k - 1) references the one tf_ref_skip says, its chain has one delta per
- * set bit of its position in the keyframe interval of 8, never more than
- * 3, and the 9th and the 17th start a new interval with a keyframe. */
+ * set bit of its position in the keyframe interval of 2^max_chain, never
+ * more than max_chain, and each interval starts with a keyframe. */
 START_TEST(skip_references_bound_chains)
 {
     tf_writer *w = new_writer();
