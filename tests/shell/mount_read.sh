@@ -5,7 +5,8 @@
 # page cache and without it (-o direct_io: every pread reaches trajfs as
 # it is); fio random reads (read(2) and mmap); 8 readers of different
 # checkpoints at once, each comparing bytes, on a cache too small to hold
-# what they need.
+# what they need. A file of 3000 one-element tensors has reads of more
+# pieces than one reply of spans takes (they are copied instead).
 set -eu
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mountlib.sh"
@@ -17,6 +18,17 @@ generate_run "$src/run"
 mkdir -p "$src/misc/deep/er"
 head -c 2500000 /dev/urandom > "$src/misc/deep/er/random.bin"
 seq 1 100000 > "$src/misc/numbers.txt"
+"$PYTHON" - "$src/misc/many.safetensors" << 'EOF'
+import json, struct, sys
+n = 3000
+header = {"t%05d" % i: {"dtype": "BF16", "shape": [1], "data_offsets": [2 * i, 2 * i + 2]}
+          for i in range(n)}
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text)
+    f.write(b"".join(struct.pack("<H", 0x3f80 + i) for i in range(n)))
+EOF
 archive=$TEST_TMP/a.traj
 "$TRAJPACK" create -q --chunk-shift 10 "$archive" "$src/run" "$src/misc" || fail "create failed"
 mnt=$TEST_TMP/mnt

@@ -330,6 +330,124 @@ START_TEST(test_prefetch_decodes_what_comes_next)
 }
 END_TEST
 
+/* tf_reader_view gives the bytes tf_reader_pread copies, as spans held
+ * until released: whole files and unaligned ranges across header,
+ * tensor and chunk borders, with a cache far smaller than the file. */
+START_TEST(test_view_spans_are_the_bytes)
+{
+    const char *a = tmp(0, "view.traj");
+    make_trajectory(a, 4, 2, 2);
+    size_t n;
+    uint8_t *want = read_file(tmp(1, "step-4.safetensors"), &n);
+    tf_archive *ar = open_archive(a);
+    const tf_entry *ent = tf_archive_lookup(ar, "run/step-4.safetensors");
+    tf_reader_ctx *r = tf_reader_new(ar, 1);
+    tf_read_view v = { 0 };
+    uint8_t *got = malloc(n);
+    rng_state = 0x7e57ull;
+    for (int k = 0; k < 300; k++) {
+        uint64_t off = k == 0 ? 0 : rng_next() % (n + 10);
+        size_t len = k == 0 ? n + 5 : (size_t)(rng_next() % 20000);
+        tf_error e = { 0 };
+        ssize_t m = tf_reader_view(r, ent, off, len, &v, &e);
+        size_t expect = off >= n ? 0 : n - off < len ? n - (size_t)off : len;
+        ck_assert_msg(m == (ssize_t)expect, "%s", e.msg);
+        size_t at = 0;
+        for (size_t i = 0; i < v.n; i++) {
+            ck_assert_uint_le(at + v.iov[i].iov_len, expect);
+            memcpy(got + at, v.iov[i].iov_base, v.iov[i].iov_len);
+            at += v.iov[i].iov_len;
+        }
+        ck_assert_uint_eq(at, expect);
+        ck_assert(memcmp(got, want + off, expect) == 0);
+        tf_reader_view_release(r, &v);
+    }
+    tf_read_view_free(&v);
+    free(got);
+    tf_reader_free(r);
+    tf_archive_close(ar);
+    free(want);
+}
+END_TEST
+
+/* A read of more than TF_READ_VIEW_MAX pieces (one-element tensors) is
+ * refused by tf_reader_view with E2BIG, holding nothing, and read by
+ * tf_reader_pread. */
+START_TEST(test_view_of_too_many_pieces)
+{
+    enum { N = TF_READ_VIEW_MAX + 200 };
+    static test_tensor t[N];
+    static char names[N][16];
+    static uint16_t vals[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "t%05d", i);
+        vals[i] = (uint16_t)(0x3f80 + i);
+        t[i] = (test_tensor){ names[i], "BF16", "[1]", &vals[i], 2 };
+    }
+    const char *src = tmp(1, "many.safetensors"), *a = tmp(0, "many.traj");
+    test_write_safetensors(src, t, N);
+    tf_writer *w = test_open_writer(a, true, CHUNK_SHIFT, 1, 2);
+    test_add(w, src, "many.safetensors");
+    tf_writer_close(w);
+    size_t n;
+    uint8_t *want = read_file(src, &n);
+    tf_archive *ar = open_archive(a);
+    const tf_entry *ent = tf_archive_lookup(ar, "many.safetensors");
+    ck_assert_uint_gt(ent->npieces, TF_READ_VIEW_MAX);
+    tf_reader_ctx *r = tf_reader_new(ar, 64 << 20);
+    tf_read_view v = { 0 };
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_reader_view(r, ent, 0, n, &v, &e), -1);
+    ck_assert_int_eq(e.errnum, E2BIG);
+    ck_assert_uint_eq(v.nheld, 0);
+    ck_assert_uint_eq(v.n, 0);
+    expect_bytes(r, ent, want, 0, n);
+    tf_read_view_free(&v);
+    tf_reader_free(r);
+    tf_archive_close(ar);
+    free(want);
+}
+END_TEST
+
+/* The steps of a chain below the blob read are decoded but not kept:
+ * reading a checkpoint whose chunks are 2 deltas deep, then its
+ * reference, decodes the reference again; reading them in step order
+ * decodes each blob once. */
+START_TEST(test_chain_steps_are_not_kept)
+{
+    const char *a = tmp(0, "steps.traj");
+    make_trajectory(a, 4, 2, 2); /* step 4: position 3, 2 deltas deep */
+    tf_archive *ar = open_archive(a);
+    const tf_entry *last = tf_archive_lookup(ar, "run/step-4.safetensors");
+    const tf_entry *ref = tf_archive_lookup(ar, "run/step-3.safetensors");
+    size_t n4, n3;
+    uint8_t *want4 = read_file(tmp(1, "step-4.safetensors"), &n4);
+    uint8_t *want3 = read_file(tmp(2, "step-3.safetensors"), &n3);
+    tf_reader_ctx *r = tf_reader_new(ar, 64 << 20);
+    expect_bytes(r, last, want4, 0, n4);
+    uint64_t first = decoded(r);
+    expect_bytes(r, ref, want3, 0, n3);
+    ck_assert_uint_gt(decoded(r), first);
+    tf_reader_free(r);
+
+    r = tf_reader_new(ar, 64 << 20);
+    for (int k = 1; k <= 4; k++) {
+        char path[64], name[64];
+        snprintf(path, sizeof path, "run/step-%d.safetensors", k);
+        snprintf(name, sizeof name, "step-%d.safetensors", k);
+        size_t n;
+        uint8_t *want = read_file(tmp(1, name), &n);
+        expect_bytes(r, tf_archive_lookup(ar, path), want, 0, n);
+        free(want);
+    }
+    ck_assert_uint_le(decoded(r), tf_archive_nblobs(ar));
+    tf_reader_free(r);
+    tf_archive_close(ar);
+    free(want4);
+    free(want3);
+}
+END_TEST
+
 /* Chains of nearest references as earlier releases wrote them (each
  * checkpoint the parent of the next, 19 deltas deep at the end) read
  * back byte for byte, through the prefetcher too. */
@@ -630,6 +748,9 @@ int main(void)
     tcase_add_test(tc, test_every_step_reads_back);
     tcase_add_test(tc, test_dedup_same_checkpoint);
     tcase_add_test(tc, test_max_chain_bounds_depth);
+    tcase_add_test(tc, test_view_spans_are_the_bytes);
+    tcase_add_test(tc, test_view_of_too_many_pieces);
+    tcase_add_test(tc, test_chain_steps_are_not_kept);
     tcase_add_test(tc, test_prefetch_decodes_what_comes_next);
     tcase_add_test(tc, test_long_linear_chains_read);
     tcase_add_test(tc, test_threads_do_not_change_bytes);

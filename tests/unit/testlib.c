@@ -95,20 +95,20 @@ int run_suite(Suite *s)
 
 void test_write_safetensors(const char *path, const test_tensor *t, size_t n)
 {
-    char hdr[2048];
+    char *hdr = NULL;
     size_t len = 0, off = 0;
-    len += (size_t)snprintf(hdr + len, sizeof hdr - len, "{");
+    FILE *h = open_memstream(&hdr, &len);
+    ck_assert_ptr_nonnull(h);
+    fputc('{', h);
     for (size_t i = 0; i < n; i++) {
-        len += (size_t)snprintf(hdr + len, sizeof hdr - len,
-                                "%s\"%s\":{\"dtype\":\"%s\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
-                                i ? "," : "", t[i].name, t[i].dtype, t[i].shape, off,
-                                off + t[i].len);
+        fprintf(h, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
+                i ? "," : "", t[i].name, t[i].dtype, t[i].shape, off, off + t[i].len);
         off += t[i].len;
     }
-    len += (size_t)snprintf(hdr + len, sizeof hdr - len, "}");
-    ck_assert_uint_lt(len + 8, sizeof hdr);
-    while (len % 8)
-        hdr[len++] = ' ';
+    fputc('}', h);
+    for (long k = ftell(h); k % 8; k++)
+        fputc(' ', h);
+    ck_assert_int_eq(fclose(h), 0);
     FILE *f = fopen(path, "wb");
     ck_assert_ptr_nonnull(f);
     uint8_t prefix[8];
@@ -118,6 +118,7 @@ void test_write_safetensors(const char *path, const test_tensor *t, size_t n)
     for (size_t i = 0; i < n; i++)
         ck_assert_uint_eq(fwrite(t[i].data, 1, t[i].len, f), t[i].len);
     ck_assert_int_eq(fclose(f), 0);
+    free(hdr);
 }
 
 const unsigned test_float_dtypes[N_TEST_FLOAT_DTYPES] = {
