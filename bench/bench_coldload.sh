@@ -38,41 +38,13 @@ archive=${2:-${TMPDIR:-/tmp}/trajfs-bench-$name.traj}
 squashfs=${3:-${TMPDIR:-/tmp}/trajfs-bench-$name.sqfs}
 repeat=${BENCH_REPEAT:-3}
 
-die() {
-    echo "bench_coldload: $*" >&2
-    exit 1
-}
+. "$here/bench/benchlib.sh"
+bench_init bench_coldload
 [ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
 [ -d "$corpus" ] || die "no corpus at $corpus"
 [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
 command -v squashfuse > /dev/null && command -v mksquashfs > /dev/null ||
     die "needs squashfuse and mksquashfs (Debian: apt-get install squashfs-tools squashfuse)"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/trajfs-coldload.XXXXXX")
-mnt=$work/mnt
-mkdir -p "$mnt"
-daemon=""
-is_mounted() {
-    awk -v d="$mnt" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo
-}
-cleanup() {
-    if is_mounted; then
-        fusermount3 -u "$mnt" || fusermount3 -uz "$mnt"
-    fi
-    [ -z "$daemon" ] || { kill "$daemon" 2> /dev/null; wait "$daemon" 2> /dev/null; } || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-now() {
-    date +%s.%N
-}
-
-drop_caches() {
-    sync
-    echo 3 > /proc/sys/vm/drop_caches
-}
 
 stale() { # FILE: missing, or older than the corpus
     [ ! -f "$1" ] || [ -n "$(find "$corpus" -newer "$1" | head -1)" ]
@@ -98,39 +70,12 @@ middle=$(echo "$weights" | sed -n "$(( ($(echo "$weights" | wc -l) + 1) / 2 ))p"
 optim=$(cd "$corpus" && find . -name '*optim*.safetensors' | sed 's|^\./||' | sort -V | tail -1)
 [ -n "$latest" ] && [ -n "$optim" ] || die "$corpus holds no weights and optimizer files"
 
-# wait_mounted: until the mount is up; fails after 5 s.
-wait_mounted() {
-    for _ in $(seq 100); do
-        is_mounted && return 0
-        sleep 0.05
-    done
-    cat "$work/daemon.log" >&2
-    return 1
-}
-
 mount_trajfs() {
-    "$TRAJFS" "$archive" "$mnt" -f 2> "$work/daemon.log" &
-    daemon=$!
-    wait_mounted || die "trajfs did not mount"
+    mount_daemon "$TRAJFS" "$archive" "$mnt" -f
 }
 
 mount_squashfuse() {
-    squashfuse -f "$squashfs" "$mnt" 2> "$work/daemon.log" &
-    daemon=$!
-    wait_mounted || die "squashfuse did not mount"
-}
-
-unmount() {
-    fusermount3 -u "$mnt"
-    wait "$daemon" || true
-    daemon=""
-}
-
-# timed COMMAND...: seconds it takes; fails when it fails.
-timed() {
-    _t0=$(now)
-    "$@" || return 1
-    echo "$(now) $_t0" | awk '{ printf "%.4f", $1 - $2 }'
+    mount_daemon squashfuse -f "$squashfs" "$mnt"
 }
 
 read_file() {
@@ -150,7 +95,7 @@ through_mount() {
     _before=$(disk_read "$daemon")
     _t=$(timed read_file "$mnt/$2") || die "reading $2 through $1 failed: $(cat "$work/daemon.log")"
     _read=$(( $(disk_read "$daemon") - _before ))
-    unmount
+    unmount || true
     echo "$_t $_read"
 }
 
@@ -161,10 +106,6 @@ extract_cold() {
     _cpu=$( { /usr/bin/time -f '%U %S' "$TRAJPACK" extract -O "$archive" "$name/$1" > /dev/null; } 2>&1 |
             tail -1 | awk '{ print $1 + $2 }')
     echo "$(now) $_t0 $_cpu" | awk '{ printf "%.4f %.2f", $1 - $2, $3 }'
-}
-
-best() { # SECONDS...: the smallest
-    printf '%s\n' "$@" | sort -g | head -1
 }
 
 # One file: every run measures all the readers, one after the other.

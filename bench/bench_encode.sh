@@ -56,27 +56,12 @@ if [ "${1:-}" = --big ]; then
 fi
 corpus=${1:-/work/corpus-data/default}
 
-die() {
-    echo "bench_encode: $*" >&2
-    exit 1
-}
+. "$here/bench/benchlib.sh"
+bench_init bench_encode
 [ -x "$TRAJPACK" ] || die "build trajpack first (or set BUILDDIR)"
 [ -d "$corpus" ] || die "no corpus at $corpus"
 command -v zstd > /dev/null || die "zstd not found"
 [ -x "$PYTHON" ] || die "$PYTHON not found"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/trajfs-bench-encode.XXXXXX")
-mnt=$work/mnt
-daemon=""
-cleanup() {
-    if [ -d "$mnt" ] && awk -v d="$mnt" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; then
-        fusermount3 -u "$mnt" || fusermount3 -uz "$mnt"
-    fi
-    [ -z "$daemon" ] || { kill "$daemon" 2> /dev/null; wait "$daemon" 2> /dev/null; } || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
 
 # cpu COMMAND...: runs it, prints its CPU seconds (user + sys, to the
 # microsecond: GNU time's hundredths are too coarse here); its peak RSS
@@ -93,11 +78,6 @@ sys.exit(rc)' "$work/rss" "$@" || die "$* failed"
 
 min() {
     awk -v a="$1" -v b="$2" 'BEGIN { print (a < b ? a : b) }'
-}
-
-# best_of TRIES... : the least of its arguments.
-best() {
-    echo "$@" | tr ' ' '\n' | sort -g | head -1
 }
 
 file_size() {
@@ -199,19 +179,10 @@ for t in 1 2; do
 done
 rm -f "$work/big.traj"
 [ -x "$TRAJFS" ] && command -v fusermount3 > /dev/null || exit 0
-mkdir -p "$mnt"
-"$TRAJFS" "$work/mount.traj" "$mnt" -f -o rw,threads=2 2> "$work/daemon.log" &
-daemon=$!
-for _ in $(seq 100); do
-    awk -v d="$mnt" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo && break
-    kill -0 "$daemon" 2> /dev/null || { cat "$work/daemon.log" >&2; die "trajfs did not mount"; }
-    sleep 0.1
-done
+mount_daemon "$TRAJFS" "$work/mount.traj" "$mnt" -f -o rw,threads=2
 cp -r "$work/big" "$mnt/" || die "cp into the mount failed"
 peak_kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$daemon/status")
-fusermount3 -u "$mnt"
-wait "$daemon" || die "trajfs exited with status $?"
-daemon=""
+unmount || die "trajfs exited with status $?"
 awk -v r="$peak_kib" -v b="$big_bytes" -v a="$(file_size "$work/mount.traj")" 'BEGIN {
     printf "  cp into a mount (-o rw,threads=2): %.2f GB in %.2f GB, daemon peak RSS %.0f MiB\n",
         b / 1e9, a / 1e9, r / 1024 }'

@@ -49,32 +49,15 @@ PYTHON=/usr/bin/python3
 generator=${TRAJFS_CORPUS_SCRIPT:-$top_srcdir/../shared/corpus/make_trajectory.py}
 gen_args=${BENCH_GEN_ARGS:---layers 2 --width 96 --heads 4 --ctx 64 --batch 4 --steps 30 --interval 5 --max-chars 200000}
 
-fail() {
-    echo "bench_layouts: $*" >&2
-    exit 1
-}
-[ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || fail "build trajfs and trajpack first (or set BUILDDIR)"
-[ -f "$generator" ] || fail "no corpus generator at $generator (set TRAJFS_CORPUS_SCRIPT)"
-command -v rsync > /dev/null || fail "rsync not found"
+. "$top_srcdir/bench/benchlib.sh"
+bench_init bench_layouts
+[ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
+[ -f "$generator" ] || die "no corpus generator at $generator (set TRAJFS_CORPUS_SCRIPT)"
+command -v rsync > /dev/null || die "rsync not found"
 . "$top_srcdir/tests/shell/layoutlib.sh"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/trajfs-bench-layouts.XXXXXX")
 data=${1:-$work/data}
-mnt=$work/mnt
-mkdir -p "$mnt" "$data"
-daemon=""
-mounted() {
-    awk -v d="$mnt" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo
-}
-cleanup() {
-    if mounted; then
-        fusermount3 -u "$mnt" || fusermount3 -uz "$mnt"
-    fi
-    [ -z "$daemon" ] || { kill "$daemon" 2> /dev/null; wait "$daemon" 2> /dev/null; } || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+mkdir -p "$data"
 
 if [ ! -f "$data/layouts.done" ]; then
     rm -rf "$data/run1" "$data/run2" "$data/layouts" "$data/baselines"
@@ -83,7 +66,7 @@ if [ ! -f "$data/layouts.done" ]; then
     "$PYTHON" "$generator" --out "$data/run1" $gen_args --dtype bf16,fp32 --optimizer > "$work/gen.log" 2>&1 &&
         "$PYTHON" "$generator" --out "$data/run2" $gen_args --seed 4321 --dtype bf16,fp32 --optimizer \
             >> "$work/gen.log" 2>&1 ||
-        { cat "$work/gen.log" >&2; fail "the generator failed"; }
+        { cat "$work/gen.log" >&2; die "the generator failed"; }
     make_layouts "$data" "$data/run1" "$data/run2"
     touch "$data/layouts.done"
 fi
@@ -97,27 +80,18 @@ fi
 
 # mount_archive ARCHIVE [trajfs options...]: mounts ARCHIVE at mnt.
 mount_archive() {
-    "$TRAJFS" "$@" "$mnt" -f 2> "$work/daemon.log" &
-    daemon=$!
-    for _ in $(seq 100); do
-        mounted && return 0
-        kill -0 "$daemon" 2> /dev/null || { cat "$work/daemon.log" >&2; fail "trajfs did not mount"; }
-        sleep 0.05
-    done
-    fail "no mount at $mnt after 5 s"
+    mount_daemon "$TRAJFS" "$@" "$mnt" -f
 }
 
 unmount_archive() {
-    fusermount3 -u "$mnt"
-    wait "$daemon" || fail "trajfs exited with status $?"
-    daemon=""
+    unmount || die "trajfs exited with status $?"
 }
 
 # save_in_mount PATTERN TREE ARCHIVE: TREE saved with PATTERN into a
 # -o rw mount of the new ARCHIVE, then unmounted.
 save_in_mount() {
     mount_archive "$3" -o rw
-    "$PYTHON" "$SAVE_PATTERNS" "$1" "$2" "$mnt" || fail "save_patterns.py $1 $2 failed"
+    "$PYTHON" "$SAVE_PATTERNS" "$1" "$2" "$mnt" || die "save_patterns.py $1 $2 failed"
     unmount_archive
 }
 
@@ -128,7 +102,7 @@ cold_read() {
     [ -n "$caches" ] || echo 3 > /proc/sys/vm/drop_caches
     mount_archive "$1"
     _t0=$(date +%s%N)
-    cat "$mnt/$2" > /dev/null || fail "reading $2 through the mount failed"
+    cat "$mnt/$2" > /dev/null || die "reading $2 through the mount failed"
     _t1=$(date +%s%N)
     _bytes=$(stat -c %s "$mnt/$2")
     unmount_archive
@@ -161,7 +135,7 @@ for layout in $LAYOUTS; do
     tree=$data/layouts/$layout
     baseline "$data/baselines/$layout"
     a=$work/$layout.traj
-    "$TRAJPACK" create -q "$a" "$tree" || fail "trajpack create $layout failed"
+    "$TRAJPACK" create -q "$a" "$tree" || die "trajpack create $layout failed"
     row "$layout" create "$a"
     rm -f "$a"
     pack_one_at_a_time "$a" "$tree"
@@ -184,7 +158,7 @@ for layout in $TORCH_LAYOUTS; do
     tree=$data/torch/$layout
     baseline "$data/torch-baselines/$layout"
     a=$work/$layout.traj
-    "$TRAJPACK" create -q "$a" "$tree" || fail "trajpack create $layout failed"
+    "$TRAJPACK" create -q "$a" "$tree" || die "trajpack create $layout failed"
     row "$layout" create "$a"
     rm -f "$a"
     pack_files_one_at_a_time "$a" "$tree"
@@ -198,8 +172,8 @@ done
 last=$(cd "$data/torch" && find trainer -maxdepth 1 -name 'checkpoint-*' | LC_ALL=C sort -V | tail -n 1)
 caches=""
 (echo 3 > /proc/sys/vm/drop_caches) 2> /dev/null || caches="the page cache was not dropped: not root?"
-"$TRAJPACK" create -q "$work/trainer.traj" "$data/torch/trainer" || fail "trajpack create trainer failed"
-"$TRAJPACK" create -q "$work/flat.traj" "$data/torch-baselines/trainer/flat" || fail "trajpack create of the baseline failed"
+"$TRAJPACK" create -q "$work/trainer.traj" "$data/torch/trainer" || die "trajpack create trainer failed"
+"$TRAJPACK" create -q "$work/flat.traj" "$data/torch-baselines/trainer/flat" || die "trajpack create of the baseline failed"
 flat=flat/step-${last##*-}.optimizer.safetensors
 cold_read "$work/trainer.traj" "$last/optimizer.pt"
 torch_rate=$rate

@@ -30,37 +30,14 @@ corpus=${1:-/work/corpus-data/default}
 archive=${2:-${TMPDIR:-/tmp}/trajfs-bench-$(basename "$corpus").traj}
 repeat=${BENCH_REPEAT:-3}
 
-die() {
-    echo "bench_mount: $*" >&2
-    exit 1
-}
+. "$here/bench/benchlib.sh"
+bench_init bench_mount
 [ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
 [ -d "$corpus" ] || die "no corpus at $corpus"
 [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/trajfs-bench.XXXXXX")
 shm=$(mktemp -d /dev/shm/trajfs-bench.XXXXXX 2> /dev/null || mktemp -d "$work/extract.XXXXXX")
-mnt=$work/mnt
-mkdir -p "$mnt"
-daemon=""
-cleanup() {
-    if awk -v d="$mnt" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; then
-        fusermount3 -u "$mnt" || fusermount3 -uz "$mnt"
-    fi
-    [ -z "$daemon" ] || { kill "$daemon" 2> /dev/null; wait "$daemon" 2> /dev/null; } || true
-    rm -rf "$work" "$shm"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-now() {
-    date +%s.%N
-}
-
-drop_caches() {
-    sync
-    echo 3 > /proc/sys/vm/drop_caches
-}
+bench_remove=$shm
 
 name=$(basename "$corpus")
 # Every file of the corpus in step order (natural sort), as archive paths.
@@ -76,32 +53,7 @@ if [ ! -f "$archive" ] || [ -n "$(find "$corpus" -newer "$archive" | head -1)" ]
 fi
 
 mount_fresh() {
-    "$TRAJFS" "$archive" "$mnt" -f 2> "$work/daemon.log" &
-    daemon=$!
-    for _ in $(seq 100); do
-        awk -v d="$mnt" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo && return 0
-        sleep 0.05
-    done
-    cat "$work/daemon.log" >&2
-    die "trajfs did not mount"
-}
-
-unmount() {
-    fusermount3 -u "$mnt"
-    wait "$daemon" || true
-    daemon=""
-}
-
-# best SECONDS...: the smallest.
-best() {
-    printf '%s\n' "$@" | sort -g | head -1
-}
-
-# timed COMMAND...: seconds it takes; fails when it fails.
-timed() {
-    _t0=$(now)
-    "$@" || return 1
-    echo "$(now) $_t0" | awk '{ printf "%.4f", $1 - $2 }'
+    mount_daemon "$TRAJFS" "$archive" "$mnt" -f
 }
 
 cat_original() {

@@ -22,31 +22,13 @@ TRAJFS=$builddir/trajfs
 TRAJPACK=$builddir/trajpack
 corpus=${1:-/work/corpus-data/default}
 
-die() {
-    echo "bench_write: $*" >&2
-    exit 1
-}
+. "$here/bench/benchlib.sh"
+bench_init bench_write
 [ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
 [ -d "$corpus" ] || die "no corpus at $corpus"
 command -v zstd > /dev/null || die "zstd not found"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/trajfs-bench-write.XXXXXX")
-mnt=$work/mnt
-mkdir -p "$mnt" "$work/zstd"
-daemon=""
-cleanup() {
-    if awk -v d="$mnt" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; then
-        fusermount3 -u "$mnt" || fusermount3 -uz "$mnt"
-    fi
-    [ -z "$daemon" ] || { kill "$daemon" 2> /dev/null; wait "$daemon" 2> /dev/null; } || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-now() {
-    date +%s.%N
-}
+mkdir -p "$work/zstd"
 
 # Bytes of the regular files below a directory.
 file_bytes() {
@@ -67,19 +49,11 @@ echo "corpus $corpus: $files files, $(awk -v b="$bytes" 'BEGIN { printf "%.1f MB
 printf '%-8s %10s %14s %13s %8s\n' method time rate stored ratio
 
 # cp into a read-write mount
-"$TRAJFS" "$work/cp.traj" "$mnt" -f -o rw 2> "$work/daemon.log" &
-daemon=$!
-for _ in $(seq 100); do
-    awk -v d="$mnt" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo && break
-    kill -0 "$daemon" 2> /dev/null || { cat "$work/daemon.log" >&2; die "trajfs did not mount"; }
-    sleep 0.05
-done
+mount_daemon "$TRAJFS" "$work/cp.traj" "$mnt" -f -o rw
 t0=$(now)
 cp -r "$corpus" "$mnt/" || die "cp into the mount failed"
 t1=$(now)
-fusermount3 -u "$mnt"
-wait "$daemon" || die "trajfs exited with status $?"
-daemon=""
+unmount || die "trajfs exited with status $?"
 report cp "$(echo "$t1 $t0" | awk '{ print $1 - $2 }')" "$(stat -c %s "$work/cp.traj")"
 
 # trajpack create

@@ -1,0 +1,79 @@
+# What the benchmark scripts share: their messages, a work directory with
+# a mount point that every exit unmounts and removes, one FUSE daemon at a
+# time, timing and the page cache. Source it, then call bench_init NAME.
+
+# bench_init NAME: messages say NAME; sets work (a new directory under
+# TMPDIR) and mnt (a mount point in it), removed at exit with whatever
+# else bench_remove names.
+bench_init() {
+    bench_name=$1
+    work=$(mktemp -d "${TMPDIR:-/tmp}/trajfs-$bench_name.XXXXXX")
+    mnt=$work/mnt
+    mkdir -p "$mnt"
+    daemon=""
+    bench_remove=""
+    trap bench_cleanup EXIT
+    trap 'exit 1' INT TERM
+}
+
+bench_cleanup() {
+    if is_mounted; then
+        fusermount3 -u "$mnt" || fusermount3 -uz "$mnt"
+    fi
+    [ -z "$daemon" ] || { kill "$daemon" 2> /dev/null; wait "$daemon" 2> /dev/null; } || true
+    # shellcheck disable=SC2086 # a list of paths
+    rm -rf "$work" $bench_remove
+}
+
+die() {
+    echo "$bench_name: $*" >&2
+    exit 1
+}
+
+is_mounted() {
+    awk -v d="$mnt" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo
+}
+
+# mount_daemon COMMAND...: runs COMMAND, a FUSE daemon in the foreground
+# mounting at $mnt, its messages in $work/daemon.log; dies when it exits
+# or has not mounted after 5 s.
+mount_daemon() {
+    "$@" 2> "$work/daemon.log" &
+    daemon=$!
+    for _ in $(seq 100); do
+        is_mounted && return 0
+        kill -0 "$daemon" 2> /dev/null || break
+        sleep 0.05
+    done
+    cat "$work/daemon.log" >&2
+    die "$1 did not mount at $mnt"
+}
+
+# unmount: unmounts $mnt; returns the daemon's exit status.
+unmount() {
+    fusermount3 -u "$mnt"
+    _status=0
+    wait "$daemon" || _status=$?
+    daemon=""
+    return "$_status"
+}
+
+now() {
+    date +%s.%N
+}
+
+# timed COMMAND...: seconds it takes; fails when it fails.
+timed() {
+    _t0=$(now)
+    "$@" || return 1
+    echo "$(now) $_t0" | awk '{ printf "%.4f", $1 - $2 }'
+}
+
+best() { # SECONDS...: the smallest
+    printf '%s\n' "$@" | sort -g | head -1
+}
+
+drop_caches() {
+    sync
+    echo 3 > /proc/sys/vm/drop_caches
+}
