@@ -376,7 +376,7 @@ static verdict judge(const tf_http *h, const transfer *t, uint64_t off, uint64_t
         snprintf(why, cap, "the object changed since it was opened (size or ETag differ)");
         return FATAL;
     }
-    if (!t->has_range || (len && (t->first != off || t->last - t->first + 1 != len)) ||
+    if (!t->has_range || t->first != off || (len && t->last - t->first + 1 != len) ||
         t->got != t->last - t->first + 1) {
         snprintf(why, cap, "response of %" PRIu64 " bytes does not match the range asked for", t->got);
         return RETRY;
@@ -384,10 +384,9 @@ static verdict judge(const tf_http *h, const transfer *t, uint64_t off, uint64_t
     return DONE;
 }
 
-/* A server may answer a suffix range longer than the object with the
- * whole object (200): for the tail request that is the same as a 206 of
- * all of it. */
-static void whole_as_tail(transfer *t)
+/* A server may answer a first range longer than the object with the
+ * whole object (200): the same as a 206 of all of it. */
+static void whole_as_first(transfer *t)
 {
     if (t->result == CURLE_OK && !t->overflow && t->status == 200 && t->got > 0) {
         t->status = 206;
@@ -408,8 +407,8 @@ static void backoff(unsigned attempt)
 }
 
 /* Runs n transfers of the ranges (off[i], len[i]) into dst[i] (cap[i]
- * bytes), retrying those whose fault passes; len 0 is a suffix range of
- * cap bytes. */
+ * bytes), retrying those whose fault passes; len 0 is the first request,
+ * for the first cap bytes or fewer if the object is smaller. */
 static int fetch_ranges(tf_http *h, transfer *t, const uint64_t *off, const uint64_t *len,
                         uint8_t *const *dst, const uint64_t *cap, size_t n, tf_error *e)
 {
@@ -444,7 +443,7 @@ static int fetch_ranges(tf_http *h, transfer *t, const uint64_t *off, const uint
             if (len[i])
                 snprintf(x->range, sizeof x->range, "%" PRIu64 "-%" PRIu64, off[i], off[i] + len[i] - 1);
             else
-                snprintf(x->range, sizeof x->range, "-%" PRIu64, cap[i]);
+                snprintf(x->range, sizeof x->range, "0-%" PRIu64, cap[i] - 1);
             if (transfer_setup(h, x) < 0)
                 oom = true;
         }
@@ -459,7 +458,7 @@ static int fetch_ranges(tf_http *h, transfer *t, const uint64_t *off, const uint
                 atomic_fetch_add(&h->requests, 1);
                 atomic_fetch_add(&h->bytes, x->got);
                 if (len[todo[j]] == 0)
-                    whole_as_tail(x);
+                    whole_as_first(x);
                 char one[256];
                 verdict v = judge(h, x, off[todo[j]], len[todo[j]], one, sizeof one);
                 if (v == DONE)
@@ -469,7 +468,7 @@ static int fetch_ranges(tf_http *h, transfer *t, const uint64_t *off, const uint
                     fatal = v == FATAL;
                 }
                 if (len[todo[j]] == 0 && v == DONE)
-                    t[todo[j]] = *x; /* the tail's response, for its caller */
+                    t[todo[j]] = *x; /* the first response, for its caller */
             }
             transfer_cleanup(x);
         }
@@ -482,7 +481,7 @@ static int fetch_ranges(tf_http *h, transfer *t, const uint64_t *off, const uint
     return rc;
 }
 
-int tf_http_tail(tf_http *h, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e)
+int tf_http_first(tf_http *h, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e)
 {
     out->len = 0;
     uint8_t *p = tf_buf_reserve(out, want);

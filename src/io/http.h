@@ -41,10 +41,11 @@ int tf_http_new(const char *url, const tf_http_auth *auth, const tf_http_limits 
                 tf_http **out, tf_error *e);
 void tf_http_free(tf_http *h);
 
-/* The first request: the last `want` bytes of the object (all of it when
- * smaller) into out; learns the object's size and ETag ("" when it has
- * none), which every later range must then match. */
-int tf_http_tail(tf_http *h, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e);
+/* The first request: the first `want` bytes of the object (all of it
+ * when smaller) into out; learns the object's size and ETag ("" when it
+ * has none), which every later range must then match. (Not a suffix
+ * range: not every S3-compatible server serves those right.) */
+int tf_http_first(tf_http *h, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e);
 const char *tf_http_etag(const tf_http *h);
 
 /* Fetches each of the n ranges exactly (all within the size). 0 when all

@@ -14,8 +14,11 @@
 #include "io/remote_config.h"
 #include "io/s3.h"
 
-/* The first request asks for this much of the end: the last trailer and
- * its catalog segment (a few KiB a commit on the benchmark trajectory). */
+/* Opening fetches this much of the start (the superblock; the size and
+ * identity come with it), then this much of the end: the last trailer
+ * and its catalog segment (a few KiB a commit on the benchmark
+ * trajectory). */
+#define HEAD_WANT ((uint64_t)4 << 10)
 #define TAIL_WANT ((uint64_t)64 << 10)
 /* Ranges this close are fetched as one (the gap's bytes are wasted):
  * consecutive chunks of a tensor sit side by side in their commit. */
@@ -358,6 +361,37 @@ static void object_name(const tf_remote *r, const uint8_t *tail, size_t n, char 
     tf_buf_free(&id);
 }
 
+/* The object's first and last bytes, staged (the last last), always
+ * from the server: they tell what the object is now. */
+static int fetch_ends(tf_remote *r, tf_error *e)
+{
+    tf_buf head = { 0 };
+    if (tf_http_first(r->http, HEAD_WANT, &head, &r->size, e) < 0) {
+        tf_buf_free(&head);
+        return -1;
+    }
+    piece tail = { 0, head.len, head.data, 0 };
+    if (r->size > head.len) {
+        uint64_t n = r->size - head.len < TAIL_WANT ? r->size - head.len : TAIL_WANT;
+        tail = (piece){ r->size - n, n, malloc(n), 0 };
+        tf_http_range range = { tail.off, tail.len, tail.data };
+        if (!tail.data || tf_http_fetch(r->http, &range, 1, e) < 0) {
+            if (!tail.data)
+                tf_fail(e, ENOMEM, "out of memory");
+            free(tail.data);
+            tf_buf_free(&head);
+            return -1;
+        }
+        pthread_mutex_lock(&r->mu);
+        stage(r, (piece){ 0, head.len, head.data, 0 });
+        pthread_mutex_unlock(&r->mu);
+    }
+    pthread_mutex_lock(&r->mu);
+    stage(r, tail);
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
 int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
 {
     const tf_remote_opts *o;
@@ -374,23 +408,14 @@ int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
         tf_remote_close(r);
         return tf_fail(e, ENOMEM, "out of memory");
     }
-    tf_buf tail = { 0 };
-    int rc = open_http(r, url, o, e);
-    if (rc == 0)
-        rc = tf_http_tail(r->http, TAIL_WANT, &tail, &r->size, e);
+    int rc = open_http(r, url, o, e) < 0 || fetch_ends(r, e) < 0 ? -1 : 0;
     if (rc == 0 && o->cache_dir) {
+        const piece *tail = &r->staged[r->nstaged - 1];
         char name[40];
-        object_name(r, tail.data, tail.len, name);
+        object_name(r, tail->data, tail->len, name);
         if (tf_range_cache_open(o->cache_dir, name, o->cache_max, &r->cache, e) < 0)
             rc = -1;
     }
-    if (rc == 0 && tail.len) {
-        pthread_mutex_lock(&r->mu);
-        stage(r, (piece){ r->size - tail.len, tail.len, tail.data, 0 });
-        pthread_mutex_unlock(&r->mu);
-        tail = (tf_buf){ 0 };
-    }
-    tf_buf_free(&tail);
     if (rc < 0) {
         tf_remote_close(r);
         return -1;
