@@ -182,7 +182,7 @@ static size_t on_header(char *p, size_t size, size_t nitems, void *data)
     } else if (header_is(p, len, "content-range", &v)) {
         t->has_range = parse_content_range(v, len - (size_t)(v - p), t);
     } else if (header_is(p, len, "etag", &v)) {
-        while (*v == ' ' && v < p + len)
+        while (v < p + len && *v == ' ')
             v++;
         size_t k = len - (size_t)(v - p);
         if (k < sizeof t->etag) {
