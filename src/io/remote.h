@@ -18,8 +18,6 @@ typedef struct tf_remote tf_remote;
 
 /* Whether path names a remote object (http://, https://, s3://). */
 bool tf_remote_is_url(const char *path);
-/* Whether this build reads remote objects at all (libcurl). */
-bool tf_remote_supported(void);
 
 /* The settings of the objects opened from now on (copied). Until it is
  * called, those of TRAJFS_REMOTE_OPTIONS over the defaults. */

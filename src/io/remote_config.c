@@ -16,15 +16,6 @@ bool tf_remote_is_url(const char *path)
            strncmp(path, "s3://", 5) == 0;
 }
 
-bool tf_remote_supported(void)
-{
-#ifdef HAVE_LIBCURL
-    return true;
-#else
-    return false;
-#endif
-}
-
 static int copy_string(char **dst, const char *src, tf_error *e)
 {
     *dst = NULL;
