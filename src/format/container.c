@@ -10,6 +10,7 @@
 #include <zstd.h>
 
 #include "common/hash.h"
+#include "io/remote.h"
 
 static const uint8_t SUPER_MAGIC[8] = { 0x89, 'T', 'R', 'A', 'J', 'F', 'S', '\n' };
 static const uint8_t TRAILER_MAGIC[8] = { 0x89, 'T', 'R', 'J', 'E', 'N', 'D', '\n' };
@@ -19,6 +20,10 @@ static const uint8_t TRAILER_MAGIC[8] = { 0x89, 'T', 'R', 'J', 'E', 'N', 'D', '\
 #define CATALOG_LEVEL 3
 /* How far back to look for the last valid trailer, in bytes per read. */
 #define SCAN_BLOCK (1u << 20)
+/* A remote archive's trailer is fetched with this much before it, where
+ * its catalog segment lies (a few KiB on the benchmark trajectory): one
+ * request a commit on opening. */
+#define TRAILER_WINDOW ((uint64_t)16 << 10)
 
 static int sys_fail(tf_error *e, const char *what, const char *path)
 {
@@ -44,6 +49,8 @@ static int pwrite_all(int fd, const void *p, size_t len, uint64_t off, tf_error 
 
 int tf_container_pread(const tf_container *c, uint64_t off, void *buf, size_t len, tf_error *e)
 {
+    if (c->remote)
+        return tf_remote_pread(c->remote, off, buf, len, e);
     uint8_t *b = buf;
     while (len) {
         ssize_t n = pread(c->fd, b, len, (off_t)off);
@@ -58,6 +65,29 @@ int tf_container_pread(const tf_container *c, uint64_t off, void *buf, size_t le
         off += (uint64_t)n;
     }
     return 0;
+}
+
+int tf_container_pread_checked(const tf_container *c, uint64_t off, void *buf, size_t len,
+                               uint64_t hash, tf_error *e)
+{
+    if (tf_container_pread(c, off, buf, len, e) < 0)
+        return -1;
+    if (tf_hash64(buf, len) == hash)
+        return 0;
+    if (!c->remote)
+        return 1;
+    tf_remote_forget(c->remote, off, len);
+    if (tf_container_pread(c, off, buf, len, e) < 0)
+        return -1;
+    return tf_hash64(buf, len) == hash ? 0 : 1;
+}
+
+void tf_container_will_need(const tf_container *c, uint64_t off, uint64_t len)
+{
+    if (c->remote)
+        tf_remote_will_need(c->remote, off, len);
+    else if (len && off <= INT64_MAX && len <= INT64_MAX - off)
+        (void)posix_fadvise(c->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
 }
 
 static void encode_superblock(uint8_t sb[TF_SUPERBLOCK_SIZE], unsigned chunk_shift)
@@ -163,6 +193,10 @@ int tf_container_read_trailer(const tf_container *c, uint64_t off, tf_trailer *t
     uint8_t p[TF_TRAILER_SIZE];
     if (off < TF_SUPERBLOCK_SIZE || off > c->file_size || c->file_size - off < TF_TRAILER_SIZE)
         return tf_fail(e, EIO, "no trailer at %llu", (unsigned long long)off);
+    if (c->remote) {
+        uint64_t from = off - TF_SUPERBLOCK_SIZE > TRAILER_WINDOW ? off - TRAILER_WINDOW : TF_SUPERBLOCK_SIZE;
+        tf_remote_will_need(c->remote, from, off + TF_TRAILER_SIZE - from);
+    }
     if (tf_container_pread(c, off, p, sizeof p, e) < 0)
         return -1;
     if (!decode_trailer(p, off, t))
@@ -178,8 +212,8 @@ static bool valid_commit_at(const tf_container *c, uint64_t off, tf_trailer *t)
         return false;
     tf_buf seg = { 0 };
     uint8_t *p = tf_buf_reserve(&seg, t->catalog_len);
-    bool ok = p && tf_container_pread(c, t->catalog_off, p, t->catalog_len, NULL) == 0 &&
-              tf_hash64(p, t->catalog_len) == t->catalog_hash;
+    bool ok = p && tf_container_pread_checked(c, t->catalog_off, p, t->catalog_len, t->catalog_hash,
+                                              NULL) == 0;
     tf_buf_free(&seg);
     return ok;
 }
@@ -198,6 +232,8 @@ static void find_last_commit(tf_container *c)
         c->end = size;
         return;
     }
+    if (c->remote)
+        return; /* no torn tail to skip: published whole */
     uint8_t *block = malloc(SCAN_BLOCK + 8);
     if (!block)
         return;
@@ -223,9 +259,30 @@ static void find_last_commit(tf_container *c)
     free(block);
 }
 
+static int open_remote(tf_container *c, const char *url, bool writable, tf_error *e)
+{
+    if (writable)
+        return tf_fail(e, EROFS, "%s: a remote archive is read-only", url);
+    if (tf_remote_open(url, &c->remote, e) < 0)
+        return -1;
+    c->file_size = tf_remote_size(c->remote);
+    if (read_superblock(c, url, e) < 0) {
+        tf_container_close(c);
+        return -1;
+    }
+    find_last_commit(c);
+    if (!c->has_commit && c->file_size > TF_SUPERBLOCK_SIZE) {
+        tf_container_close(c);
+        return tf_fail(e, EIO, "%s: no valid commit at its end (damaged or still being written)", url);
+    }
+    return 0;
+}
+
 int tf_container_open(tf_container *c, const char *path, bool writable, tf_error *e)
 {
     *c = (tf_container){ .fd = -1, .writable = writable };
+    if (tf_remote_is_url(path))
+        return open_remote(c, path, writable, e);
     c->fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (c->fd < 0)
         return sys_fail(e, "cannot open", path);
@@ -267,6 +324,8 @@ void tf_container_close(tf_container *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
+    tf_remote_close(c->remote);
+    c->remote = NULL;
 }
 
 int tf_container_read_catalog(const tf_container *c, const tf_trailer *t, tf_buf *out, tf_error *e)
@@ -275,13 +334,14 @@ int tf_container_read_catalog(const tf_container *c, const tf_trailer *t, tf_buf
     if (!stored)
         return tf_fail(e, ENOMEM, "catalog of %llu bytes: out of memory",
                        (unsigned long long)t->catalog_len);
-    int rc = -1;
-    if (tf_container_pread(c, t->catalog_off, stored, t->catalog_len, e) < 0)
-        goto done;
-    if (tf_hash64(stored, t->catalog_len) != t->catalog_hash) {
-        tf_fail(e, EIO, "catalog of commit %llu: checksum mismatch", (unsigned long long)t->seq);
+    int rc = tf_container_pread_checked(c, t->catalog_off, stored, t->catalog_len, t->catalog_hash, e);
+    if (rc != 0) {
+        if (rc > 0)
+            tf_fail(e, EIO, "catalog of commit %llu: checksum mismatch", (unsigned long long)t->seq);
+        rc = -1;
         goto done;
     }
+    rc = -1;
     unsigned long long n = ZSTD_getFrameContentSize(stored, t->catalog_len);
     if (n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN ||
         n > (unsigned long long)t->catalog_len * CATALOG_MAX_RATIO + 4096) {

@@ -29,8 +29,11 @@ typedef struct {
     uint64_t nblobs;       /* blobs in the archive after this commit */
 } tf_trailer;
 
+struct tf_remote;
+
 typedef struct {
-    int fd;
+    int fd;                   /* -1 for a remote archive */
+    struct tf_remote *remote; /* an http(s):// or s3:// archive (read-only) */
     bool writable;
     unsigned chunk_shift;
     uint64_t end;        /* end of the last valid commit (or superblock) */
@@ -43,12 +46,24 @@ typedef struct {
 int tf_container_create(const char *path, unsigned chunk_shift, tf_error *e);
 /* Opens an archive and finds its last valid commit. writable also takes
  * the single-writer lock (flock, non-blocking: a second writer gets a
- * clear error) and cuts a torn tail off so appends follow the last commit. */
+ * clear error) and cuts a torn tail off so appends follow the last commit.
+ * A path that is a URL (io/remote.h) opens a remote archive, read-only,
+ * whose last commit must be at its very end. */
 int tf_container_open(tf_container *c, const char *path, bool writable, tf_error *e);
 void tf_container_close(tf_container *c);
 
 /* Reads exactly len bytes at off; a short file is an error. */
 int tf_container_pread(const tf_container *c, uint64_t off, void *buf, size_t len, tf_error *e);
+/* Reads exactly len bytes at off that must have the XXH3-64 hash: 0, 1
+ * when they do not (e untouched), -1 when they cannot be read. A remote
+ * archive's bytes that fail are forgotten and fetched once more first:
+ * a damaged response or cache entry is never served. */
+int tf_container_pread_checked(const tf_container *c, uint64_t off, void *buf, size_t len,
+                               uint64_t hash, tf_error *e);
+/* The bytes at [off, off + len) will be read soon (a hint): the page
+ * cache starts reading them, a remote archive fetches them with the
+ * next read that fetches. */
+void tf_container_will_need(const tf_container *c, uint64_t off, uint64_t len);
 /* Reads the trailer at off; 0 if it is valid. */
 int tf_container_read_trailer(const tf_container *c, uint64_t off, tf_trailer *t, tf_error *e);
 /* Reads and decompresses the catalog segment a trailer points to. */

@@ -4,9 +4,11 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/cpus.h"
+#include "io/remote.h"
 #include "fs/log.h"
 #include "fs/spool.h"
 
@@ -125,17 +127,29 @@ static void init_view_lock(pthread_rwlock_t *lock)
     pthread_rwlockattr_destroy(&attr);
 }
 
+/* A remote archive has no owner here: the files are the mounting
+ * user's, dated when mounted. */
+static void remote_archive_stat(struct stat *st)
+{
+    *st = (struct stat){ .st_uid = getuid(), .st_gid = getgid() };
+    clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+}
+
 int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
 {
     const char *archive = o->archive;
     *fs = (fs_state){ .direct_io = o->direct_io, .spool_dir = -1, .prefetch_bytes = o->prefetch };
+    if (tf_remote_configure(&o->remote, e) < 0)
+        return -1;
     int rc = o->rw ? open_writable(fs, o, e) : tf_archive_open(archive, false, &fs->ar, e);
     if (rc < 0) {
         if (fs->writer || fs->ar)
             close_archive(fs);
         return -1;
     }
-    if (fstat(tf_archive_container(fs->ar)->fd, &fs->archive_st) < 0) {
+    if (tf_archive_container(fs->ar)->remote)
+        remote_archive_stat(&fs->archive_st);
+    else if (fstat(tf_archive_container(fs->ar)->fd, &fs->archive_st) < 0) {
         tf_fail(e, errno, "%s: %s", archive, strerror(errno));
         goto fail;
     }

@@ -9,6 +9,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/size_arg.h"
+
 #define CACHE_MIN ((size_t)64 << 20)
 #define CACHE_MAX_DEFAULT ((size_t)4 << 30)
 /* With 4 MiB of read-ahead the kernel asks for the next chunks while the
@@ -42,9 +44,9 @@ static const struct fuse_opt trajfs_opts[] = {
     FUSE_OPT_END,
 };
 
-/* Takes -o NAME[=VALUE] when NAME is a writer setting: 0 when taken, 1
- * when it is not one (libfuse's, then), -1 after a message. threads=N is
- * the number of request threads too. */
+/* Takes -o NAME[=VALUE] when NAME is a remote archive's or a writer
+ * setting: 0 when taken, 1 when it is neither (libfuse's, then), -1
+ * after a message. threads=N is the number of request threads too. */
 static int take_writer_setting(fs_options *o, const char *arg)
 {
     char name[64];
@@ -54,7 +56,14 @@ static int take_writer_setting(fs_options *o, const char *arg)
     memcpy(name, arg, len);
     name[len] = '\0';
     tf_error e;
-    if (tf_write_opts_set(&o->write, name, arg[len] ? arg + len + 1 : NULL, &e) < 0) {
+    const char *value = arg[len] ? arg + len + 1 : NULL;
+    if (tf_remote_opts_set(&o->remote, name, value, &e) == 0)
+        return 0;
+    if (e.errnum != ENOENT) {
+        fprintf(stderr, "trajfs: -o %s: %s\n", name, e.msg);
+        return -1;
+    }
+    if (tf_write_opts_set(&o->write, name, value, &e) < 0) {
         if (e.errnum == ENOENT)
             return 1;
         fprintf(stderr, "trajfs: -o %s: %s\n", name, e.msg);
@@ -87,39 +96,6 @@ static int take_arg(void *data, const char *arg, int key, struct fuse_args *outa
     return 0;
 }
 
-/* Binary shift of a size suffix, 0 when c is none. */
-static unsigned suffix_shift(char c)
-{
-    switch (c) {
-    case 'k': case 'K': return 10;
-    case 'm': case 'M': return 20;
-    case 'g': case 'G': return 30;
-    case 't': case 'T': return 40;
-    default: return 0;
-    }
-}
-
-int fs_parse_size(const char *s, size_t *out)
-{
-    if (*s < '0' || *s > '9')
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return -1;
-    unsigned shift = suffix_shift(*end);
-    if (shift) {
-        end++;
-        if (strcasecmp(end, "iB") == 0 || strcasecmp(end, "B") == 0)
-            end += strlen(end);
-    }
-    if (*end || v > (SIZE_MAX >> shift))
-        return -1;
-    *out = (size_t)v << shift;
-    return 0;
-}
-
 size_t fs_default_cache_size(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -136,7 +112,7 @@ static int parse_size_option(const char *name, const char *arg, size_t max, size
 {
     if (!arg)
         return 0;
-    if (fs_parse_size(arg, out) < 0 || *out > max) {
+    if (tf_parse_size(arg, out) < 0 || *out > max) {
         fprintf(stderr, "trajfs: %s=%s: expected bytes up to %zuM, optionally with K, M, G or T\n",
                 name, arg, max >> 20);
         return -1;
@@ -144,11 +120,32 @@ static int parse_size_option(const char *name, const char *arg, size_t max, size
     return 0;
 }
 
+/* The daemon leaves its working directory: a relative cache_dir is
+ * taken from where trajfs was started. */
+static int absolute_cache_dir(tf_remote_opts *r)
+{
+    if (r->cache_dir[0] == '/')
+        return 0;
+    char *cwd = getcwd(NULL, 0), *abs = NULL;
+    if (!cwd || asprintf(&abs, "%s/%s", cwd, r->cache_dir) < 0) {
+        free(cwd);
+        fprintf(stderr, "trajfs: cache_dir=%s: cannot make it absolute\n", r->cache_dir);
+        return -1;
+    }
+    free(cwd);
+    free(r->cache_dir);
+    r->cache_dir = abs;
+    return 0;
+}
+
 int fs_options_parse(struct fuse_args *args, fs_options *o)
 {
     *o = (fs_options){ 0 };
     tf_write_opts_default(&o->write);
+    tf_remote_opts_default(&o->remote);
     if (fuse_opt_parse(args, o, trajfs_opts, take_arg) < 0)
+        return -1;
+    if (o->remote.cache_dir && absolute_cache_dir(&o->remote) < 0)
         return -1;
     o->cache_size = fs_default_cache_size();
     o->readahead = READAHEAD_DEFAULT;
@@ -168,6 +165,7 @@ void fs_options_free(fs_options *o)
     free(o->readahead_arg);
     free(o->prefetch_arg);
     free(o->spool_dir);
+    tf_remote_opts_free(&o->remote);
 }
 
 void fs_options_help(void)
@@ -190,6 +188,16 @@ void fs_options_help(void)
            "                           when closed (creates a missing ARCHIVE)\n"
            "    -o spool_dir=DIR       with rw: where written bytes wait for their commit\n"
            "                           (default: the archive's directory)\n"
+           "\nfor an ARCHIVE that is a URL (http://, https://, s3://BUCKET/KEY; read-only):\n"
+           "    -o cache_dir=DIR       keep fetched ranges on disk there, across mounts and\n"
+           "                           shared by processes (default: none)\n"
+           "    -o cache_max=SIZE      bound of cache_dir, all archives together (default 4G)\n"
+           "    -o timeout=SECONDS     a transfer that stalls this long fails (default 30)\n"
+           "    -o connect_timeout=SECONDS   (default 10)\n"
+           "    -o retries=N           retries of a failed fetch, with backoff (default 4)\n"
+           "    -o parallel=N          transfers at once (default 16)\n"
+           "    -o s3_endpoint=URL     S3 endpoint (default: AWS_ENDPOINT_URL, else AWS)\n"
+           "    -o s3_region=NAME      (default: AWS_REGION, AWS_DEFAULT_REGION, us-east-1)\n"
            "\nwith rw, how commits are encoded (as by trajpack create and add):\n",
            fs_default_cache_size() >> 20);
     tf_write_opts_help(stdout, TF_WRITE_OPTS_MOUNT_OPTIONS);

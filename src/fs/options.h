@@ -7,6 +7,7 @@
 
 #include <fuse3/fuse_opt.h>
 
+#include "io/remote_opts.h"
 #include "store/write_opts.h"
 
 typedef struct {
@@ -24,6 +25,8 @@ typedef struct {
     char *spool_dir;      /* -o spool_dir=DIR (rw), or NULL: the archive's */
     tf_write_opts write;  /* (rw) the writer's settings: -o threads=N,
                            * max_chain=N... (store/write_opts.h) */
+    tf_remote_opts remote; /* a remote archive's: -o cache_dir=DIR,
+                            * timeout=S... (io/remote_opts.h) */
 } fs_options;
 
 /* Takes trajfs's options and the archive out of args, leaving libfuse's
@@ -33,10 +36,6 @@ void fs_options_free(fs_options *o);
 
 /* Prints the options of fs_options_parse for --help. */
 void fs_options_help(void);
-
-/* Parses a byte count with an optional binary suffix K, M, G or T
- * (case-insensitive; an optional "B" or "iB" may follow). */
-int fs_parse_size(const char *s, size_t *out);
 
 /* Default cache_size: an eighth of physical memory, between 64 MiB and
  * 4 GiB. */

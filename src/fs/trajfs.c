@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/malloc_tune.h"
 #include "fs/fs.h"
@@ -13,6 +14,7 @@
 #include "fs/mount_helper.h"
 #include "fs/ops.h"
 #include "fs/options.h"
+#include "io/remote.h"
 
 static void usage(FILE *to)
 {
@@ -48,7 +50,9 @@ static int add_mount_options(struct fuse_args *args, const char *archive, bool r
     bool allow_other = false;
     if (fuse_opt_parse(args, &allow_other, allow_other_opt, note_allow_other) < 0)
         return -1;
-    char *abs = realpath(archive, NULL);
+    /* A URL is shown without its query: a presigned URL's is a secret. */
+    char *abs = tf_remote_is_url(archive) ? strndup(archive, strcspn(archive, "?#"))
+                                          : realpath(archive, NULL);
     char *escaped = NULL, *opts = NULL;
     int rc = fuse_opt_add_opt_escaped(&escaped, abs ? abs : archive);
     free(abs);

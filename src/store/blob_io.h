@@ -16,7 +16,8 @@
 int tf_blob_read_payload(tf_archive *ar, const tf_blob *b, tf_buf *out, tf_error *e);
 
 /* Tells the kernel that the payload of b will be read soon: it starts
- * reading it into the page cache and returns at once, so that the blobs
+ * reading it into the page cache (a remote archive: fetches it with the
+ * next read that fetches, side by side) and returns at once, so that the blobs
  * of a reference chain, scattered over as many commits, are read side by
  * side instead of one dependent read after the other. A hint: failure
  * changes nothing. */

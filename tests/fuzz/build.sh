@@ -37,7 +37,8 @@ command -v "$CLANG" > /dev/null || { echo "$0: $CLANG not found (apt-get install
 sources=$(sed -n '/^libtrajfs_a_SOURCES *=/,/[^\\]$/p' "$src/Makefile.am" |
     tr -s ' \t\\' '\n\n\n' | grep '\.c$')
 # The targets' code goes into the library too: targets share helpers.
-sources="$(printf '%s\n' $sources | sort -u) tests/fuzz/codec_input.c
+# They read no remote archive: the library without libcurl.
+sources="$(printf '%s\n' $sources | sort -u) src/io/remote_none.c tests/fuzz/codec_input.c
     $(for t in $targets; do echo "tests/fuzz/fuzz_$t.c"; done)"
 
 cflags="-std=c11 -g -O1 -fno-omit-frame-pointer -pthread

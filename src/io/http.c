@@ -1,0 +1,516 @@
+#include "io/http.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* Backoff before retry k (from 0): BACKOFF_BASE_MS << k, at most
+ * BACKOFF_MAX_MS, plus up to half as much again at random so that the
+ * readers of a mount do not retry in step. */
+#define BACKOFF_BASE_MS 100
+#define BACKOFF_MAX_MS 2000
+/* Of an error response, this much body is kept for the message (an S3
+ * error's <Code>). */
+#define ERROR_BODY_MAX 1024
+
+struct tf_http {
+    char *url;
+    tf_http_auth auth; /* owned copies */
+    char *token_header;
+    tf_http_limits lim;
+    uint64_t size;
+    char etag[TF_HTTP_ETAG_MAX];
+    CURLSH *share;                  /* connections and DNS, across threads */
+    pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+    sem_t slots;                    /* lim.parallel transfers at most */
+    atomic_uint_fast64_t requests, bytes;
+};
+
+/* One range GET and what its response said. */
+typedef struct {
+    CURL *easy;
+    struct curl_slist *headers;
+    char range[64];
+    uint8_t *dst;
+    uint64_t cap, got;
+    bool overflow;
+    CURLcode result;
+    long status;
+    bool has_range;
+    uint64_t first, last, total; /* Content-Range */
+    char etag[TF_HTTP_ETAG_MAX];
+    char error_body[ERROR_BODY_MAX + 1];
+    size_t error_len;
+    char curl_error[CURL_ERROR_SIZE];
+} transfer;
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_rc;
+
+static void global_init(void) { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static void share_lock(CURL *c, curl_lock_data d, curl_lock_access a, void *p)
+{
+    (void)c, (void)a;
+    tf_http *h = p;
+    pthread_mutex_lock(&h->share_locks[d]);
+}
+
+static void share_unlock(CURL *c, curl_lock_data d, void *p)
+{
+    (void)c;
+    tf_http *h = p;
+    pthread_mutex_unlock(&h->share_locks[d]);
+}
+
+static char *dup_or_null(const char *s, bool *fail)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *fail = true;
+    return d;
+}
+
+int tf_http_new(const char *url, const tf_http_auth *auth, const tf_http_limits *lim,
+                tf_http **out, tf_error *e)
+{
+    pthread_once(&global_once, global_init);
+    if (global_rc != CURLE_OK)
+        return tf_fail(e, EIO, "libcurl: %s", curl_easy_strerror(global_rc));
+    tf_http *h = calloc(1, sizeof *h);
+    if (!h)
+        return tf_fail(e, ENOMEM, "out of memory");
+    bool fail = false;
+    h->url = dup_or_null(url, &fail);
+    h->auth.sigv4 = dup_or_null(auth->sigv4, &fail);
+    h->auth.userpwd = dup_or_null(auth->userpwd, &fail);
+    if (auth->token && !fail && asprintf(&h->token_header, "x-amz-security-token: %s", auth->token) < 0)
+        h->token_header = NULL, fail = true;
+    h->lim = *lim;
+    if (h->lim.parallel == 0)
+        h->lim.parallel = 1;
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&h->share_locks[i], NULL);
+    sem_init(&h->slots, 0, h->lim.parallel);
+    h->share = fail ? NULL : curl_share_init();
+    if (!h->share) {
+        tf_http_free(h);
+        return tf_fail(e, ENOMEM, "out of memory");
+    }
+    curl_share_setopt(h->share, CURLSHOPT_LOCKFUNC, share_lock);
+    curl_share_setopt(h->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    curl_share_setopt(h->share, CURLSHOPT_USERDATA, h);
+    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+    *out = h;
+    return 0;
+}
+
+void tf_http_free(tf_http *h)
+{
+    if (!h)
+        return;
+    if (h->share)
+        curl_share_cleanup(h->share);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_destroy(&h->share_locks[i]);
+    sem_destroy(&h->slots);
+    free(h->url);
+    free((char *)h->auth.sigv4);
+    free((char *)h->auth.userpwd);
+    free(h->token_header);
+    free(h);
+}
+
+const char *tf_http_etag(const tf_http *h) { return h->etag; }
+
+void tf_http_counters(const tf_http *h, uint64_t *requests, uint64_t *bytes)
+{
+    *requests = atomic_load(&((tf_http *)h)->requests);
+    *bytes = atomic_load(&((tf_http *)h)->bytes);
+}
+
+/* ---- one transfer ---- */
+
+static bool header_is(const char *line, size_t n, const char *name, const char **value)
+{
+    size_t k = strlen(name);
+    if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':')
+        return false;
+    *value = line + k + 1;
+    return true;
+}
+
+/* "bytes FIRST-LAST/TOTAL" */
+static bool parse_content_range(const char *v, size_t n, transfer *t)
+{
+    char s[128];
+    if (n >= sizeof s)
+        return false;
+    memcpy(s, v, n);
+    s[n] = '\0';
+    unsigned long long a, b, c;
+    int used = 0;
+    if (sscanf(s, " bytes %20llu-%20llu/%20llu%n", &a, &b, &c, &used) != 3 || a > b || b >= c)
+        return false;
+    t->first = a, t->last = b, t->total = c;
+    return true;
+}
+
+static size_t on_header(char *p, size_t size, size_t nitems, void *data)
+{
+    transfer *t = data;
+    size_t n = size * nitems, len = n;
+    while (len && (p[len - 1] == '\r' || p[len - 1] == '\n'))
+        len--;
+    const char *v;
+    if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+        /* A new response (after a 100 Continue, say): forget the last. */
+        t->has_range = false;
+        t->etag[0] = '\0';
+    } else if (header_is(p, len, "content-range", &v)) {
+        t->has_range = parse_content_range(v, len - (size_t)(v - p), t);
+    } else if (header_is(p, len, "etag", &v)) {
+        while (v < p + len && *v == ' ')
+            v++;
+        size_t k = len - (size_t)(v - p);
+        if (k < sizeof t->etag) {
+            memcpy(t->etag, v, k);
+            t->etag[k] = '\0';
+        }
+    }
+    return n;
+}
+
+static size_t on_body(char *p, size_t size, size_t nitems, void *data)
+{
+    transfer *t = data;
+    size_t n = size * nitems;
+    long status = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status != 200 && status != 206) {
+        size_t k = ERROR_BODY_MAX - t->error_len < n ? ERROR_BODY_MAX - t->error_len : n;
+        memcpy(t->error_body + t->error_len, p, k);
+        t->error_len += k;
+        t->error_body[t->error_len] = '\0';
+        return n;
+    }
+    if (n > t->cap - t->got) {
+        t->overflow = true;
+        return 0; /* aborts the transfer */
+    }
+    memcpy(t->dst + t->got, p, n);
+    t->got += n;
+    return n;
+}
+
+static int transfer_setup(tf_http *h, transfer *t)
+{
+    t->easy = curl_easy_init();
+    if (!t->easy)
+        return -1;
+    CURL *c = t->easy;
+    curl_easy_setopt(c, CURLOPT_URL, h->url);
+    curl_easy_setopt(c, CURLOPT_SHARE, h->share);
+    curl_easy_setopt(c, CURLOPT_RANGE, t->range);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)h->lim.connect_timeout_ms);
+    /* A stall, not a slow link, is a timeout: less than 1 byte/s for
+     * that long. */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)((h->lim.stall_timeout_ms + 999) / 1000));
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, t);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, t->curl_error);
+    curl_easy_setopt(c, CURLOPT_PRIVATE, t);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "trajfs/" PACKAGE_VERSION);
+    if (h->auth.sigv4) {
+        curl_easy_setopt(c, CURLOPT_AWS_SIGV4, h->auth.sigv4);
+        curl_easy_setopt(c, CURLOPT_USERPWD, h->auth.userpwd);
+        /* S3 wants the payload's hash among the signed headers; a GET
+         * has none. */
+        t->headers = curl_slist_append(NULL, "x-amz-content-sha256: "
+                                             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        if (!t->headers)
+            return -1;
+        if (h->token_header) {
+            struct curl_slist *more = curl_slist_append(t->headers, h->token_header);
+            if (!more)
+                return -1;
+            t->headers = more;
+        }
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, t->headers);
+    }
+    return 0;
+}
+
+static void transfer_cleanup(transfer *t)
+{
+    if (t->easy)
+        curl_easy_cleanup(t->easy);
+    curl_slist_free_all(t->headers);
+    t->easy = NULL;
+    t->headers = NULL;
+}
+
+/* Runs the n transfers, as many at once as free slots allow (at least
+ * one: waiting for the first slot, taking more only when free, so that
+ * two callers cannot each hold some and wait for the other's). */
+static void run_all(tf_http *h, transfer *t, size_t n)
+{
+    while (sem_wait(&h->slots) < 0)
+        ;
+    size_t slots = 1;
+    while (slots < n && sem_trywait(&h->slots) == 0)
+        slots++;
+    CURLM *m = curl_multi_init();
+    size_t next = 0, active = 0;
+    if (!m) {
+        for (size_t i = 0; i < n; i++)
+            t[i].result = CURLE_OUT_OF_MEMORY;
+        next = n;
+    }
+    for (; next < n && active < slots; next++, active++)
+        curl_multi_add_handle(m, t[next].easy);
+    while (active) {
+        int running;
+        curl_multi_perform(m, &running);
+        CURLMsg *msg;
+        int queued;
+        while ((msg = curl_multi_info_read(m, &queued))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            transfer *done;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&done);
+            done->result = msg->data.result;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &done->status);
+            curl_multi_remove_handle(m, msg->easy_handle);
+            active--;
+            if (next < n) {
+                curl_multi_add_handle(m, t[next++].easy);
+                active++;
+            }
+        }
+        if (active)
+            curl_multi_poll(m, NULL, 0, 100, NULL);
+    }
+    if (m)
+        curl_multi_cleanup(m);
+    for (size_t i = 0; i < slots; i++)
+        sem_post(&h->slots);
+}
+
+typedef enum { DONE, RETRY, FATAL } verdict;
+
+static bool curl_error_passes(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_WEIRD_SERVER_REPLY:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The <Code> of an S3 error body, or "". */
+static void s3_error_code(const transfer *t, char *out, size_t cap)
+{
+    out[0] = '\0';
+    const char *a = strstr(t->error_body, "<Code>");
+    const char *b = a ? strstr(a, "</Code>") : NULL;
+    if (b && (size_t)(b - a - 6) < cap - 3)
+        snprintf(out, cap, " (%.*s)", (int)(b - a - 6), a + 6);
+}
+
+/* Judges a finished transfer for the range [off, off + len) of an object
+ * of `size` bytes (size 0: not yet known, the tail request). */
+static verdict judge(const tf_http *h, const transfer *t, uint64_t off, uint64_t len,
+                     char *why, size_t cap)
+{
+    if (t->overflow) {
+        snprintf(why, cap, "the server sent more bytes than asked for (does it serve byte ranges?)");
+        return FATAL;
+    }
+    if (t->result != CURLE_OK) {
+        snprintf(why, cap, "%s", t->curl_error[0] ? t->curl_error : curl_easy_strerror(t->result));
+        return curl_error_passes(t->result) ? RETRY : FATAL;
+    }
+    if (t->status == 429 || t->status == 408 || (t->status >= 500 && t->status <= 599)) {
+        snprintf(why, cap, "HTTP status %ld", t->status);
+        return RETRY;
+    }
+    if (t->status != 206) {
+        char code[96];
+        s3_error_code(t, code, sizeof code);
+        if (t->status == 200)
+            snprintf(why, cap, "the server answered a range request with the whole object");
+        else
+            snprintf(why, cap, "HTTP status %ld%s", t->status, code);
+        return FATAL;
+    }
+    if (h->size && ((t->has_range && t->total != h->size) || (h->etag[0] && t->etag[0] && strcmp(h->etag, t->etag)))) {
+        snprintf(why, cap, "the object changed since it was opened (size or ETag differ)");
+        return FATAL;
+    }
+    if (!t->has_range || t->first != off || (len && t->last - t->first + 1 != len) ||
+        t->got != t->last - t->first + 1) {
+        snprintf(why, cap, "response of %" PRIu64 " bytes does not match the range asked for", t->got);
+        return RETRY;
+    }
+    return DONE;
+}
+
+/* A server may answer a first range longer than the object with the
+ * whole object (200): the same as a 206 of all of it. */
+static void whole_as_first(transfer *t)
+{
+    if (t->result == CURLE_OK && !t->overflow && t->status == 200 && t->got > 0) {
+        t->status = 206;
+        t->has_range = true;
+        t->first = 0, t->last = t->got - 1, t->total = t->got;
+    }
+}
+
+static void backoff(unsigned attempt)
+{
+    unsigned ms = attempt < 8 ? BACKOFF_BASE_MS << attempt : BACKOFF_MAX_MS;
+    if (ms > BACKOFF_MAX_MS)
+        ms = BACKOFF_MAX_MS;
+    ms += (unsigned)rand() % (ms / 2 + 1);
+    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) < 0)
+        ;
+}
+
+/* Runs n transfers of the ranges (off[i], len[i]) into dst[i] (cap[i]
+ * bytes), retrying those whose fault passes; len 0 is the first request,
+ * for the first cap bytes or fewer if the object is smaller. */
+static int fetch_ranges(tf_http *h, transfer *t, const uint64_t *off, const uint64_t *len,
+                        uint8_t *const *dst, const uint64_t *cap, size_t n, tf_error *e)
+{
+    bool *done = calloc(n, sizeof *done);
+    size_t *todo = malloc(n * sizeof *todo);
+    transfer *batch = calloc(n, sizeof *batch);
+    if (!done || !todo || !batch) {
+        free(done), free(todo), free(batch);
+        return tf_fail(e, ENOMEM, "out of memory");
+    }
+    int rc = 0;
+    char why[256] = "";
+    for (unsigned attempt = 0;; attempt++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!done[i])
+                todo[k++] = i;
+        if (k == 0)
+            break;
+        if (attempt > 0) {
+            if (attempt > h->lim.retries) {
+                rc = tf_fail(e, EIO, "%s: %s (gave up after %u attempts)", h->url, why, attempt);
+                break;
+            }
+            backoff(attempt - 1);
+        }
+        bool oom = false;
+        for (size_t j = 0; j < k; j++) {
+            size_t i = todo[j];
+            transfer *x = &batch[j];
+            *x = (transfer){ .dst = dst[i], .cap = cap[i] };
+            if (len[i])
+                snprintf(x->range, sizeof x->range, "%" PRIu64 "-%" PRIu64, off[i], off[i] + len[i] - 1);
+            else
+                snprintf(x->range, sizeof x->range, "0-%" PRIu64, cap[i] - 1);
+            if (transfer_setup(h, x) < 0)
+                oom = true;
+        }
+        if (!oom)
+            run_all(h, batch, k);
+        bool fatal = oom;
+        if (oom)
+            snprintf(why, sizeof why, "out of memory");
+        for (size_t j = 0; j < k; j++) {
+            transfer *x = &batch[j];
+            if (!oom) {
+                atomic_fetch_add(&h->requests, 1);
+                atomic_fetch_add(&h->bytes, x->got);
+                if (len[todo[j]] == 0)
+                    whole_as_first(x);
+                char one[256];
+                verdict v = judge(h, x, off[todo[j]], len[todo[j]], one, sizeof one);
+                if (v == DONE)
+                    done[todo[j]] = true;
+                else if (!fatal) {
+                    memcpy(why, one, sizeof why);
+                    fatal = v == FATAL;
+                }
+                if (len[todo[j]] == 0 && v == DONE)
+                    t[todo[j]] = *x; /* the first response, for its caller */
+            }
+            transfer_cleanup(x);
+        }
+        if (fatal) {
+            rc = tf_fail(e, EIO, "%s: %s", h->url, why);
+            break;
+        }
+    }
+    free(done), free(todo), free(batch);
+    return rc;
+}
+
+int tf_http_first(tf_http *h, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e)
+{
+    out->len = 0;
+    uint8_t *p = tf_buf_reserve(out, want);
+    if (!p)
+        return tf_fail(e, ENOMEM, "out of memory");
+    transfer t = { 0 };
+    uint64_t off = 0, len = 0;
+    if (fetch_ranges(h, &t, &off, &len, &p, &want, 1, e) < 0)
+        return -1;
+    h->size = t.total;
+    memcpy(h->etag, t.etag, sizeof h->etag);
+    *size = t.total;
+    tf_buf_commit(out, t.got);
+    return 0;
+}
+
+int tf_http_fetch(tf_http *h, tf_http_range *r, size_t n, tf_error *e)
+{
+    uint64_t *off = malloc(n * sizeof *off), *len = malloc(n * sizeof *len);
+    uint8_t **dst = malloc(n * sizeof *dst);
+    int rc = off && len && dst ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (r[i].len == 0 || r[i].off > h->size || r[i].len > h->size - r[i].off)
+            rc = tf_fail(e, EIO, "%s: range %" PRIu64 "+%" PRIu64 " lies outside the object",
+                         h->url, r[i].off, r[i].len);
+        off[i] = r[i].off, len[i] = r[i].len, dst[i] = r[i].buf;
+    }
+    if (rc == 0)
+        rc = fetch_ranges(h, NULL, off, len, dst, len, n, e);
+    free(off), free(len), free(dst);
+    return rc;
+}

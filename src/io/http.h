@@ -1,0 +1,59 @@
+/* Byte ranges of one object behind an HTTP(S) URL, with libcurl: exact
+ * range GETs, run side by side through a bounded number of parallel
+ * transfers, with bounded retries and backoff for the faults that pass
+ * (timeouts, resets, 5xx, throttling). Every response is untrusted: its
+ * status, Content-Range, length and ETag must be what was asked for, or
+ * the range fails (EIO) and nothing of it is used. */
+#ifndef TRAJFS_IO_HTTP_H
+#define TRAJFS_IO_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+
+#define TF_HTTP_ETAG_MAX 128
+
+typedef struct tf_http tf_http;
+
+typedef struct {
+    unsigned stall_timeout_ms;   /* a transfer with no byte for this long fails */
+    unsigned connect_timeout_ms;
+    unsigned retries;            /* attempts after the first */
+    unsigned parallel;           /* transfers at once, all callers together */
+} tf_http_limits;
+
+/* Request signing (AWS SigV4, by libcurl); all NULL: anonymous. */
+typedef struct {
+    const char *sigv4;   /* "aws:amz:REGION:s3" */
+    const char *userpwd; /* "KEY_ID:SECRET" */
+    const char *token;   /* session token, or NULL */
+} tf_http_auth;
+
+typedef struct {
+    uint64_t off;
+    uint64_t len; /* > 0 */
+    uint8_t *buf; /* len bytes */
+} tf_http_range;
+
+int tf_http_new(const char *url, const tf_http_auth *auth, const tf_http_limits *lim,
+                tf_http **out, tf_error *e);
+void tf_http_free(tf_http *h);
+
+/* The first request: the first `want` bytes of the object (all of it
+ * when smaller) into out; learns the object's size and ETag ("" when it
+ * has none), which every later range must then match. (Not a suffix
+ * range: not every S3-compatible server serves those right.) */
+int tf_http_first(tf_http *h, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e);
+const char *tf_http_etag(const tf_http *h);
+
+/* Fetches each of the n ranges exactly (all within the size). 0 when all
+ * arrived; -1 (EIO) when one still failed after the retries, or at once
+ * for a fault that a retry cannot mend (4xx, a changed object). */
+int tf_http_fetch(tf_http *h, tf_http_range *r, size_t n, tf_error *e);
+
+/* Requests sent (retries included) and body bytes received so far. */
+void tf_http_counters(const tf_http *h, uint64_t *requests, uint64_t *bytes);
+
+#endif

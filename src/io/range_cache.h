@@ -1,0 +1,32 @@
+/* A disk cache of byte ranges fetched from remote objects, kept across
+ * mounts and shared by processes: one file per range under
+ * DIR/OBJECT/, OBJECT naming the object's identity (its URL, size, ETag
+ * and last trailer), so that a changed object never meets the entries
+ * of the old one. Each entry carries the XXH3-64 of its bytes, checked
+ * on every hit: a damaged entry is removed and reported missing, never
+ * served. Files appear by rename, whole; the entries of all objects
+ * together are kept under a byte bound, the least recently used removed
+ * first. Every operation is best effort: a cache that cannot be written
+ * only costs fetches. */
+#ifndef TRAJFS_IO_RANGE_CACHE_H
+#define TRAJFS_IO_RANGE_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+typedef struct tf_range_cache tf_range_cache;
+
+int tf_range_cache_open(const char *dir, const char *object, uint64_t max_bytes,
+                        tf_range_cache **out, tf_error *e);
+void tf_range_cache_close(tf_range_cache *c);
+
+/* Copies the entry of exactly [off, off + len) into buf: false when
+ * there is none or it is damaged. */
+bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf);
+void tf_range_cache_put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf);
+/* Removes the entries that overlap [off, off + len). */
+void tf_range_cache_drop(tf_range_cache *c, uint64_t off, uint64_t len);
+
+#endif

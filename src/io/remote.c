@@ -1,0 +1,450 @@
+#include "io/remote.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/hash.h"
+#include "io/http.h"
+#include "io/range_cache.h"
+#include "io/remote_config.h"
+#include "io/s3.h"
+
+/* Opening fetches this much of the start (the superblock; the size and
+ * identity come with it), then this much of the end: the last trailer
+ * and its catalog segment (a few KiB a commit on the benchmark
+ * trajectory). */
+#define HEAD_WANT ((uint64_t)4 << 10)
+#define TAIL_WANT ((uint64_t)64 << 10)
+/* Ranges this close are fetched as one (the gap's bytes are wasted):
+ * consecutive chunks of a tensor sit side by side in their commit. */
+#define MERGE_GAP 4096
+/* One fetch at most this long, so that a long run still goes side by
+ * side. */
+#define MERGE_MAX ((uint64_t)16 << 20)
+/* Fetched ranges not yet read are kept up to this many bytes (the
+ * oldest dropped first: read later, they are fetched again). */
+#define STAGED_MAX ((uint64_t)256 << 20)
+#define PENDING_MAX 4096
+
+typedef struct {
+    uint64_t off, len;
+} span;
+
+typedef struct {
+    uint64_t off, len;
+    uint8_t *data;
+    uint64_t age;
+} piece;
+
+struct tf_remote {
+    char *name; /* for messages: the URL without its query (a presigned
+                 * URL's signature stays out of logs) */
+    tf_http *http;
+    tf_range_cache *cache;
+    uint64_t size;
+    pthread_mutex_t mu;
+    pthread_cond_t landed; /* a fetch finished */
+    piece *staged;
+    size_t nstaged, cap_staged;
+    uint64_t staged_bytes, clock;
+    span *pending, *inflight;
+    size_t npending, ninflight, cap_inflight;
+    bool print_counters;
+};
+
+static bool contains(uint64_t off, uint64_t len, uint64_t o, uint64_t l)
+{
+    return o >= off && l <= len && o - off <= len - l;
+}
+
+/* ---- staged pieces, pending hints, fetches in flight (under mu) ---- */
+
+static void unstage(tf_remote *r, size_t i)
+{
+    r->staged_bytes -= r->staged[i].len;
+    free(r->staged[i].data);
+    r->staged[i] = r->staged[--r->nstaged];
+}
+
+/* Keeps p (taking its data), dropping the oldest beyond STAGED_MAX. */
+static void stage(tf_remote *r, piece p)
+{
+    if (r->nstaged == r->cap_staged) {
+        size_t cap = r->cap_staged ? r->cap_staged * 2 : 64;
+        piece *more = realloc(r->staged, cap * sizeof *more);
+        if (!more) {
+            free(p.data);
+            return;
+        }
+        r->staged = more;
+        r->cap_staged = cap;
+    }
+    p.age = r->clock++;
+    r->staged[r->nstaged++] = p;
+    r->staged_bytes += p.len;
+    while (r->staged_bytes > STAGED_MAX && r->nstaged > 1) {
+        size_t oldest = 0;
+        for (size_t i = 1; i < r->nstaged; i++)
+            if (r->staged[i].age < r->staged[oldest].age)
+                oldest = i;
+        unstage(r, oldest);
+    }
+}
+
+/* Copies [off, off + len) from a staged piece that holds it; a piece
+ * read whole is done with (a blob is read once: the reader caches what
+ * it decodes). */
+static bool take_staged(tf_remote *r, uint64_t off, uint64_t len, void *buf)
+{
+    for (size_t i = 0; i < r->nstaged; i++) {
+        piece *p = &r->staged[i];
+        if (contains(p->off, p->len, off, len)) {
+            memcpy(buf, p->data + (off - p->off), len);
+            if (p->off == off && p->len == len)
+                unstage(r, i);
+            else
+                p->age = r->clock++;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool covered(const span *s, size_t n, uint64_t off, uint64_t len)
+{
+    for (size_t i = 0; i < n; i++)
+        if (contains(s[i].off, s[i].len, off, len))
+            return true;
+    return false;
+}
+
+static bool is_staged(const tf_remote *r, uint64_t off, uint64_t len)
+{
+    for (size_t i = 0; i < r->nstaged; i++)
+        if (contains(r->staged[i].off, r->staged[i].len, off, len))
+            return true;
+    return false;
+}
+
+void tf_remote_will_need(tf_remote *r, uint64_t off, uint64_t len)
+{
+    if (len == 0 || off > r->size || len > r->size - off)
+        return;
+    pthread_mutex_lock(&r->mu);
+    if (r->npending < PENDING_MAX && !covered(r->pending, r->npending, off, len) &&
+        !covered(r->inflight, r->ninflight, off, len) && !is_staged(r, off, len))
+        r->pending[r->npending++] = (span){ off, len };
+    pthread_mutex_unlock(&r->mu);
+}
+
+static int mark_inflight(tf_remote *r, const span *s, size_t n)
+{
+    if (r->ninflight + n > r->cap_inflight) {
+        size_t cap = (r->ninflight + n) * 2;
+        span *more = realloc(r->inflight, cap * sizeof *more);
+        if (!more)
+            return -1;
+        r->inflight = more;
+        r->cap_inflight = cap;
+    }
+    memcpy(r->inflight + r->ninflight, s, n * sizeof *s);
+    r->ninflight += n;
+    return 0;
+}
+
+static void unmark_inflight(tf_remote *r, const span *s, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; i < r->ninflight; i++)
+            if (r->inflight[i].off == s[k].off && r->inflight[i].len == s[k].len) {
+                r->inflight[i] = r->inflight[--r->ninflight];
+                break;
+            }
+}
+
+/* ---- one read that must fetch ---- */
+
+static int by_offset(const void *a, const void *b)
+{
+    const piece *x = a, *y = b;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+/* Fetches the pieces marked missing (data allocated, not yet filled),
+ * merged into spans, all side by side; fills them and puts them in the
+ * disk cache. */
+static int fetch_pieces(tf_remote *r, piece *p, const bool *have, size_t n, tf_error *e)
+{
+    span *spans = malloc(n * sizeof *spans);
+    tf_http_range *ranges = calloc(n, sizeof *ranges);
+    size_t *first = malloc(n * sizeof *first); /* of each span: its first piece */
+    int rc = spans && ranges && first ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    size_t ns = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (have[i])
+            continue;
+        span *last = ns ? &spans[ns - 1] : NULL;
+        uint64_t end = p[i].off + p[i].len;
+        if (last && p[i].off <= last->off + last->len + MERGE_GAP && end - last->off <= MERGE_MAX) {
+            if (end > last->off + last->len)
+                last->len = end - last->off;
+        } else {
+            first[ns] = i;
+            spans[ns++] = (span){ p[i].off, p[i].len };
+        }
+    }
+    for (size_t k = 0; rc == 0 && k < ns; k++) {
+        ranges[k] = (tf_http_range){ spans[k].off, spans[k].len, malloc(spans[k].len) };
+        if (!ranges[k].buf)
+            rc = tf_fail(e, ENOMEM, "out of memory for %" PRIu64 " bytes", spans[k].len);
+    }
+    if (rc == 0) {
+        rc = tf_http_fetch(r->http, ranges, ns, e);
+        for (size_t k = 0; rc == 0 && k < ns; k++)
+            for (size_t i = first[k]; i < n && p[i].off < spans[k].off + spans[k].len; i++) {
+                if (have[i])
+                    continue;
+                memcpy(p[i].data, ranges[k].buf + (p[i].off - spans[k].off), p[i].len);
+                if (r->cache)
+                    tf_range_cache_put(r->cache, p[i].off, p[i].len, p[i].data);
+            }
+    }
+    for (size_t k = 0; ranges && k < ns; k++)
+        free(ranges[k].buf);
+    free(spans), free(ranges), free(first);
+    return rc;
+}
+
+/* Takes the pending hints and [off, off + len) (unless a hint holds
+ * it); serves what the disk cache has, fetches the rest together;
+ * copies the read into buf and stages the others. Returns with the
+ * fetch's spans no longer in flight, waiters woken. */
+static int fetch_for_read(tf_remote *r, uint64_t off, size_t len, void *buf, span *hints, size_t nh,
+                          tf_error *e)
+{
+    bool read_in_hint = covered(hints, nh, off, len);
+    size_t n = nh + !read_in_hint;
+    piece *p = calloc(n, sizeof *p);
+    bool *have = calloc(n, sizeof *have);
+    int rc = p && have ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        span s = i < nh ? hints[i] : (span){ off, len };
+        p[i] = (piece){ s.off, s.len, malloc(s.len ? s.len : 1), 0 };
+        if (!p[i].data)
+            rc = tf_fail(e, ENOMEM, "out of memory for %" PRIu64 " bytes", s.len);
+    }
+    if (rc == 0) {
+        qsort(p, n, sizeof *p, by_offset);
+        bool missing = false;
+        for (size_t i = 0; i < n; i++) {
+            have[i] = r->cache && tf_range_cache_get(r->cache, p[i].off, p[i].len, p[i].data);
+            missing |= !have[i];
+        }
+        if (missing)
+            rc = fetch_pieces(r, p, have, n, e);
+    }
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; p && i < n; i++) {
+        bool is_read = p[i].off == off && p[i].len == len;
+        if (rc == 0 && (is_read || (read_in_hint && contains(p[i].off, p[i].len, off, len)))) {
+            memcpy(buf, p[i].data + (off - p[i].off), len);
+            read_in_hint = false; /* copied once */
+        }
+        if (rc == 0 && !is_read)
+            stage(r, p[i]);
+        else
+            free(p[i].data);
+    }
+    pthread_mutex_unlock(&r->mu);
+    free(p), free(have);
+    return rc;
+}
+
+int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error *e)
+{
+    if (len == 0)
+        return 0;
+    if (off > r->size || len > r->size - off)
+        return tf_fail(e, EIO, "%s: read of %zu bytes at %" PRIu64 " beyond its %" PRIu64 " bytes",
+                       r->name, len, off, r->size);
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        if (take_staged(r, off, len, buf)) {
+            pthread_mutex_unlock(&r->mu);
+            return 0;
+        }
+        if (!covered(r->inflight, r->ninflight, off, len))
+            break;
+        pthread_cond_wait(&r->landed, &r->mu); /* another read fetches it */
+    }
+    span *hints = NULL;
+    size_t nh = 0;
+    if (r->npending) {
+        hints = malloc(r->npending * sizeof *hints);
+        for (size_t i = 0; hints && i < r->npending; i++)
+            if (!covered(r->inflight, r->ninflight, r->pending[i].off, r->pending[i].len) &&
+                !is_staged(r, r->pending[i].off, r->pending[i].len))
+                hints[nh++] = r->pending[i];
+        r->npending = 0;
+    }
+    /* The read and its hints are in flight from here, so that a second
+     * read of one of them waits instead of fetching it again. */
+    span self = { off, len };
+    bool marked = mark_inflight(r, &self, 1) == 0;
+    bool hints_marked = nh && mark_inflight(r, hints, nh) == 0;
+    pthread_mutex_unlock(&r->mu);
+    int rc = fetch_for_read(r, off, len, buf, hints, nh, e);
+    pthread_mutex_lock(&r->mu);
+    if (marked)
+        unmark_inflight(r, &self, 1);
+    if (hints_marked)
+        unmark_inflight(r, hints, nh);
+    pthread_cond_broadcast(&r->landed);
+    pthread_mutex_unlock(&r->mu);
+    free(hints);
+    return rc;
+}
+
+void tf_remote_forget(tf_remote *r, uint64_t off, uint64_t len)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = r->nstaged; i-- > 0;)
+        if (r->staged[i].off < off + len && off < r->staged[i].off + r->staged[i].len)
+            unstage(r, i);
+    pthread_mutex_unlock(&r->mu);
+    if (r->cache)
+        tf_range_cache_drop(r->cache, off, len);
+}
+
+/* ---- open, close ---- */
+
+/* The URL for messages and for the cache's name of the object: without
+ * the query, which for a presigned URL is a credential that changes. */
+static char *without_query(const char *url)
+{
+    return strndup(url, strcspn(url, "?#"));
+}
+
+static int open_http(tf_remote *r, const char *url, const tf_remote_opts *o, tf_error *e)
+{
+    tf_http_limits lim = { o->timeout_ms, o->connect_timeout_ms, o->retries, o->parallel };
+    if (!tf_s3_is_url(url))
+        return tf_http_new(url, &(tf_http_auth){ 0 }, &lim, &r->http, e);
+    tf_s3_request req;
+    if (tf_s3_resolve(url, o->s3_endpoint, o->s3_region, &req, e) < 0)
+        return -1;
+    tf_http_auth auth = { req.sigv4, req.userpwd, req.token };
+    int rc = tf_http_new(req.url, &auth, &lim, &r->http, e);
+    tf_s3_request_free(&req);
+    return rc;
+}
+
+/* The cache's name of the object: its URL, size, ETag and last 64
+ * bytes (its last trailer, with that trailer's checksum), so that a
+ * replaced or grown object, with or without an ETag, is another. */
+static void object_name(const tf_remote *r, const uint8_t *tail, size_t n, char out[40])
+{
+    tf_buf id = { 0 };
+    const char *etag = tf_http_etag(r->http);
+    uint8_t size[8];
+    tf_le64_put(size, r->size);
+    size_t last = n < 64 ? n : 64;
+    bool ok = tf_buf_put(&id, r->name, strlen(r->name) + 1) == 0 && tf_buf_put(&id, size, 8) == 0 &&
+              tf_buf_put(&id, etag, strlen(etag) + 1) == 0 && tf_buf_put(&id, tail + n - last, last) == 0;
+    snprintf(out, 40, "%016" PRIx64 "%016" PRIx64, ok ? tf_hash64(id.data, id.len) : 0,
+             ok ? tf_hash64(tail + n - last, last) : 0);
+    tf_buf_free(&id);
+}
+
+/* The object's first and last bytes, staged (the last last), always
+ * from the server: they tell what the object is now. */
+static int fetch_ends(tf_remote *r, tf_error *e)
+{
+    tf_buf head = { 0 };
+    if (tf_http_first(r->http, HEAD_WANT, &head, &r->size, e) < 0) {
+        tf_buf_free(&head);
+        return -1;
+    }
+    piece tail = { 0, head.len, head.data, 0 };
+    if (r->size > head.len) {
+        uint64_t n = r->size - head.len < TAIL_WANT ? r->size - head.len : TAIL_WANT;
+        tail = (piece){ r->size - n, n, malloc(n), 0 };
+        tf_http_range range = { tail.off, tail.len, tail.data };
+        if (!tail.data || tf_http_fetch(r->http, &range, 1, e) < 0) {
+            if (!tail.data)
+                tf_fail(e, ENOMEM, "out of memory");
+            free(tail.data);
+            tf_buf_free(&head);
+            return -1;
+        }
+        pthread_mutex_lock(&r->mu);
+        stage(r, (piece){ 0, head.len, head.data, 0 });
+        pthread_mutex_unlock(&r->mu);
+    }
+    pthread_mutex_lock(&r->mu);
+    stage(r, tail);
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
+{
+    const tf_remote_opts *o;
+    if (tf_remote_settings(&o, e) < 0)
+        return -1;
+    tf_remote *r = calloc(1, sizeof *r);
+    if (!r)
+        return tf_fail(e, ENOMEM, "out of memory");
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->landed, NULL);
+    r->print_counters = getenv("TRAJFS_REMOTE_STATS") != NULL;
+    r->pending = malloc(PENDING_MAX * sizeof *r->pending);
+    if (!(r->name = without_query(url)) || !r->pending) {
+        tf_remote_close(r);
+        return tf_fail(e, ENOMEM, "out of memory");
+    }
+    int rc = open_http(r, url, o, e) < 0 || fetch_ends(r, e) < 0 ? -1 : 0;
+    if (rc == 0 && o->cache_dir) {
+        const piece *tail = &r->staged[r->nstaged - 1];
+        char name[40];
+        object_name(r, tail->data, tail->len, name);
+        if (tf_range_cache_open(o->cache_dir, name, o->cache_max, &r->cache, e) < 0)
+            rc = -1;
+    }
+    if (rc < 0) {
+        tf_remote_close(r);
+        return -1;
+    }
+    *out = r;
+    return 0;
+}
+
+void tf_remote_close(tf_remote *r)
+{
+    if (!r)
+        return;
+    if (r->print_counters && r->http) {
+        uint64_t requests, bytes;
+        tf_http_counters(r->http, &requests, &bytes);
+        fprintf(stderr, "trajfs: %s: %" PRIu64 " requests, %" PRIu64 " bytes fetched\n", r->name,
+                requests, bytes);
+    }
+    while (r->nstaged)
+        unstage(r, r->nstaged - 1);
+    free(r->staged);
+    free(r->pending);
+    free(r->inflight);
+    tf_range_cache_close(r->cache);
+    tf_http_free(r->http);
+    pthread_cond_destroy(&r->landed);
+    pthread_mutex_destroy(&r->mu);
+    free(r->name);
+    free(r);
+}
+
+uint64_t tf_remote_size(const tf_remote *r) { return r->size; }

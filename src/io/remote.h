@@ -1,0 +1,42 @@
+/* A remote archive, read-only: an http://, https:// or s3:// object read
+ * by byte range. Reads are served from what was fetched and not read
+ * yet, then from the disk cache (cache_dir), then fetched: the ranges
+ * hinted with tf_remote_will_need (a reference chain's blobs, the
+ * prefetcher's chunks) go with the read that needs the first of them,
+ * merged where they touch and fetched side by side. Thread-safe. */
+#ifndef TRAJFS_IO_REMOTE_H
+#define TRAJFS_IO_REMOTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "io/remote_opts.h"
+
+typedef struct tf_remote tf_remote;
+
+/* Whether path names a remote object (http://, https://, s3://). */
+bool tf_remote_is_url(const char *path);
+
+/* The settings of the objects opened from now on (copied). Until it is
+ * called, those of TRAJFS_REMOTE_OPTIONS over the defaults. */
+int tf_remote_configure(const tf_remote_opts *o, tf_error *e);
+
+/* Opens url with one request, for its last bytes, which also tells its
+ * size and identity. */
+int tf_remote_open(const char *url, tf_remote **out, tf_error *e);
+void tf_remote_close(tf_remote *r);
+uint64_t tf_remote_size(const tf_remote *r);
+
+/* Reads exactly [off, off + len); EIO when it cannot be had. */
+int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error *e);
+/* [off, off + len) will be read soon: it is fetched with the next read
+ * that must fetch. A hint: changes nothing visible. */
+void tf_remote_will_need(tf_remote *r, uint64_t off, uint64_t len);
+/* Forgets every kept copy of bytes in [off, off + len) (in memory and
+ * in the disk cache), after they failed a checksum: the next read
+ * fetches them again. */
+void tf_remote_forget(tf_remote *r, uint64_t off, uint64_t len);
+
+#endif

@@ -1,0 +1,99 @@
+#!/bin/sh
+# An archive behind a loopback lighttpd: trajpack list/verify/extract and
+# trajfs mounts of its http:// URL give every file byte-identical, cold
+# and warm (a disk cache, kept across mounts and shared by two at once);
+# a warm mount fetches only the object's ends. A server killed gives EIO
+# for the reads that need it, and the same mount serves them once it is
+# back; a proxy that flips bytes, truncates or stalls responses gives
+# EIO, never wrong bytes, and nothing damaged is kept in the cache.
+set -eu
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mountlib.sh"
+. "$(dirname "$0")/remotelib.sh"
+
+src=$TEST_TMP/src
+# Files larger than what opening fetches of the archive's ends.
+generate_trajectory "$src" --layers 1 --width 128 --heads 2 --ctx 16 --batch 2 \
+    --steps 6 --interval 2 --max-chars 20000 --dtype bf16 --optimizer
+mkdir -p "$TEST_TMP/www"
+"$TRAJPACK" create -q "$TEST_TMP/www/run.traj" "$src" || fail "create failed"
+start_lighttpd "$TEST_TMP/www"
+url=http://127.0.0.1:$HTTP_PORT/run.traj
+
+# ---- trajpack ----
+"$TRAJPACK" list "$TEST_TMP/www/run.traj" > "$TEST_TMP/list.local"
+"$TRAJPACK" list "$url" > "$TEST_TMP/list.remote" || fail "list $url failed"
+cmp "$TEST_TMP/list.local" "$TEST_TMP/list.remote" || fail "list differs"
+"$TRAJPACK" verify "$url" | grep -q ": OK$" || fail "verify $url failed"
+"$TRAJPACK" stats "$url" > /dev/null || fail "stats $url failed"
+mkdir "$TEST_TMP/out"
+"$TRAJPACK" extract "$url" -C "$TEST_TMP/out" || fail "extract $url failed"
+assert_same_tree "$src" "$TEST_TMP/out/src"
+"$TRAJPACK" list "http://127.0.0.1:$HTTP_PORT/none.traj" 2> "$TEST_TMP/err" && fail "a missing URL listed"
+grep -q "404" "$TEST_TMP/err" || fail "no 404 in: $(cat "$TEST_TMP/err")"
+"$TRAJPACK" add "$url" "$src" 2> /dev/null && fail "add to a URL succeeded"
+
+# ---- mounts: cold, warm, two sharing the cache ----
+cache=$TEST_TMP/cache
+export TRAJFS_REMOTE_STATS=1
+start_mount "$url" "$TEST_TMP/m1" -o cache_dir="$cache"
+all_same "$src" "$TEST_TMP/m1/src"
+fusermount3 -u "$TEST_TMP/m1"
+wait "$DAEMON_PID" || fail "trajfs exited with an error"
+cold=$(sed -n 's/.* \([0-9]*\) requests, .*/\1/p' "$TEST_TMP/m1.log")
+[ -n "$cold" ] && [ "$(ls "$cache"/* | wc -l)" -gt 0 ] || fail "nothing cached: $(cat "$TEST_TMP/m1.log")"
+
+start_mount "$url" "$TEST_TMP/m1" -o cache_dir="$cache"
+start_mount "$url" "$TEST_TMP/m2" -o cache_dir="$cache"
+all_same "$src" "$TEST_TMP/m1/src"
+all_same "$src" "$TEST_TMP/m2/src"
+fusermount3 -u "$TEST_TMP/m1"
+fusermount3 -u "$TEST_TMP/m2"
+sleep 0.2
+for m in m1 m2; do
+    warm=$(sed -n 's/.* \([0-9]*\) requests, .*/\1/p' "$TEST_TMP/$m.log")
+    # The ends tell what the object is now: always fetched; all else cached.
+    [ "$warm" = 2 ] || fail "a warm mount sent $warm requests (cold: $cold): $(cat "$TEST_TMP/$m.log")"
+done
+
+# A cache entry damaged on disk is refetched, never served.
+for f in "$cache"/*/*; do
+    printf 'X' | dd of="$f" bs=1 seek=40 conv=notrunc 2> /dev/null
+done
+start_mount "$url" "$TEST_TMP/m1" -o cache_dir="$cache"
+all_same "$src" "$TEST_TMP/m1/src"
+fusermount3 -u "$TEST_TMP/m1"
+unset TRAJFS_REMOTE_STATS
+
+# ---- the server killed, then back ----
+fast="timeout=1,connect_timeout=1,retries=1"
+start_mount "$url" "$TEST_TMP/m3" -o "$fast" -o direct_io
+files=$(cd "$src" && find . -type f -name '*.safetensors' | sort)
+first=$(echo "$files" | head -1) last=$(echo "$files" | tail -1)
+cmp "$src/$first" "$TEST_TMP/m3/src/$first" || fail "$first differs"
+stop_pid "$LIGHTTPD_PID"
+expect_eio "$TEST_TMP/m3/src/$last"
+ls "$TEST_TMP/m3/src" > /dev/null || fail "the mount is gone"
+restart_lighttpd || fail "lighttpd did not start again"
+cmp "$src/$last" "$TEST_TMP/m3/src/$last" || fail "$last differs once the server is back"
+fusermount3 -u "$TEST_TMP/m3"
+
+# ---- a proxy that damages responses ----
+start_proxy "http://127.0.0.1:$HTTP_PORT"
+purl=http://127.0.0.1:$PROXY_PORT/run.traj
+for mode in "flip" "truncate" "delay 3"; do
+    # A cache of its own: the last one's holds the file read.
+    start_mount "$purl" "$TEST_TMP/m4" -o "$fast" -o direct_io -o cache_dir="$TEST_TMP/pcache.${mode% *}"
+    echo "$mode" > "$PROXY_MODE"
+    expect_eio "$TEST_TMP/m4/src/$last"
+    echo pass > "$PROXY_MODE"
+    cmp "$src/$last" "$TEST_TMP/m4/src/$last" || fail "$last differs after the proxy's $mode"
+    fusermount3 -u "$TEST_TMP/m4"
+done
+grep -q "^flip" "$PROXY_MODE.log" || fail "nothing went through the proxy"
+# What the flipping proxy sent is not served from the cache by a new mount.
+start_mount "$purl" "$TEST_TMP/m4" -o direct_io -o cache_dir="$TEST_TMP/pcache.flip"
+all_same "$src" "$TEST_TMP/m4/src"
+fusermount3 -u "$TEST_TMP/m4"
+! grep -l "runtime error\|Sanitizer" "$TEST_TMP"/*.log || fail "a daemon's log has a sanitizer report"
+echo "PASS: $TEST_NAME"

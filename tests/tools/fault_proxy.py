@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""An HTTP proxy for the remote-archive tests, on 127.0.0.1.
+
+    fault_proxy.py PORT_FILE UPSTREAM MODE_FILE
+
+Listens on a free loopback port (written to PORT_FILE once it listens) and
+forwards every GET to UPSTREAM (http://127.0.0.1:PORT), doing to the
+response what MODE_FILE says, read at each request:
+
+    pass          nothing
+    flip          one byte of each body inverted
+    truncate      half of each body sent, then the connection closed
+    delay S       each response held S seconds first
+    sigv4 SECRET  the request's AWS SigV4 signature checked with SECRET;
+                  403 SignatureDoesNotMatch unless it holds
+
+and appends one line per request to MODE_FILE.log. Runs until killed.
+"""
+import hashlib
+import hmac
+import http.client
+import os
+import http.server
+import sys
+import time
+import urllib.parse
+
+port_file, upstream, mode_file = sys.argv[1:4]
+up = urllib.parse.urlsplit(upstream)
+
+
+def sha256(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def sigv4_holds(handler, secret):
+    auth = handler.headers.get("Authorization", "")
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return False
+    fields = dict(p.strip().split("=", 1) for p in auth[len("AWS4-HMAC-SHA256 "):].split(","))
+    _key_id, date, region, service, _ = fields["Credential"].split("/")
+    signed = fields["SignedHeaders"].split(";")
+    path, _, query = handler.path.partition("?")
+    canon_query = "&".join(sorted(query.split("&"))) if query else ""
+    headers = "".join(f"{h}:{' '.join(handler.headers.get(h, '').split())}\n" for h in signed)
+    payload = handler.headers.get("x-amz-content-sha256", sha256(b""))
+    canonical = "\n".join([handler.command, path, canon_query, headers, ";".join(signed), payload])
+    amz_date = handler.headers.get("x-amz-date", "")
+    scope = f"{date}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, sha256(canonical.encode())])
+    key = ("AWS4" + secret).encode()
+    for part in (date, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    want = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    return hmac.compare_digest(want, fields["Signature"]) and "x-amz-date" in signed and "host" in signed
+
+
+class Proxy(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        with open(mode_file) as f:
+            mode = f.read().split()
+        with open(mode_file + ".log", "a") as log:
+            log.write(f"{' '.join(mode)} {self.headers.get('Range', '-')}\n")
+        if mode[0] == "sigv4" and not sigv4_holds(self, mode[1]):
+            body = b"<Error><Code>SignatureDoesNotMatch</Code></Error>"
+            self.send_response(403)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if mode[0] == "delay":
+            time.sleep(float(mode[1]))
+        conn = http.client.HTTPConnection(up.hostname, up.port, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+        conn.request("GET", self.path, headers=headers)
+        resp = conn.getresponse()
+        body = resp.read()
+        conn.close()
+        if mode[0] == "flip" and body:
+            body = body[: len(body) // 2] + bytes([body[len(body) // 2] ^ 0xFF]) + body[len(body) // 2 + 1:]
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in ("connection", "transfer-encoding", "keep-alive"):
+                self.send_header(k, v)
+        self.end_headers()
+        if mode[0] == "truncate":
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(body)
+
+
+class Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a client that gave up (timeout) while we sent: expected
+
+
+server = Server(("127.0.0.1", 0), Proxy)
+with open(port_file + ".tmp", "w") as f:
+    f.write(str(server.server_address[1]))
+os.rename(port_file + ".tmp", port_file)
+server.serve_forever()
