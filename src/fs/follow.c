@@ -65,11 +65,12 @@ static void begin_commit(void *arg, const tf_segment *seg)
 }
 
 /* The names a commit changed, their directories (listing, link count,
- * times) and the inodes they held: the kernel forgets what it had of
- * them, and asks again. With no lock held: the kernel may need requests
- * served meanwhile. */
+ * times), the inodes they held and the root (its times are the
+ * archive's): the kernel forgets what it had of them, and asks again.
+ * With no lock held: the kernel may need requests served meanwhile. */
 static void tell_kernel(fs_follow *f)
 {
+    fs_invalidate_inode(f->fs, FS_ROOT_INO);
     for (size_t i = 0; i < f->nnotes; i++) {
         const fs_follow_note *n = &f->notes[i];
         fs_invalidate_entry(f->fs, n->parent, n->name);

@@ -81,6 +81,12 @@ cmp "$mnt/bf16/step-000004.safetensors" "$src/run/bf16/step-000004.safetensors" 
     fail "the added checkpoint differs"
 [ "$(ls "$mnt/bf16" | tr '\n' ' ')" = "step-000002.safetensors step-000004.safetensors " ] ||
     fail "ls bf16 shows $(ls "$mnt/bf16")"
+# The root's modification time, and the change time of the directory
+# that changed (NFS looks at it), are the commit's.
+[ "$(stat -c %y "$mnt")" = "$(stat -c %y "$archive")" ] ||
+    fail "the root's mtime is $(stat -c %y "$mnt"), the archive's $(stat -c %y "$archive")"
+[ "$(stat -c %z "$mnt/bf16")" = "$(stat -c %y "$archive")" ] ||
+    fail "the ctime of bf16 is $(stat -c %z "$mnt/bf16"), the archive's mtime $(stat -c %y "$archive")"
 
 printf 'notes v2, longer\n' > "$TEST_TMP/notes2"
 "$TRAJPACK" add -q --as notes.txt "$archive" "$TEST_TMP/notes2" || fail "add failed"
