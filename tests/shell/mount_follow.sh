@@ -166,7 +166,7 @@ DAEMON_PID=$off_pid
 stop_mount "$off"
 DAEMON_PID=$follow_pid
 stop_mount "$mnt"
-for log in "$mnt.log" "$off.log"; do
+for log in "$mnt.log" "$off.log" "$rw.log" "$TEST_TMP/again.log"; do
     ! grep -Ei 'error|not applied|replaced|sanitizer' "$log" || fail "the daemon said so in $log"
 done
 
