@@ -218,45 +218,69 @@ static bool valid_commit_at(const tf_container *c, uint64_t off, tf_trailer *t)
     return ok;
 }
 
-/* Finds the last valid commit: normally the trailer at the very end; after
- * a torn write, scan backwards for the newest trailer whose checksums
- * hold. */
-static void find_last_commit(tf_container *c)
+/* The newest valid commit whose trailer starts at or after `from`:
+ * normally the trailer at the very end; after a torn write, scan
+ * backwards for the newest trailer whose checksums hold. */
+static bool find_commit_from(const tf_container *c, uint64_t from, tf_trailer *t, uint64_t *at)
 {
-    c->has_commit = false;
-    c->end = TF_SUPERBLOCK_SIZE;
     uint64_t size = c->file_size;
-    if (size >= TF_SUPERBLOCK_SIZE + TF_TRAILER_SIZE &&
-        valid_commit_at(c, size - TF_TRAILER_SIZE, &c->last)) {
-        c->has_commit = true;
-        c->end = size;
-        return;
+    if (size >= from + TF_TRAILER_SIZE && valid_commit_at(c, size - TF_TRAILER_SIZE, t)) {
+        *at = size - TF_TRAILER_SIZE;
+        return true;
     }
     if (c->remote)
-        return; /* no torn tail to skip: published whole */
+        return false; /* no torn tail to skip: published whole */
     uint8_t *block = malloc(SCAN_BLOCK + 8);
     if (!block)
-        return;
+        return false;
+    bool found = false;
     uint64_t hi = size; /* bytes below hi are still to be searched */
-    while (hi > TF_SUPERBLOCK_SIZE) {
-        uint64_t lo = hi > TF_SUPERBLOCK_SIZE + SCAN_BLOCK ? hi - SCAN_BLOCK : TF_SUPERBLOCK_SIZE;
+    while (!found && hi > from) {
+        uint64_t lo = hi - from > SCAN_BLOCK ? hi - SCAN_BLOCK : from;
         size_t n = (size_t)(hi - lo);
         size_t extra = size - hi < 7 ? (size_t)(size - hi) : 7; /* magic across blocks */
         if (tf_container_pread(c, lo, block, n + extra, NULL) < 0)
             break;
-        for (size_t i = n; i-- > 0;) {
+        for (size_t i = n; i-- > 0 && !found;) {
             if (block[i] == TRAILER_MAGIC[0] && i + 8 <= n + extra &&
-                memcmp(block + i, TRAILER_MAGIC, 8) == 0 &&
-                valid_commit_at(c, lo + i, &c->last)) {
-                c->has_commit = true;
-                c->end = lo + i + TF_TRAILER_SIZE;
-                free(block);
-                return;
+                memcmp(block + i, TRAILER_MAGIC, 8) == 0 && valid_commit_at(c, lo + i, t)) {
+                *at = lo + i;
+                found = true;
             }
         }
         hi = lo;
     }
     free(block);
+    return found;
+}
+
+static void find_last_commit(tf_container *c)
+{
+    uint64_t at;
+    c->has_commit = find_commit_from(c, TF_SUPERBLOCK_SIZE, &c->last, &at);
+    c->end = c->has_commit ? at + TF_TRAILER_SIZE : TF_SUPERBLOCK_SIZE;
+}
+
+int tf_container_poll(tf_container *c, tf_trailer *t, uint64_t *at, bool *found, tf_error *e)
+{
+    *found = false;
+    struct stat st;
+    if (fstat(c->fd, &st) < 0)
+        return tf_fail(e, errno, "cannot stat the archive: %s", strerror(errno));
+    uint64_t size = (uint64_t)st.st_size;
+    if (size < c->end)
+        return tf_fail(e, EIO, "the archive was cut to %llu bytes, inside its commit %llu",
+                       (unsigned long long)size, (unsigned long long)c->last.seq);
+    if (size == c->searched)
+        return 0;
+    /* Shorter than searched: a writer cut a torn tail off, and what
+     * follows the last commit is all new. A trailer that ended within
+     * the bytes searched before was no valid one then. */
+    uint64_t from = size > c->searched ? c->searched : c->end;
+    from = from - c->end > TF_TRAILER_SIZE - 1 ? from - (TF_TRAILER_SIZE - 1) : c->end;
+    c->file_size = c->searched = size;
+    *found = find_commit_from(c, from, t, at);
+    return 0;
 }
 
 static int open_remote(tf_container *c, const char *url, bool writable, tf_error *e)
@@ -316,6 +340,7 @@ int tf_container_open(tf_container *c, const char *path, bool writable, tf_error
         }
         c->file_size = c->end;
     }
+    c->searched = c->file_size;
     return 0;
 }
 

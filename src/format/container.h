@@ -37,7 +37,9 @@ typedef struct {
     bool writable;
     unsigned chunk_shift;
     uint64_t end;        /* end of the last valid commit (or superblock) */
-    uint64_t file_size;  /* size when opened (a torn tail may follow end) */
+    uint64_t file_size;  /* size when opened or last polled (a torn tail
+                          * may follow end) */
+    uint64_t searched;   /* read-only: bytes searched for trailers */
     bool has_commit;
     tf_trailer last;     /* valid when has_commit */
 } tf_container;
@@ -51,6 +53,15 @@ int tf_container_create(const char *path, unsigned chunk_shift, tf_error *e);
  * whose last commit must be at its very end. */
 int tf_container_open(tf_container *c, const char *path, bool writable, tf_error *e);
 void tf_container_close(tf_container *c);
+
+/* Read-only: whether the file grew by a commit since it was opened or
+ * last polled. Looks at the file's size and searches only the bytes new
+ * since then, backwards as an open searches a torn tail: *found tells
+ * whether a valid trailer starts there, the newest in *t at *at. end and
+ * last stay those of the last commit the caller applied. A tail without
+ * a valid trailer (a commit being written, or one torn) is searched once,
+ * and again only once it has grown. */
+int tf_container_poll(tf_container *c, tf_trailer *t, uint64_t *at, bool *found, tf_error *e);
 
 /* Reads exactly len bytes at off; a short file is an error. */
 int tf_container_pread(const tf_container *c, uint64_t off, void *buf, size_t len, tf_error *e);

@@ -20,6 +20,11 @@ static mode_t type_bits(const fs_node *n)
     return n->ent->kind == TF_ENTRY_SYMLINK ? S_IFLNK : S_IFREG;
 }
 
+static bool later(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec != b->tv_sec ? a->tv_sec > b->tv_sec : a->tv_nsec > b->tv_nsec;
+}
+
 /* Owners come from the archive file. */
 static struct stat common_attr(const fs_state *fs, uint64_t ino)
 {
@@ -47,6 +52,11 @@ void fs_attr_of_node(const fs_state *fs, const fs_node *n, struct stat *st)
     st->st_blocks = (blkcnt_t)((n->ent->size + 511) / 512);
     st->st_mtim = (struct timespec){ .tv_sec = n->ent->mtime_sec, .tv_nsec = n->ent->mtime_nsec };
     st->st_ctim = st->st_atim = st->st_mtim;
+    /* A directory's change time is at least that of the archive's last
+     * commit, which may have changed its entries: NFS servers and clients
+     * see new entries by it. */
+    if (fs_node_is_dir(n) && !fs->writer && later(&fs->archive_st.st_mtim, &st->st_ctim))
+        st->st_ctim = fs->archive_st.st_mtim;
 }
 
 /* Inode numbers are never reused, so the generation is always 0 and a
@@ -91,7 +101,7 @@ int fs_attr_of_ino(fs_state *fs, uint64_t ino, struct stat *st, double *timeout)
     /* A file replaced (a rename over it) or removed while open: fstat of
      * its descriptor gives the version it reads, with no link, as on a
      * local file system. */
-    if (!n && fs->writer && fs_handles_read_attrs(&fs->handles, ino, &w)) {
+    if (!n && fs_view_may_change(fs) && fs_handles_read_attrs(&fs->handles, ino, &w)) {
         fs_attr_of_writing(fs, &w, st);
         st->st_nlink = 0;
         *timeout = 0;

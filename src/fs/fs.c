@@ -11,6 +11,7 @@
 #include "io/remote.h"
 #include "fs/log.h"
 #include "fs/spool.h"
+#include "fs/view.h"
 
 /* ---- the writer's update hooks: a commit is applied ---- */
 
@@ -24,13 +25,7 @@ static void begin_update(void *arg)
 static void end_update(void *arg)
 {
     fs_state *fs = arg;
-    fs_tree fresh;
-    tf_error e;
-    fs_tree_free(&fs->tree);
-    if (fs_tree_build(fs->ar, &fresh, &e) == 0)
-        fs->tree = fresh;
-    else /* the empty tree answers ENOENT to everything: remount */
-        fs_log(LOG_ERR, "cannot rebuild the file tree after a commit: %s", e.msg);
+    fs_view_rebuild(fs);
     pthread_rwlock_unlock(&fs->view_lock);
 }
 
@@ -114,6 +109,7 @@ static void close_archive(fs_state *fs)
         tf_archive_close(fs->ar);
     if (fs->spool_dir >= 0)
         close(fs->spool_dir);
+    free(fs->archive_path);
 }
 
 /* Writers first: a commit waiting to be applied keeps new readers out,
@@ -138,10 +134,14 @@ static void remote_archive_stat(struct stat *st)
 int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
 {
     const char *archive = o->archive;
-    *fs = (fs_state){ .direct_io = o->direct_io, .spool_dir = -1, .prefetch_bytes = o->prefetch };
+    *fs = (fs_state){ .direct_io = o->direct_io, .spool_dir = -1, .prefetch_bytes = o->prefetch,
+                      .follow = o->rw || tf_remote_is_url(archive) ? 0 : o->follow };
     if (tf_remote_configure(&o->remote, e) < 0)
         return -1;
     int rc = o->rw ? open_writable(fs, o, e) : tf_archive_open(archive, false, &fs->ar, e);
+    /* Absolute: the daemon leaves the working directory. */
+    if (rc == 0 && fs->follow > 0 && !(fs->archive_path = realpath(archive, NULL)))
+        rc = tf_fail(e, errno, "%s: %s", archive, strerror(errno));
     if (rc < 0) {
         if (fs->writer || fs->ar)
             close_archive(fs);
@@ -177,6 +177,8 @@ int fs_state_serving(fs_state *fs, struct fuse_session *se, tf_error *e)
     fs->se = se;
     if (fs->writer && fs_committer_start(&fs->committer, fs) < 0)
         return tf_fail(e, EAGAIN, "cannot start the committer thread");
+    if (fs->follow > 0 && fs_follow_start(&fs->follower, fs, fs->archive_path, fs->follow) < 0)
+        return tf_fail(e, EAGAIN, "cannot start the follow thread");
     if (start_prefetch(fs) < 0)
         return tf_fail(e, EAGAIN, "cannot start the prefetch threads");
     atomic_store(&fs->notify, true);
@@ -188,6 +190,7 @@ void fs_state_quiesce(fs_state *fs)
     atomic_store(&fs->notify, false);
     if (fs->writer)
         fs_committer_stop(&fs->committer);
+    fs_follow_stop(&fs->follower);
 }
 
 void fs_state_close(fs_state *fs)

@@ -84,11 +84,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
               * read-write mount not at all) */
             ep = (struct fuse_entry_param){ .entry_timeout = fs->writer ? 0 : fs_cache_timeout(fs) };
     }
-    pthread_rwlock_unlock(&fs->view_lock);
+    /* Replied before a commit can be applied: the kernel then gets this
+     * answer before it is told to forget it (follow.h). */
     if (err)
         fuse_reply_err(req, err);
     else
         fuse_reply_entry(req, &ep);
+    pthread_rwlock_unlock(&fs->view_lock);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -134,11 +136,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     pthread_rwlock_rdlock(&fs->view_lock);
     const fs_node *n = fs_tree_by_ino(&fs->tree, ino);
     int err = !n ? ENOENT : !is_regular(n) ? (fs_node_is_dir(n) ? EISDIR : EINVAL) : 0;
-    /* In a read-write mount the catalog's entries change: a copy. */
-    fs_handle *h = err ? NULL : fs_handle_new_read(ino, n->ent, fs->writer != NULL);
+    /* Where commits change the catalog's entries: a copy. */
+    fs_handle *h = err ? NULL : fs_handle_new_read(ino, n->ent, fs_view_may_change(fs));
     pthread_rwlock_unlock(&fs->view_lock);
     /* Removed since the kernel looked its name up: the version it had. */
-    if (err == ENOENT && fs->writer && (h = fs_handles_open_retired(&fs->handles, ino)))
+    if (err == ENOENT && fs_view_may_change(fs) && (h = fs_handles_open_retired(&fs->handles, ino)))
         err = 0;
     if (err || !h) {
         fuse_reply_err(req, err ? err : ENOMEM);
@@ -245,7 +247,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, err);
         return;
     }
-    if (!fs->writer) { /* listings never change either */
+    if (!fs->writer) { /* listings change only as the follow thread says */
         fi->cache_readdir = 1;
         fi->keep_cache = 1;
     }
@@ -312,11 +314,13 @@ static void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
     const fs_node *dir = fs_tree_by_ino(&fs->tree, ino);
     int err = !dir ? ENOENT : !fs_node_is_dir(dir) ? ENOTDIR : 0;
     size_t used = err ? 0 : fill_listing(req, fs, dir, buf, size, off, plus);
-    pthread_rwlock_unlock(&fs->view_lock);
+    /* Under the lock, as a lookup's: readdirplus makes the kernel's
+     * entries too. */
     if (err)
         fuse_reply_err(req, err);
     else
         fuse_reply_buf(req, buf, used);
+    pthread_rwlock_unlock(&fs->view_lock);
     free(buf);
 }
 

@@ -29,6 +29,9 @@
  * the cache at most, so that what is decoded ahead is still there when
  * it is read. */
 #define PREFETCH_DEFAULT ((size_t)32 << 20)
+/* A look at a followed archive is one fstat when nothing was appended. */
+#define FOLLOW_DEFAULT 1.0
+#define FOLLOW_MAX 86400.0
 
 enum { KEY_RW };
 
@@ -40,6 +43,7 @@ static const struct fuse_opt trajfs_opts[] = {
     { "prefetch=%s", offsetof(fs_options, prefetch_arg), 0 },
     { "direct_io", offsetof(fs_options, direct_io), 1 },
     { "spool_dir=%s", offsetof(fs_options, spool_dir), 0 },
+    { "follow=%s", offsetof(fs_options, follow_arg), 0 },
     FUSE_OPT_KEY("rw", KEY_RW),
     FUSE_OPT_END,
 };
@@ -138,6 +142,29 @@ static int absolute_cache_dir(tf_remote_opts *r)
     return 0;
 }
 
+/* -o follow=SECONDS: off with rw, where the mount is the archive's only
+ * writer (it holds the writer's lock: nothing else can append). */
+static int parse_follow(fs_options *o)
+{
+    o->follow = o->rw ? 0 : FOLLOW_DEFAULT;
+    if (!o->follow_arg)
+        return 0;
+    char *end;
+    double v = strtod(o->follow_arg, &end);
+    if (end == o->follow_arg || *end || !(v >= 0 && v <= FOLLOW_MAX)) {
+        fprintf(stderr, "trajfs: follow=%s: expected seconds from 0 (off) to %.0f\n",
+                o->follow_arg, FOLLOW_MAX);
+        return -1;
+    }
+    if (o->rw && v > 0) {
+        fprintf(stderr, "trajfs: follow=%s: a rw mount is its archive's only writer: "
+                "there are no commits of others to follow\n", o->follow_arg);
+        return -1;
+    }
+    o->follow = v;
+    return 0;
+}
+
 int fs_options_parse(struct fuse_args *args, fs_options *o)
 {
     *o = (fs_options){ 0 };
@@ -155,7 +182,7 @@ int fs_options_parse(struct fuse_args *args, fs_options *o)
     o->prefetch = PREFETCH_DEFAULT < o->cache_size / 4 ? PREFETCH_DEFAULT : o->cache_size / 4;
     if (parse_size_option("prefetch", o->prefetch_arg, SIZE_MAX, &o->prefetch) < 0)
         return -1;
-    return 0;
+    return parse_follow(o);
 }
 
 void fs_options_free(fs_options *o)
@@ -166,6 +193,7 @@ void fs_options_free(fs_options *o)
     free(o->prefetch_arg);
     free(o->spool_dir);
     tf_remote_opts_free(&o->remote);
+    free(o->follow_arg);
 }
 
 void fs_options_help(void)
@@ -188,6 +216,9 @@ void fs_options_help(void)
            "                           when closed (creates a missing ARCHIVE)\n"
            "    -o spool_dir=DIR       with rw: where written bytes wait for their commit\n"
            "                           (default: the archive's directory)\n"
+           "    -o follow=SECONDS      read-only: look for commits others append to the\n"
+           "                           archive (trajpack add) this often, and show them\n"
+           "                           (default 1; 0: never; with rw always off)\n"
            "\nfor an ARCHIVE that is a URL (http://, https://, s3://BUCKET/KEY; read-only):\n"
            "    -o cache_dir=DIR       keep fetched ranges on disk there, across mounts and\n"
            "                           shared by processes (default: none)\n"

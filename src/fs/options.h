@@ -23,6 +23,9 @@ typedef struct {
     int direct_io;        /* -o direct_io: no kernel page cache */
     bool rw;              /* -o rw: a writable mount */
     char *spool_dir;      /* -o spool_dir=DIR (rw), or NULL: the archive's */
+    char *follow_arg;     /* -o follow=SECONDS as given, or NULL */
+    double follow;        /* seconds between looks for commits others
+                           * appended; 0: none (always with rw) */
     tf_write_opts write;  /* (rw) the writer's settings: -o threads=N,
                            * max_chain=N... (store/write_opts.h) */
     tf_remote_opts remote; /* a remote archive's: -o cache_dir=DIR,

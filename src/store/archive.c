@@ -19,6 +19,7 @@ struct tf_archive {
     tf_entry *entries; /* live entries in path order */
     size_t nentries, entries_cap;
     uint64_t next_ino;
+    bool borrowed; /* a scratch index of entries it does not own */
 };
 
 /* Path order in which a directory's subtree directly follows it: compare
@@ -215,35 +216,39 @@ size_t tf_archive_subtree_len(const tf_archive *ar, size_t i)
     return j - i;
 }
 
+/* An entry the index drops, or a tombstone it took. */
+static void drop_entry(const tf_archive *ar, tf_entry *ent)
+{
+    if (!ar->borrowed)
+        tf_entry_free(ent);
+}
+
 static void remove_entries(tf_archive *ar, size_t i, size_t n)
 {
     for (size_t k = i; k < i + n; k++)
-        tf_entry_free(&ar->entries[k]);
+        drop_entry(ar, &ar->entries[k]);
     memmove(&ar->entries[i], &ar->entries[i + n], (ar->nentries - i - n) * sizeof *ar->entries);
     ar->nentries -= n;
 }
 
-/* Takes ownership of *ent. A new entry replaces one at the same path; a
- * tombstone removes the path and everything below it. */
-static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
+/* Takes ownership of *ent (unless the index is borrowed). A new entry
+ * replaces one at the same path; a tombstone removes the path and
+ * everything below it. */
+static int put_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
 {
-    if (ent->ino >= ar->next_ino)
-        ar->next_ino = ent->ino + 1;
     long at = search(ar, ent->path);
     if (ent->kind == TF_ENTRY_TOMBSTONE) {
         if (at >= 0)
             remove_entries(ar, (size_t)at, tf_archive_subtree_len(ar, (size_t)at));
-        tf_entry_free(ent);
+        drop_entry(ar, ent);
         return 0;
     }
-    if (check_entry(ar, NULL, ent, e) < 0)
-        return -1;
     if (at >= 0) {
         size_t i = (size_t)at;
         /* A directory replaced by a file loses its subtree. */
         if (ent->kind != TF_ENTRY_DIR && tf_archive_subtree_len(ar, i) > 1)
             remove_entries(ar, i + 1, tf_archive_subtree_len(ar, i) - 1);
-        tf_entry_free(&ar->entries[i]);
+        drop_entry(ar, &ar->entries[i]);
         ar->entries[i] = *ent;
         *ent = (tf_entry){ 0 };
         return 0;
@@ -262,6 +267,15 @@ static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
     ar->nentries++;
     *ent = (tf_entry){ 0 };
     return 0;
+}
+
+static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
+{
+    if (ent->ino >= ar->next_ino)
+        ar->next_ino = ent->ino + 1;
+    if (ent->kind != TF_ENTRY_TOMBSTONE && check_entry(ar, NULL, ent, e) < 0)
+        return -1;
+    return put_entry(ar, ent, e);
 }
 
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
@@ -325,60 +339,157 @@ static int check_inodes(const tf_archive *ar, tf_error *e)
     return rc;
 }
 
-/* ---- open ---- */
-
-/* Trailers link backwards; collect their offsets so segments can be
- * applied oldest first. */
-static int collect_trailers(tf_archive *ar, uint64_t **out, tf_error *e)
+/* Whether the live entries, once seg is applied, still form a tree of
+ * unique inode numbers (what an open checks of the whole catalog): seg
+ * applied to a scratch index that borrows the entries, changing nothing. */
+static int check_tree_after(const tf_archive *ar, const tf_segment *seg, tf_error *e)
 {
-    uint64_t n = ar->c.last.seq;
-    if (n > ar->c.end / TF_TRAILER_SIZE)
-        return tf_fail(e, EIO, "trailer claims %llu commits", (unsigned long long)n);
+    tf_archive scratch = { .nentries = ar->nentries, .entries_cap = ar->nentries,
+                           .borrowed = true };
+    scratch.entries = malloc((ar->nentries ? ar->nentries : 1) * sizeof *scratch.entries);
+    if (!scratch.entries)
+        return tf_fail(e, ENOMEM, "out of memory");
+    if (ar->nentries)
+        memcpy(scratch.entries, ar->entries, ar->nentries * sizeof *ar->entries);
+    int rc = 0;
+    for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++) {
+        tf_entry borrowed = seg->entries[i];
+        rc = put_entry(&scratch, &borrowed, e);
+    }
+    if (rc == 0)
+        rc = check_parents(&scratch, e) < 0 ? -1 : check_inodes(&scratch, e);
+    free(scratch.entries);
+    return rc;
+}
+
+/* ---- open and refresh ---- */
+
+/* Trailers link backwards: the offsets of those of commits from + 1 to
+ * top_seq (whose trailer is at top_off), oldest first, so that their
+ * segments can be applied in order. The oldest must link to the trailer
+ * of commit `from`, the last one applied (0: none). */
+static int collect_trailers(const tf_container *c, uint64_t top_off, uint64_t top_seq,
+                            uint64_t from, uint64_t **out, tf_error *e)
+{
+    uint64_t n = top_seq - from;
+    if (top_seq <= from || n > (top_off + TF_TRAILER_SIZE) / TF_TRAILER_SIZE)
+        return tf_fail(e, EIO, "trailer at %llu claims commit %llu after commit %llu",
+                       (unsigned long long)top_off, (unsigned long long)top_seq,
+                       (unsigned long long)from);
     uint64_t *offs = malloc(n * sizeof *offs);
     if (!offs)
         return tf_fail(e, ENOMEM, "out of memory");
-    uint64_t off = ar->c.end - TF_TRAILER_SIZE;
+    uint64_t off = top_off;
     for (uint64_t k = n; k-- > 0;) {
         tf_trailer t;
-        if (tf_container_read_trailer(&ar->c, off, &t, e) < 0 || t.seq != k + 1) {
+        if (tf_container_read_trailer(c, off, &t, e) < 0 || t.seq != from + k + 1) {
             free(offs);
             return tf_fail(e, EIO, "commit %llu: trailer chain broken at %llu",
-                           (unsigned long long)(k + 1), (unsigned long long)off);
+                           (unsigned long long)(from + k + 1), (unsigned long long)off);
         }
         offs[k] = off;
         off = t.prev;
     }
+    if (from && off != c->end - TF_TRAILER_SIZE) {
+        free(offs);
+        return tf_fail(e, EIO, "commit %llu does not follow commit %llu: the archive was rewritten",
+                       (unsigned long long)(from + 1), (unsigned long long)from);
+    }
     *out = offs;
     return 0;
+}
+
+/* Reads, decodes and checks the segment of the commit whose trailer is
+ * at off. live: the archive is a mounted view, and seg must pass every
+ * check of an open before it changes anything. */
+static int read_segment(tf_archive *ar, uint64_t off, bool live, tf_trailer *t, tf_buf *raw,
+                        tf_segment *seg, tf_error *e)
+{
+    if (tf_container_read_trailer(&ar->c, off, t, e) < 0 ||
+        tf_container_read_catalog(&ar->c, t, raw, e) < 0 ||
+        tf_segment_decode(raw->data, raw->len, ar->nblobs, ar->c.chunk_shift, t->catalog_off,
+                          seg, e) < 0)
+        return -1;
+    int rc = 0;
+    if (seg->first_blob + seg->nblobs != t->nblobs)
+        rc = tf_fail(e, EIO, "commit %llu: %llu blobs, trailer says %llu",
+                     (unsigned long long)t->seq,
+                     (unsigned long long)(seg->first_blob + seg->nblobs),
+                     (unsigned long long)t->nblobs);
+    if (rc == 0 && live) {
+        rc = tf_archive_check_segment(ar, seg, e);
+        if (rc == 0)
+            rc = check_tree_after(ar, seg, e);
+    }
+    if (rc < 0)
+        tf_segment_free(seg);
+    return rc;
+}
+
+/* Applies the commits whose trailers are at offs, in order. A live view
+ * checks each before it applies it between the hooks (when given), and
+ * ends after it (*changed once one was); an open checks the tree once all
+ * are applied. */
+static int apply_commits(tf_archive *ar, const uint64_t *offs, uint64_t n, bool live,
+                         const tf_archive_hooks *hooks, bool *changed, tf_error *e)
+{
+    tf_buf raw = { 0 };
+    int rc = 0;
+    for (uint64_t k = 0; rc == 0 && k < n; k++) {
+        tf_trailer t;
+        tf_segment seg;
+        rc = read_segment(ar, offs[k], live, &t, &raw, &seg, e);
+        if (rc < 0)
+            break;
+        if (hooks)
+            hooks->begin(hooks->arg, &seg);
+        rc = tf_archive_apply(ar, &seg, e);
+        if (rc == 0) {
+            ar->c.last = t;
+            ar->c.has_commit = true;
+            ar->c.end = offs[k] + TF_TRAILER_SIZE;
+        }
+        if (hooks)
+            hooks->end(hooks->arg);
+        if (live)
+            *changed = true;
+    }
+    tf_buf_free(&raw);
+    if (rc < 0 || live)
+        return rc;
+    return check_parents(ar, e) < 0 ? -1 : check_inodes(ar, e);
 }
 
 static int load_catalog(tf_archive *ar, tf_error *e)
 {
     if (!ar->c.has_commit)
         return 0;
-    uint64_t *offs = NULL;
-    if (collect_trailers(ar, &offs, e) < 0)
+    uint64_t *offs = NULL, top = ar->c.end - TF_TRAILER_SIZE;
+    if (collect_trailers(&ar->c, top, ar->c.last.seq, 0, &offs, e) < 0)
         return -1;
-    tf_buf raw = { 0 };
-    int rc = 0;
-    for (uint64_t k = 0; rc == 0 && k < ar->c.last.seq; k++) {
-        tf_trailer t;
-        tf_segment seg;
-        rc = tf_container_read_trailer(&ar->c, offs[k], &t, e);
-        if (rc == 0)
-            rc = tf_container_read_catalog(&ar->c, &t, &raw, e);
-        if (rc == 0)
-            rc = tf_segment_decode(raw.data, raw.len, ar->nblobs, ar->c.chunk_shift, t.catalog_off, &seg, e);
-        if (rc == 0)
-            rc = tf_archive_apply(ar, &seg, e);
-        if (rc == 0 && ar->nblobs != t.nblobs)
-            rc = tf_fail(e, EIO, "commit %llu: %llu blobs, trailer says %llu",
-                         (unsigned long long)t.seq, (unsigned long long)ar->nblobs,
-                         (unsigned long long)t.nblobs);
-    }
-    tf_buf_free(&raw);
+    int rc = apply_commits(ar, offs, ar->c.last.seq, false, NULL, NULL, e);
     free(offs);
-    return rc < 0 || check_parents(ar, e) < 0 ? -1 : check_inodes(ar, e);
+    return rc;
+}
+
+int tf_archive_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *changed, tf_error *e)
+{
+    *changed = false;
+    if (ar->c.writable)
+        return tf_fail(e, EINVAL, "the archive's writer has no other writer to follow");
+    tf_trailer top;
+    uint64_t at, *offs = NULL;
+    bool found;
+    if (tf_container_poll(&ar->c, &top, &at, &found, e) < 0)
+        return -1;
+    if (!found)
+        return 0;
+    uint64_t from = ar->c.has_commit ? ar->c.last.seq : 0;
+    if (collect_trailers(&ar->c, at, top.seq, from, &offs, e) < 0)
+        return -1;
+    int rc = apply_commits(ar, offs, top.seq - from, true, hooks, changed, e);
+    free(offs);
+    return rc;
 }
 
 /* Whether the file open as fd is still the one at path. */

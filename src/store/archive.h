@@ -62,4 +62,23 @@ int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_err
  * (takes ownership of its contents). */
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e);
 
+/* What a mounted view does around each commit tf_archive_refresh
+ * applies (hooks may be NULL): begin gets the segment, checked, before the catalog and blob
+ * table change (the old ones are still there to look at); end comes once
+ * they have. */
+typedef struct {
+    void (*begin)(void *arg, const tf_segment *seg);
+    void (*end)(void *arg);
+    void *arg;
+} tf_archive_hooks;
+
+/* Reader of an archive that another process appends to: applies the
+ * commits made since it was opened or last refreshed, reading only the
+ * new trailers and catalog segments. Each must pass the checks an open
+ * makes (tf_archive_check_segment, a tree of unique inode numbers) before
+ * anything changes; a tail without a valid trailer is left for later.
+ * *changed: at least one commit was applied (also when a later one then
+ * failed). Blob indices stay what they were: blobs are only appended. */
+int tf_archive_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *changed, tf_error *e);
+
 #endif

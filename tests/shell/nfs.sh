@@ -3,8 +3,10 @@
 # mount read-only on 127.0.0.1; every file read back with libnfs's nfs-cp
 # equals its original, again after the kernel dropped its inodes and
 # dentries, and again after both the server and trajfs restarted (the
-# handles stay the same). The file handle calls themselves are checked
-# directly in mount.sh.
+# handles stay the same). A checkpoint that `trajpack add` appends while
+# the mount is exported shows in the server's listing within the mount's
+# follow interval and reads back. The file handle calls themselves are
+# checked directly in mount.sh.
 set -eu
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mountlib.sh"
@@ -18,6 +20,9 @@ command -v nfs-cp > /dev/null || fail "nfs-cp not found (apt-get install libnfs-
 
 src=$TEST_TMP/src
 generate_run "$src/run"
+# The last checkpoint comes later, while the mount is exported.
+later=step-000020.safetensors
+mv "$src/run/$later" "$TEST_TMP/$later"
 mkdir -p "$src/misc/a/b"
 seq 1 50000 > "$src/misc/a/b/numbers.txt"
 printf 'hello\n' > "$src/misc/hello.txt"
@@ -54,6 +59,9 @@ EXPORT {
     SecType = sys;
     FSAL { Name = VFS; }
 }
+# Listings read through, not kept: Ganesha's cache of them would not see
+# commits that the mount follows.
+MDCACHE { Dir_Chunk = 0; }
 LOG { Default_Log_Level = EVENT; }
 CONF
 
@@ -91,6 +99,23 @@ read_all() {
 start_mount "$archive" "$mnt"
 start_server 1
 read_all first
+
+# A commit appended while exported (follow, on by default: 1 s).
+nfs_list() {
+    nfs-ls "nfs://127.0.0.1/traj/run?version=4&nfsport=$port" | awk '{ print $NF }'
+}
+if nfs_list | grep -qx "$later"; then
+    fail "$later is listed before it was added"
+fi
+"$TRAJPACK" add -q --as "run/$later" "$archive" "$TEST_TMP/$later" || fail "add failed"
+start=$(date +%s%N)
+until nfs_list | grep -qx "$later"; do
+    [ $(($(date +%s%N) - start)) -le 5000000000 ] || fail "$later not listed over NFS after 5 s"
+    sleep 0.05
+done
+echo "a checkpoint added while exported was listed over NFS after $((($(date +%s%N) - start) / 1000000)) ms"
+mv "$TEST_TMP/$later" "$src/run/$later"
+read_all followed
 echo 2 > /proc/sys/vm/drop_caches
 read_all after-drop-caches
 stop_server
