@@ -613,12 +613,46 @@ static int parse(const tf_file_source *src, tf_entry *ent, tf_error *e)
     return rc;
 }
 
+/* 8 bytes, the header, and the data its tensors tile (the header's
+ * checks but the tiling's, which need the size). */
+static int implied_size(const tf_file_source *src, uint64_t *size, tf_error *e)
+{
+    context c = { .fname = src->name, .subject = "", .e = e };
+    uint8_t prefix[8];
+    if (src->read(src->arg, 0, prefix, sizeof prefix, e) < 0)
+        return -1;
+    uint64_t n = tf_le64_get(prefix);
+    if (n > TF_ST_MAX_HEADER)
+        return fail(&c, EINVAL, "header length %" PRIu64 " exceeds the limit of %u bytes", n,
+                    TF_ST_MAX_HEADER);
+    uint8_t *json = malloc(n ? n : 1);
+    if (!json)
+        return out_of_memory(&c);
+    tf_json_value root;
+    tf_st_header h = { 0 };
+    int rc = src->read(src->arg, 8, json, n, e);
+    if (rc == 0 && (rc = parse_json(&c, json, n, &root)) == 0) {
+        rc = parse_members(&c, &root, &h);
+        tf_json_free(&root);
+    }
+    uint64_t end = 0;
+    for (size_t i = 0; rc == 0 && i < h.ntensors; i++)
+        end = h.tensors[i].end > end ? h.tensors[i].end : end;
+    if (rc == 0 && end > UINT64_MAX - 8 - n)
+        rc = fail(&c, EINVAL, "data_offsets end past 64 bits");
+    *size = 8 + n + end;
+    tf_st_free(&h);
+    free(json);
+    return rc;
+}
+
 const tf_tensor_format tf_safetensors_format = {
     .id = TF_FORMAT_SAFETENSORS,
     .name = "safetensors",
     .suffix = ".safetensors",
     .recognise = recognise,
     .parse = parse,
+    .implied_size = implied_size,
 };
 
 void tf_st_free(tf_st_header *h)

@@ -52,6 +52,11 @@ typedef struct {
      * names); ent->path and ent->size are set. 0, or -1 with the reason:
      * EINVAL when the file is not a valid file of the format. */
     int (*parse)(const tf_file_source *src, tf_entry *ent, tf_error *e);
+    /* The size a file of this format must have, from its first bytes
+     * (read through src, whose size is only a bound): so that a file
+     * still being written can be encoded before its end is there. 0, or
+     * -1 when they do not tell it. NULL: the format's start never does. */
+    int (*implied_size)(const tf_file_source *src, uint64_t *size, tf_error *e);
 } tf_tensor_format;
 
 /* The format with this id, or NULL. */

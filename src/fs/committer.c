@@ -28,7 +28,9 @@ int fs_committer_start(fs_committer *c, struct fs_state *fs)
     *c = (fs_committer){ .fs = fs };
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->wake, NULL);
+    pthread_cond_init(&c->progress, NULL);
     if (pthread_create(&c->thread, NULL, committer_main, c) != 0) {
+        pthread_cond_destroy(&c->progress);
         pthread_cond_destroy(&c->wake);
         pthread_mutex_destroy(&c->lock);
         return -1;
@@ -47,6 +49,7 @@ void fs_committer_push(fs_committer *c, fs_job *job)
         c->head = job;
     c->tail = job;
     pthread_cond_signal(&c->wake);
+    pthread_cond_broadcast(&c->progress);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -57,9 +60,32 @@ void fs_committer_stop(fs_committer *c)
     pthread_mutex_lock(&c->lock);
     c->stopping = true;
     pthread_cond_signal(&c->wake);
+    pthread_cond_broadcast(&c->progress);
     pthread_mutex_unlock(&c->lock);
     pthread_join(c->thread, NULL);
+    pthread_cond_destroy(&c->progress);
     pthread_cond_destroy(&c->wake);
     pthread_mutex_destroy(&c->lock);
     c->running = false;
+}
+
+fs_queued fs_committer_queued(const fs_committer *c, uint64_t fh)
+{
+    fs_queued q = FS_QUEUED_NOTHING;
+    for (const fs_job *j = c->head; j; j = j->next) {
+        if ((j->kind == FS_JOB_COMMIT || j->kind == FS_JOB_RELEASE) && j->fh == fh)
+            return FS_QUEUED_CLOSE;
+        q = FS_QUEUED_OTHER;
+    }
+    return q;
+}
+
+void fs_committer_wait(fs_committer *c)
+{
+    pthread_cond_wait(&c->progress, &c->lock);
+}
+
+void fs_committer_progress(fs_committer *c)
+{
+    pthread_cond_broadcast(&c->progress);
 }

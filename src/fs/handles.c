@@ -1,5 +1,6 @@
 #include "fs/handles.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +57,11 @@ fs_handle *fs_handle_new_write(const fs_write_attrs *attrs, const char *name, in
     fs_handle *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
+    static _Atomic uint64_t serials;
+    h->serial = ++serials;
     h->ino = attrs->ino;
     h->writable = true;
+    h->streaming = dirty;
     h->spool = spool;
     h->attrs = *attrs;
     snprintf(h->name, sizeof h->name, "%s", name);

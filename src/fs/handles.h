@@ -41,8 +41,14 @@ typedef struct {
     tf_entry copy;
     tf_prefetch_cursor ahead; /* what its reads had decoded ahead */
     /* write handles */
+    uint64_t serial;    /* unique to this handle, whatever fh it gets */
     pthread_mutex_t io; /* spool I/O against a commit of the spool */
     int spool;
+    /* Encoding while it is written (fs/stream.h), under the committer's
+     * lock: */
+    bool streaming;     /* the stream job may still encode it */
+    bool stream_broken; /* bytes it may have read were written again */
+    uint64_t streamed;  /* the spool's first bytes, written in order */
     /* Write handles, under the table's lock: */
     fs_write_attrs attrs;
     char name[TF_NAME_MAX + 1]; /* in directory attrs.parent */
@@ -79,8 +85,9 @@ size_t fs_handles_destroy(fs_handles *t);
 
 /* A new read handle for the entry (copied when copy is true), or a new
  * write handle on the spool file (owned from now on) committing at name
- * (at most TF_NAME_MAX bytes) in directory attrs->parent. NULL when out
- * of memory. */
+ * (at most TF_NAME_MAX bytes) in directory attrs->parent; one whose spool
+ * starts empty (dirty) may be encoded as it is written. NULL when out of
+ * memory. */
 fs_handle *fs_handle_new_read(uint64_t ino, const tf_entry *ent, bool copy);
 fs_handle *fs_handle_new_write(const fs_write_attrs *attrs, const char *name, int spool,
                                bool dirty);

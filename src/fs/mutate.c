@@ -11,6 +11,7 @@
 #include "fs/fs.h"
 #include "fs/log.h"
 #include "fs/spool.h"
+#include "fs/stream.h"
 #include "fs/view.h"
 
 struct fs_job *fs_job_new(fs_job_kind kind, fuse_req_t req, const char *name,
@@ -94,26 +95,39 @@ static void warn_unmatched(fs_state *fs, const char *path)
     fs_log(LOG_WARNING, "%s: %s", path, why);
 }
 
-/* Commits the spool as the file `name` in directory a->parent. *took_over:
- * the inode of the regular file it replaced, 0 for none. */
-static int commit_spool(fs_state *fs, int spool, const fs_write_attrs *a, const char *name,
-                        uint64_t *took_over)
+/* Where the file `name` in directory a->parent is committed: its archive
+ * path and attributes. *took_over: the inode of the regular file it
+ * replaces, 0 for none. */
+static int place(fs_state *fs, const fs_write_attrs *a, const char *name,
+                 char path[TF_PATH_MAX + 1], tf_entry_attrs *ea, uint64_t *took_over)
 {
     const fs_node *dir;
-    char path[TF_PATH_MAX + 1];
     int err = resolve(fs, a->parent, name, &dir, path);
     if (err) {
         fs_log(LOG_ERR, "%s: not committed: its directory is gone", name);
         return err;
     }
     const fs_node *old = fs_tree_child(&fs->tree, dir, name);
-    tf_entry_attrs ea = { .ino = a->ino, .mode = a->mode, .mtime = a->mtime };
+    *ea = (tf_entry_attrs){ .ino = a->ino, .mode = a->mode, .mtime = a->mtime };
     if (old && fs_node_is_dir(old))
         return EISDIR;
     if (old && old->ent->kind != TF_ENTRY_SYMLINK)
-        ea.ino = *took_over = old->ino;
-    else if (fs_tree_by_ino(&fs->tree, ea.ino))
-        ea.ino = tf_writer_new_ino(fs->writer); /* never two entries with one inode */
+        ea->ino = *took_over = old->ino;
+    else if (fs_tree_by_ino(&fs->tree, ea->ino))
+        ea->ino = tf_writer_new_ino(fs->writer); /* never two entries with one inode */
+    return 0;
+}
+
+/* Commits the spool as the file `name` in directory a->parent; *took_over
+ * as place's. */
+static int commit_spool(fs_state *fs, int spool, const fs_write_attrs *a, const char *name,
+                        uint64_t *took_over)
+{
+    char path[TF_PATH_MAX + 1];
+    tf_entry_attrs ea;
+    int err = place(fs, a, name, path, &ea, took_over);
+    if (err)
+        return err;
     tf_error e;
     if (tf_writer_add_fd(fs->writer, spool, path, NULL, &ea, &e) < 0) {
         fs_log(e.errnum == EINVAL ? LOG_WARNING : LOG_ERR, "%s: not committed: %s", path, e.msg);
@@ -132,6 +146,7 @@ static int commit_handle(fs_state *fs, fs_handle *h, bool unreported)
     char name[TF_NAME_MAX + 1];
     uint64_t took_over = 0;
     int err = 0;
+    fs_stream_end(fs, h); /* a stream job still to come has nothing to do */
     pthread_mutex_lock(&h->io); /* no write changes the spool meanwhile */
     if (fs_handles_pending_commit(&fs->handles, h, unreported, &a, name)) {
         err = commit_spool(fs, h->spool, &a, name, &took_over);
@@ -141,6 +156,29 @@ static int commit_handle(fs_state *fs, fs_handle *h, bool unreported)
     if (took_over)
         fs_invalidate_inode(fs, took_over);
     return err;
+}
+
+/* Encodes h's file as it is written; when that gives up (or fails), the
+ * file's close commits it. */
+static void run_stream(fs_state *fs, struct fs_job *j)
+{
+    fs_handle *h = fs_handles_get(&fs->handles, j->fh, j->ino);
+    if (!h || h->serial != j->serial)
+        return; /* closed already */
+    fs_write_attrs a;
+    char name[TF_NAME_MAX + 1];
+    char path[TF_PATH_MAX + 1];
+    tf_entry_attrs ea;
+    uint64_t took_over = 0;
+    tf_error e;
+    if (fs_handles_pending_commit(&fs->handles, h, false, &a, name) &&
+        place(fs, &a, name, path, &ea, &took_over) == 0 &&
+        fs_stream_commit(fs, h, j->fh, path, &ea, &e) == 0) {
+        warn_unmatched(fs, path);
+        if (took_over)
+            fs_invalidate_inode(fs, took_over);
+    }
+    fs_stream_end(fs, h);
 }
 
 static void run_commit(fs_state *fs, struct fs_job *j)
@@ -313,6 +351,9 @@ void fs_job_run(fs_state *fs, struct fs_job *j)
         break;
     case FS_JOB_RELEASE:
         run_release(fs, j);
+        break;
+    case FS_JOB_STREAM:
+        run_stream(fs, j);
         break;
     case FS_JOB_MKDIR:
     case FS_JOB_SYMLINK: {

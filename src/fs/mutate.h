@@ -21,6 +21,8 @@ typedef enum {
     FS_JOB_COMMIT,  /* flush or fsync of a write handle: commit its changes */
     FS_JOB_RELEASE, /* the last close of a write handle: commit what was not
                      * (errors are logged), then free it; no reply */
+    FS_JOB_STREAM,  /* encode a write handle's file as it is written and
+                     * commit it at its close (fs/stream.h); no reply */
     FS_JOB_MKDIR,
     FS_JOB_SYMLINK,
     FS_JOB_UNLINK,
@@ -33,7 +35,8 @@ struct fs_job {
     struct fs_job *next; /* the committer's queue */
     fs_job_kind kind;
     fuse_req_t req;
-    uint64_t ino, fh;             /* COMMIT, RELEASE, SETATTR */
+    uint64_t ino, fh;             /* COMMIT, RELEASE, STREAM, SETATTR */
+    uint64_t serial;              /* STREAM: the handle's */
     uint64_t parent, new_parent;  /* directory inodes */
     char *name, *new_name, *target;
     mode_t mode;                  /* MKDIR */

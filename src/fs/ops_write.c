@@ -13,6 +13,7 @@
 #include "fs/mutate.h"
 #include "fs/open_reply.h"
 #include "fs/spool.h"
+#include "fs/stream.h"
 
 /* The kernel sends at most max_write bytes (1 MiB by default) per write. */
 #define WRITE_MAX ((size_t)64 << 20)
@@ -83,6 +84,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
         fuse_reply_err(req, ENOMEM);
         return;
     }
+    fs_stream_start(fs, fh, a.ino, h->serial);
     fi->fh = fh;
     fi->direct_io = fs->direct_io;
     struct fuse_entry_param ep;
@@ -152,7 +154,11 @@ void fs_open_for_writing(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         fuse_reply_err(req, ENOMEM);
         return;
     }
+    uint64_t serial = h->serial; /* h may be gone once the reply is sent */
+    fi->fh = 0;
     fs_reply_open(req, h, fi);
+    if (truncate && fi->fh)
+        fs_stream_start(fs, fi->fh, f.attrs.ino, serial);
 }
 
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -176,8 +182,10 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
     }
     pthread_mutex_lock(&h->io);
     int err = -fs_spool_write(h->spool, buf, size, (uint64_t)off);
-    if (!err)
+    if (!err) {
         fs_handles_note_write(&fs->handles, h, (uint64_t)off + size, true);
+        fs_stream_note_write(fs, h, (uint64_t)off, size);
+    }
     pthread_mutex_unlock(&h->io);
     if (err)
         fuse_reply_err(req, err);
@@ -269,8 +277,10 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
         }
         pthread_mutex_lock(&h->io);
         int err = ftruncate(h->spool, attr->st_size) < 0 ? errno : 0;
-        if (!err)
+        if (!err) {
             fs_handles_note_write(&fs->handles, h, (uint64_t)attr->st_size, false);
+            fs_stream_note_truncate(fs, h, (uint64_t)attr->st_size);
+        }
         pthread_mutex_unlock(&h->io);
         if (err) {
             fuse_reply_err(req, err);

@@ -8,6 +8,8 @@ int tf_source_read(const tf_source *src, uint64_t off, void *out, size_t len, tf
 {
     if (off > src->size || len > src->size - off)
         return tf_fail(e, EINVAL, "%s: read past its end", src->name);
+    if (src->growing && src->growing->await(src->growing->arg, off + len, e) < 0)
+        return -1;
     uint8_t *p = out;
     size_t got = 0;
     while (got < len) {

@@ -183,6 +183,22 @@ static int add_file(tf_writer *w, tf_commit *c, const add_how *how, const tf_sou
     return add_opaque(w, c, dest, how->attrs, src, e);
 }
 
+/* A growing file, encoded: waits for its end, which must be where its
+ * start said, and gives its entry (the commit's last) the file's final
+ * permission bits and time. */
+static int settle(tf_commit *c, const tf_source *src, tf_error *e)
+{
+    uint32_t mode;
+    struct timespec mtime;
+    if (src->growing->settle(src->growing->arg, src->size, &mode, &mtime, e) < 0)
+        return -1;
+    tf_entry *ent = &c->seg.entries[c->seg.nentries - 1];
+    ent->mode = mode & 07777;
+    ent->mtime_sec = mtime.tv_sec;
+    ent->mtime_nsec = (uint32_t)mtime.tv_nsec;
+    return 0;
+}
+
 /* Adds the regular file open as src, commits, and gives the committed
  * entry's tensor chunks to the cache. */
 static int add_regular(tf_writer *w, const tf_source *src, const add_how *how, tf_error *e)
@@ -193,6 +209,8 @@ static int add_regular(tf_writer *w, const tf_source *src, const add_how *how, t
     int rc = tf_commit_parents(&c, how->dest, e);
     if (rc == 0)
         rc = add_file(w, &c, how, src, &seeds, e);
+    if (rc == 0 && src->growing)
+        rc = settle(&c, src, e);
     rc = tf_writer_end_commit(&c, rc, e);
     if (rc == 0)
         tf_seeds_plant(&seeds, w->reader);
@@ -266,5 +284,34 @@ int tf_writer_add_fd(tf_writer *w, int fd, const char *dest, const char *series_
     tf_source src = { .name = dest, .fd = fd, .size = (uint64_t)st.st_size };
     add_how how = { .dest = dest, .series_path = series_path ? series_path : dest,
                     .attrs = attrs, .empty_ok = true };
+    return add_regular(w, &src, &how, e);
+}
+
+/* The size a growing file's format says it will have, from its first
+ * bytes. */
+static int implied_size(const tf_source *src, uint64_t *size, tf_error *e)
+{
+    uint8_t head[TF_FORMAT_HEAD_BYTES];
+    if (tf_source_read(src, 0, head, sizeof head, e) < 0)
+        return -1;
+    bool claimed;
+    const tf_tensor_format *f = tf_tensor_format_detect(head, sizeof head, src->size, src->name,
+                                                        &claimed);
+    if (!f || !f->implied_size)
+        return tf_fail(e, ECANCELED, "%s: its start does not tell its size", src->name);
+    tf_file_source fs = tf_source_as_file(src);
+    return f->implied_size(&fs, size, e);
+}
+
+int tf_writer_add_growing(tf_writer *w, const tf_growing_file *g, const char *dest,
+                          const tf_entry_attrs *attrs, tf_error *e)
+{
+    if (tf_path_check(dest, strlen(dest), e) < 0)
+        return -1;
+    w->report = (tf_add_report){ 0 };
+    tf_source src = { .name = dest, .fd = g->fd, .size = UINT64_MAX, .growing = g };
+    if (implied_size(&src, &src.size, e) < 0)
+        return -1;
+    add_how how = { .dest = dest, .series_path = dest, .attrs = attrs, .empty_ok = true };
     return add_regular(w, &src, &how, e);
 }

@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "store/archive.h"
+#include "store/source.h"
 #include "store/write_opts.h"
 
 /* What a caller that manages inodes itself (a mount) says about an entry
@@ -69,8 +70,18 @@ uint64_t tf_writer_new_ino(tf_writer *w);
 int tf_writer_add_fd(tf_writer *w, int fd, const char *dest, const char *series_path,
                      const tf_entry_attrs *attrs, tf_error *e);
 
-/* What the last tf_writer_add or tf_writer_add_fd of a regular file
- * found. */
+/* Adds a regular file that is still being written, as archive path dest
+ * (its run gives the references), and commits, as tf_writer_add_fd does:
+ * its chunks are encoded as its bytes come, so that once it is complete
+ * only its tail is left. Only a file whose format tells its size from its
+ * first bytes can be (a safetensors file); for others, and when the file
+ * does not end as it began (settle), the add fails with ECANCELED and the
+ * archive is as it was: the caller adds the file once it is complete. */
+int tf_writer_add_growing(tf_writer *w, const tf_growing_file *g, const char *dest,
+                          const tf_entry_attrs *attrs, tf_error *e);
+
+/* What the last tf_writer_add, tf_writer_add_fd or tf_writer_add_growing
+ * of a regular file found. */
 typedef struct {
     bool tensor_file;
     uint64_t tensor_bytes;     /* bytes of its float tensors */
