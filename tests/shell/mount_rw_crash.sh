@@ -161,7 +161,7 @@ while IFS= read -r delay; do
     mount_warm "$archive" "$log"
     : > "$TEST_TMP/stacks"
     if [ "$skip" -ge 0 ]; then
-        "$KILLONWRITE" "$archive" "$DAEMON_PID" "$skip" 10000 > "$TEST_TMP/killer.out" &
+        "$KILLONWRITE" "$archive" "$DAEMON_PID" "$skip" 30000 > "$TEST_TMP/killer.out" &
         killer=$!
         until [ -s "$TEST_TMP/killer.out" ]; do
             kill -0 "$killer" 2> /dev/null || fail "$what: killonwrite did not start"
@@ -169,7 +169,7 @@ while IFS= read -r delay; do
         done
         # shellcheck disable=SC2046
         start_writer "$mnt/run" "$log" $(next_files "$log")
-        wait "$killer" || fail "$what: the archive was not written $((skip + 1)) times in 10 s"
+        wait "$killer" || fail "$what: the archive was not written $((skip + 1)) times in 30 s"
         aimed=$((aimed + 1))
     else
         # shellcheck disable=SC2046
