@@ -31,16 +31,10 @@ void tf_bytegroup_join(const uint8_t *src, size_t n, unsigned w, uint8_t *dst)
     }
 }
 
-/* Floats of two bytes or more. */
-static bool groups(unsigned dtype)
-{
-    return tf_dtype_is_float(dtype) && tf_dtype_get(dtype)->size >= 2;
-}
-
 /* Element width for grouping, or 0 when the codec does not apply. */
 static unsigned group_width(const tf_codec_ctx *ctx, size_t len)
 {
-    if (!groups(ctx->dtype))
+    if (!tf_dtype_is_wide_float(ctx->dtype))
         return 0;
     unsigned size = tf_dtype_get(ctx->dtype)->size;
     return len % size ? 0 : size;
@@ -64,7 +58,7 @@ static int bytegroup_encode(const uint8_t *src, size_t len, const tf_codec_ctx *
 static size_t bytegroup_estimate(const uint8_t *src, size_t len, const tf_codec_ctx *ctx)
 {
     unsigned w = group_width(ctx, len);
-    return w ? tf_zstd_estimate(src, len / w, w, true, TF_BYTEGROUP_LEVEL) : SIZE_MAX;
+    return w ? tf_zstd_estimate(src, len / w, w, tf_bytegroup_split, TF_BYTEGROUP_LEVEL) : SIZE_MAX;
 }
 
 static int bytegroup_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx,
@@ -86,7 +80,7 @@ static int bytegroup_decode(const uint8_t *enc, size_t enc_len, const tf_codec_c
 const tf_codec tf_codec_bytegroup = {
     .id = TF_CODEC_BYTEGROUP,
     .name = "bytegroup",
-    .standalone_for = groups,
+    .standalone_for = tf_dtype_is_wide_float,
     .estimate = bytegroup_estimate,
     .encode = bytegroup_encode,
     .decode = bytegroup_decode,

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "codec/bytegroup.h"
 #include "codec/sample.h"
+#include "common/dtype.h"
 
 /* The level is not part of the format (any level decodes the same way);
  * 3 is zstd's own default, a good speed/size point for what reaches this
@@ -47,7 +47,8 @@ int tf_zstd_decompress(const uint8_t *enc, size_t enc_len, uint8_t *dst, size_t 
  * from being tried where they would not have won). */
 #define ZSTD_RUN_STEP 4
 
-size_t tf_zstd_estimate(const uint8_t *src, size_t n, unsigned bytes, bool grouped, int level)
+size_t tf_zstd_estimate(const uint8_t *src, size_t n, unsigned bytes, tf_zstd_arrange *arrange,
+                        int level)
 {
     const size_t all = tf_sample_runs(n), step = all >= ZSTD_RUN_STEP ? ZSTD_RUN_STEP : 1;
     const size_t runs = all / step, run = tf_sample_run_len(n), m = runs * run;
@@ -59,8 +60,8 @@ size_t tf_zstd_estimate(const uint8_t *src, size_t n, unsigned bytes, bool group
         memcpy(sample + k * run * bytes, src + tf_sample_run_start(n, k * step) * bytes,
                run * bytes);
     const uint8_t *in = sample;
-    if (grouped) {
-        tf_bytegroup_split(sample, m, bytes, sample + m * bytes);
+    if (arrange) {
+        arrange(sample, m, bytes, sample + m * bytes);
         in = sample + m * bytes;
     }
     size_t size = tf_zstd_compress(in, m * bytes, level, &out, NULL) == 0
@@ -74,7 +75,7 @@ size_t tf_zstd_estimate(const uint8_t *src, size_t n, unsigned bytes, bool group
 static size_t zstd_estimate(const uint8_t *src, size_t len, const tf_codec_ctx *ctx)
 {
     (void)ctx;
-    return tf_zstd_estimate(src, len, 1, false, TF_ZSTD_LEVEL);
+    return tf_zstd_estimate(src, len, 1, NULL, TF_ZSTD_LEVEL);
 }
 
 static int zstd_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,
@@ -95,7 +96,7 @@ static int zstd_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *c
  * compression, of grouped bytes where its elements allow. */
 static bool zstd_standalone_for(unsigned dtype)
 {
-    return !tf_codec_bytegroup.standalone_for(dtype);
+    return !tf_dtype_is_wide_float(dtype);
 }
 
 const tf_codec tf_codec_zstd = {

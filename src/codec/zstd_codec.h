@@ -13,9 +13,11 @@ extern const tf_codec tf_codec_zstd;
 int tf_zstd_compress(const uint8_t *src, size_t len, int level, tf_buf *out, tf_error *e);
 int tf_zstd_decompress(const uint8_t *enc, size_t enc_len, uint8_t *dst, size_t len, tf_error *e);
 /* The bytes one frame of the n elements of `bytes` bytes at src takes at
- * level, estimated by compressing their sample (codec/sample.h), its
- * elements' bytes regrouped by significance when `grouped`
- * (bytegroup.h); SIZE_MAX when out of memory. */
-size_t tf_zstd_estimate(const uint8_t *src, size_t n, unsigned bytes, bool grouped, int level);
+ * level, estimated by compressing their sample (codec/sample.h), first
+ * rearranged by `arrange` (from its m elements to dst) when not NULL, as
+ * the byte-grouping codec does; SIZE_MAX when out of memory. */
+typedef void tf_zstd_arrange(const uint8_t *src, size_t m, unsigned bytes, uint8_t *dst);
+size_t tf_zstd_estimate(const uint8_t *src, size_t n, unsigned bytes, tf_zstd_arrange *arrange,
+                        int level);
 
 #endif

@@ -42,5 +42,11 @@ static inline bool tf_dtype_is_float(unsigned dt)
 {
     return dt >= TF_DT_F16 && dt <= TF_DT_F8_E5M2;
 }
+/* Floats of two bytes or more: the elements whose bytes are worth
+ * grouping by significance (codec/bytegroup.h). */
+static inline bool tf_dtype_is_wide_float(unsigned dt)
+{
+    return tf_dtype_is_float(dt) && tf_dtype_get(dt)->size >= 2;
+}
 
 #endif
