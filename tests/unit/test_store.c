@@ -273,15 +273,15 @@ START_TEST(test_prefetch_decodes_what_comes_next)
     tf_prefetch_wait(p);
     ck_assert_uint_eq(decoded(r), 0);
 
-    const tf_tensor_span *big = &ent->tensors[2]; /* two chunks, both deltas */
+    const tf_tensor_span *big_span = &ent->tensors[2]; /* two chunks, both deltas */
     ck_assert_str_eq(tf_tensor_name(ent, 2), "big");
-    tf_prefetch_read(p, ent, &cur, big->file_off + 1, 1);
+    tf_prefetch_read(p, ent, &cur, big_span->file_off + 1, 1);
     tf_prefetch_wait(p);
     uint64_t ahead = decoded(r);
     ck_assert_uint_ge(ahead, 2);
     ck_assert_uint_eq(holds, 2); /* one reconstruction per chunk, each in the guard */
     ck_assert_uint_eq(releases, holds);
-    expect_bytes(r, ent, want, big->file_off, (size_t)big->nbytes);
+    expect_bytes(r, ent, want, big_span->file_off, (size_t)big_span->nbytes);
     ck_assert_uint_eq(decoded(r), ahead);
     expect_bytes(r, ent, want, 0, n); /* the rest was not decoded ahead */
     ck_assert_uint_gt(decoded(r), ahead);
