@@ -1,3 +1,5 @@
+/* The interpreter of pickle.h: a machine (pickle_machine.h) that runs the
+ * opcodes up to STOP; pickle_paths.c then names the storages it met. */
 #include "format/pickle.h"
 
 #include <errno.h>
@@ -10,6 +12,7 @@
 
 #include "common/buf.h"
 #include "common/dtype.h"
+#include "format/pickle_machine.h"
 
 /* ---- opcodes ---- */
 
@@ -51,38 +54,10 @@ static const char *const op_names[256] = {
 
 /* ---- values ---- */
 
-typedef enum {
-    V_NONE, V_BOOL, V_INT, V_BIGINT, V_FLOAT, V_STR, V_BYTES,
-    V_TUPLE, V_LIST, V_DICT, V_GLOBAL, V_STORAGE, V_TENSOR,
-} kind;
-
+/* Of each kind (pickle_machine.h), for messages. */
 static const char *const kind_names[] = {
     "None", "a bool", "an int", "an int beyond 64 bits", "a float", "a str", "bytes",
     "a tuple", "a list", "a dict", "a global", "a storage", "a tensor",
-};
-
-typedef struct container container;
-
-/* What the stack and the memo hold. Numbers other than ints are not kept:
- * nothing the interpreter reports depends on them. */
-typedef struct {
-    kind kind;
-    size_t len; /* V_STR, V_BYTES */
-    union {
-        int64_t i;        /* V_BOOL, V_INT */
-        const uint8_t *s; /* V_STR, V_BYTES: in the pickle */
-        container *c;     /* V_TUPLE, V_LIST, V_DICT */
-        size_t index;     /* V_GLOBAL: of globals; V_STORAGE, V_TENSOR: of storages */
-    } u;
-} value;
-
-/* A tuple, list or dict (items key, value, key, value, ...). Containers
- * are shared, as the memo shares them, and may hold themselves. */
-struct container {
-    value *items;
-    size_t n, cap;
-    value state;  /* what BUILD gave a dict; V_NONE when nothing */
-    bool visited; /* by the walk */
 };
 
 /* What a global is to the interpreter. */
@@ -157,49 +132,14 @@ static const struct {
     { "torch", "bool", G_DTYPE, TF_DT_BOOL },
 };
 
-typedef struct {
+struct global {
     const uint8_t *module, *name; /* in the pickle */
     size_t module_len, name_len;
     role role;
     tf_dtype dtype; /* G_STORAGE, G_DTYPE */
-} global;
-
-/* A storage as one BINPERSID names it. At STOP, the ones of one key
- * become a group, which the first of them stands for. */
-typedef struct {
-    const uint8_t *key; /* in the pickle */
-    size_t key_len;
-    uint64_t nbytes;
-    tf_dtype dtype; /* TF_DT_NONE until a storage class or a tensor says */
-    size_t offset;  /* of the BINPERSID */
-    size_t group;   /* the first of its key, once grouped */
-    char *path;     /* of the group, on its first: set by the walk */
-} storage;
-
-typedef struct {
-    const uint8_t *p;
-    size_t len, pos;
-    size_t op_pos; /* the opcode running, for messages */
-    uint8_t op;
-    value *stack;
-    size_t sp, stack_cap;
-    size_t marks[TF_PICKLE_MAX_DEPTH]; /* stack positions of the open marks */
-    size_t nmarks;
-    value *memo;
-    size_t nmemo, memo_cap;
-    container **containers; /* every one made, to free them */
-    size_t ncontainers, containers_cap;
-    global *globals;
-    size_t nglobals, globals_cap;
-    storage *storages; /* in the order of their BINPERSIDs */
-    size_t nstorages, storages_cap;
-    size_t path_bytes;
-    tf_error *e;
-} machine;
+};
 
 /* ---- messages ---- */
-
-#define SHOWN_MAX 60
 
 /* s as a message may show it: printable ASCII, '?' for other bytes, cut
  * after SHOWN_MAX bytes. */
@@ -217,8 +157,7 @@ static const char *op_name(uint8_t op)
     return op_names[op] ? op_names[op] : "an unknown opcode";
 }
 
-/* Fails with EINVAL: "pickle offset N, OPCODE: message". */
-__attribute__((format(printf, 2, 3))) static int fail(machine *m, const char *fmt, ...)
+int tf_pickle_fail(machine *m, const char *fmt, ...)
 {
     char msg[400];
     va_list ap;
@@ -229,7 +168,7 @@ __attribute__((format(printf, 2, 3))) static int fail(machine *m, const char *fm
                    m->op, msg);
 }
 
-static int nomem(machine *m)
+int tf_pickle_nomem(machine *m)
 {
     return tf_fail(m->e, ENOMEM, "pickle: out of memory");
 }
@@ -254,7 +193,7 @@ static void *grow(machine *m, void *v, size_t *cap, size_t n, size_t size)
     size_t ncap = *cap ? 2 * *cap : 16;
     void *nv = ncap <= SIZE_MAX / size ? realloc(v, ncap * size) : NULL;
     if (!nv) {
-        nomem(m);
+        tf_pickle_nomem(m);
         return NULL;
     }
     *cap = ncap;
@@ -269,7 +208,7 @@ static container *new_container(machine *m)
     m->containers = all;
     container *c = calloc(1, sizeof *c);
     if (!c) {
-        nomem(m);
+        tf_pickle_nomem(m);
         return NULL;
     }
     all[m->ncontainers++] = c;
@@ -297,7 +236,7 @@ static size_t fence(const machine *m)
 static int push(machine *m, value v)
 {
     if (m->sp == TF_PICKLE_MAX_STACK)
-        return fail(m, "more than %u values on the stack", TF_PICKLE_MAX_STACK);
+        return tf_pickle_fail(m, "more than %u values on the stack", TF_PICKLE_MAX_STACK);
     value *s = grow(m, m->stack, &m->stack_cap, m->sp, sizeof *s);
     if (!s)
         return -1;
@@ -309,7 +248,7 @@ static int push(machine *m, value v)
 static int pop(machine *m, value *v)
 {
     if (m->sp == fence(m))
-        return fail(m, "stack underflow");
+        return tf_pickle_fail(m, "stack underflow");
     *v = m->stack[--m->sp];
     return 0;
 }
@@ -317,7 +256,7 @@ static int pop(machine *m, value *v)
 static value *top(machine *m)
 {
     if (m->sp == fence(m)) {
-        fail(m, "stack underflow");
+        tf_pickle_fail(m, "stack underflow");
         return NULL;
     }
     return &m->stack[m->sp - 1];
@@ -327,7 +266,7 @@ static value *top(machine *m)
 static int pop_mark(machine *m, size_t *at)
 {
     if (!m->nmarks)
-        return fail(m, "no MARK is open");
+        return tf_pickle_fail(m, "no MARK is open");
     *at = m->marks[--m->nmarks];
     return 0;
 }
@@ -364,12 +303,12 @@ static container *below_mark(machine *m, kind k, size_t *from)
     if (pop_mark(m, from) < 0)
         return NULL;
     if (*from == fence(m)) {
-        fail(m, "stack underflow");
+        tf_pickle_fail(m, "stack underflow");
         return NULL;
     }
     const value *v = &m->stack[*from - 1];
     if (v->kind != k) {
-        fail(m, "adds items to %s", kind_names[v->kind]);
+        tf_pickle_fail(m, "adds items to %s", kind_names[v->kind]);
         return NULL;
     }
     return v->u.c;
@@ -382,7 +321,7 @@ static container *below_mark(machine *m, kind k, size_t *from)
 static const uint8_t *take(machine *m, uint64_t n)
 {
     if (n > m->len - m->pos) {
-        fail(m, "truncated: needs %" PRIu64 " bytes, %zu are left", n, m->len - m->pos);
+        tf_pickle_fail(m, "truncated: needs %" PRIu64 " bytes, %zu are left", n, m->len - m->pos);
         return NULL;
     }
     const uint8_t *b = m->p + m->pos;
@@ -405,7 +344,7 @@ static int take_line(machine *m, const uint8_t **s, size_t *n)
 {
     const uint8_t *nl = memchr(m->p + m->pos, '\n', m->len - m->pos);
     if (!nl)
-        return fail(m, "truncated: no end of line");
+        return tf_pickle_fail(m, "truncated: no end of line");
     *s = m->p + m->pos;
     *n = (size_t)(nl - *s);
     m->pos += *n + 1;
@@ -441,10 +380,10 @@ static int decimal_value(machine *m, const uint8_t *s, size_t n, value *v)
     uint64_t u = 0;
     bool big = false;
     if (n == (size_t)neg)
-        return fail(m, "not a decimal integer");
+        return tf_pickle_fail(m, "not a decimal integer");
     for (size_t i = neg; i < n; i++) {
         if (s[i] < '0' || s[i] > '9')
-            return fail(m, "not a decimal integer");
+            return tf_pickle_fail(m, "not a decimal integer");
         if (u > (UINT64_MAX - 9) / 10)
             big = true;
         else
@@ -504,14 +443,14 @@ static int op_stack_global(machine *m)
     if (pop(m, &name) < 0 || pop(m, &module) < 0)
         return -1;
     if (module.kind != V_STR || name.kind != V_STR)
-        return fail(m, "module and name are %s and %s, not two str", kind_names[module.kind],
-                    kind_names[name.kind]);
+        return tf_pickle_fail(m, "module and name are %s and %s, not two str",
+                              kind_names[module.kind], kind_names[name.kind]);
     return push_global(m, module.u.s, module.len, name.u.s, name.len);
 }
 
 /* ---- storages ---- */
 
-static const char *storage_key(const storage *s, char out[SHOWN_MAX + 4])
+const char *tf_pickle_storage_key(const storage *s, char out[SHOWN_MAX + 4])
 {
     return shown(s->key, s->key_len, out);
 }
@@ -521,9 +460,9 @@ static int set_dtype(machine *m, storage *s, tf_dtype dt)
 {
     char key[SHOWN_MAX + 4];
     if (s->dtype != TF_DT_NONE && s->dtype != dt)
-        return fail(m, "storage '%s' (named at offset %zu) is read as %s but is %s",
-                    storage_key(s, key), s->offset, tf_dtype_get(dt)->name,
-                    tf_dtype_get(s->dtype)->name);
+        return tf_pickle_fail(m, "storage '%s' (named at offset %zu) is read as %s but is %s",
+                              tf_pickle_storage_key(s, key), s->offset, tf_dtype_get(dt)->name,
+                              tf_dtype_get(s->dtype)->name);
     s->dtype = dt;
     return 0;
 }
@@ -541,39 +480,40 @@ static int op_binpersid(machine *m)
     if (pop(m, &pid) < 0)
         return -1;
     if (pid.kind != V_TUPLE)
-        return fail(m, "a persistent id is %s, not a tuple ('storage', storage class, key, "
-                       "location, numel)", kind_names[pid.kind]);
+        return tf_pickle_fail(m, "a persistent id is %s, not a tuple ('storage', storage class, "
+                                 "key, location, numel)", kind_names[pid.kind]);
     if (pid.u.c->n != 5)
-        return fail(m, "a persistent id of %zu items, not the 5 of ('storage', storage class, "
-                       "key, location, numel)", pid.u.c->n);
+        return tf_pickle_fail(m, "a persistent id of %zu items, not the 5 of ('storage', "
+                                 "storage class, key, location, numel)", pid.u.c->n);
     const value *f = pid.u.c->items;
     if (!is_str(&f[0], "storage"))
-        return fail(m, "a persistent id's first item is not 'storage'");
+        return tf_pickle_fail(m, "a persistent id's first item is not 'storage'");
     if (f[1].kind != V_GLOBAL)
-        return fail(m, "a storage class is %s", kind_names[f[1].kind]);
+        return tf_pickle_fail(m, "a storage class is %s", kind_names[f[1].kind]);
     const global *cls = &m->globals[f[1].u.index];
     if (cls->role != G_STORAGE)
-        return fail(m, "%s is not a storage class the archive stores", global_name(cls, name));
+        return tf_pickle_fail(m, "%s is not a storage class the archive stores",
+                              global_name(cls, name));
     if (f[2].kind != V_STR || f[3].kind != V_STR)
-        return fail(m, "a storage's key and location are %s and %s, not two str",
-                    kind_names[f[2].kind], kind_names[f[3].kind]);
+        return tf_pickle_fail(m, "a storage's key and location are %s and %s, not two str",
+                              kind_names[f[2].kind], kind_names[f[3].kind]);
     /* Keys are compared when storages are grouped: the bound keeps a key
      * that many ids share (through the memo) from costing more than its
      * bytes. */
     if (f[2].len > TF_PICKLE_MAX_KEY)
-        return fail(m, "a storage key longer than %d bytes", TF_PICKLE_MAX_KEY);
+        return tf_pickle_fail(m, "a storage key longer than %d bytes", TF_PICKLE_MAX_KEY);
     if (memchr(f[2].u.s, 0, f[2].len))
-        return fail(m, "a storage key contains NUL");
+        return tf_pickle_fail(m, "a storage key contains NUL");
     if (f[4].kind != V_INT)
-        return fail(m, "storage '%s': its size is %s, not an int", shown(f[2].u.s, f[2].len, key),
-                    kind_names[f[4].kind]);
+        return tf_pickle_fail(m, "storage '%s': its size is %s, not an int",
+                              shown(f[2].u.s, f[2].len, key), kind_names[f[4].kind]);
     if (f[4].u.i < 0)
-        return fail(m, "storage '%s': its size %" PRId64 " is negative",
-                    shown(f[2].u.s, f[2].len, key), f[4].u.i);
+        return tf_pickle_fail(m, "storage '%s': its size %" PRId64 " is negative",
+                              shown(f[2].u.s, f[2].len, key), f[4].u.i);
     uint64_t size = cls->dtype == TF_DT_NONE ? 1 : tf_dtype_get(cls->dtype)->size;
     if ((uint64_t)f[4].u.i > UINT64_MAX / size)
-        return fail(m, "storage '%s': %" PRId64 " elements overflow", shown(f[2].u.s, f[2].len, key),
-                    f[4].u.i);
+        return tf_pickle_fail(m, "storage '%s': %" PRId64 " elements overflow",
+                              shown(f[2].u.s, f[2].len, key), f[4].u.i);
     storage *ss = grow(m, m->storages, &m->storages_cap, m->nstorages, sizeof *ss);
     if (!ss)
         return -1;
@@ -582,50 +522,6 @@ static int op_binpersid(machine *m)
                                   .nbytes = (uint64_t)f[4].u.i * size, .dtype = cls->dtype,
                                   .offset = m->op_pos };
     return push(m, (value){ .kind = V_STORAGE, .u.index = m->nstorages++ });
-}
-
-/* ---- storages by key ---- */
-
-static int by_key_then_offset(const void *pa, const void *pb)
-{
-    const storage *a = *(const storage *const *)pa, *b = *(const storage *const *)pb;
-    int c = memcmp(a->key, b->key, a->key_len < b->key_len ? a->key_len : b->key_len);
-    if (c == 0 && a->key_len != b->key_len)
-        c = a->key_len < b->key_len ? -1 : 1;
-    return c ? c : (a->offset > b->offset) - (a->offset < b->offset);
-}
-
-/* Puts each storage into the group of its key; the group's first (in
- * pickle order) takes the dtype any of them has, and all must agree on
- * dtype and size. */
-static int group_storages(machine *m)
-{
-    char key[SHOWN_MAX + 4];
-    storage **sorted = malloc((m->nstorages ? m->nstorages : 1) * sizeof *sorted);
-    if (!sorted)
-        return nomem(m);
-    for (size_t i = 0; i < m->nstorages; i++)
-        sorted[i] = &m->storages[i];
-    qsort(sorted, m->nstorages, sizeof *sorted, by_key_then_offset);
-    int rc = 0;
-    for (size_t i = 0, first = 0; rc == 0 && i < m->nstorages; i++) {
-        storage *s = sorted[i], *g = sorted[first];
-        if (i > first && (s->key_len != g->key_len || memcmp(s->key, g->key, s->key_len) != 0))
-            g = sorted[first = i];
-        s->group = (size_t)(g - m->storages);
-        if (s->nbytes != g->nbytes)
-            rc = fail(m, "storage '%s' has %" PRIu64 " bytes where named at offset %zu and %" PRIu64
-                         " where named at offset %zu", storage_key(g, key), g->nbytes, g->offset,
-                      s->nbytes, s->offset);
-        else if (s->dtype != TF_DT_NONE && g->dtype != TF_DT_NONE && s->dtype != g->dtype)
-            rc = fail(m, "storage '%s' is %s where named at offset %zu and %s where named at "
-                         "offset %zu", storage_key(g, key), tf_dtype_get(g->dtype)->name,
-                      g->offset, tf_dtype_get(s->dtype)->name, s->offset);
-        else if (g->dtype == TF_DT_NONE)
-            g->dtype = s->dtype;
-    }
-    free(sorted);
-    return rc;
 }
 
 /* ---- calls ---- */
@@ -652,20 +548,22 @@ static int rebuild_tensor(machine *m, const global *f, const container *args)
     const bool v3 = f->role == G_REBUILD_V3;
     const value *a = args->items;
     if (args->n != 6u + v3 && args->n != 7u + v3)
-        return fail(m, "%s takes %d or %d arguments, not %zu", global_name(f, name), 6 + v3, 7 + v3,
-                    args->n);
+        return tf_pickle_fail(m, "%s takes %d or %d arguments, not %zu", global_name(f, name),
+                              6 + v3, 7 + v3, args->n);
     if (a[0].kind != V_STORAGE)
-        return fail(m, "%s of %s, not a storage", global_name(f, name), kind_names[a[0].kind]);
+        return tf_pickle_fail(m, "%s of %s, not a storage", global_name(f, name),
+                              kind_names[a[0].kind]);
     if (a[1].kind != V_INT || a[1].u.i < 0 || !is_int_tuple(&a[2]) || !is_int_tuple(&a[3]) ||
         a[2].u.c->n != a[3].u.c->n || a[4].kind != V_BOOL)
-        return fail(m, "%s: the offset, size, stride or requires_grad is malformed",
-                    global_name(f, name));
+        return tf_pickle_fail(m, "%s: the offset, size, stride or requires_grad is malformed",
+                              global_name(f, name));
     if (v3) {
         const global *dt = a[6].kind == V_GLOBAL ? &m->globals[a[6].u.index] : NULL;
         char dt_name[2 * SHOWN_MAX + 9];
         if (!dt || dt->role != G_DTYPE)
-            return fail(m, "%s: its dtype argument is %s, not a dtype the archive stores",
-                        global_name(f, name), dt ? global_name(dt, dt_name) : kind_names[a[6].kind]);
+            return tf_pickle_fail(m, "%s: its dtype argument is %s, not a dtype the archive stores",
+                                  global_name(f, name),
+                                  dt ? global_name(dt, dt_name) : kind_names[a[6].kind]);
         if (set_dtype(m, &m->storages[a[0].u.index], dt->dtype) < 0)
             return -1;
     }
@@ -681,20 +579,20 @@ static int op_reduce(machine *m)
     if (pop(m, &args) < 0 || pop(m, &f) < 0)
         return -1;
     if (f.kind != V_GLOBAL)
-        return fail(m, "calls %s", kind_names[f.kind]);
+        return tf_pickle_fail(m, "calls %s", kind_names[f.kind]);
     const global *g = &m->globals[f.u.index];
     if (args.kind != V_TUPLE)
-        return fail(m, "the arguments of %s are %s, not a tuple", global_name(g, name),
-                    kind_names[args.kind]);
+        return tf_pickle_fail(m, "the arguments of %s are %s, not a tuple", global_name(g, name),
+                              kind_names[args.kind]);
     const container *a = args.u.c;
     switch (g->role) {
     case G_ORDERED_DICT:
         if (a->n)
-            return fail(m, "collections.OrderedDict is called with arguments");
+            return tf_pickle_fail(m, "collections.OrderedDict is called with arguments");
         return push_container(m, V_DICT);
     case G_DICT_FACTORY:
         if (a->n > 1)
-            return fail(m, "collections.defaultdict is called with %zu arguments", a->n);
+            return tf_pickle_fail(m, "collections.defaultdict is called with %zu arguments", a->n);
         return push_container(m, V_DICT);
     case G_VALUE:
         return push(m, args);
@@ -704,11 +602,11 @@ static int op_reduce(machine *m)
     case G_PARAMETER:
     case G_PARAMETER_STATE:
         if (a->n != (g->role == G_PARAMETER ? 3u : 4u) || a->items[0].kind != V_TENSOR)
-            return fail(m, "%s: malformed arguments", global_name(g, name));
+            return tf_pickle_fail(m, "%s: malformed arguments", global_name(g, name));
         return push(m, a->items[0]);
     default:
-        return fail(m, "calls %s, which is neither a tensor rebuild function nor a "
-                       "plain value's constructor", global_name(g, name));
+        return tf_pickle_fail(m, "calls %s, which is neither a tensor rebuild function nor a "
+                                 "plain value's constructor", global_name(g, name));
     }
 }
 
@@ -722,10 +620,11 @@ static int op_memo_put(machine *m, uint64_t index)
     /* Picklers number memo entries in order: an index past the end is
      * never written, and refusing it bounds the memo by the puts. */
     if (index > m->nmemo)
-        return fail(m, "memo index %" PRIu64 " skips past the memo's %zu entries", index, m->nmemo);
+        return tf_pickle_fail(m, "memo index %" PRIu64 " skips past the memo's %zu entries", index,
+                              m->nmemo);
     if (index == m->nmemo) {
         if (m->nmemo == TF_PICKLE_MAX_MEMO)
-            return fail(m, "more than %u memo entries", TF_PICKLE_MAX_MEMO);
+            return tf_pickle_fail(m, "more than %u memo entries", TF_PICKLE_MAX_MEMO);
         value *memo = grow(m, m->memo, &m->memo_cap, m->nmemo, sizeof *memo);
         if (!memo)
             return -1;
@@ -742,8 +641,8 @@ static int op_memo_get(machine *m, unsigned bytes)
     if (take_uint(m, bytes, &index) < 0)
         return -1;
     if (index >= m->nmemo)
-        return fail(m, "memo index %" PRIu64 " is not set (the memo has %zu entries)", index,
-                    m->nmemo);
+        return tf_pickle_fail(m, "memo index %" PRIu64 " is not set (the memo has %zu entries)",
+                              index, m->nmemo);
     return push(m, m->memo[index]);
 }
 
@@ -753,9 +652,9 @@ static int op_proto(machine *m)
     if (take_uint(m, 1, &version) < 0)
         return -1;
     if (m->op_pos != 0)
-        return fail(m, "PROTO is not the first opcode");
+        return tf_pickle_fail(m, "PROTO is not the first opcode");
     if (version < 2 || version > 5)
-        return fail(m, "protocol %" PRIu64 " is not one torch.save writes", version);
+        return tf_pickle_fail(m, "protocol %" PRIu64 " is not one torch.save writes", version);
     return 0;
 }
 
@@ -765,7 +664,7 @@ static int op_frame(machine *m)
     if (take_uint(m, 8, &n) < 0)
         return -1;
     if (n > m->len - m->pos)
-        return fail(m, "a frame of %" PRIu64 " bytes runs past the end", n);
+        return tf_pickle_fail(m, "a frame of %" PRIu64 " bytes runs past the end", n);
     return 0;
 }
 
@@ -792,7 +691,7 @@ static int op_long(machine *m, unsigned bytes)
     if (take_uint(m, bytes, &n) < 0)
         return -1;
     if (bytes == 4 && n > INT32_MAX)
-        return fail(m, "a negative length");
+        return tf_pickle_fail(m, "a negative length");
     return (b = take(m, n)) ? push(m, long_value(b, (size_t)n)) : -1;
 }
 
@@ -809,7 +708,7 @@ static int op_binint(machine *m, unsigned bytes)
 static int op_fixed_tuple(machine *m, size_t n)
 {
     if (m->sp - fence(m) < n)
-        return fail(m, "stack underflow");
+        return tf_pickle_fail(m, "stack underflow");
     return make_tuple(m, m->sp - n);
 }
 
@@ -820,7 +719,7 @@ static int op_append(machine *m)
     if (pop(m, &v) < 0 || !(list = top(m)))
         return -1;
     if (list->kind != V_LIST)
-        return fail(m, "appends to %s", kind_names[list->kind]);
+        return tf_pickle_fail(m, "appends to %s", kind_names[list->kind]);
     return add_item(m, list->u.c, v);
 }
 
@@ -831,7 +730,7 @@ static int op_setitem(machine *m)
     if (pop(m, &v) < 0 || pop(m, &k) < 0 || !(dict = top(m)))
         return -1;
     if (dict->kind != V_DICT)
-        return fail(m, "sets an item of %s", kind_names[dict->kind]);
+        return tf_pickle_fail(m, "sets an item of %s", kind_names[dict->kind]);
     return add_item(m, dict->u.c, k) < 0 ? -1 : add_item(m, dict->u.c, v);
 }
 
@@ -849,7 +748,7 @@ static int op_setitems(machine *m)
     if (!dict)
         return -1;
     if ((m->sp - from) % 2)
-        return fail(m, "an odd number of keys and values");
+        return tf_pickle_fail(m, "an odd number of keys and values");
     return move_items(m, dict, from);
 }
 
@@ -862,9 +761,9 @@ static int op_build(machine *m)
     if (pop(m, &state) < 0 || !(obj = top(m)))
         return -1;
     if (obj->kind != V_DICT)
-        return fail(m, "sets the state of %s", kind_names[obj->kind]);
+        return tf_pickle_fail(m, "sets the state of %s", kind_names[obj->kind]);
     if (obj->u.c->state.kind != V_NONE)
-        return fail(m, "sets the state of a dict a second time");
+        return tf_pickle_fail(m, "sets the state of a dict a second time");
     obj->u.c->state = state;
     return 0;
 }
@@ -872,7 +771,7 @@ static int op_build(machine *m)
 static int op_mark(machine *m)
 {
     if (m->nmarks == TF_PICKLE_MAX_DEPTH)
-        return fail(m, "more than %d marks open", TF_PICKLE_MAX_DEPTH);
+        return tf_pickle_fail(m, "more than %d marks open", TF_PICKLE_MAX_DEPTH);
     m->marks[m->nmarks++] = m->sp;
     return 0;
 }
@@ -935,175 +834,10 @@ static int step(machine *m)
     case OP_BUILD: return op_build(m);
     case OP_BINPERSID: return op_binpersid(m);
     default:
-        return fail(m, op_names[m->op] ? "not one of the opcodes torch.save emits at protocols 1 to 5" : "not a pickle opcode");
+        return tf_pickle_fail(m, op_names[m->op] ? "not one of the opcodes torch.save emits at "
+                                                   "protocols 1 to 5"
+                                                 : "not a pickle opcode");
     }
-}
-
-/* ---- paths ---- */
-
-#define STRINGIFY_(x) #x
-#define STRINGIFY(x) STRINGIFY_(x)
-
-typedef struct {
-    char buf[TF_PICKLE_MAX_PATH + 1];
-    size_t len;     /* of the path, even where buf does not hold it */
-    size_t parts;   /* components */
-    size_t bad_len; /* SIZE_MAX, or len before the component that spoilt the path */
-    const char *why;
-} path;
-
-/* Appends a component; returns the length to restore with path_pop. */
-static size_t path_push(path *p, const void *s, size_t n)
-{
-    const size_t old = p->len, dot = p->parts > 0;
-    p->parts++;
-    p->len = old + dot + n;
-    if (p->bad_len != SIZE_MAX)
-        return old;
-    /* The length first: a long key costs no more than a short one. */
-    if (p->len > TF_PICKLE_MAX_PATH) {
-        p->bad_len = old;
-        p->why = "it is longer than " STRINGIFY(TF_PICKLE_MAX_PATH) " bytes";
-    } else if (memchr(s, 0, n)) {
-        p->bad_len = old;
-        p->why = "a key on it contains NUL";
-    } else {
-        if (dot)
-            p->buf[old] = '.';
-        memcpy(p->buf + old + dot, s, n);
-    }
-    return old;
-}
-
-static void path_pop(path *p, size_t old)
-{
-    p->len = old;
-    p->parts--;
-    if (old <= p->bad_len)
-        p->bad_len = SIZE_MAX;
-}
-
-/* Gives storage `index` the path p unless it has one. */
-static int name_storage(machine *m, size_t index, const path *p)
-{
-    storage *s = &m->storages[m->storages[index].group];
-    char key[SHOWN_MAX + 4];
-    if (s->path)
-        return 0;
-    if (p->bad_len != SIZE_MAX)
-        return fail(m, "storage '%s' (named at offset %zu) has no path: %s",
-                    storage_key(s, key), s->offset, p->why);
-    if (p->len + 1 > TF_PICKLE_PATH_BUDGET(m->len) - m->path_bytes)
-        return fail(m, "the paths of the storages exceed %zu bytes", TF_PICKLE_PATH_BUDGET(m->len));
-    if (!(s->path = malloc(p->len + 1)))
-        return nomem(m);
-    memcpy(s->path, p->buf, p->len);
-    s->path[p->len] = '\0';
-    m->path_bytes += p->len + 1;
-    return 0;
-}
-
-/* Names the storages under v, depth first; a container shared or held
- * by itself is walked once. */
-static int walk(machine *m, const value *v, path *p, unsigned depth)
-{
-    if (v->kind == V_STORAGE || v->kind == V_TENSOR)
-        return name_storage(m, v->u.index, p);
-    if (v->kind != V_TUPLE && v->kind != V_LIST && v->kind != V_DICT)
-        return 0;
-    container *c = v->u.c;
-    if (c->visited)
-        return 0;
-    c->visited = true;
-    if (depth == TF_PICKLE_MAX_DEPTH)
-        return fail(m, "the saved object nests more than %d containers deep", TF_PICKLE_MAX_DEPTH);
-    const size_t stride = v->kind == V_DICT ? 2 : 1;
-    for (size_t i = 0; i < c->n; i += stride) {
-        const value *key = stride == 2 ? &c->items[i] : NULL;
-        char num[24];
-        const void *s = num;
-        size_t n;
-        if (key && key->kind == V_STR) {
-            s = key->u.s;
-            n = key->len;
-        } else if (key && key->kind == V_INT) {
-            n = (size_t)snprintf(num, sizeof num, "%" PRId64, key->u.i);
-        } else {
-            n = (size_t)snprintf(num, sizeof num, "%zu", i / stride);
-        }
-        const size_t old = path_push(p, s, n);
-        const int rc = walk(m, &c->items[i + stride - 1], p, depth + 1);
-        path_pop(p, old);
-        if (rc < 0)
-            return -1;
-    }
-    return walk(m, &c->state, p, depth + 1);
-}
-
-/* ---- the result ---- */
-
-static char *copy_string(const uint8_t *s, size_t n)
-{
-    char *c = malloc(n + 1);
-    if (c) {
-        memcpy(c, s, n);
-        c[n] = '\0';
-    }
-    return c;
-}
-
-/* At STOP: groups the storages by key, walks the saved object and hands
- * over one storage per key. */
-static int finish(machine *m, tf_pickle_storages *out)
-{
-    char key[SHOWN_MAX + 4];
-    if (m->nmarks)
-        return fail(m, "a MARK is still open");
-    if (m->sp != 1)
-        return fail(m, "%zu values on the stack, not one", m->sp);
-    if (group_storages(m) < 0)
-        return -1;
-    path *p = malloc(sizeof *p);
-    if (!p)
-        return nomem(m);
-    p->len = p->parts = 0;
-    p->bad_len = SIZE_MAX;
-    const int rc = walk(m, &m->stack[0], p, 0);
-    free(p);
-    if (rc < 0)
-        return -1;
-    tf_pickle_storages r = { 0 };
-    if (m->nstorages && !(r.v = calloc(m->nstorages, sizeof *r.v)))
-        return nomem(m);
-    for (size_t i = 0; i < m->nstorages; i++) {
-        storage *s = &m->storages[i];
-        tf_pickle_storage *o = &r.v[r.n];
-        const char *why = NULL;
-        if (s->group != i)
-            continue;
-        if (!s->path)
-            why = "is not part of the saved object";
-        else if (s->dtype == TF_DT_NONE)
-            why = "has no dtype: it is an UntypedStorage that no _rebuild_tensor_v3 reads";
-        else if (s->nbytes % tf_dtype_get(s->dtype)->size)
-            why = "does not hold a whole number of elements";
-        if (why) {
-            tf_pickle_storages_free(&r);
-            return fail(m, "storage '%s' (named at offset %zu) %s", storage_key(s, key),
-                        s->offset, why);
-        }
-        if (!(o->key = copy_string(s->key, s->key_len))) {
-            tf_pickle_storages_free(&r);
-            return nomem(m);
-        }
-        o->dtype = (uint8_t)s->dtype;
-        o->numel = s->nbytes / tf_dtype_get(s->dtype)->size;
-        o->path = s->path;
-        s->path = NULL;
-        r.n++;
-    }
-    *out = r;
-    return 0;
 }
 
 static void machine_free(machine *m)
@@ -1138,17 +872,8 @@ int tf_pickle_torch_storages(const uint8_t *p, size_t len, tf_pickle_storages *o
     if (rc == 0)
         rc = tf_fail(e, EINVAL, "pickle offset %zu: truncated: the pickle ends before STOP", len);
     else if (rc == 1)
-        rc = m->pos == m->len ? finish(m, out) : fail(m, "%zu bytes after STOP", m->len - m->pos);
+        rc = m->pos == m->len ? tf_pickle_finish(m, out)
+                              : tf_pickle_fail(m, "%zu bytes after STOP", m->len - m->pos);
     machine_free(m);
     return rc;
-}
-
-void tf_pickle_storages_free(tf_pickle_storages *s)
-{
-    for (size_t i = 0; i < s->n; i++) {
-        free(s->v[i].key);
-        free(s->v[i].path);
-    }
-    free(s->v);
-    *s = (tf_pickle_storages){ 0 };
 }

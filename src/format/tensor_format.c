@@ -1,6 +1,5 @@
 #include "format/tensor_format.h"
 
-#include <errno.h>
 #include <string.h>
 
 #include "format/safetensors.h"
@@ -43,15 +42,6 @@ const tf_tensor_format *tf_tensor_format_detect(const uint8_t *head, size_t head
     }
     *claimed = named != NULL;
     return named;
-}
-
-int tf_memory_read(void *arg, uint64_t off, void *out, size_t len, tf_error *e)
-{
-    const tf_memory_file *m = arg;
-    if (off > m->size || len > m->size - off)
-        return tf_fail(e, EINVAL, "read past the end of the file");
-    memcpy(out, m->data + off, len);
-    return 0;
 }
 
 int tf_tensor_format_parse(const tf_tensor_format *f, const tf_file_source *src,

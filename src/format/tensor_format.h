@@ -26,16 +26,6 @@ typedef struct {
     void *arg;
 } tf_file_source;
 
-/* A file held in memory, for tf_memory_read: a read past its end is
- * EINVAL (the file is shorter than it claims). */
-typedef struct {
-    const uint8_t *data;
-    uint64_t size;
-} tf_memory_file;
-
-/* A tf_file_source read function over a tf_memory_file (its arg). */
-int tf_memory_read(void *arg, uint64_t off, void *out, size_t len, tf_error *e);
-
 /* Bytes of a file's start that recognising a format looks at. */
 #define TF_FORMAT_HEAD_BYTES 16
 

@@ -39,12 +39,13 @@ sources=$(sed -n '/^libtrajfs_a_SOURCES *=/,/[^\\]$/p' "$src/Makefile.am" |
 # The targets' code goes into the library too: targets share helpers.
 # They read no remote archive: the library without libcurl.
 sources="$(printf '%s\n' $sources | sort -u) src/io/remote_none.c tests/fuzz/codec_input.c
+    tests/common/memory_source.c
     $(for t in $targets; do echo "tests/fuzz/fuzz_$t.c"; done)"
 
 cflags="-std=c11 -g -O1 -fno-omit-frame-pointer -pthread
     -fsanitize=address,undefined -fno-sanitize-recover=all
     -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
-    -I$src/src -I$src/tests/fuzz -include $build/config.h $FUZZ_CFLAGS"
+    -I$src/src -I$src/tests/fuzz -I$src/tests/common -include $build/config.h $FUZZ_CFLAGS"
 
 # ---- the library, instrumented for coverage, one compiler per CPU ----
 mkdir -p "$out/obj"

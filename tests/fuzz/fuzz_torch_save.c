@@ -5,6 +5,7 @@
 #include "format/catalog.h"
 #include "format/torch_save.h"
 #include "fuzz_targets.h"
+#include "memory_source.h"
 
 static void broken(const char *what)
 {

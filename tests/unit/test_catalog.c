@@ -3,11 +3,9 @@
  * commits, torn-tail recovery and the single-writer lock. */
 #include <check.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testlib.h"
@@ -1227,35 +1225,6 @@ END_TEST
 /* Container                                                                */
 /* ======================================================================== */
 
-static void write_file(const char *path, const void *p, size_t len)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, p, len), (ssize_t)len);
-    close(fd);
-}
-
-static uint8_t *read_whole_file(const char *path, size_t *len)
-{
-    struct stat st;
-    ck_assert_int_eq(stat(path, &st), 0);
-    *len = (size_t)st.st_size;
-    uint8_t *p = malloc(*len + 1);
-    ck_assert_ptr_nonnull(p);
-    int fd = open(path, O_RDONLY);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(read(fd, p, *len), (ssize_t)*len);
-    close(fd);
-    return p;
-}
-
-static uint64_t file_size_of(const char *path)
-{
-    struct stat st;
-    ck_assert_int_eq(stat(path, &st), 0);
-    return (uint64_t)st.st_size;
-}
-
 /* Opens read-only and checks where the last valid commit is. */
 static void expect_commit(const char *path, uint64_t seq, uint64_t end)
 {
@@ -1267,7 +1236,7 @@ static void expect_commit(const char *path, uint64_t seq, uint64_t end)
     if (seq)
         ck_assert_uint_eq(c.last.seq, seq);
     ck_assert_uint_eq(c.end, end);
-    ck_assert_uint_eq(c.file_size, file_size_of(path));
+    ck_assert_uint_eq(c.file_size, test_file_size(path));
     tf_container_close(&c);
 }
 
@@ -1277,7 +1246,7 @@ START_TEST(create_and_open_empty)
     test_path("a.trajfs", path);
     tf_error e = { 0 };
     ck_assert_msg(tf_container_create(path, TF_CHUNK_SHIFT_DEFAULT, &e) == 0, "%s", e.msg);
-    ck_assert_uint_eq(file_size_of(path), TF_SUPERBLOCK_SIZE);
+    ck_assert_uint_eq(test_file_size(path), TF_SUPERBLOCK_SIZE);
     tf_container c;
     ck_assert_int_eq(tf_container_open(&c, path, false, &e), 0);
     ck_assert(!c.has_commit);
@@ -1340,7 +1309,7 @@ START_TEST(open_rejects_what_is_not_an_archive)
     for (size_t k = 0; k < ARRAY_LEN(files); k++) {
         char path[TEST_PATH_MAX];
         test_path(files[k].name, path);
-        write_file(path, files[k].contents, files[k].len);
+        test_write_file(path, files[k].contents, files[k].len);
         tf_container c;
         tf_error e = { 0 };
         ck_assert_msg(tf_container_open(&c, path, false, &e) == -1, "opened %s", files[k].name);
@@ -1381,12 +1350,12 @@ START_TEST(open_rejects_a_bad_superblock)
     test_path("a.trajfs", path);
     ck_assert_int_eq(tf_container_create(path, 20, NULL), 0);
     size_t len;
-    uint8_t *sb = read_whole_file(path, &len);
+    uint8_t *sb = test_read_whole_file(path, &len);
     ck_assert_uint_eq(len, TF_SUPERBLOCK_SIZE);
     tf_le32_put(sb + superblock_cases[_i].offset, superblock_cases[_i].value);
     if (superblock_cases[_i].rehash)
         tf_le64_put(sb + 24, tf_hash64(sb, 24));
-    write_file(path, sb, len);
+    test_write_file(path, sb, len);
     tf_container c;
     tf_error e = { 0 };
     ck_assert_int_eq(tf_container_open(&c, path, false, &e), -1);
@@ -1492,10 +1461,10 @@ START_TEST(rollback_drops_uncommitted_bytes)
     ck_assert_int_eq(tf_container_open(&c, path, true, &e), 0);
     uint64_t off;
     ck_assert_int_eq(tf_container_append(&c, "spare bytes", 11, &off, &e), 0);
-    ck_assert_uint_eq(file_size_of(path), ends[COMMITS] + 11);
+    ck_assert_uint_eq(test_file_size(path), ends[COMMITS] + 11);
     tf_container_rollback(&c);
     ck_assert_uint_eq(c.file_size, ends[COMMITS]);
-    ck_assert_uint_eq(file_size_of(path), ends[COMMITS]);
+    ck_assert_uint_eq(test_file_size(path), ends[COMMITS]);
     tf_container_close(&c);
     expect_commit(path, COMMITS, ends[COMMITS]);
 }
@@ -1509,17 +1478,17 @@ START_TEST(every_torn_tail_falls_back_to_the_previous_commit)
     uint64_t ends[COMMITS + 1];
     build_history(path, ends);
     size_t len;
-    uint8_t *bytes = read_whole_file(path, &len);
+    uint8_t *bytes = test_read_whole_file(path, &len);
     ck_assert_uint_eq(len, ends[COMMITS]);
     /* A cut anywhere inside commit k leaves commit k - 1; a cut right at
      * a commit's end leaves that commit. */
     for (int k = 1; k <= COMMITS; k++)
         for (uint64_t at = ends[k - 1]; at < ends[k]; at++) {
-            write_file(cut, bytes, (size_t)at);
+            test_write_file(cut, bytes, (size_t)at);
             expect_commit(cut, (uint64_t)k - 1, ends[k - 1]);
         }
     /* A cut inside the superblock is no archive at all. */
-    write_file(cut, bytes, TF_SUPERBLOCK_SIZE - 1);
+    test_write_file(cut, bytes, TF_SUPERBLOCK_SIZE - 1);
     tf_container c;
     ck_assert_int_eq(tf_container_open(&c, cut, false, NULL), -1);
     free(bytes);
@@ -1533,7 +1502,7 @@ START_TEST(garbage_after_the_last_commit_is_ignored)
     uint64_t ends[COMMITS + 1];
     build_history(path, ends);
     size_t len;
-    uint8_t *bytes = read_whole_file(path, &len);
+    uint8_t *bytes = test_read_whole_file(path, &len);
     /* Random bytes, then a verbatim copy of the last commit's catalog and
      * trailer: a trailer out of place does not count. */
     size_t copy = 200, junk = 3000;
@@ -1544,7 +1513,7 @@ START_TEST(garbage_after_the_last_commit_is_ignored)
     for (size_t i = 0; i < junk; i++)
         bad[len + i] = (uint8_t)rng_next();
     memcpy(bad + len + junk, bytes + len - copy, copy);
-    write_file(path, bad, len + junk + copy);
+    test_write_file(path, bad, len + junk + copy);
     expect_commit(path, COMMITS, ends[COMMITS]);
     free(bad);
     free(bytes);
@@ -1565,12 +1534,12 @@ START_TEST(writable_open_cuts_the_torn_tail)
     ck_assert_uint_eq(c.end, ends[COMMITS - 1]);
     ck_assert_uint_eq(c.file_size, ends[COMMITS] - 5); /* read-only: left alone */
     tf_container_close(&c);
-    ck_assert_uint_eq(file_size_of(path), ends[COMMITS] - 5);
+    ck_assert_uint_eq(test_file_size(path), ends[COMMITS] - 5);
 
     ck_assert_int_eq(tf_container_open(&c, path, true, &e), 0);
     ck_assert_uint_eq(c.end, ends[COMMITS - 1]);
     ck_assert_uint_eq(c.file_size, ends[COMMITS - 1]);
-    ck_assert_uint_eq(file_size_of(path), ends[COMMITS - 1]);
+    ck_assert_uint_eq(test_file_size(path), ends[COMMITS - 1]);
     /* The next commit follows the last good one and links to it. */
     tf_buf seg = { 0 };
     history_segment(9, &seg);
@@ -1630,10 +1599,7 @@ START_TEST(trailer_pointing_past_itself_is_invalid)
         tf_le64_put(p + 40, fake.prev);
         tf_le64_put(p + 48, fake.nblobs);
         tf_le64_put(p + 56, tf_hash64(p, 56));
-        int fd = open(path, O_WRONLY | O_APPEND);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(write(fd, p, sizeof p), (ssize_t)sizeof p);
-        close(fd);
+        test_append_file(path, p, sizeof p);
         expect_commit(path, COMMITS, at);
         tf_container c;
         tf_trailer t;

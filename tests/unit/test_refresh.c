@@ -32,20 +32,10 @@ static void make_dir(void)
     test_path("src", src_path);
 }
 
-static off_t file_size(const char *path)
-{
-    struct stat st;
-    ck_assert_int_eq(stat(path, &st), 0);
-    return st.st_size;
-}
-
 /* Adds text as dest with a writer of its own, as `trajpack add` would. */
 static void add_text(const char *archive, const char *dest, const char *text, bool create)
 {
-    FILE *f = fopen(src_path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(text, 1, strlen(text), f), strlen(text));
-    fclose(f);
+    test_write_file(src_path, text, strlen(text));
     tf_writer *w = test_open_writer(archive, create, SHIFT, 1, 0);
     test_add(w, src_path, dest);
     tf_writer_close(w);
@@ -139,7 +129,7 @@ START_TEST(new_commits_are_applied)
     expect_text(r, tf_archive_lookup(ar, "c.txt"), "third\n");
     expect_text(r, tf_archive_lookup(ar, "run/d.txt"), "fourth\n");
     ck_assert(!refresh_ok(ar, &h));
-    ck_assert_uint_eq(tf_archive_file_size(ar), (uint64_t)file_size(archive_path));
+    ck_assert_uint_eq(tf_archive_file_size(ar), test_file_size(archive_path));
 
     /* The same view as an open of the archive now. */
     tf_archive *fresh = open_reader();
@@ -183,14 +173,6 @@ START_TEST(copies_of_replaced_entries_read_old_bytes)
 }
 END_TEST
 
-static void append_bytes(const char *path, const void *p, size_t n)
-{
-    int fd = open(path, O_WRONLY | O_APPEND);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, p, n), (ssize_t)n);
-    close(fd);
-}
-
 /* The bytes of path from off to its end. */
 static uint8_t *tail_of(const char *path, off_t off, size_t *n)
 {
@@ -208,18 +190,15 @@ static uint8_t *tail_of(const char *path, off_t off, size_t *n)
 static void copy_file(const char *from, const char *to)
 {
     size_t n;
-    uint8_t *p = tail_of(from, 0, &n);
-    FILE *f = fopen(to, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
-    fclose(f);
+    uint8_t *p = test_read_whole_file(from, &n);
+    test_write_file(to, p, n);
     free(p);
 }
 
 START_TEST(torn_tails_wait_for_their_trailer)
 {
     add_text(archive_path, "a.txt", "committed\n", true);
-    off_t committed = file_size(archive_path);
+    off_t committed = (off_t)test_file_size(archive_path);
     /* The next commit, made on a copy: its bytes are what a writer would
      * append here. */
     char other[TEST_PATH_MAX];
@@ -239,7 +218,7 @@ START_TEST(torn_tails_wait_for_their_trailer)
     memset(junk, 0x5a, sizeof junk);
     memcpy(junk + 20, "\x89TRJEND\n", 8);
     memcpy(junk + sizeof junk - TF_TRAILER_SIZE, "\x89TRJEND\n", 8);
-    append_bytes(archive_path, junk, sizeof junk);
+    test_append_file(archive_path, junk, sizeof junk);
     ck_assert(!refresh_ok(ar, &h));
     ck_assert_uint_eq(tf_archive_commits(ar), 1);
     expect_text(r, tf_archive_lookup(ar, "a.txt"), "committed\n");
@@ -247,10 +226,10 @@ START_TEST(torn_tails_wait_for_their_trailer)
     /* A writer cuts the torn tail off and appends its commit: until its
      * last byte is there, nothing changes. */
     ck_assert_int_eq(truncate(archive_path, committed), 0);
-    append_bytes(archive_path, commit, n - 1);
+    test_append_file(archive_path, commit, n - 1);
     ck_assert(!refresh_ok(ar, &h));
     ck_assert_ptr_null(tf_archive_lookup(ar, "b.txt"));
-    append_bytes(archive_path, commit + n - 1, 1);
+    test_append_file(archive_path, commit + n - 1, 1);
     ck_assert(refresh_ok(ar, &h));
     ck_assert_uint_eq(h.begins, 1);
     expect_text(r, tf_archive_lookup(ar, "b.txt"), "appended later\n");
@@ -259,11 +238,11 @@ START_TEST(torn_tails_wait_for_their_trailer)
     add_text(other, "c.txt", "and one more\n", false);
     free(commit);
     commit = tail_of(other, committed + (off_t)n, &n);
-    append_bytes(archive_path, commit, n);
-    append_bytes(archive_path, junk, sizeof junk);
+    test_append_file(archive_path, commit, n);
+    test_append_file(archive_path, junk, sizeof junk);
     ck_assert(refresh_ok(ar, &h));
     expect_text(r, tf_archive_lookup(ar, "c.txt"), "and one more\n");
-    ck_assert_uint_eq(tf_archive_file_size(ar), (uint64_t)file_size(archive_path) - sizeof junk);
+    ck_assert_uint_eq(tf_archive_file_size(ar), test_file_size(archive_path) - sizeof junk);
     free(commit);
     tf_reader_free(r);
     tf_archive_close(ar);
@@ -339,7 +318,7 @@ END_TEST
 START_TEST(rewritten_archive_is_refused)
 {
     add_text(archive_path, "a.txt", "one\n", true);
-    off_t first = file_size(archive_path);
+    off_t first = (off_t)test_file_size(archive_path);
     add_text(archive_path, "b.txt", "two\n", false);
     tf_archive *ar = open_reader();
     /* Cut back to the first commit and written anew, longer: the new
@@ -364,7 +343,7 @@ START_TEST(cut_archive_is_an_error)
 {
     add_text(archive_path, "a.txt", "one\n", true);
     tf_archive *ar = open_reader();
-    ck_assert_int_eq(truncate(archive_path, file_size(archive_path) - 1), 0);
+    ck_assert_int_eq(truncate(archive_path, (off_t)test_file_size(archive_path) - 1), 0);
     bool changed = true;
     tf_error e = { 0 };
     ck_assert_int_eq(tf_archive_refresh(ar, NULL, &changed, &e), -1);

@@ -194,20 +194,6 @@ static void weight(const char *key, unsigned run, int step, unsigned dtype, uint
     }
 }
 
-static uint8_t *read_whole(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*len + 1);
-    ck_assert_ptr_nonnull(p);
-    ck_assert_uint_eq(fread(p, 1, *len, f), *len);
-    fclose(f);
-    return p;
-}
-
 /* Writes a safetensors file of the tensors (weights of run at step) and
  * adds it as dest, with parent (NULL: found by identity). */
 static void add_ckpt(tf_writer *w, const char *dest, const tspec *t, size_t n, unsigned run,
@@ -227,7 +213,7 @@ static void add_ckpt(tf_writer *w, const char *dest, const tspec *t, size_t n, u
     ck_assert_msg(tf_writer_add(w, src, dest, parent, &e) == 0, "adding %s: %s", dest, e.msg);
     ck_assert_uint_lt(nadded, MAX_FILES);
     snprintf(added[nadded].dest, sizeof added[nadded].dest, "%s", dest);
-    added[nadded].bytes = read_whole(src, &added[nadded].len);
+    added[nadded].bytes = test_read_whole_file(src, &added[nadded].len);
     nadded++;
 }
 
@@ -560,10 +546,8 @@ START_TEST(unmatched_tensors_are_reported)
 
     /* A file that is no tensor file. */
     char src[TEST_PATH_MAX];
-    FILE *f = fopen(test_path("notes.txt", src), "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("lr 3e-4\n", f);
-    fclose(f);
+    const char *notes = "lr 3e-4\n";
+    test_write_file(test_path("notes.txt", src), notes, strlen(notes));
     test_add(w, src, "run/notes.txt");
     r = tf_writer_last_report(w);
     ck_assert(!r->tensor_file);

@@ -67,24 +67,7 @@ static uint8_t *read_input(const char *name, size_t *size)
 {
     char path[4700];
     snprintf(path, sizeof path, "%s/%s", regress_dir, name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    uint8_t *p = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 4096;
-            p = realloc(p, cap);
-            ck_assert_ptr_nonnull(p);
-        }
-        size_t got = fread(p + n, 1, cap - n, f);
-        if (got == 0)
-            break;
-        n += got;
-    }
-    fclose(f);
-    *size = n;
-    return p;
+    return test_read_whole_file(path, size);
 }
 
 START_TEST(regression_input_is_handled)

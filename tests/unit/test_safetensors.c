@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memory_source.h"
 #include "testlib.h"
 
 #include "common/buf.h"

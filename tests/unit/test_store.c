@@ -25,27 +25,6 @@ static const char *tmp(int slot, const char *name)
     return test_path(name, path_buf[slot]);
 }
 
-static void write_file(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
-static uint8_t *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*n + 1);
-    ck_assert_uint_eq(fread(p, 1, *n, f), *n);
-    fclose(f);
-    return p;
-}
-
 /* A checkpoint: three BF16 tensors, an F32 tensor, an I64 buffer and a
  * copy of the first tensor (a tied weight). Step k perturbs the floats of
  * step k-1 by a few ULPs. */
@@ -126,7 +105,7 @@ static void check_all_files(tf_archive *ar)
         if (ent->kind == TF_ENTRY_DIR)
             continue;
         size_t n;
-        uint8_t *want = read_file(tmp(2, strrchr(ent->path, '/') + 1), &n);
+        uint8_t *want = test_read_whole_file(tmp(2, strrchr(ent->path, '/') + 1), &n);
         ck_assert_uint_eq(ent->size, n);
         uint8_t *got = malloc(n + 1);
         tf_error e = { 0 };
@@ -185,7 +164,7 @@ START_TEST(test_every_step_reads_back)
     size_t wlen[5];
     for (int k = 0; k < 5; k++) {
         write_checkpoint(tmp(1, "ck.safetensors"));
-        want[k] = read_file(tmp(1, "ck.safetensors"), &wlen[k]);
+        want[k] = test_read_whole_file(tmp(1, "ck.safetensors"), &wlen[k]);
         char dest[64];
         snprintf(dest, sizeof dest, "step-%d.safetensors", k + 1);
         test_add(w, tmp(1, "ck.safetensors"), dest);
@@ -278,7 +257,7 @@ START_TEST(test_prefetch_decodes_what_comes_next)
     const char *a = tmp(0, "pf.traj");
     make_trajectory(a, 6, 2, 4);
     size_t n;
-    uint8_t *want = read_file(tmp(1, "step-6.safetensors"), &n);
+    uint8_t *want = test_read_whole_file(tmp(1, "step-6.safetensors"), &n);
     tf_archive *ar = open_archive(a);
     const tf_entry *ent = tf_archive_lookup(ar, "run/step-6.safetensors");
     ck_assert_uint_eq(ent->size, n);
@@ -294,15 +273,15 @@ START_TEST(test_prefetch_decodes_what_comes_next)
     tf_prefetch_wait(p);
     ck_assert_uint_eq(decoded(r), 0);
 
-    const tf_tensor_span *big = &ent->tensors[2]; /* two chunks, both deltas */
+    const tf_tensor_span *big_span = &ent->tensors[2]; /* two chunks, both deltas */
     ck_assert_str_eq(tf_tensor_name(ent, 2), "big");
-    tf_prefetch_read(p, ent, &cur, big->file_off + 1, 1);
+    tf_prefetch_read(p, ent, &cur, big_span->file_off + 1, 1);
     tf_prefetch_wait(p);
     uint64_t ahead = decoded(r);
     ck_assert_uint_ge(ahead, 2);
     ck_assert_uint_eq(holds, 2); /* one reconstruction per chunk, each in the guard */
     ck_assert_uint_eq(releases, holds);
-    expect_bytes(r, ent, want, big->file_off, (size_t)big->nbytes);
+    expect_bytes(r, ent, want, big_span->file_off, (size_t)big_span->nbytes);
     ck_assert_uint_eq(decoded(r), ahead);
     expect_bytes(r, ent, want, 0, n); /* the rest was not decoded ahead */
     ck_assert_uint_gt(decoded(r), ahead);
@@ -338,7 +317,7 @@ START_TEST(test_view_spans_are_the_bytes)
     const char *a = tmp(0, "view.traj");
     make_trajectory(a, 4, 2, 2);
     size_t n;
-    uint8_t *want = read_file(tmp(1, "step-4.safetensors"), &n);
+    uint8_t *want = test_read_whole_file(tmp(1, "step-4.safetensors"), &n);
     tf_archive *ar = open_archive(a);
     const tf_entry *ent = tf_archive_lookup(ar, "run/step-4.safetensors");
     tf_reader_ctx *r = tf_reader_new(ar, 1);
@@ -390,7 +369,7 @@ START_TEST(test_view_of_too_many_pieces)
     test_add(w, src, "many.safetensors");
     tf_writer_close(w);
     size_t n;
-    uint8_t *want = read_file(src, &n);
+    uint8_t *want = test_read_whole_file(src, &n);
     tf_archive *ar = open_archive(a);
     const tf_entry *ent = tf_archive_lookup(ar, "many.safetensors");
     ck_assert_uint_gt(ent->npieces, TF_READ_VIEW_MAX);
@@ -421,8 +400,8 @@ START_TEST(test_chain_steps_are_not_kept)
     const tf_entry *last = tf_archive_lookup(ar, "run/step-4.safetensors");
     const tf_entry *ref = tf_archive_lookup(ar, "run/step-3.safetensors");
     size_t n4, n3;
-    uint8_t *want4 = read_file(tmp(1, "step-4.safetensors"), &n4);
-    uint8_t *want3 = read_file(tmp(2, "step-3.safetensors"), &n3);
+    uint8_t *want4 = test_read_whole_file(tmp(1, "step-4.safetensors"), &n4);
+    uint8_t *want3 = test_read_whole_file(tmp(2, "step-3.safetensors"), &n3);
     tf_reader_ctx *r = tf_reader_new(ar, 64 << 20);
     expect_bytes(r, last, want4, 0, n4);
     uint64_t first = decoded(r);
@@ -436,7 +415,7 @@ START_TEST(test_chain_steps_are_not_kept)
         snprintf(path, sizeof path, "run/step-%d.safetensors", k);
         snprintf(name, sizeof name, "step-%d.safetensors", k);
         size_t n;
-        uint8_t *want = read_file(tmp(1, name), &n);
+        uint8_t *want = test_read_whole_file(tmp(1, name), &n);
         expect_bytes(r, tf_archive_lookup(ar, path), want, 0, n);
         free(want);
     }
@@ -481,7 +460,7 @@ START_TEST(test_long_linear_chains_read)
         snprintf(name, sizeof name, "step-%d.safetensors", k);
         snprintf(dest, sizeof dest, "run/%s", name);
         size_t n;
-        uint8_t *want = read_file(tmp(1, name), &n);
+        uint8_t *want = test_read_whole_file(tmp(1, name), &n);
         const tf_entry *ent = tf_archive_lookup(ar, dest);
         tf_reader_ctx *r = tf_reader_new(ar, 64 << 20);
         tf_prefetch *p = tf_prefetch_new(ar, r, 2, n, NULL);
@@ -505,7 +484,7 @@ START_TEST(test_threads_do_not_change_bytes)
     /* Catalogs hold mtimes of implicit directories, which differ between
      * the runs; every blob must be the same bytes, in the same order. */
     size_t n1, n2;
-    uint8_t *p1 = read_file(a1, &n1), *p2 = read_file(a2, &n2);
+    uint8_t *p1 = test_read_whole_file(a1, &n1), *p2 = test_read_whole_file(a2, &n2);
     tf_archive *x = open_archive(a1), *y = open_archive(a2);
     ck_assert_uint_eq(tf_archive_nblobs(x), tf_archive_nblobs(y));
     for (uint64_t b = 0; b < tf_archive_nblobs(x); b++) {
@@ -530,11 +509,11 @@ START_TEST(test_truncation_inside_last_commit)
     tf_archive_close(ar);
     /* Where did commit 2 end? Reopen a copy without the last commit. */
     size_t n;
-    uint8_t *full = read_file(a, &n);
+    uint8_t *full = test_read_whole_file(a, &n);
     const char *t = tmp(3, "cut.traj");
     uint64_t prev_end = 0;
     for (uint64_t cut = n; cut-- > 32;) {
-        write_file(t, full, cut);
+        test_write_file(t, full, cut);
         tf_archive *c = open_archive(t);
         uint64_t commits = tf_archive_commits(c);
         if (!prev_end) {
@@ -558,7 +537,7 @@ START_TEST(test_truncation_inside_last_commit)
     }
     ck_assert_uint_gt(prev_end, 0);
     /* A writer on a torn archive cuts the tail and commits after it. */
-    write_file(t, full, (size_t)(prev_end + (n - prev_end) / 2));
+    test_write_file(t, full, (size_t)(prev_end + (n - prev_end) / 2));
     tf_writer *w = test_open_writer(t, false, CHUNK_SHIFT, 1, 16);
     test_add(w, tmp(1, "step-2.safetensors"), "again.safetensors");
     tf_writer_close(w);
@@ -581,9 +560,9 @@ START_TEST(test_damaged_blob_names_tensor)
     uint64_t at = b->offset + b->enc_len / 2;
     tf_archive_close(ar);
     size_t n;
-    uint8_t *p = read_file(a, &n);
+    uint8_t *p = test_read_whole_file(a, &n);
     p[at] ^= 0x10;
-    write_file(a, p, n);
+    test_write_file(a, p, n);
     free(p);
     ar = open_archive(a);
     ent = tf_archive_lookup(ar, "run/step-1.safetensors");
@@ -607,7 +586,7 @@ END_TEST
 static void check_unchanged(const char *path, uint8_t *before, size_t n)
 {
     size_t now;
-    uint8_t *after = read_file(path, &now);
+    uint8_t *after = test_read_whole_file(path, &now);
     ck_assert_uint_eq(now, n);
     ck_assert(memcmp(before, after, n) == 0);
     tf_archive_close(open_archive(path));
@@ -620,9 +599,9 @@ START_TEST(test_bad_input_leaves_archive_unchanged)
     const char *a = tmp(0, "bad.traj");
     make_trajectory(a, 1, 1, 16);
     size_t n0;
-    uint8_t *before = read_file(a, &n0);
+    uint8_t *before = test_read_whole_file(a, &n0);
     const char *bad = tmp(1, "bad.safetensors");
-    write_file(bad, "\x10\0\0\0\0\0\0\0{\"a\":1}         ", 24);
+    test_write_file(bad, "\x10\0\0\0\0\0\0\0{\"a\":1}         ", 24);
     tf_writer *w = test_open_writer(a, false, CHUNK_SHIFT, 1, 16);
     tf_error e = { 0 };
     ck_assert_int_eq(tf_writer_add(w, bad, "bad.safetensors", NULL, &e), -1);
@@ -710,7 +689,7 @@ START_TEST(test_commit_checked_before_written)
     const char *a = tmp(0, "checked.traj");
     make_trajectory(a, 1, 1, 16);
     size_t n0;
-    uint8_t *before = read_file(a, &n0);
+    uint8_t *before = test_read_whole_file(a, &n0);
     tf_writer *w = test_open_writer(a, false, CHUNK_SHIFT, 1, 16);
     tf_archive *ar = tf_writer_archive(w);
     _Atomic uint64_t next_ino = tf_archive_next_ino(ar);

@@ -47,18 +47,12 @@ static void put_value(uint8_t *p, const char *dtype, float v)
 static void write_big(const char *path, const char *dtype, uint64_t n, int step)
 {
     unsigned size = strcmp(dtype, "BF16") ? 4 : 2;
-    char hdr[256];
-    int len = snprintf(hdr, sizeof hdr,
-                       "{\"w\":{\"dtype\":\"%s\",\"shape\":[%llu],\"data_offsets\":[0,%llu]}}",
-                       dtype, (unsigned long long)n, (unsigned long long)(n * size));
-    while (len % 8)
-        hdr[len++] = ' ';
+    char shape[32];
+    snprintf(shape, sizeof shape, "[%llu]", (unsigned long long)n);
+    const test_tensor w = { "w", dtype, shape, NULL, (size_t)(n * size) };
     FILE *f = fopen(path, "wb");
     ck_assert_ptr_nonnull(f);
-    uint8_t prefix[8];
-    tf_le64_put(prefix, (uint64_t)len);
-    ck_assert_uint_eq(fwrite(prefix, 1, 8, f), 8);
-    ck_assert_uint_eq(fwrite(hdr, 1, (size_t)len, f), (size_t)len);
+    test_write_safetensors_header(f, &w, 1);
     enum { BLOCK = 1 << 16 };
     uint8_t *buf = malloc((size_t)BLOCK * size);
     ck_assert_ptr_nonnull(buf);

@@ -1,9 +1,11 @@
 #include "testlib.h"
 
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/buf.h"
@@ -32,6 +34,46 @@ uint8_t *exact_copy(const uint8_t *p, size_t n)
     if (n)
         memcpy(c, p, n);
     return c;
+}
+
+void test_write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot create %s", path);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+void test_append_file(const char *path, const void *p, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_APPEND);
+    ck_assert_msg(fd >= 0, "cannot open %s", path);
+    ck_assert_int_eq(write(fd, p, n), (ssize_t)n);
+    ck_assert_int_eq(close(fd), 0);
+}
+
+uint8_t *test_read_whole_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long size = ftell(f);
+    ck_assert_int_ge(size, 0);
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    *n = (size_t)size;
+    uint8_t *p = malloc(*n + 1);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(fread(p, 1, *n, f), *n);
+    p[*n] = '\0';
+    fclose(f);
+    return p;
+}
+
+uint64_t test_file_size(const char *path)
+{
+    struct stat st;
+    ck_assert_msg(stat(path, &st) == 0, "cannot stat %s", path);
+    return (uint64_t)st.st_size;
 }
 
 #define TEST_DIR_TEMPLATE "/tmp/trajfs-unit-XXXXXX"
@@ -93,7 +135,7 @@ int run_suite(Suite *s)
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
-void test_write_safetensors(const char *path, const test_tensor *t, size_t n)
+void test_write_safetensors_header(FILE *f, const test_tensor *t, size_t n)
 {
     char *hdr = NULL;
     size_t len = 0, off = 0;
@@ -109,16 +151,21 @@ void test_write_safetensors(const char *path, const test_tensor *t, size_t n)
     for (long k = ftell(h); k % 8; k++)
         fputc(' ', h);
     ck_assert_int_eq(fclose(h), 0);
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
     uint8_t prefix[8];
     tf_le64_put(prefix, (uint64_t)len);
     ck_assert_uint_eq(fwrite(prefix, 1, 8, f), 8);
     ck_assert_uint_eq(fwrite(hdr, 1, len, f), len);
+    free(hdr);
+}
+
+void test_write_safetensors(const char *path, const test_tensor *t, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    test_write_safetensors_header(f, t, n);
     for (size_t i = 0; i < n; i++)
         ck_assert_uint_eq(fwrite(t[i].data, 1, t[i].len, f), t[i].len);
     ck_assert_int_eq(fclose(f), 0);
-    free(hdr);
 }
 
 const unsigned test_float_dtypes[N_TEST_FLOAT_DTYPES] = {

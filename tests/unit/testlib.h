@@ -1,6 +1,6 @@
 /* What the unit tests share: a seeded random number generator, exactly
- * sized heap copies, a temporary directory per test, safetensors files
- * and an archive writer, and main's running of a Check suite. */
+ * sized heap copies, whole files written and read, a temporary directory
+ * per test, safetensors files and an archive writer, and main's running of a Check suite. */
 #ifndef TRAJFS_TESTS_TESTLIB_H
 #define TRAJFS_TESTS_TESTLIB_H
 
@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "store/writer.h"
 
@@ -23,6 +24,16 @@ void fill_random(uint8_t *p, size_t n);
 /* A heap copy of exactly n bytes, so that reading one byte past it is an
  * ASan error. Fails the test when out of memory. */
 uint8_t *exact_copy(const uint8_t *p, size_t n);
+
+/* Writes the n bytes at p as the file path (created, or truncated). */
+void test_write_file(const char *path, const void *p, size_t n);
+/* Appends the n bytes at p to the file path, which exists. */
+void test_append_file(const char *path, const void *p, size_t n);
+/* The whole file path, its size in *n, in a heap buffer with a NUL after
+ * it (so that a text file is a string). */
+uint8_t *test_read_whole_file(const char *path, size_t *n);
+/* The size of the file path. */
+uint64_t test_file_size(const char *path);
 
 /* A fresh directory for each test: test_dir_make as a checked fixture's
  * setup, test_dir_remove as its teardown (it removes whatever the test
@@ -48,6 +59,10 @@ typedef struct {
     const void *data;
     size_t len;
 } test_tensor;
+/* Writes the start of a safetensors file of the n tensors to f: its
+ * header's length and the header; the tensors' data, in order, is the
+ * caller's to write (t[i].data is not read). */
+void test_write_safetensors_header(FILE *f, const test_tensor *t, size_t n);
 /* Writes a safetensors file of the n tensors, in data order. */
 void test_write_safetensors(const char *path, const test_tensor *t, size_t n);
 
