@@ -345,20 +345,6 @@ ULP_ALWAYS_INLINE void bits_put(bit_writer *w, uint64_t v, unsigned n) /* n <= 5
     w->count &= 7;
 }
 
-/* bits_put for up to 64 bits: those that do not fit the accumulator
- * beside the pending ones (at most 7) become the next pending ones, which
- * unlike bits_put's are not in memory yet (bits_flush). */
-ULP_ALWAYS_INLINE void bits_put64(bit_writer *w, uint64_t v, unsigned n) /* n <= 64 */
-{
-    uint64_t low = w->acc | v << w->count;
-    uint64_t spill = (v >> 1) >> (63 - w->count); /* v >> (64 - count), 0 for count 0 */
-    tf_le_put(w->p, low, 8);
-    unsigned total = w->count + n, whole = total >> 3;
-    w->p += whole;
-    w->acc = whole == 8 ? spill : low >> (8 * whole & 63);
-    w->count = total & 7;
-}
-
 /* Two puts in one: a (na bits) then b (nb bits), na + nb <= 120 with
  * the pending bits; stores 16 bytes, so the buffer needs 16 bytes of
  * slack. Half the chain of shifts that two puts make. */
