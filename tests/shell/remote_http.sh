@@ -2,9 +2,9 @@
 # An archive behind a loopback lighttpd: trajpack list/verify/extract and
 # trajfs mounts of its http:// URL give every file byte-identical, cold
 # and warm (a disk cache, kept across mounts and shared by two at once);
-# a warm mount fetches only the object's ends. A server killed gives EIO
-# for the reads that need it, and the same mount serves them once it is
-# back; a proxy that flips bytes, truncates or stalls responses gives
+# a warm mount fetches only the object's ends. A server killed, between
+# reads or during one, gives EIO for the reads that need it, and the same
+# mount serves them once it is back; a proxy that flips bytes, truncates or stalls responses gives
 # EIO, never wrong bytes, and nothing damaged is kept in the cache.
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -91,6 +91,45 @@ for mode in "flip" "truncate" "delay 3"; do
     fusermount3 -u "$TEST_TMP/m4"
 done
 grep -q "^flip" "$PROXY_MODE.log" || fail "nothing went through the proxy"
+
+# ---- the server killed while a read is in flight, then back ----
+# The proxy is the server here: it sends half of a response and stalls,
+# and is killed meanwhile. The read fails with EIO once the retries find
+# nothing listening, before a stall of the 5 s timeout could have ended
+# it (the server's death is noticed, not waited out); what is cached
+# still reads; back on its port, the same read
+# succeeds.
+start_mount "$purl" "$TEST_TMP/m5" -o timeout=5,connect_timeout=1,retries=1 -o direct_io \
+    -o cache_dir="$TEST_TMP/kcache"
+cmp "$src/$first" "$TEST_TMP/m5/src/$first" || fail "$first differs"
+echo "stall 60" > "$PROXY_MODE"
+: > "$PROXY_MODE.log"
+t0=$(date +%s%N)
+"$PYTHON" -c '
+import errno, sys
+try:
+    open(sys.argv[1], "rb").read()
+    print("read")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))' "$TEST_TMP/m5/src/$last" > "$TEST_TMP/inflight" 2>&1 &
+reader=$!
+for _ in $(seq 100); do
+    grep -q "^stall" "$PROXY_MODE.log" && break
+    sleep 0.05
+done
+grep -q "^stall" "$PROXY_MODE.log" || fail "the read did not reach the proxy"
+sleep 0.5 # the first half of the response is there
+stop_pid "$PROXY_PID"
+wait "$reader" || true
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$(cat "$TEST_TMP/inflight")" = EIO ] ||
+    fail "a read in flight when the server died gave: $(cat "$TEST_TMP/inflight")"
+[ "$ms" -lt 5000 ] || fail "a read in flight when the server died took $ms ms to fail (timeout=5)"
+echo "a read in flight when the server died failed with EIO after $ms ms"
+cmp "$src/$first" "$TEST_TMP/m5/src/$first" || fail "$first, cached, does not read with the server gone"
+start_proxy "http://127.0.0.1:$HTTP_PORT" "$PROXY_PORT"
+cmp "$src/$last" "$TEST_TMP/m5/src/$last" || fail "$last differs once the server is back"
+fusermount3 -u "$TEST_TMP/m5"
 # What the flipping proxy sent is not served from the cache by a new mount.
 start_mount "$purl" "$TEST_TMP/m4" -o direct_io -o cache_dir="$TEST_TMP/pcache.flip"
 all_same "$src" "$TEST_TMP/m4/src"
