@@ -29,6 +29,17 @@ cmp "$TEST_TMP/list.local" "$TEST_TMP/list.remote" || fail "list differs"
 mkdir "$TEST_TMP/out"
 "$TRAJPACK" extract "$url" -C "$TEST_TMP/out" || fail "extract $url failed"
 assert_same_tree "$src" "$TEST_TMP/out/src"
+# verify and extract hint the blobs they read next: a request fetches many.
+requests() { sed -n 's/.* \([0-9]*\) requests, .*/\1/p' "$1"; }
+TRAJFS_REMOTE_STATS=1 "$TRAJPACK" verify -q "$url" > "$TEST_TMP/verify.out" 2> "$TEST_TMP/verify.err"
+blobs=$(sed -n 's/.* files, \([0-9]*\) blobs.*/\1/p' "$TEST_TMP/verify.out")
+mkdir "$TEST_TMP/out2"
+TRAJFS_REMOTE_STATS=1 "$TRAJPACK" extract -q "$url" -C "$TEST_TMP/out2" 2> "$TEST_TMP/extract.err"
+for what in verify extract; do
+    n=$(requests "$TEST_TMP/$what.err")
+    echo "trajpack $what of $blobs blobs: $n requests"
+    [ -n "$n" ] && [ "$n" -le $((blobs / 4)) ] || fail "trajpack $what sent $n requests for $blobs blobs"
+done
 "$TRAJPACK" list "http://127.0.0.1:$HTTP_PORT/none.traj" 2> "$TEST_TMP/err" && fail "a missing URL listed"
 grep -q "404" "$TEST_TMP/err" || fail "no 404 in: $(cat "$TEST_TMP/err")"
 "$TRAJPACK" add "$url" "$src" 2> /dev/null && fail "add to a URL succeeded"
@@ -40,7 +51,7 @@ start_mount "$url" "$TEST_TMP/m1" -o cache_dir="$cache"
 all_same "$src" "$TEST_TMP/m1/src"
 fusermount3 -u "$TEST_TMP/m1"
 wait "$DAEMON_PID" || fail "trajfs exited with an error"
-cold=$(sed -n 's/.* \([0-9]*\) requests, .*/\1/p' "$TEST_TMP/m1.log")
+cold=$(requests "$TEST_TMP/m1.log")
 [ -n "$cold" ] && [ "$(ls "$cache"/* | wc -l)" -gt 0 ] || fail "nothing cached: $(cat "$TEST_TMP/m1.log")"
 
 start_mount "$url" "$TEST_TMP/m1" -o cache_dir="$cache"
@@ -51,7 +62,7 @@ fusermount3 -u "$TEST_TMP/m1"
 fusermount3 -u "$TEST_TMP/m2"
 sleep 0.2
 for m in m1 m2; do
-    warm=$(sed -n 's/.* \([0-9]*\) requests, .*/\1/p' "$TEST_TMP/$m.log")
+    warm=$(requests "$TEST_TMP/$m.log")
     # The ends tell what the object is now: always fetched; all else cached.
     [ "$warm" = 2 ] || fail "a warm mount sent $warm requests (cold: $cold): $(cat "$TEST_TMP/$m.log")"
 done
