@@ -28,38 +28,21 @@ corpus=${1:-/work/corpus-data/default}
 name=$(basename "$corpus")
 archive=${2:-${TMPDIR:-/tmp}/trajfs-bench-$name.traj}
 
-die() {
-    echo "bench_remote: $*" >&2
-    exit 1
-}
+. "$here/bench/benchlib.sh"
+bench_init bench_remote
 [ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
 [ -d "$corpus" ] || die "no corpus at $corpus"
 [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
 command -v lighttpd > /dev/null || die "needs lighttpd (apt-get install lighttpd)"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/trajfs-remote.XXXXXX")
-mnt=$work/mnt
-mkdir -p "$mnt" "$work/www"
-daemon="" server=""
-is_mounted() {
-    awk -v d="$mnt" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo
-}
-cleanup() {
-    if is_mounted; then
-        fusermount3 -u "$mnt" || fusermount3 -uz "$mnt"
-    fi
-    [ -z "$daemon" ] || kill "$daemon" 2>/dev/null || true
-    [ -z "$server" ] || kill "$server" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+server=""
+trap '[ -z "$server" ] || kill "$server" 2> /dev/null || true; bench_cleanup' EXIT
 
 if [ ! -f "$archive" ] || [ -n "$(find "$corpus" -newer "$archive" -print -quit)" ]; then
     echo "packing $corpus into $archive"
     rm -f "$archive"
-    "$TRAJPACK" create -q "$archive" "$corpus"
+    "$TRAJPACK" create -q "$archive" "$corpus" || die "trajpack create failed"
 fi
+mkdir -p "$work/www"
 ln -s "$(cd "$(dirname "$archive")" && pwd)/$(basename "$archive")" "$work/www/a.traj"
 port=$(( 20000 + $(od -An -tu2 -N2 /dev/urandom | tr -d ' ') % 30000 ))
 cat > "$work/lighttpd.conf" <<CONF
@@ -77,28 +60,8 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
-drop() {
-    sync
-    echo 3 > /proc/sys/vm/drop_caches
-}
-now() { date +%s.%N; }
-
-# mount SOURCE: a fresh mount, its daemon's log in $work/log.
-mount_fresh() {
-    TRAJFS_REMOTE_STATS=1 "$TRAJFS" "$1" "$mnt" -f 2> "$work/log" &
-    daemon=$!
-    for _ in $(seq 200); do
-        is_mounted && return 0
-        sleep 0.02
-    done
-    die "mount of $1 failed: $(cat "$work/log")"
-}
-unmount() {
-    fusermount3 -u "$mnt"
-    wait "$daemon" || true
-    daemon=""
-}
-# remote_counts: "REQUESTS BYTES" of the last remote mount or open.
+export TRAJFS_REMOTE_STATS=1
+# remote_counts LOG: "REQUESTS BYTES" of the last remote mount or open.
 remote_counts() {
     sed -n 's/.*: \([0-9]*\) requests, \([0-9]*\) bytes fetched/\1 \2/p' "$1"
 }
@@ -106,33 +69,33 @@ remote_counts() {
 latest=$(cd "$corpus" && ls | grep -v optim | grep safetensors | sort | tail -1)
 files=$(cd "$corpus" && find . -type f | sort)
 
-# run WHAT: cat WHAT (one file or all) through a fresh mount of each;
-# prints a line.
+cat_all() {
+    cat "$@" > /dev/null
+}
+
+# run LABEL FILE...: cat FILE... through a fresh mount of each, the page
+# cache dropped first; prints a line.
 run() {
     label=$1
     shift
-    drop
-    mount_fresh "$archive"
-    t0=$(now)
-    (cd "$mnt/$name" && cat "$@" > /dev/null)
-    t1=$(now)
+    drop_caches
+    mount_daemon "$TRAJFS" "$archive" "$mnt" -f
+    tl=$(cd "$mnt/$name" && timed cat_all "$@") || die "cat through the local mount failed"
     disk=$(awk '/^read_bytes/ { print $2 }' "/proc/$daemon/io")
-    unmount
-    drop
-    mount_fresh "$url"
-    t2=$(now)
-    (cd "$mnt/$name" && cat "$@" > /dev/null)
-    t3=$(now)
-    unmount
-    set -- $(remote_counts "$work/log")
-    awk -v l="$label" -v tl="$(echo "$t1 - $t0" | bc)" -v tr="$(echo "$t3 - $t2" | bc)" \
-        -v d="$disk" -v q="$1" -v b="$2" -v oq="$open_q" -v ob="$open_b" 'BEGIN {
+    unmount || die "the local mount's daemon failed"
+    drop_caches
+    mount_daemon "$TRAJFS" "$url" "$mnt" -f
+    tr=$(cd "$mnt/$name" && timed cat_all "$@") || die "cat through the remote mount failed"
+    unmount || die "the remote mount's daemon failed"
+    set -- $(remote_counts "$work/daemon.log")
+    awk -v l="$label" -v tl="$tl" -v tr="$tr" -v d="$disk" -v q="$1" -v b="$2" \
+        -v oq="$open_q" -v ob="$open_b" 'BEGIN {
         printf "%-9s remote %7.3f s  %5d requests  %8.1f MB fetched | local %7.3f s  %8.1f MB read from disk | time x%.2f  bytes x%.3f\n",
             l, tr, q - oq, (b - ob) / 1e6, tl, d / 1e6, tr / tl, (b - ob) / (d > 0 ? d : 1) }'
 }
 
-drop
-TRAJFS_REMOTE_STATS=1 "$TRAJPACK" list "$url" > /dev/null 2> "$work/open.log"
+drop_caches
+"$TRAJPACK" list "$url" > /dev/null 2> "$work/open.log"
 set -- $(remote_counts "$work/open.log")
 open_q=$1 open_b=$2
 commits=$("$TRAJPACK" stats --json "$archive" 2>/dev/null | grep -o '"commits": *[0-9]*' | grep -o '[0-9]*$' || echo "?")

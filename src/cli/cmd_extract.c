@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/hint.h"
 #include "cli/progress.h"
 #include "common/cpus.h"
 #include "format/catalog.h"
@@ -79,9 +80,11 @@ static int copy_content(extractor *ex, const tf_entry *ent, int fd)
 {
     tf_error e;
     tf_prefetch_cursor ahead = { 0 };
+    cli_hint hint = { 0 }; /* over the chunks: their bytes stand for the file's */
     for (uint64_t off = 0; off < ent->size;) {
         uint64_t left = ent->size - off;
         size_t want = left < BLOCK_BYTES ? (size_t)left : BLOCK_BYTES;
+        cli_hint_until(&hint, ex->reader, ex->ar, ent->chunks, ent->nchunks, off + want + CLI_HINT_WINDOW);
         tf_prefetch_read(ex->prefetch, ent, &ahead, off, want);
         ssize_t n = tf_reader_pread(ex->reader, ent, off, want, ex->buf, &e);
         if (n < 0) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/hint.h"
 #include "cli/progress.h"
 #include "format/catalog.h"
 #include "format/container.h"
@@ -43,6 +44,10 @@ typedef struct {
     blob_state *state;  /* per blob */
     char **why;         /* per bad blob: the error */
     cli_progress *bar;
+    uint64_t *order;    /* the blobs in the order they are checked */
+    size_t norder;
+    cli_hint hint;      /* over order */
+    uint64_t raw_checked;
     uint64_t blobs_checked, blobs_bad, headers_bad, files, files_bad, bytes;
 } verifier;
 
@@ -56,6 +61,8 @@ static blob_state check_blob(verifier *v, uint64_t b)
     const tf_blob *blob = tf_archive_blob(v->ar, b);
     tf_error e;
     v->blobs_checked++;
+    cli_hint_until(&v->hint, v->reader, v->ar, v->order, v->norder, v->raw_checked + CLI_HINT_WINDOW);
+    v->raw_checked += blob->raw_len;
     int rc;
     if (blob->raw_len > MAX_RAW_BYTES)
         rc = tf_fail(&e, 0, "blob %llu: implausible length %llu",
@@ -115,12 +122,15 @@ static void verify_file(verifier *v, const tf_entry *ent)
 }
 
 /* Sizes the work before starting: the raw bytes of the distinct blobs the
- * files use (for the progress bar) and the largest one (for the buffer). */
-static void measure(const tf_archive *ar, uint64_t *total, uint64_t *largest)
+ * files use (for the progress bar), the largest one (for the buffer) and
+ * the order they are checked in (order: nblobs entries, for the hints). */
+static void measure(const tf_archive *ar, uint64_t *total, uint64_t *largest, uint64_t *order,
+                    size_t *norder)
 {
     uint64_t nblobs = tf_archive_nblobs(ar);
     bool *seen = calloc(nblobs ? nblobs : 1, sizeof *seen);
     *total = *largest = 0;
+    *norder = 0;
     for (size_t i = 0; seen && i < tf_archive_nentries(ar); i++) {
         const tf_entry *ent = tf_archive_entry(ar, i);
         for (uint64_t c = 0; tf_entry_is_regular(ent) && c < ent->nchunks; c++) {
@@ -128,6 +138,8 @@ static void measure(const tf_archive *ar, uint64_t *total, uint64_t *largest)
             if (b >= nblobs || seen[b])
                 continue;
             seen[b] = true;
+            if (order)
+                order[(*norder)++] = b;
             uint64_t raw = tf_archive_blob(ar, b)->raw_len;
             *total += raw;
             if (raw <= MAX_RAW_BYTES && raw > *largest)
@@ -163,13 +175,14 @@ static int verify_archive(tf_archive *ar, const char *archive, bool quiet)
 {
     verifier v = { .ar = ar };
     uint64_t total, largest, nblobs = tf_archive_nblobs(ar);
-    measure(ar, &total, &largest);
+    v.order = malloc((nblobs ? nblobs : 1) * sizeof *v.order);
+    measure(ar, &total, &largest, v.order, &v.norder);
     v.reader = tf_reader_new(ar, CACHE_BYTES);
     v.buf = malloc(largest ? largest : 1);
     v.state = calloc(nblobs ? nblobs : 1, sizeof *v.state);
     v.why = calloc(nblobs ? nblobs : 1, sizeof *v.why);
     int status = CLI_EXIT_FAIL;
-    if (!v.reader || !v.buf || !v.state || !v.why) {
+    if (!v.reader || !v.buf || !v.state || !v.why || !v.order) {
         cli_error("out of memory");
     } else {
         v.bar = cli_progress_start("verify", total, quiet);
@@ -183,6 +196,7 @@ static int verify_archive(tf_archive *ar, const char *archive, bool quiet)
     for (uint64_t b = 0; v.why && b < nblobs; b++)
         free(v.why[b]);
     free(v.why);
+    free(v.order);
     free(v.state);
     free(v.buf);
     if (v.reader)

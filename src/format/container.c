@@ -261,17 +261,32 @@ static void find_last_commit(tf_container *c)
     c->end = c->has_commit ? at + TF_TRAILER_SIZE : TF_SUPERBLOCK_SIZE;
 }
 
-int tf_container_poll(tf_container *c, tf_trailer *t, uint64_t *at, bool *found, tf_error *e)
+/* The archive's size now, and whether it may hold other bytes than
+ * when last looked at though its size is the same (a remote object's
+ * new ETag: a torn tail replaced by a commit as long). */
+static int size_now(tf_container *c, uint64_t *size, bool *changed, tf_error *e)
 {
-    *found = false;
+    if (c->remote)
+        return tf_remote_refresh(c->remote, size, changed, e);
     struct stat st;
     if (fstat(c->fd, &st) < 0)
         return tf_fail(e, errno, "cannot stat the archive: %s", strerror(errno));
-    uint64_t size = (uint64_t)st.st_size;
+    *size = (uint64_t)st.st_size;
+    *changed = false;
+    return 0;
+}
+
+int tf_container_poll(tf_container *c, tf_trailer *t, uint64_t *at, bool *found, tf_error *e)
+{
+    *found = false;
+    uint64_t size;
+    bool changed;
+    if (size_now(c, &size, &changed, e) < 0)
+        return -1;
     if (size < c->end)
         return tf_fail(e, EIO, "the archive was cut to %llu bytes, inside its commit %llu",
                        (unsigned long long)size, (unsigned long long)c->last.seq);
-    if (size == c->searched)
+    if (size == c->searched && !changed)
         return 0;
     /* Shorter than searched: a writer cut a torn tail off, and what
      * follows the last commit is all new. A trailer that ended within
@@ -280,6 +295,11 @@ int tf_container_poll(tf_container *c, tf_trailer *t, uint64_t *at, bool *found,
     from = from - c->end > TF_TRAILER_SIZE - 1 ? from - (TF_TRAILER_SIZE - 1) : c->end;
     c->file_size = c->searched = size;
     *found = find_commit_from(c, from, t, at);
+    if (*found && c->remote) {
+        uint8_t p[TF_TRAILER_SIZE];
+        encode_trailer(p, t);
+        tf_remote_anchor(c->remote, *at + TF_TRAILER_SIZE, p, sizeof p);
+    }
     return 0;
 }
 

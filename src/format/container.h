@@ -55,8 +55,10 @@ int tf_container_open(tf_container *c, const char *path, bool writable, tf_error
 void tf_container_close(tf_container *c);
 
 /* Read-only: whether the file grew by a commit since it was opened or
- * last polled. Looks at the file's size and searches only the bytes new
- * since then, backwards as an open searches a torn tail: *found tells
+ * last polled. Looks at the file's size (a remote archive: asks the
+ * server, one request, and follows the object as io/remote.h says) and
+ * searches only the bytes new since then, backwards as an open searches
+ * a torn tail (a remote archive: only its end, a trailer there or none): *found tells
  * whether a valid trailer starts there, the newest in *t at *at. end and
  * last stay those of the last commit the caller applied. A tail without
  * a valid trailer (a commit being written, or one torn) is searched once,

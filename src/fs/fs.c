@@ -135,12 +135,14 @@ int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
 {
     const char *archive = o->archive;
     *fs = (fs_state){ .direct_io = o->direct_io, .spool_dir = -1, .prefetch_bytes = o->prefetch,
-                      .follow = o->rw || tf_remote_is_url(archive) ? 0 : o->follow };
+                      .follow = o->follow };
     if (tf_remote_configure(&o->remote, e) < 0)
         return -1;
     int rc = o->rw ? open_writable(fs, o, e) : tf_archive_open(archive, false, &fs->ar, e);
     /* Absolute: the daemon leaves the working directory. */
-    if (rc == 0 && fs->follow > 0 && !(fs->archive_path = realpath(archive, NULL)))
+    if (rc == 0 && fs->follow > 0 &&
+        !(fs->archive_path = tf_remote_is_url(archive) ? strndup(archive, strcspn(archive, "?#"))
+                                                       : realpath(archive, NULL)))
         rc = tf_fail(e, errno, "%s: %s", archive, strerror(errno));
     if (rc < 0) {
         if (fs->writer || fs->ar)

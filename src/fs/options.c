@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/size_arg.h"
+#include "io/remote.h"
 
 #define CACHE_MIN ((size_t)64 << 20)
 #define CACHE_MAX_DEFAULT ((size_t)4 << 30)
@@ -143,10 +144,12 @@ static int absolute_cache_dir(tf_remote_opts *r)
 }
 
 /* -o follow=SECONDS: off with rw, where the mount is the archive's only
- * writer (it holds the writer's lock: nothing else can append). */
+ * writer (it holds the writer's lock: nothing else can append). Off by
+ * default for a URL: each look is a request (billed, on object storage),
+ * and an archive published there is mostly complete. */
 static int parse_follow(fs_options *o)
 {
-    o->follow = o->rw ? 0 : FOLLOW_DEFAULT;
+    o->follow = o->rw || (o->archive && tf_remote_is_url(o->archive)) ? 0 : FOLLOW_DEFAULT;
     if (!o->follow_arg)
         return 0;
     char *end;
@@ -218,7 +221,7 @@ void fs_options_help(void)
            "                           (default: the archive's directory)\n"
            "    -o follow=SECONDS      read-only: look for commits others append to the\n"
            "                           archive (trajpack add) this often, and show them\n"
-           "                           (default 1; 0: never; with rw always off)\n"
+           "                           (default 1, for a URL 0; 0: never; with rw off)\n"
            "\nfor an ARCHIVE that is a URL (http://, https://, s3://BUCKET/KEY; read-only):\n"
            "    -o cache_dir=DIR       keep fetched ranges on disk there, across mounts and\n"
            "                           shared by processes (default: none)\n"

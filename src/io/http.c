@@ -27,8 +27,8 @@ struct tf_http {
     tf_http_auth auth; /* owned copies */
     char *token_header;
     tf_http_limits lim;
-    uint64_t size;
-    char etag[TF_HTTP_ETAG_MAX];
+    pthread_mutex_t id_lock; /* of id: a followed object's changes */
+    tf_http_identity id;
     CURLSH *share;                  /* connections and DNS, across threads */
     pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
     sem_t slots;                    /* lim.parallel transfers at most */
@@ -102,6 +102,7 @@ int tf_http_new(const char *url, const tf_http_auth *auth, const tf_http_limits 
         h->lim.parallel = 1;
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_init(&h->share_locks[i], NULL);
+    pthread_mutex_init(&h->id_lock, NULL);
     sem_init(&h->slots, 0, h->lim.parallel);
     h->share = fail ? NULL : curl_share_init();
     if (!h->share) {
@@ -125,6 +126,7 @@ void tf_http_free(tf_http *h)
         curl_share_cleanup(h->share);
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_destroy(&h->share_locks[i]);
+    pthread_mutex_destroy(&h->id_lock);
     sem_destroy(&h->slots);
     free(h->url);
     free((char *)h->auth.sigv4);
@@ -133,7 +135,19 @@ void tf_http_free(tf_http *h)
     free(h);
 }
 
-const char *tf_http_etag(const tf_http *h) { return h->etag; }
+void tf_http_identity_get(tf_http *h, tf_http_identity *id)
+{
+    pthread_mutex_lock(&h->id_lock);
+    *id = h->id;
+    pthread_mutex_unlock(&h->id_lock);
+}
+
+void tf_http_adopt(tf_http *h, const tf_http_identity *id)
+{
+    pthread_mutex_lock(&h->id_lock);
+    h->id = *id;
+    pthread_mutex_unlock(&h->id_lock);
+}
 
 void tf_http_counters(const tf_http *h, uint64_t *requests, uint64_t *bytes)
 {
@@ -314,7 +328,7 @@ static void run_all(tf_http *h, transfer *t, size_t n)
         sem_post(&h->slots);
 }
 
-typedef enum { DONE, RETRY, FATAL } verdict;
+typedef enum { DONE, RETRY, FATAL, CHANGED } verdict;
 
 static bool curl_error_passes(CURLcode rc)
 {
@@ -346,9 +360,9 @@ static void s3_error_code(const transfer *t, char *out, size_t cap)
         snprintf(out, cap, " (%.*s)", (int)(b - a - 6), a + 6);
 }
 
-/* Judges a finished transfer for the range [off, off + len) of an object
- * of `size` bytes (size 0: not yet known, the tail request). */
-static verdict judge(const tf_http *h, const transfer *t, uint64_t off, uint64_t len,
+/* Judges a finished transfer for the range [off, off + len) of the
+ * object `want` (NULL: any, the first request). */
+static verdict judge(const tf_http_identity *want, const transfer *t, uint64_t off, uint64_t len,
                      char *why, size_t cap)
 {
     if (t->overflow) {
@@ -372,9 +386,10 @@ static verdict judge(const tf_http *h, const transfer *t, uint64_t off, uint64_t
             snprintf(why, cap, "HTTP status %ld%s", t->status, code);
         return FATAL;
     }
-    if (h->size && ((t->has_range && t->total != h->size) || (h->etag[0] && t->etag[0] && strcmp(h->etag, t->etag)))) {
+    if (want && ((t->has_range && t->total != want->size) ||
+                 (want->etag[0] && t->etag[0] && strcmp(want->etag, t->etag)))) {
         snprintf(why, cap, "the object changed since it was opened (size or ETag differ)");
-        return FATAL;
+        return CHANGED;
     }
     if (!t->has_range || t->first != off || (len && t->last - t->first + 1 != len) ||
         t->got != t->last - t->first + 1) {
@@ -407,10 +422,12 @@ static void backoff(unsigned attempt)
 }
 
 /* Runs n transfers of the ranges (off[i], len[i]) into dst[i] (cap[i]
- * bytes), retrying those whose fault passes; len 0 is the first request,
- * for the first cap bytes or fewer if the object is smaller. */
-static int fetch_ranges(tf_http *h, transfer *t, const uint64_t *off, const uint64_t *len,
-                        uint8_t *const *dst, const uint64_t *cap, size_t n, tf_error *e)
+ * bytes) of the object `want`, retrying those whose fault passes; len 0
+ * is the first request, for the first cap bytes or fewer if the object
+ * is smaller (want NULL). */
+static int fetch_ranges(tf_http *h, const tf_http_identity *want, transfer *t, const uint64_t *off,
+                        const uint64_t *len, uint8_t *const *dst, const uint64_t *cap, size_t n,
+                        tf_error *e)
 {
     bool *done = calloc(n, sizeof *done);
     size_t *todo = malloc(n * sizeof *todo);
@@ -420,6 +437,7 @@ static int fetch_ranges(tf_http *h, transfer *t, const uint64_t *off, const uint
         return tf_fail(e, ENOMEM, "out of memory");
     }
     int rc = 0;
+    bool changed = false;
     char why[256] = "";
     for (unsigned attempt = 0;; attempt++) {
         size_t k = 0;
@@ -460,12 +478,13 @@ static int fetch_ranges(tf_http *h, transfer *t, const uint64_t *off, const uint
                 if (len[todo[j]] == 0)
                     whole_as_first(x);
                 char one[256];
-                verdict v = judge(h, x, off[todo[j]], len[todo[j]], one, sizeof one);
+                verdict v = judge(want, x, off[todo[j]], len[todo[j]], one, sizeof one);
                 if (v == DONE)
                     done[todo[j]] = true;
                 else if (!fatal) {
                     memcpy(why, one, sizeof why);
-                    fatal = v == FATAL;
+                    fatal = v == FATAL || v == CHANGED;
+                    changed = v == CHANGED;
                 }
                 if (len[todo[j]] == 0 && v == DONE)
                     t[todo[j]] = *x; /* the first response, for its caller */
@@ -473,12 +492,28 @@ static int fetch_ranges(tf_http *h, transfer *t, const uint64_t *off, const uint
             transfer_cleanup(x);
         }
         if (fatal) {
-            rc = tf_fail(e, EIO, "%s: %s", h->url, why);
+            tf_fail(e, EIO, "%s: %s", h->url, why);
+            rc = changed ? TF_HTTP_CHANGED : -1;
             break;
         }
     }
     free(done), free(todo), free(batch);
     return rc;
+}
+
+/* The first `want` bytes (fewer when the object is smaller), of any
+ * identity: what the object is now. */
+static int first_bytes(tf_http *h, uint64_t want, uint8_t *p, uint64_t *got, tf_http_identity *id,
+                       tf_error *e)
+{
+    transfer t = { 0 };
+    uint64_t off = 0, len = 0;
+    if (fetch_ranges(h, NULL, &t, &off, &len, &p, &want, 1, e) < 0)
+        return -1;
+    id->size = t.total;
+    memcpy(id->etag, t.etag, sizeof id->etag);
+    *got = t.got;
+    return 0;
 }
 
 int tf_http_first(tf_http *h, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e)
@@ -487,30 +522,43 @@ int tf_http_first(tf_http *h, uint64_t want, tf_buf *out, uint64_t *size, tf_err
     uint8_t *p = tf_buf_reserve(out, want);
     if (!p)
         return tf_fail(e, ENOMEM, "out of memory");
-    transfer t = { 0 };
-    uint64_t off = 0, len = 0;
-    if (fetch_ranges(h, &t, &off, &len, &p, &want, 1, e) < 0)
+    tf_http_identity id;
+    uint64_t got;
+    if (first_bytes(h, want, p, &got, &id, e) < 0)
         return -1;
-    h->size = t.total;
-    memcpy(h->etag, t.etag, sizeof h->etag);
-    *size = t.total;
-    tf_buf_commit(out, t.got);
+    tf_http_adopt(h, &id);
+    *size = id.size;
+    tf_buf_commit(out, got);
     return 0;
 }
 
-int tf_http_fetch(tf_http *h, tf_http_range *r, size_t n, tf_error *e)
+int tf_http_probe(tf_http *h, tf_http_identity *id, tf_error *e)
+{
+    uint8_t byte;
+    uint64_t got;
+    return first_bytes(h, 1, &byte, &got, id, e);
+}
+
+int tf_http_fetch_as(tf_http *h, const tf_http_identity *id, tf_http_range *r, size_t n, tf_error *e)
 {
     uint64_t *off = malloc(n * sizeof *off), *len = malloc(n * sizeof *len);
     uint8_t **dst = malloc(n * sizeof *dst);
     int rc = off && len && dst ? 0 : tf_fail(e, ENOMEM, "out of memory");
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (r[i].len == 0 || r[i].off > h->size || r[i].len > h->size - r[i].off)
+        if (r[i].len == 0 || r[i].off > id->size || r[i].len > id->size - r[i].off)
             rc = tf_fail(e, EIO, "%s: range %" PRIu64 "+%" PRIu64 " lies outside the object",
                          h->url, r[i].off, r[i].len);
         off[i] = r[i].off, len[i] = r[i].len, dst[i] = r[i].buf;
     }
     if (rc == 0)
-        rc = fetch_ranges(h, NULL, off, len, dst, len, n, e);
+        rc = fetch_ranges(h, id, NULL, off, len, dst, len, n, e);
     free(off), free(len), free(dst);
     return rc;
+}
+
+int tf_http_fetch(tf_http *h, tf_http_range *r, size_t n, tf_error *e)
+{
+    tf_http_identity id;
+    tf_http_identity_get(h, &id);
+    return tf_http_fetch_as(h, &id, r, n, e);
 }

@@ -37,21 +37,41 @@ typedef struct {
     uint8_t *buf; /* len bytes */
 } tf_http_range;
 
+/* What an object is: its size and ETag ("" when it has none). */
+typedef struct {
+    uint64_t size;
+    char etag[TF_HTTP_ETAG_MAX];
+} tf_http_identity;
+
 int tf_http_new(const char *url, const tf_http_auth *auth, const tf_http_limits *lim,
                 tf_http **out, tf_error *e);
 void tf_http_free(tf_http *h);
 
 /* The first request: the first `want` bytes of the object (all of it
- * when smaller) into out; learns the object's size and ETag ("" when it
- * has none), which every later range must then match. (Not a suffix
+ * when smaller) into out; learns the object's identity, which every
+ * later range must then match (until tf_http_adopt). (Not a suffix
  * range: not every S3-compatible server serves those right.) */
 int tf_http_first(tf_http *h, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e);
-const char *tf_http_etag(const tf_http *h);
+/* One request for the object's first byte: what it is now, whatever it
+ * was. */
+int tf_http_probe(tf_http *h, tf_http_identity *id, tf_error *e);
+/* The identity ranges must match, and a new one (an object that grew,
+ * checked by the caller). */
+void tf_http_identity_get(tf_http *h, tf_http_identity *id);
+void tf_http_adopt(tf_http *h, const tf_http_identity *id);
+
+/* tf_http_fetch returns this when a response came from an object of
+ * another size or ETag than the one expected (no retry: its bytes are
+ * not used). */
+#define TF_HTTP_CHANGED (-2)
 
 /* Fetches each of the n ranges exactly (all within the size). 0 when all
  * arrived; -1 (EIO) when one still failed after the retries, or at once
- * for a fault that a retry cannot mend (4xx, a changed object). */
+ * for a fault that a retry cannot mend (4xx); TF_HTTP_CHANGED. */
 int tf_http_fetch(tf_http *h, tf_http_range *r, size_t n, tf_error *e);
+/* tf_http_fetch of the object `id`, not of the one adopted. */
+int tf_http_fetch_as(tf_http *h, const tf_http_identity *id, tf_http_range *r, size_t n,
+                     tf_error *e);
 
 /* Requests sent (retries included) and body bytes received so far. */
 void tf_http_counters(const tf_http *h, uint64_t *requests, uint64_t *bytes);

@@ -205,6 +205,44 @@ static bool write_all(int fd, const void *buf, size_t len)
     return true;
 }
 
+/* Reads an entry file: its header says [off, off + len), len at most
+ * cap bytes, into buf; false when it is not whole or its bytes do not
+ * have its checksum. */
+static bool read_entry(int fd, uint64_t *off, uint64_t *len, void *buf, uint64_t cap)
+{
+    uint8_t h[HEADER_SIZE];
+    struct stat st;
+    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < HEADER_SIZE || !read_all(fd, h, sizeof h, 0) ||
+        memcmp(h, ENTRY_MAGIC, 8) != 0)
+        return false;
+    *off = tf_le64_get(h + 8);
+    *len = tf_le64_get(h + 16);
+    return *len <= cap && cap <= SIZE_MAX && (uint64_t)st.st_size == HEADER_SIZE + *len &&
+           read_all(fd, buf, (size_t)*len, HEADER_SIZE) &&
+           tf_hash64(buf, (size_t)*len) == tf_le64_get(h + 24);
+}
+
+/* Writes an entry of [off, off + len) to path, whole (by rename) or not
+ * at all. */
+static bool write_entry(tf_range_cache *c, const char *path, uint64_t off, uint64_t len, const void *buf)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%u", c->dir, (long)getpid(), atomic_fetch_add(&c->tmp_seq, 1));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return false;
+    uint8_t h[HEADER_SIZE];
+    memcpy(h, ENTRY_MAGIC, 8);
+    tf_le64_put(h + 8, off);
+    tf_le64_put(h + 16, len);
+    tf_le64_put(h + 24, tf_hash64(buf, (size_t)len));
+    bool ok = write_all(fd, h, sizeof h) && write_all(fd, buf, (size_t)len);
+    ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
+    if (!ok)
+        unlink(tmp);
+    return ok;
+}
+
 bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
 {
     char path[4096];
@@ -212,12 +250,8 @@ bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
-    uint8_t h[HEADER_SIZE];
-    struct stat st;
-    bool ok = len <= SIZE_MAX && fstat(fd, &st) == 0 && (uint64_t)st.st_size == HEADER_SIZE + len &&
-              read_all(fd, h, sizeof h, 0) && memcmp(h, ENTRY_MAGIC, 8) == 0 &&
-              tf_le64_get(h + 8) == off && tf_le64_get(h + 16) == len &&
-              read_all(fd, buf, (size_t)len, HEADER_SIZE) && tf_hash64(buf, (size_t)len) == tf_le64_get(h + 24);
+    uint64_t o, l;
+    bool ok = read_entry(fd, &o, &l, buf, len) && o == off && l == len;
     if (ok)
         (void)futimens(fd, NULL); /* recently used: evicted last */
     close(fd);
@@ -230,28 +264,43 @@ void tf_range_cache_put(tf_range_cache *c, uint64_t off, uint64_t len, const voi
 {
     if (len > SIZE_MAX - HEADER_SIZE || HEADER_SIZE + len > c->max)
         return;
-    char tmp[4096], path[4096];
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%u", c->dir, (long)getpid(), atomic_fetch_add(&c->tmp_seq, 1));
+    char path[4096];
     entry_path(c, off, len, path, sizeof path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
+    if (!write_entry(c, path, off, len, buf))
         return;
-    uint8_t h[HEADER_SIZE];
-    memcpy(h, ENTRY_MAGIC, 8);
-    tf_le64_put(h + 8, off);
-    tf_le64_put(h + 16, len);
-    tf_le64_put(h + 24, tf_hash64(buf, (size_t)len));
-    bool ok = write_all(fd, h, sizeof h) && write_all(fd, buf, (size_t)len);
-    ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
-    if (!ok) {
-        unlink(tmp);
-        return;
-    }
     pthread_mutex_lock(&c->mu);
     c->used += HEADER_SIZE + len;
     if (c->used > c->max)
         evict(c);
     pthread_mutex_unlock(&c->mu);
+}
+
+/* Not an entry (a dot name): neither counted nor evicted. */
+static void anchor_path(const tf_range_cache *c, char *p, size_t cap)
+{
+    snprintf(p, cap, "%s/.anchor", c->dir);
+}
+
+bool tf_range_cache_anchor_get(tf_range_cache *c, uint64_t *end, uint8_t *bytes, size_t *n)
+{
+    char path[4096];
+    anchor_path(c, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    uint64_t len;
+    bool ok = read_entry(fd, end, &len, bytes, TF_RANGE_ANCHOR_MAX) && len <= *end;
+    close(fd);
+    *n = (size_t)len;
+    return ok;
+}
+
+void tf_range_cache_anchor_put(tf_range_cache *c, uint64_t end, const uint8_t *bytes, size_t n)
+{
+    char path[4096];
+    anchor_path(c, path, sizeof path);
+    if (n <= TF_RANGE_ANCHOR_MAX)
+        (void)write_entry(c, path, end, n, bytes);
 }
 
 void tf_range_cache_drop(tf_range_cache *c, uint64_t off, uint64_t len)

@@ -1,8 +1,9 @@
 /* A disk cache of byte ranges fetched from remote objects, kept across
  * mounts and shared by processes: one file per range under
- * DIR/OBJECT/, OBJECT naming the object's identity (its URL, size, ETag
- * and last trailer), so that a changed object never meets the entries
- * of the old one. Each entry carries the XXH3-64 of its bytes, checked
+ * DIR/OBJECT/, OBJECT naming the object (its URL). Which version of the
+ * object the entries are of is the anchor's to tell (the caller's: see
+ * io/remote.c): the end of a commit and the bytes before it, which an
+ * object that only grew by appends still holds there. Each entry carries the XXH3-64 of its bytes, checked
  * on every hit: a damaged entry is removed and reported missing, never
  * served. Files appear by rename, whole; the entries of all objects
  * together are kept under a byte bound, the least recently used removed
@@ -28,5 +29,11 @@ bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf
 void tf_range_cache_put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf);
 /* Removes the entries that overlap [off, off + len). */
 void tf_range_cache_drop(tf_range_cache *c, uint64_t off, uint64_t len);
+
+/* The anchor: an offset `end` and the n (<= TF_RANGE_ANCHOR_MAX) bytes
+ * before it; false when there is none (or it is damaged). */
+#define TF_RANGE_ANCHOR_MAX 64
+bool tf_range_cache_anchor_get(tf_range_cache *c, uint64_t *end, uint8_t *bytes, size_t *n);
+void tf_range_cache_anchor_put(tf_range_cache *c, uint64_t end, const uint8_t *bytes, size_t n);
 
 #endif

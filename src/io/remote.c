@@ -39,6 +39,7 @@ typedef struct {
     uint64_t off, len;
     uint8_t *data;
     uint64_t age;
+    bool uncached; /* not in the disk cache: the ranges read of it go there */
 } piece;
 
 struct tf_remote {
@@ -46,8 +47,16 @@ struct tf_remote {
                  * URL's signature stays out of logs) */
     tf_http *http;
     tf_range_cache *cache;
-    uint64_t size;
+    pthread_mutex_t follow_mu; /* one look at what the object is now at a time */
     pthread_mutex_t mu;
+    uint64_t size;
+    uint64_t generation; /* identities adopted */
+    uint64_t refreshed;  /* the generation the last refresh told of */
+    /* The end of the newest commit known and the bytes before it (its
+     * trailer): what the object holds there as long as it only grows. */
+    uint64_t anchor_end;
+    uint8_t anchor[TF_RANGE_ANCHOR_MAX];
+    size_t anchor_len;
     pthread_cond_t landed; /* a fetch finished */
     piece *staged;
     size_t nstaged, cap_staged;
@@ -96,15 +105,16 @@ static void stage(tf_remote *r, piece p)
     }
 }
 
-/* Copies [off, off + len) from a staged piece that holds it; a piece
- * read whole is done with (a blob is read once: the reader caches what
- * it decodes). */
-static bool take_staged(tf_remote *r, uint64_t off, uint64_t len, void *buf)
+/* Copies [off, off + len) from a staged piece that holds it (*uncached:
+ * one not in the disk cache); a piece read whole is done with (a blob is
+ * read once: the reader caches what it decodes). */
+static bool take_staged(tf_remote *r, uint64_t off, uint64_t len, void *buf, bool *uncached)
 {
     for (size_t i = 0; i < r->nstaged; i++) {
         piece *p = &r->staged[i];
         if (contains(p->off, p->len, off, len)) {
             memcpy(buf, p->data + (off - p->off), len);
+            *uncached = p->uncached;
             if (p->off == off && p->len == len)
                 unstage(r, i);
             else
@@ -123,23 +133,56 @@ static bool covered(const span *s, size_t n, uint64_t off, uint64_t len)
     return false;
 }
 
-static bool is_staged(const tf_remote *r, uint64_t off, uint64_t len)
+/* The staged piece that holds [off, off + len), or NULL. */
+static const piece *staged_at(const tf_remote *r, uint64_t off, uint64_t len)
 {
     for (size_t i = 0; i < r->nstaged; i++)
         if (contains(r->staged[i].off, r->staged[i].len, off, len))
-            return true;
-    return false;
+            return &r->staged[i];
+    return NULL;
+}
+
+static bool is_staged(const tf_remote *r, uint64_t off, uint64_t len)
+{
+    return staged_at(r, off, len) != NULL;
+}
+
+/* Whether [off, off + len) lies below the anchor (under mu): bytes that
+ * every version of the object grown from this one keeps, the only ones
+ * the disk cache holds. */
+static bool below_anchor(const tf_remote *r, uint64_t off, uint64_t len)
+{
+    return off <= r->anchor_end && len <= r->anchor_end - off;
+}
+
+static bool anchored(tf_remote *r, uint64_t off, uint64_t len)
+{
+    pthread_mutex_lock(&r->mu);
+    bool below = below_anchor(r, off, len);
+    pthread_mutex_unlock(&r->mu);
+    return below;
 }
 
 void tf_remote_will_need(tf_remote *r, uint64_t off, uint64_t len)
 {
-    if (len == 0 || off > r->size || len > r->size - off)
-        return;
     pthread_mutex_lock(&r->mu);
-    if (r->npending < PENDING_MAX && !covered(r->pending, r->npending, off, len) &&
-        !covered(r->inflight, r->ninflight, off, len) && !is_staged(r, off, len))
-        r->pending[r->npending++] = (span){ off, len };
+    const piece *p = NULL;
+    uint8_t *copy = NULL;
+    if (len && off <= r->size && len <= r->size - off && r->npending < PENDING_MAX &&
+        !covered(r->pending, r->npending, off, len) && !covered(r->inflight, r->ninflight, off, len)) {
+        p = staged_at(r, off, len);
+        if (!p)
+            r->pending[r->npending++] = (span){ off, len };
+        /* Hinted ranges are what the disk cache is asked for: one inside
+         * the object's ends (fetched at open, uncached) goes there now,
+         * so that a later open, whose ends lie elsewhere, finds it. */
+        else if (p->uncached && r->cache && below_anchor(r, off, len) && (copy = malloc(len)))
+            memcpy(copy, p->data + (off - p->off), len);
+    }
     pthread_mutex_unlock(&r->mu);
+    if (copy)
+        tf_range_cache_put(r->cache, off, len, copy);
+    free(copy);
 }
 
 static int mark_inflight(tf_remote *r, const span *s, size_t n)
@@ -178,6 +221,8 @@ static int by_offset(const void *a, const void *b)
 /* Fetches the pieces marked missing (data allocated, not yet filled),
  * merged into spans, all side by side; fills them and puts them in the
  * disk cache. */
+static int follow_object(tf_remote *r, tf_error *e);
+
 static int fetch_pieces(tf_remote *r, piece *p, const bool *have, size_t n, tf_error *e)
 {
     span *spans = malloc(n * sizeof *spans);
@@ -205,13 +250,19 @@ static int fetch_pieces(tf_remote *r, piece *p, const bool *have, size_t n, tf_e
     }
     if (rc == 0) {
         rc = tf_http_fetch(r->http, ranges, ns, e);
+        /* Another size or ETag: an object that grew is followed and
+         * asked again; one rewritten fails. */
+        if (rc == TF_HTTP_CHANGED)
+            rc = follow_object(r, e) < 0 || tf_http_fetch(r->http, ranges, ns, e) < 0 ? -1 : 0;
         for (size_t k = 0; rc == 0 && k < ns; k++)
             for (size_t i = first[k]; i < n && p[i].off < spans[k].off + spans[k].len; i++) {
                 if (have[i])
                     continue;
                 memcpy(p[i].data, ranges[k].buf + (p[i].off - spans[k].off), p[i].len);
-                if (r->cache)
+                if (r->cache && anchored(r, p[i].off, p[i].len))
                     tf_range_cache_put(r->cache, p[i].off, p[i].len, p[i].data);
+                else
+                    p[i].uncached = true; /* beyond the anchor: a commit not yet checked */
             }
     }
     for (size_t k = 0; ranges && k < ns; k++)
@@ -234,7 +285,7 @@ static int fetch_for_read(tf_remote *r, uint64_t off, size_t len, void *buf, spa
     int rc = p && have ? 0 : tf_fail(e, ENOMEM, "out of memory");
     for (size_t i = 0; rc == 0 && i < n; i++) {
         span s = i < nh ? hints[i] : (span){ off, len };
-        p[i] = (piece){ s.off, s.len, malloc(s.len ? s.len : 1), 0 };
+        p[i] = (piece){ s.off, s.len, malloc(s.len ? s.len : 1), 0, false };
         if (!p[i].data)
             rc = tf_fail(e, ENOMEM, "out of memory for %" PRIu64 " bytes", s.len);
     }
@@ -242,7 +293,8 @@ static int fetch_for_read(tf_remote *r, uint64_t off, size_t len, void *buf, spa
         qsort(p, n, sizeof *p, by_offset);
         bool missing = false;
         for (size_t i = 0; i < n; i++) {
-            have[i] = r->cache && tf_range_cache_get(r->cache, p[i].off, p[i].len, p[i].data);
+            have[i] = r->cache && anchored(r, p[i].off, p[i].len) &&
+                      tf_range_cache_get(r->cache, p[i].off, p[i].len, p[i].data);
             missing |= !have[i];
         }
         if (missing)
@@ -269,13 +321,19 @@ int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error 
 {
     if (len == 0)
         return 0;
-    if (off > r->size || len > r->size - off)
-        return tf_fail(e, EIO, "%s: read of %zu bytes at %" PRIu64 " beyond its %" PRIu64 " bytes",
-                       r->name, len, off, r->size);
     pthread_mutex_lock(&r->mu);
+    if (off > r->size || len > r->size - off) {
+        uint64_t size = r->size;
+        pthread_mutex_unlock(&r->mu);
+        return tf_fail(e, EIO, "%s: read of %zu bytes at %" PRIu64 " beyond its %" PRIu64 " bytes",
+                       r->name, len, off, size);
+    }
     for (;;) {
-        if (take_staged(r, off, len, buf)) {
+        bool uncached;
+        if (take_staged(r, off, len, buf, &uncached)) {
             pthread_mutex_unlock(&r->mu);
+            if (uncached && r->cache && anchored(r, off, len))
+                tf_range_cache_put(r->cache, off, len, buf);
             return 0;
         }
         if (!covered(r->inflight, r->ninflight, off, len))
@@ -321,6 +379,89 @@ void tf_remote_forget(tf_remote *r, uint64_t off, uint64_t len)
         tf_range_cache_drop(r->cache, off, len);
 }
 
+/* ---- following an object that grows ---- */
+
+/* Fetches [off, off + len) of the object `id` from the server, past
+ * every copy kept. */
+static int fetch_now(tf_remote *r, const tf_http_identity *id, uint64_t off, uint8_t *buf,
+                     uint64_t len, tf_error *e)
+{
+    tf_http_range range = { off, len, buf };
+    return tf_http_fetch_as(r->http, id, &range, 1, e) < 0 ? -1 : 0;
+}
+
+/* Whether the object `now` holds the anchor's bytes where they were:
+ * is what it was, with bytes appended. */
+static int check_extends(tf_remote *r, const tf_http_identity *now, tf_error *e)
+{
+    pthread_mutex_lock(&r->mu);
+    uint64_t end = r->anchor_end;
+    size_t n = r->anchor_len;
+    uint8_t want[TF_RANGE_ANCHOR_MAX], got[TF_RANGE_ANCHOR_MAX];
+    memcpy(want, r->anchor, n);
+    pthread_mutex_unlock(&r->mu);
+    if (now->size < end)
+        return tf_fail(e, EIO, "%s: the object was cut to %" PRIu64 " bytes, inside its commit "
+                       "ending at %" PRIu64 ": refused", r->name, now->size, end);
+    if (n && fetch_now(r, now, end - n, got, n, e) < 0)
+        return -1;
+    if (memcmp(got, want, n) != 0)
+        return tf_fail(e, EIO, "%s: the object was rewritten (its commit ending at %" PRIu64
+                       " is not there any more): refused", r->name, end);
+    return 0;
+}
+
+/* Asks the server what the object is now; adopts its new size and ETag
+ * when it only grew, so that reads go on (the bytes kept, all below the
+ * anchor, stay right); fails when it was rewritten, adopting nothing. */
+static int follow_object(tf_remote *r, tf_error *e)
+{
+    pthread_mutex_lock(&r->follow_mu);
+    tf_http_identity now, was;
+    int rc = tf_http_probe(r->http, &now, e);
+    tf_http_identity_get(r->http, &was);
+    if (rc == 0 && (now.size != was.size || strcmp(now.etag, was.etag) != 0)) {
+        rc = check_extends(r, &now, e);
+        if (rc == 0) {
+            tf_http_adopt(r->http, &now);
+            pthread_mutex_lock(&r->mu);
+            r->size = now.size;
+            r->generation++;
+            pthread_mutex_unlock(&r->mu);
+        }
+    }
+    pthread_mutex_unlock(&r->follow_mu);
+    return rc;
+}
+
+int tf_remote_refresh(tf_remote *r, uint64_t *size, bool *changed, tf_error *e)
+{
+    if (follow_object(r, e) < 0)
+        return -1;
+    pthread_mutex_lock(&r->mu);
+    *size = r->size;
+    *changed = r->generation != r->refreshed;
+    r->refreshed = r->generation;
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+void tf_remote_anchor(tf_remote *r, uint64_t end, const uint8_t *bytes, size_t n)
+{
+    if (n > TF_RANGE_ANCHOR_MAX || n > end)
+        return;
+    pthread_mutex_lock(&r->mu);
+    bool newer = end > r->anchor_end && end <= r->size;
+    if (newer) {
+        r->anchor_end = end;
+        memcpy(r->anchor, bytes, n);
+        r->anchor_len = n;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (newer && r->cache)
+        tf_range_cache_anchor_put(r->cache, end, bytes, n);
+}
+
 /* ---- open, close ---- */
 
 /* The URL for messages and for the cache's name of the object: without
@@ -344,21 +485,41 @@ static int open_http(tf_remote *r, const char *url, const tf_remote_opts *o, tf_
     return rc;
 }
 
-/* The cache's name of the object: its URL, size, ETag and last 64
- * bytes (its last trailer, with that trailer's checksum), so that a
- * replaced or grown object, with or without an ETag, is another. */
-static void object_name(const tf_remote *r, const uint8_t *tail, size_t n, char out[40])
+/* Whether the object holds the n bytes given at [end - n, end): from
+ * the staged tail when it has them, else fetched (one request). */
+static bool holds(tf_remote *r, const piece *tail, uint64_t end, const uint8_t *bytes, size_t n)
 {
-    tf_buf id = { 0 };
-    const char *etag = tf_http_etag(r->http);
-    uint8_t size[8];
-    tf_le64_put(size, r->size);
-    size_t last = n < 64 ? n : 64;
-    bool ok = tf_buf_put(&id, r->name, strlen(r->name) + 1) == 0 && tf_buf_put(&id, size, 8) == 0 &&
-              tf_buf_put(&id, etag, strlen(etag) + 1) == 0 && tf_buf_put(&id, tail + n - last, last) == 0;
-    snprintf(out, 40, "%016" PRIx64 "%016" PRIx64, ok ? tf_hash64(id.data, id.len) : 0,
-             ok ? tf_hash64(tail + n - last, last) : 0);
-    tf_buf_free(&id);
+    if (end > r->size || n > end)
+        return false;
+    if (contains(tail->off, tail->len, end - n, n))
+        return memcmp(tail->data + (end - n - tail->off), bytes, n) == 0;
+    uint8_t got[TF_RANGE_ANCHOR_MAX];
+    tf_http_identity id;
+    tf_http_identity_get(r->http, &id);
+    return fetch_now(r, &id, end - n, got, n, NULL) == 0 && memcmp(got, bytes, n) == 0;
+}
+
+/* Opens the disk cache of the object, named by its URL, and makes its
+ * entries those of the object as it is now: kept when the object holds
+ * the cache's anchor (it only grew since), all dropped otherwise
+ * (replaced, rewritten, or no anchor to tell); the anchor is then the
+ * object's end, its last commit. */
+static int open_cache(tf_remote *r, const tf_remote_opts *o, const piece *tail, tf_error *e)
+{
+    char name[33];
+    tf_blob_id id = tf_blob_id_of(r->name, strlen(r->name));
+    tf_blob_id_hex(&id, name);
+    if (tf_range_cache_open(o->cache_dir, name, o->cache_max, &r->cache, e) < 0)
+        return -1;
+    uint64_t end;
+    uint8_t bytes[TF_RANGE_ANCHOR_MAX];
+    size_t n;
+    if (!tf_range_cache_anchor_get(r->cache, &end, bytes, &n) || !holds(r, tail, end, bytes, n))
+        tf_range_cache_drop(r->cache, 0, UINT64_MAX);
+    else if (end < r->size) /* what lies past it was of no commit then */
+        tf_range_cache_drop(r->cache, end, UINT64_MAX - end);
+    tf_range_cache_anchor_put(r->cache, r->anchor_end, r->anchor, r->anchor_len);
+    return 0;
 }
 
 /* The object's first and last bytes, staged (the last last), always
@@ -370,10 +531,10 @@ static int fetch_ends(tf_remote *r, tf_error *e)
         tf_buf_free(&head);
         return -1;
     }
-    piece tail = { 0, head.len, head.data, 0 };
+    piece tail = { 0, head.len, head.data, 0, true };
     if (r->size > head.len) {
         uint64_t n = r->size - head.len < TAIL_WANT ? r->size - head.len : TAIL_WANT;
-        tail = (piece){ r->size - n, n, malloc(n), 0 };
+        tail = (piece){ r->size - n, n, malloc(n), 0, true };
         tf_http_range range = { tail.off, tail.len, tail.data };
         if (!tail.data || tf_http_fetch(r->http, &range, 1, e) < 0) {
             if (!tail.data)
@@ -383,7 +544,7 @@ static int fetch_ends(tf_remote *r, tf_error *e)
             return -1;
         }
         pthread_mutex_lock(&r->mu);
-        stage(r, (piece){ 0, head.len, head.data, 0 });
+        stage(r, (piece){ 0, head.len, head.data, 0, true });
         pthread_mutex_unlock(&r->mu);
     }
     pthread_mutex_lock(&r->mu);
@@ -401,6 +562,7 @@ int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
     if (!r)
         return tf_fail(e, ENOMEM, "out of memory");
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->follow_mu, NULL);
     pthread_cond_init(&r->landed, NULL);
     r->print_counters = getenv("TRAJFS_REMOTE_STATS") != NULL;
     r->pending = malloc(PENDING_MAX * sizeof *r->pending);
@@ -409,12 +571,13 @@ int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
         return tf_fail(e, ENOMEM, "out of memory");
     }
     int rc = open_http(r, url, o, e) < 0 || fetch_ends(r, e) < 0 ? -1 : 0;
-    if (rc == 0 && o->cache_dir) {
+    if (rc == 0) { /* the end as opened: its last commit, which the caller checks */
         const piece *tail = &r->staged[r->nstaged - 1];
-        char name[40];
-        object_name(r, tail->data, tail->len, name);
-        if (tf_range_cache_open(o->cache_dir, name, o->cache_max, &r->cache, e) < 0)
-            rc = -1;
+        r->anchor_end = r->size;
+        r->anchor_len = tail->len < TF_RANGE_ANCHOR_MAX ? (size_t)tail->len : TF_RANGE_ANCHOR_MAX;
+        memcpy(r->anchor, tail->data + tail->len - r->anchor_len, r->anchor_len);
+        if (o->cache_dir)
+            rc = open_cache(r, o, tail, e);
     }
     if (rc < 0) {
         tf_remote_close(r);
@@ -443,8 +606,15 @@ void tf_remote_close(tf_remote *r)
     tf_http_free(r->http);
     pthread_cond_destroy(&r->landed);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->follow_mu);
     free(r->name);
     free(r);
 }
 
-uint64_t tf_remote_size(const tf_remote *r) { return r->size; }
+uint64_t tf_remote_size(tf_remote *r)
+{
+    pthread_mutex_lock(&r->mu);
+    uint64_t size = r->size;
+    pthread_mutex_unlock(&r->mu);
+    return size;
+}

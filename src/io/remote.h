@@ -27,7 +27,24 @@ int tf_remote_configure(const tf_remote_opts *o, tf_error *e);
  * size and identity. */
 int tf_remote_open(const char *url, tf_remote **out, tf_error *e);
 void tf_remote_close(tf_remote *r);
-uint64_t tf_remote_size(const tf_remote *r);
+uint64_t tf_remote_size(tf_remote *r);
+
+/* An object followed as it grows (a mount with -o follow): appends
+ * change its size and ETag. A read whose response says so, and each
+ * refresh, ask the server (one request for the first byte) what the
+ * object is now, and adopt it only when it still holds, where it was,
+ * the trailer of the newest commit known (the anchor: what the object
+ * ended with when opened, then what tf_remote_anchor says): then the
+ * bytes kept (staged, and in the disk cache, which holds only bytes
+ * below the anchor) stay right, and reads may reach the new size. An
+ * object cut shorter or rewritten is not adopted: the refresh, and reads
+ * of it, fail (EIO).
+ * tf_remote_refresh: *size is the size now, *changed whether another
+ * size or ETag was adopted since the last refresh. */
+int tf_remote_refresh(tf_remote *r, uint64_t *size, bool *changed, tf_error *e);
+/* A valid commit's trailer, its n (<= 64) bytes ending at end, is the
+ * newest: the anchor from now on (also of the disk cache). */
+void tf_remote_anchor(tf_remote *r, uint64_t end, const uint8_t *bytes, size_t n);
 
 /* Reads exactly [off, off + len); EIO when it cannot be had. */
 int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error *e);

@@ -12,7 +12,16 @@ int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
 
 /* Unreachable: no tf_remote is ever opened. */
 void tf_remote_close(tf_remote *r) { (void)r; }
-uint64_t tf_remote_size(const tf_remote *r) { (void)r; return 0; }
+uint64_t tf_remote_size(tf_remote *r) { (void)r; return 0; }
+int tf_remote_refresh(tf_remote *r, uint64_t *size, bool *changed, tf_error *e)
+{
+    (void)r, (void)size, (void)changed;
+    return tf_fail(e, ENOTSUP, "no remote archives in this build");
+}
+void tf_remote_anchor(tf_remote *r, uint64_t end, const uint8_t *bytes, size_t n)
+{
+    (void)r, (void)end, (void)bytes, (void)n;
+}
 int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error *e)
 {
     (void)r, (void)off, (void)buf, (void)len;

@@ -2,9 +2,9 @@
 # An archive behind a loopback lighttpd: trajpack list/verify/extract and
 # trajfs mounts of its http:// URL give every file byte-identical, cold
 # and warm (a disk cache, kept across mounts and shared by two at once);
-# a warm mount fetches only the object's ends. A server killed gives EIO
-# for the reads that need it, and the same mount serves them once it is
-# back; a proxy that flips bytes, truncates or stalls responses gives
+# a warm mount fetches only the object's ends. A server killed, between
+# reads or during one, gives EIO for the reads that need it, and the same
+# mount serves them once it is back; a proxy that flips bytes, truncates or stalls responses gives
 # EIO, never wrong bytes, and nothing damaged is kept in the cache.
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -29,6 +29,17 @@ cmp "$TEST_TMP/list.local" "$TEST_TMP/list.remote" || fail "list differs"
 mkdir "$TEST_TMP/out"
 "$TRAJPACK" extract "$url" -C "$TEST_TMP/out" || fail "extract $url failed"
 assert_same_tree "$src" "$TEST_TMP/out/src"
+# verify and extract hint the blobs they read next: a request fetches many.
+requests() { sed -n 's/.* \([0-9]*\) requests, .*/\1/p' "$1"; }
+TRAJFS_REMOTE_STATS=1 "$TRAJPACK" verify -q "$url" > "$TEST_TMP/verify.out" 2> "$TEST_TMP/verify.err"
+blobs=$(sed -n 's/.* files, \([0-9]*\) blobs.*/\1/p' "$TEST_TMP/verify.out")
+mkdir "$TEST_TMP/out2"
+TRAJFS_REMOTE_STATS=1 "$TRAJPACK" extract -q "$url" -C "$TEST_TMP/out2" 2> "$TEST_TMP/extract.err"
+for what in verify extract; do
+    n=$(requests "$TEST_TMP/$what.err")
+    echo "trajpack $what of $blobs blobs: $n requests"
+    [ -n "$n" ] && [ "$n" -le $((blobs / 4)) ] || fail "trajpack $what sent $n requests for $blobs blobs"
+done
 "$TRAJPACK" list "http://127.0.0.1:$HTTP_PORT/none.traj" 2> "$TEST_TMP/err" && fail "a missing URL listed"
 grep -q "404" "$TEST_TMP/err" || fail "no 404 in: $(cat "$TEST_TMP/err")"
 "$TRAJPACK" add "$url" "$src" 2> /dev/null && fail "add to a URL succeeded"
@@ -40,7 +51,7 @@ start_mount "$url" "$TEST_TMP/m1" -o cache_dir="$cache"
 all_same "$src" "$TEST_TMP/m1/src"
 fusermount3 -u "$TEST_TMP/m1"
 wait "$DAEMON_PID" || fail "trajfs exited with an error"
-cold=$(sed -n 's/.* \([0-9]*\) requests, .*/\1/p' "$TEST_TMP/m1.log")
+cold=$(requests "$TEST_TMP/m1.log")
 [ -n "$cold" ] && [ "$(ls "$cache"/* | wc -l)" -gt 0 ] || fail "nothing cached: $(cat "$TEST_TMP/m1.log")"
 
 start_mount "$url" "$TEST_TMP/m1" -o cache_dir="$cache"
@@ -51,7 +62,7 @@ fusermount3 -u "$TEST_TMP/m1"
 fusermount3 -u "$TEST_TMP/m2"
 sleep 0.2
 for m in m1 m2; do
-    warm=$(sed -n 's/.* \([0-9]*\) requests, .*/\1/p' "$TEST_TMP/$m.log")
+    warm=$(requests "$TEST_TMP/$m.log")
     # The ends tell what the object is now: always fetched; all else cached.
     [ "$warm" = 2 ] || fail "a warm mount sent $warm requests (cold: $cold): $(cat "$TEST_TMP/$m.log")"
 done
@@ -91,6 +102,45 @@ for mode in "flip" "truncate" "delay 3"; do
     fusermount3 -u "$TEST_TMP/m4"
 done
 grep -q "^flip" "$PROXY_MODE.log" || fail "nothing went through the proxy"
+
+# ---- the server killed while a read is in flight, then back ----
+# The proxy is the server here: it sends half of a response and stalls,
+# and is killed meanwhile. The read fails with EIO once the retries find
+# nothing listening, before a stall of the 5 s timeout could have ended
+# it (the server's death is noticed, not waited out); what is cached
+# still reads; back on its port, the same read
+# succeeds.
+start_mount "$purl" "$TEST_TMP/m5" -o timeout=5,connect_timeout=1,retries=1 -o direct_io \
+    -o cache_dir="$TEST_TMP/kcache"
+cmp "$src/$first" "$TEST_TMP/m5/src/$first" || fail "$first differs"
+echo "stall 60" > "$PROXY_MODE"
+: > "$PROXY_MODE.log"
+t0=$(date +%s%N)
+"$PYTHON" -c '
+import errno, sys
+try:
+    open(sys.argv[1], "rb").read()
+    print("read")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))' "$TEST_TMP/m5/src/$last" > "$TEST_TMP/inflight" 2>&1 &
+reader=$!
+for _ in $(seq 100); do
+    grep -q "^stall" "$PROXY_MODE.log" && break
+    sleep 0.05
+done
+grep -q "^stall" "$PROXY_MODE.log" || fail "the read did not reach the proxy"
+sleep 0.5 # the first half of the response is there
+stop_pid "$PROXY_PID"
+wait "$reader" || true
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$(cat "$TEST_TMP/inflight")" = EIO ] ||
+    fail "a read in flight when the server died gave: $(cat "$TEST_TMP/inflight")"
+[ "$ms" -lt 5000 ] || fail "a read in flight when the server died took $ms ms to fail (timeout=5)"
+echo "a read in flight when the server died failed with EIO after $ms ms"
+cmp "$src/$first" "$TEST_TMP/m5/src/$first" || fail "$first, cached, does not read with the server gone"
+start_proxy "http://127.0.0.1:$HTTP_PORT" "$PROXY_PORT"
+cmp "$src/$last" "$TEST_TMP/m5/src/$last" || fail "$last differs once the server is back"
+fusermount3 -u "$TEST_TMP/m5"
 # What the flipping proxy sent is not served from the cache by a new mount.
 start_mount "$purl" "$TEST_TMP/m4" -o direct_io -o cache_dir="$TEST_TMP/pcache.flip"
 all_same "$src" "$TEST_TMP/m4/src"

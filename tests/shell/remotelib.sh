@@ -50,15 +50,16 @@ restart_lighttpd() {
     return 1
 }
 
-# start_proxy UPSTREAM: tests/tools/fault_proxy.py in front of UPSTREAM;
-# sets PROXY_PORT and PROXY_MODE (the file whose content is its mode,
-# "pass" to begin with).
+# start_proxy UPSTREAM [PORT]: tests/tools/fault_proxy.py in front of
+# UPSTREAM (on PORT: started again); sets PROXY_PORT, PROXY_PID and
+# PROXY_MODE (the file whose content is its mode, "pass" to begin with).
 start_proxy() {
     PROXY_MODE=$TEST_TMP/proxy.mode
     echo pass > "$PROXY_MODE"
     rm -f "$TEST_TMP/proxy.port"
-    "$PYTHON" "$top_srcdir/tests/tools/fault_proxy.py" "$TEST_TMP/proxy.port" "$1" "$PROXY_MODE" &
-    SERVERS="$SERVERS $!"
+    "$PYTHON" "$top_srcdir/tests/tools/fault_proxy.py" "$TEST_TMP/proxy.port" "$1" "$PROXY_MODE" ${2:+"$2"} &
+    PROXY_PID=$!
+    SERVERS="$SERVERS $PROXY_PID"
     for _ in $(seq 100); do
         [ -s "$TEST_TMP/proxy.port" ] && { PROXY_PORT=$(cat "$TEST_TMP/proxy.port"); return 0; }
         sleep 0.05

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """An HTTP proxy for the remote-archive tests, on 127.0.0.1.
 
-    fault_proxy.py PORT_FILE UPSTREAM MODE_FILE
+    fault_proxy.py PORT_FILE UPSTREAM MODE_FILE [PORT]
 
-Listens on a free loopback port (written to PORT_FILE once it listens) and
+Listens on PORT, or a free loopback port (written to PORT_FILE once it
+listens), and
 forwards every GET to UPSTREAM (http://127.0.0.1:PORT), doing to the
 response what MODE_FILE says, read at each request:
 
@@ -11,6 +12,9 @@ response what MODE_FILE says, read at each request:
     flip          one byte of each body inverted
     truncate      half of each body sent, then the connection closed
     delay S       each response held S seconds first
+    stall S       the headers and half of each body sent, then S seconds of
+                  nothing before the rest (a server that dies meanwhile
+                  leaves a read in flight)
     sigv4 SECRET  the request's AWS SigV4 signature checked with SECRET;
                   403 SignatureDoesNotMatch unless it holds
 
@@ -88,6 +92,12 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             if k.lower() not in ("connection", "transfer-encoding", "keep-alive"):
                 self.send_header(k, v)
         self.end_headers()
+        if mode[0] == "stall":
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            time.sleep(float(mode[1]))
+            self.wfile.write(body[len(body) // 2:])
+            return
         if mode[0] == "truncate":
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
@@ -101,7 +111,8 @@ class Server(http.server.ThreadingHTTPServer):
         pass  # a client that gave up (timeout) while we sent: expected
 
 
-server = Server(("127.0.0.1", 0), Proxy)
+Server.allow_reuse_address = True  # restarted on its port at once
+server = Server(("127.0.0.1", int(sys.argv[4]) if len(sys.argv) > 4 else 0), Proxy)
 with open(port_file + ".tmp", "w") as f:
     f.write(str(server.server_address[1]))
 os.rename(port_file + ".tmp", port_file)
