@@ -1,7 +1,7 @@
 #!/bin/sh
 # Following a growing archive (-o follow, on by default): while a
 # read-only mount stands, commits that `trajpack add` or a read-write
-# mount elsewhere append to its archive show within the follow interval
+# mount elsewhere append to its archive show (how soon is printed)
 # (new checkpoints in ls, though the kernel had the names as absent and
 # the listings cached; a replaced file's new content, also where the
 # rw mount kept its inode and the kernel had its pages cached; removed
@@ -48,25 +48,6 @@ exec 3< "$mnt/notes.txt"
 exec 4< "$mnt/gone.txt"
 exec 5< "$mnt/over.txt"
 
-# wait_for WHAT COMMAND...: runs COMMAND every 20 ms until it succeeds;
-# fails after the follow interval and 2 s of slack for a loaded machine.
-# Prints the milliseconds it took.
-wait_for() {
-    _what=$1
-    shift
-    _start=$(date +%s%N)
-    until "$@"; do
-        _ms=$((($(date +%s%N) - _start) / 1000000))
-        [ "$_ms" -le $((FOLLOW * 1000 + 2000)) ] ||
-            fail "$_what: not seen after $_ms ms (follow=$FOLLOW)"
-        sleep 0.02
-    done
-    echo $((($(date +%s%N) - _start) / 1000000))
-}
-
-reads() { # reads FILE TEXT
-    [ "$(cat "$1" 2> /dev/null)" = "$2" ]
-}
 
 listed() { # listed DIR NAME
     ls "$1" | grep -qx "$2"

@@ -144,3 +144,25 @@ generate_run() {
     generate_trajectory "$1" --layers 2 --width 64 --heads 2 --ctx 32 --batch 2 \
         --steps 20 --interval 5 --max-chars 20000 --optimizer
 }
+
+# wait_for WHAT COMMAND...: runs COMMAND every 20 ms until it succeeds;
+# prints the milliseconds it took. A following mount ($FOLLOW seconds)
+# must show what it waits for; the bound, the interval and 10 s more, is
+# there only so that a mount that never shows it fails instead of hanging
+# (the latency itself is a figure the test prints, not a threshold).
+wait_for() {
+    _what=$1
+    shift
+    _start=$(date +%s%N)
+    until "$@"; do
+        _ms=$((($(date +%s%N) - _start) / 1000000))
+        [ "$_ms" -le $((FOLLOW * 1000 + 10000)) ] ||
+            fail "$_what: not seen after $_ms ms (follow=$FOLLOW)"
+        sleep 0.02
+    done
+    echo $((($(date +%s%N) - _start) / 1000000))
+}
+
+reads() { # reads FILE TEXT: whether FILE holds TEXT
+    [ "$(cat "$1" 2> /dev/null)" = "$2" ]
+}

@@ -1,7 +1,7 @@
 #!/bin/sh
 # A remote archive followed as it grows (-o follow=SECONDS; off by
 # default for a URL): commits that `trajpack add` appends to the file
-# lighttpd serves show in the mount within the interval and a second,
+# lighttpd serves show in the mount (how soon is printed),
 # while a descriptor opened before keeps reading the version it opened;
 # a torn tail on the server changes nothing until its trailer is whole.
 # The disk cache outlives the appends: a new mount reads what lies below
@@ -31,23 +31,6 @@ start_proxy "http://127.0.0.1:$HTTP_PORT"
 url=http://127.0.0.1:$PROXY_PORT/run.traj
 cache=$TEST_TMP/cache
 
-# wait_for WHAT COMMAND...: runs COMMAND every 20 ms until it succeeds;
-# fails after the follow interval and 1 s more. Prints the milliseconds.
-wait_for() {
-    _what=$1
-    shift
-    _start=$(date +%s%N)
-    until "$@"; do
-        _ms=$((($(date +%s%N) - _start) / 1000000))
-        [ "$_ms" -le $((FOLLOW * 1000 + 1000)) ] ||
-            fail "$_what: not seen after $_ms ms (follow=$FOLLOW)"
-        sleep 0.02
-    done
-    echo $((($(date +%s%N) - _start) / 1000000))
-}
-reads() { # reads FILE TEXT
-    [ "$(cat "$1" 2> /dev/null)" = "$2" ]
-}
 requests() { # requests LOG: what TRAJFS_REMOTE_STATS said at the end
     sed -n 's/.* \([0-9]*\) requests, .*/\1/p' "$1"
 }
