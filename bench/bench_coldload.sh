@@ -29,9 +29,6 @@
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-builddir=${BUILDDIR:-$here}
-TRAJFS=$builddir/trajfs
-TRAJPACK=$builddir/trajpack
 corpus=${1:-/work/corpus-data/default}
 name=$(basename "$corpus")
 archive=${2:-${TMPDIR:-/tmp}/trajfs-bench-$name.traj}

@@ -37,9 +37,6 @@
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-builddir=${BUILDDIR:-$here}
-TRAJPACK=$builddir/trajpack
-TRAJFS=$builddir/trajfs
 PYTHON=/usr/bin/python3
 repeat=${BENCH_REPEAT:-3}
 step_a=${STEP_A:-375}

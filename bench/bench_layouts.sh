@@ -42,9 +42,6 @@
 set -eu
 
 top_srcdir=$(cd "$(dirname "$0")/.." && pwd)
-builddir=${BUILDDIR:-$top_srcdir}
-TRAJFS=$builddir/trajfs
-TRAJPACK=$builddir/trajpack
 PYTHON=/usr/bin/python3
 generator=${TRAJFS_CORPUS_SCRIPT:-$top_srcdir/../shared/corpus/make_trajectory.py}
 gen_args=${BENCH_GEN_ARGS:---layers 2 --width 96 --heads 4 --ctx 64 --batch 4 --steps 30 --interval 5 --max-chars 200000}

@@ -22,9 +22,6 @@
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-builddir=${BUILDDIR:-$here}
-TRAJFS=$builddir/trajfs
-TRAJPACK=$builddir/trajpack
 PYTHON=/usr/bin/python3
 corpus=${1:-/work/corpus-data/default}
 archive=${2:-${TMPDIR:-/tmp}/trajfs-bench-$(basename "$corpus").traj}

@@ -17,9 +17,6 @@
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-builddir=${BUILDDIR:-$here}
-TRAJFS=$builddir/trajfs
-TRAJPACK=$builddir/trajpack
 corpus=${1:-/work/corpus-data/default}
 
 . "$here/bench/benchlib.sh"

@@ -1,6 +1,12 @@
-# What the benchmark scripts share: their messages, a work directory with
-# a mount point that every exit unmounts and removes, one FUSE daemon at a
-# time, timing and the page cache. Source it, then call bench_init NAME.
+# What the benchmark scripts share: the programs they run, their
+# messages, a work directory with a mount point that every exit unmounts
+# and removes, one FUSE daemon at a time, timing and the page cache.
+# Source it, then call bench_init NAME.
+
+# The built programs: in BUILDDIR, by default the checkout.
+builddir=${BUILDDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+TRAJFS=$builddir/trajfs
+TRAJPACK=$builddir/trajpack
 
 # bench_init NAME: messages say NAME; sets work (a new directory under
 # TMPDIR) and mnt (a mount point in it), removed at exit with whatever
