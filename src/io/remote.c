@@ -31,6 +31,9 @@
  * fetchers' requests at once. */
 #define BATCH_BYTES ((uint64_t)1 << 20)
 #define BATCH_MAX 256
+/* What a read that must fetch brings at least, from its start (see
+ * read_ahead): a local file's default read-ahead. */
+#define READ_AHEAD_BYTES ((uint64_t)128 << 10)
 /* A fetcher starts on the pending hints once none came for this long:
  * hints come in bursts (a chain, the prefetcher's next chunks), and a
  * burst fetched as it comes would go one range a request. A read of a
@@ -56,6 +59,7 @@ typedef struct {
     uint8_t *data;
     uint64_t age;
     bool uncached; /* not in the disk cache: the ranges read of it go there */
+    uint64_t ahead_off; /* where its read-ahead starts (not in the disk cache either) */
     uint64_t left; /* bytes not read yet (of those wanted): none left, it is done with */
     bool spare;    /* data is a spare buffer (BATCH_BYTES) */
 } piece;
@@ -167,7 +171,7 @@ static bool take_staged(tf_remote *r, uint64_t off, uint64_t len, void *buf, boo
         piece *p = &r->staged[i];
         if (contains(p->off, p->len, off, len)) {
             memcpy(buf, p->data + (off - p->off), len);
-            *uncached = p->uncached;
+            *uncached = p->uncached || off + len > p->ahead_off;
             p->left -= len < p->left ? len : p->left;
             if (!p->left)
                 unstage(r, i);
@@ -320,10 +324,11 @@ static int fetch_piece(tf_remote *r, piece *p, tf_error *e)
 
 /* Has the batch's spans: those the disk cache holds from it, the others
  * fetched as one range (the gaps between them wasted) and put in the
- * disk cache. With buf, copies [off, off + len), which a span holds,
- * into it; stages the rest. */
-static int fetch_batch(tf_remote *r, const span *s, size_t n, uint64_t off, size_t len, void *buf,
-                       tf_error *e)
+ * disk cache, with `ahead` (len 0: none) after them when there are.
+ * With buf, copies [off, off + len), which a span holds, into it;
+ * stages the rest. */
+static int fetch_batch(tf_remote *r, const span *s, size_t n, span ahead, uint64_t off, size_t len,
+                       void *buf, tf_error *e)
 {
     piece *got = calloc(n + 1, sizeof *got); /* the cached spans, then the fetched range */
     bool *cached = calloc(n, sizeof *cached);
@@ -333,7 +338,8 @@ static int fetch_batch(tf_remote *r, const span *s, size_t n, uint64_t off, size
     for (size_t i = 0; rc == 0 && i < n; i++) {
         uint8_t *data = r->cache && anchored(r, s[i].off, s[i].len) ? malloc(s[i].len) : NULL;
         if ((cached[i] = data && tf_range_cache_get(r->cache, s[i].off, s[i].len, data))) {
-            got[ngot++] = (piece){ .off = s[i].off, .len = s[i].len, .data = data, .left = s[i].len };
+            got[ngot++] = (piece){ .off = s[i].off, .len = s[i].len, .data = data, .left = s[i].len,
+                                   .ahead_off = s[i].off + s[i].len };
             continue;
         }
         free(data);
@@ -342,8 +348,13 @@ static int fetch_batch(tf_remote *r, const span *s, size_t n, uint64_t off, size
         missing += s[i].len;
     }
     if (rc == 0 && missing) {
+        uint64_t ahead_off = hi;
+        if (ahead.len && ahead.off == hi) {
+            hi += ahead.len;
+            missing += ahead.len;
+        }
         piece *p = &got[ngot++];
-        *p = (piece){ .off = lo, .len = hi - lo, .left = missing };
+        *p = (piece){ .off = lo, .len = hi - lo, .left = missing, .ahead_off = ahead_off };
         rc = piece_alloc(r, p, hi - lo) ? fetch_piece(r, p, e)
                                         : tf_fail(e, ENOMEM, "out of memory for %" PRIu64 " bytes", hi - lo);
         for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -377,15 +388,17 @@ static int fetch_batch(tf_remote *r, const span *s, size_t n, uint64_t off, size
  * instead of fetching it again), fetches it without mu, then wakes the
  * waiters; with buf, for the read [off, off + len). Called with mu
  * held, returns with it held. */
-static int fetch_in_flight(tf_remote *r, const span *batch, size_t n, uint64_t off, size_t len,
-                           void *buf, tf_error *e)
+static int fetch_in_flight(tf_remote *r, span *batch, size_t n, span ahead, uint64_t off,
+                           size_t len, void *buf, tf_error *e)
 {
-    bool marked = mark_inflight(r, batch, n) == 0;
+    batch[n] = ahead; /* in flight too, while it is */
+    size_t marks = n + (ahead.len > 0);
+    bool marked = mark_inflight(r, batch, marks) == 0;
     pthread_mutex_unlock(&r->mu);
-    int rc = fetch_batch(r, batch, n, off, len, buf, e);
+    int rc = fetch_batch(r, batch, n, ahead, off, len, buf, e);
     pthread_mutex_lock(&r->mu);
     if (marked)
-        unmark_inflight(r, batch, n);
+        unmark_inflight(r, batch, marks);
     pthread_cond_broadcast(&r->landed);
     return rc;
 }
@@ -410,7 +423,7 @@ static bool burst_over(const tf_remote *r, struct timespec *until)
 static void *fetcher(void *arg)
 {
     tf_remote *r = arg;
-    span batch[BATCH_MAX];
+    span batch[BATCH_MAX + 1];
     pthread_mutex_lock(&r->mu);
     for (;;) {
         struct timespec until;
@@ -427,10 +440,29 @@ static void *fetcher(void *arg)
         if (covered(r->inflight, r->ninflight, seed.off, seed.len) || is_staged(r, seed.off, seed.len))
             continue;
         size_t n = gather(r, seed, batch);
-        (void)fetch_in_flight(r, batch, n, 0, 0, NULL, NULL);
+        (void)fetch_in_flight(r, batch, n, (span){ 0, 0 }, 0, 0, NULL, NULL);
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
+}
+
+/* A read that must fetch waits for a round trip; the bytes after its
+ * batch, up to READ_AHEAD_BYTES from its start, come with it when it
+ * fetches, as a local file's read-ahead brings them: they hold the
+ * blobs written next to its own, the next small tensors of its
+ * checkpoint, which its reader asks for next, one round trip each,
+ * before hints for them come. Returns them (len 0: none; under mu). */
+static span read_ahead(const tf_remote *r, const span *batch, size_t n)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        lo = batch[i].off < lo ? batch[i].off : lo;
+        hi = batch[i].off + batch[i].len > hi ? batch[i].off + batch[i].len : hi;
+    }
+    if (hi - lo >= READ_AHEAD_BYTES || hi >= r->size)
+        return (span){ 0, 0 };
+    uint64_t want = READ_AHEAD_BYTES - (hi - lo);
+    return (span){ hi, want < r->size - hi ? want : r->size - hi };
 }
 
 int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error *e)
@@ -465,9 +497,9 @@ int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error 
             drop_pending(r, i);
             break;
         }
-    span batch[BATCH_MAX];
+    span batch[BATCH_MAX + 1];
     size_t n = gather(r, seed, batch);
-    int rc = fetch_in_flight(r, batch, n, off, len, buf, e);
+    int rc = fetch_in_flight(r, batch, n, read_ahead(r, batch, n), off, len, buf, e);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -635,10 +667,12 @@ static int fetch_ends(tf_remote *r, tf_error *e)
         tf_buf_free(&head);
         return -1;
     }
-    piece tail = { .len = head.len, .data = head.data, .uncached = true, .left = head.len };
+    piece tail = { .len = head.len, .data = head.data, .uncached = true, .left = head.len,
+                   .ahead_off = head.len };
     if (r->size > head.len) {
         uint64_t n = r->size - head.len < TAIL_WANT ? r->size - head.len : TAIL_WANT;
-        tail = (piece){ .off = r->size - n, .len = n, .data = malloc(n), .uncached = true, .left = n };
+        tail = (piece){ .off = r->size - n, .len = n, .data = malloc(n), .uncached = true, .left = n,
+                        .ahead_off = r->size };
         tf_http_range range = { tail.off, tail.len, tail.data };
         if (!tail.data || tf_http_fetch(r->http, &range, 1, e) < 0) {
             if (!tail.data)
@@ -648,7 +682,8 @@ static int fetch_ends(tf_remote *r, tf_error *e)
             return -1;
         }
         pthread_mutex_lock(&r->mu);
-        stage(r, (piece){ .len = head.len, .data = head.data, .uncached = true, .left = head.len });
+        stage(r, (piece){ .len = head.len, .data = head.data, .uncached = true, .left = head.len,
+                          .ahead_off = head.len });
         pthread_mutex_unlock(&r->mu);
     }
     pthread_mutex_lock(&r->mu);
