@@ -497,9 +497,13 @@ int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error 
             drop_pending(r, i);
             break;
         }
+    /* A hint longer than the read tells what comes next (a trailer's
+     * catalog): nothing to guess. */
+    bool guess = seed.off == off && seed.len == len;
     span batch[BATCH_MAX + 1];
     size_t n = gather(r, seed, batch);
-    int rc = fetch_in_flight(r, batch, n, read_ahead(r, batch, n), off, len, buf, e);
+    span ahead = guess ? read_ahead(r, batch, n) : (span){ 0, 0 };
+    int rc = fetch_in_flight(r, batch, n, ahead, off, len, buf, e);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
