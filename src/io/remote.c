@@ -43,12 +43,6 @@
  * oldest dropped first: read later, they are fetched again). */
 #define STAGED_MAX ((uint64_t)256 << 20)
 #define PENDING_MAX 4096
-/* Buffers of BATCH_BYTES kept for fetched ranges at least SPARE_MIN
- * long, SPARE_MAX at most: a fresh one is mapped and faulted in page by
- * page as the response fills it, a seventh of the daemon's CPU time in
- * a cold load. */
-#define SPARE_MIN ((uint64_t)64 << 10)
-#define SPARE_MAX 16
 
 typedef struct {
     uint64_t off, len;
@@ -61,7 +55,6 @@ typedef struct {
     bool uncached; /* not in the disk cache: the ranges read of it go there */
     uint64_t ahead_off; /* where its read-ahead starts (not in the disk cache either) */
     uint64_t left; /* bytes not read yet (of those wanted): none left, it is done with */
-    bool spare;    /* data is a spare buffer (BATCH_BYTES) */
 } piece;
 
 struct tf_remote {
@@ -90,8 +83,6 @@ struct tf_remote {
     uint64_t staged_bytes, clock;
     span *pending, *inflight;
     size_t npending, ninflight, cap_inflight;
-    uint8_t *spares[SPARE_MAX];
-    size_t nspares;
     bool print_counters;
 };
 
@@ -102,38 +93,10 @@ static bool contains(uint64_t off, uint64_t len, uint64_t o, uint64_t l)
 
 /* ---- staged pieces, pending hints, fetches in flight (under mu) ---- */
 
-/* A buffer for a piece p of len bytes to fetch: a spare one when long
- * enough; NULL when out of memory. */
-static uint8_t *piece_alloc(tf_remote *r, piece *p, uint64_t len)
-{
-    p->spare = len >= SPARE_MIN && len <= BATCH_BYTES;
-    if (!p->spare)
-        return p->data = malloc(len ? len : 1);
-    pthread_mutex_lock(&r->mu);
-    p->data = r->nspares ? r->spares[--r->nspares] : NULL;
-    pthread_mutex_unlock(&r->mu);
-    return p->data ? p->data : (p->data = malloc(BATCH_BYTES));
-}
-
-static void piece_free(tf_remote *r, piece *p)
-{
-    if (p->spare && r->nspares < SPARE_MAX)
-        r->spares[r->nspares++] = p->data;
-    else
-        free(p->data);
-    p->data = NULL;
-}
-
-/* The memory a staged piece holds. */
-static uint64_t held(const piece *p)
-{
-    return p->spare ? BATCH_BYTES : p->len;
-}
-
 static void unstage(tf_remote *r, size_t i)
 {
-    r->staged_bytes -= held(&r->staged[i]);
-    piece_free(r, &r->staged[i]);
+    r->staged_bytes -= r->staged[i].len;
+    free(r->staged[i].data);
     r->staged[i] = r->staged[--r->nstaged];
 }
 
@@ -144,7 +107,7 @@ static void stage(tf_remote *r, piece p)
         size_t cap = r->cap_staged ? r->cap_staged * 2 : 64;
         piece *more = realloc(r->staged, cap * sizeof *more);
         if (!more) {
-            piece_free(r, &p);
+            free(p.data);
             return;
         }
         r->staged = more;
@@ -152,7 +115,7 @@ static void stage(tf_remote *r, piece p)
     }
     p.age = r->clock++;
     r->staged[r->nstaged++] = p;
-    r->staged_bytes += held(&p);
+    r->staged_bytes += p.len;
     while (r->staged_bytes > STAGED_MAX && r->nstaged > 1) {
         size_t oldest = 0;
         for (size_t i = 1; i < r->nstaged; i++)
@@ -355,8 +318,8 @@ static int fetch_batch(tf_remote *r, const span *s, size_t n, span ahead, uint64
         }
         piece *p = &got[ngot++];
         *p = (piece){ .off = lo, .len = hi - lo, .left = missing, .ahead_off = ahead_off };
-        rc = piece_alloc(r, p, hi - lo) ? fetch_piece(r, p, e)
-                                        : tf_fail(e, ENOMEM, "out of memory for %" PRIu64 " bytes", hi - lo);
+        rc = (p->data = malloc(hi - lo)) ? fetch_piece(r, p, e)
+                                         : tf_fail(e, ENOMEM, "out of memory for %" PRIu64 " bytes", hi - lo);
         for (size_t i = 0; rc == 0 && i < n; i++) {
             if (cached[i])
                 continue;
@@ -377,7 +340,7 @@ static int fetch_batch(tf_remote *r, const span *s, size_t n, span ahead, uint64
         if (rc == 0 && got[i].left)
             stage(r, got[i]);
         else
-            piece_free(r, &got[i]);
+            free(got[i].data);
     }
     pthread_mutex_unlock(&r->mu);
     free(got), free(cached);
@@ -775,8 +738,6 @@ void tf_remote_close(tf_remote *r)
     }
     while (r->nstaged)
         unstage(r, r->nstaged - 1);
-    while (r->nspares)
-        free(r->spares[--r->nspares]);
     free(r->staged);
     free(r->pending);
     free(r->inflight);
