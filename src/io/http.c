@@ -293,6 +293,11 @@ static void run_all(tf_http *h, transfer *t, size_t n)
         slots++;
     CURLM *m = curl_multi_init();
     size_t next = 0, active = 0;
+    /* The connections are shared: kept open for every transfer that may
+     * run at once (by default a multi handle of a few transfers closes
+     * those beyond four each, and the next request connects anew). */
+    if (m)
+        curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)h->lim.parallel);
     if (!m) {
         for (size_t i = 0; i < n; i++)
             t[i].result = CURLE_OUT_OF_MEMORY;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/buf.h"
 #include "common/hash.h"
@@ -23,9 +24,21 @@
 /* Ranges this close are fetched as one (the gap's bytes are wasted):
  * consecutive chunks of a tensor sit side by side in their commit. */
 #define MERGE_GAP 4096
-/* One fetch at most this long, so that a long run still goes side by
- * side. */
-#define MERGE_MAX ((uint64_t)16 << 20)
+/* A batch of hints fetched as one range spans at most this many bytes
+ * (a hint longer than that goes alone), and holds at most BATCH_MAX
+ * hints: small enough that a read waits for little more than its own
+ * bytes, and that a long run of hints goes side by side, in the
+ * fetchers' requests at once. */
+#define BATCH_BYTES ((uint64_t)1 << 20)
+#define BATCH_MAX 256
+/* What a read that must fetch brings at least, from its start (see
+ * read_ahead): a local file's default read-ahead. */
+#define READ_AHEAD_BYTES ((uint64_t)128 << 10)
+/* A fetcher starts on the pending hints once none came for this long:
+ * hints come in bursts (a chain, the prefetcher's next chunks), and a
+ * burst fetched as it comes would go one range a request. A read of a
+ * pending hint does not wait for it (it fetches the hint's batch). */
+#define QUIET_NS 30000L
 /* Fetched ranges not yet read are kept up to this many bytes (the
  * oldest dropped first: read later, they are fetched again). */
 #define STAGED_MAX ((uint64_t)256 << 20)
@@ -40,6 +53,8 @@ typedef struct {
     uint8_t *data;
     uint64_t age;
     bool uncached; /* not in the disk cache: the ranges read of it go there */
+    uint64_t ahead_off; /* where its read-ahead starts (not in the disk cache either) */
+    uint64_t left; /* bytes not read yet (of those wanted): none left, it is done with */
 } piece;
 
 struct tf_remote {
@@ -58,6 +73,11 @@ struct tf_remote {
     uint8_t anchor[TF_RANGE_ANCHOR_MAX];
     size_t anchor_len;
     pthread_cond_t landed; /* a fetch finished */
+    pthread_cond_t hinted; /* a hint is pending, or stopping (CLOCK_MONOTONIC) */
+    struct timespec last_hint;
+    bool stopping;
+    pthread_t *fetchers;
+    unsigned nfetchers;
     piece *staged;
     size_t nstaged, cap_staged;
     uint64_t staged_bytes, clock;
@@ -106,16 +126,17 @@ static void stage(tf_remote *r, piece p)
 }
 
 /* Copies [off, off + len) from a staged piece that holds it (*uncached:
- * one not in the disk cache); a piece read whole is done with (a blob is
- * read once: the reader caches what it decodes). */
+ * one not in the disk cache); a piece whose bytes were all read is done
+ * with (a blob is read once: the reader caches what it decodes). */
 static bool take_staged(tf_remote *r, uint64_t off, uint64_t len, void *buf, bool *uncached)
 {
     for (size_t i = 0; i < r->nstaged; i++) {
         piece *p = &r->staged[i];
         if (contains(p->off, p->len, off, len)) {
             memcpy(buf, p->data + (off - p->off), len);
-            *uncached = p->uncached;
-            if (p->off == off && p->len == len)
+            *uncached = p->uncached || off + len > p->ahead_off;
+            p->left -= len < p->left ? len : p->left;
+            if (!p->left)
                 unstage(r, i);
             else
                 p->age = r->clock++;
@@ -171,8 +192,11 @@ void tf_remote_will_need(tf_remote *r, uint64_t off, uint64_t len)
     if (len && off <= r->size && len <= r->size - off && r->npending < PENDING_MAX &&
         !covered(r->pending, r->npending, off, len) && !covered(r->inflight, r->ninflight, off, len)) {
         p = staged_at(r, off, len);
-        if (!p)
+        if (!p) {
             r->pending[r->npending++] = (span){ off, len };
+            clock_gettime(CLOCK_MONOTONIC, &r->last_hint);
+            pthread_cond_signal(&r->hinted);
+        }
         /* Hinted ranges are what the disk cache is asked for: one inside
          * the object's ends (fetched at open, uncached) goes there now,
          * so that a later open, whose ends lie elsewhere, finds it. */
@@ -210,111 +234,198 @@ static void unmark_inflight(tf_remote *r, const span *s, size_t n)
             }
 }
 
-/* ---- one read that must fetch ---- */
-
-static int by_offset(const void *a, const void *b)
+static void drop_pending(tf_remote *r, size_t i)
 {
-    const piece *x = a, *y = b;
-    return (x->off > y->off) - (x->off < y->off);
+    memmove(r->pending + i, r->pending + i + 1, (r->npending - i - 1) * sizeof *r->pending);
+    r->npending--;
 }
 
-/* Fetches the pieces marked missing (data allocated, not yet filled),
- * merged into spans, all side by side; fills them and puts them in the
- * disk cache. */
+/* A batch: `seed` and the pending hints that touch it or each other (at
+ * most MERGE_GAP apart), within BATCH_BYTES of each other, taken from
+ * the pending ones; hints already staged or in flight are dropped.
+ * Fetched as one range. */
+static size_t gather(tf_remote *r, span seed, span *batch)
+{
+    size_t n = 0;
+    batch[n++] = seed;
+    uint64_t lo = seed.off, hi = seed.off + seed.len;
+    for (bool grew = true; grew && n < BATCH_MAX;) {
+        grew = false;
+        for (size_t i = 0; i < r->npending && n < BATCH_MAX;) {
+            span h = r->pending[i];
+            uint64_t nlo = h.off < lo ? h.off : lo;
+            uint64_t nhi = h.off + h.len > hi ? h.off + h.len : hi;
+            if (h.off > hi + MERGE_GAP || h.off + h.len + MERGE_GAP < lo || nhi - nlo > BATCH_BYTES) {
+                i++;
+                continue;
+            }
+            drop_pending(r, i);
+            if (covered(batch, n, h.off, h.len) || covered(r->inflight, r->ninflight, h.off, h.len) ||
+                is_staged(r, h.off, h.len))
+                continue;
+            batch[n++] = h;
+            lo = nlo, hi = nhi;
+            grew = true;
+        }
+    }
+    return n;
+}
+
 static int follow_object(tf_remote *r, tf_error *e);
 
-static int fetch_pieces(tf_remote *r, piece *p, const bool *have, size_t n, tf_error *e)
+/* Fetches [p->off, p->off + p->len) into p->data; an object that grew
+ * (another size or ETag) is followed and asked again, one rewritten
+ * fails. */
+static int fetch_piece(tf_remote *r, piece *p, tf_error *e)
 {
-    span *spans = malloc(n * sizeof *spans);
-    tf_http_range *ranges = calloc(n, sizeof *ranges);
-    size_t *first = malloc(n * sizeof *first); /* of each span: its first piece */
-    int rc = spans && ranges && first ? 0 : tf_fail(e, ENOMEM, "out of memory");
-    size_t ns = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (have[i])
-            continue;
-        span *last = ns ? &spans[ns - 1] : NULL;
-        uint64_t end = p[i].off + p[i].len;
-        if (last && p[i].off <= last->off + last->len + MERGE_GAP && end - last->off <= MERGE_MAX) {
-            if (end > last->off + last->len)
-                last->len = end - last->off;
-        } else {
-            first[ns] = i;
-            spans[ns++] = (span){ p[i].off, p[i].len };
-        }
-    }
-    for (size_t k = 0; rc == 0 && k < ns; k++) {
-        ranges[k] = (tf_http_range){ spans[k].off, spans[k].len, malloc(spans[k].len) };
-        if (!ranges[k].buf)
-            rc = tf_fail(e, ENOMEM, "out of memory for %" PRIu64 " bytes", spans[k].len);
-    }
-    if (rc == 0) {
-        rc = tf_http_fetch(r->http, ranges, ns, e);
-        /* Another size or ETag: an object that grew is followed and
-         * asked again; one rewritten fails. */
-        if (rc == TF_HTTP_CHANGED)
-            rc = follow_object(r, e) < 0 || tf_http_fetch(r->http, ranges, ns, e) < 0 ? -1 : 0;
-        for (size_t k = 0; rc == 0 && k < ns; k++)
-            for (size_t i = first[k]; i < n && p[i].off < spans[k].off + spans[k].len; i++) {
-                if (have[i])
-                    continue;
-                memcpy(p[i].data, ranges[k].buf + (p[i].off - spans[k].off), p[i].len);
-                if (r->cache && anchored(r, p[i].off, p[i].len))
-                    tf_range_cache_put(r->cache, p[i].off, p[i].len, p[i].data);
-                else
-                    p[i].uncached = true; /* beyond the anchor: a commit not yet checked */
-            }
-    }
-    for (size_t k = 0; ranges && k < ns; k++)
-        free(ranges[k].buf);
-    free(spans), free(ranges), free(first);
+    tf_http_range range = { p->off, p->len, p->data };
+    int rc = tf_http_fetch(r->http, &range, 1, e);
+    if (rc == TF_HTTP_CHANGED)
+        rc = follow_object(r, e) < 0 || tf_http_fetch(r->http, &range, 1, e) < 0 ? -1 : 0;
     return rc;
 }
 
-/* Takes the pending hints and [off, off + len) (unless a hint holds
- * it); serves what the disk cache has, fetches the rest together;
- * copies the read into buf and stages the others. Returns with the
- * fetch's spans no longer in flight, waiters woken. */
-static int fetch_for_read(tf_remote *r, uint64_t off, size_t len, void *buf, span *hints, size_t nh,
-                          tf_error *e)
+/* Has the batch's spans: those the disk cache holds from it, the others
+ * fetched as one range (the gaps between them wasted) and put in the
+ * disk cache, with `ahead` (len 0: none) after them when there are.
+ * With buf, copies [off, off + len), which a span holds, into it;
+ * stages the rest. */
+static int fetch_batch(tf_remote *r, const span *s, size_t n, span ahead, uint64_t off, size_t len,
+                       void *buf, tf_error *e)
 {
-    bool read_in_hint = covered(hints, nh, off, len);
-    size_t n = nh + !read_in_hint;
-    piece *p = calloc(n, sizeof *p);
-    bool *have = calloc(n, sizeof *have);
-    int rc = p && have ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    piece *got = calloc(n + 1, sizeof *got); /* the cached spans, then the fetched range */
+    bool *cached = calloc(n, sizeof *cached);
+    size_t ngot = 0;
+    int rc = got && cached ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    uint64_t lo = UINT64_MAX, hi = 0, missing = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        span s = i < nh ? hints[i] : (span){ off, len };
-        p[i] = (piece){ s.off, s.len, malloc(s.len ? s.len : 1), 0, false };
-        if (!p[i].data)
-            rc = tf_fail(e, ENOMEM, "out of memory for %" PRIu64 " bytes", s.len);
-    }
-    if (rc == 0) {
-        qsort(p, n, sizeof *p, by_offset);
-        bool missing = false;
-        for (size_t i = 0; i < n; i++) {
-            have[i] = r->cache && anchored(r, p[i].off, p[i].len) &&
-                      tf_range_cache_get(r->cache, p[i].off, p[i].len, p[i].data);
-            missing |= !have[i];
+        uint8_t *data = r->cache && anchored(r, s[i].off, s[i].len) ? malloc(s[i].len) : NULL;
+        if ((cached[i] = data && tf_range_cache_get(r->cache, s[i].off, s[i].len, data))) {
+            got[ngot++] = (piece){ .off = s[i].off, .len = s[i].len, .data = data, .left = s[i].len,
+                                   .ahead_off = s[i].off + s[i].len };
+            continue;
         }
-        if (missing)
-            rc = fetch_pieces(r, p, have, n, e);
+        free(data);
+        lo = s[i].off < lo ? s[i].off : lo;
+        hi = s[i].off + s[i].len > hi ? s[i].off + s[i].len : hi;
+        missing += s[i].len;
     }
+    if (rc == 0 && missing) {
+        uint64_t ahead_off = hi;
+        if (ahead.len && ahead.off == hi) {
+            hi += ahead.len;
+            missing += ahead.len;
+        }
+        piece *p = &got[ngot++];
+        *p = (piece){ .off = lo, .len = hi - lo, .left = missing, .ahead_off = ahead_off };
+        rc = (p->data = malloc(hi - lo)) ? fetch_piece(r, p, e)
+                                         : tf_fail(e, ENOMEM, "out of memory for %" PRIu64 " bytes", hi - lo);
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            if (cached[i])
+                continue;
+            if (r->cache && anchored(r, s[i].off, s[i].len))
+                tf_range_cache_put(r->cache, s[i].off, s[i].len, p->data + (s[i].off - lo));
+            else
+                p->uncached = true; /* beyond the anchor: a commit not yet checked */
+        }
+    }
+    for (size_t i = 0; rc == 0 && buf && i < ngot; i++)
+        if (contains(got[i].off, got[i].len, off, len)) {
+            memcpy(buf, got[i].data + (off - got[i].off), len);
+            got[i].left -= len < got[i].left ? len : got[i].left;
+            break;
+        }
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; p && i < n; i++) {
-        bool is_read = p[i].off == off && p[i].len == len;
-        if (rc == 0 && (is_read || (read_in_hint && contains(p[i].off, p[i].len, off, len)))) {
-            memcpy(buf, p[i].data + (off - p[i].off), len);
-            read_in_hint = false; /* copied once */
-        }
-        if (rc == 0 && !is_read)
-            stage(r, p[i]);
+    for (size_t i = 0; i < ngot; i++) {
+        if (rc == 0 && got[i].left)
+            stage(r, got[i]);
         else
-            free(p[i].data);
+            free(got[i].data);
     }
     pthread_mutex_unlock(&r->mu);
-    free(p), free(have);
+    free(got), free(cached);
     return rc;
+}
+
+/* Marks the batch in flight (so that a read of one of its spans waits
+ * instead of fetching it again), fetches it without mu, then wakes the
+ * waiters; with buf, for the read [off, off + len). Called with mu
+ * held, returns with it held. */
+static int fetch_in_flight(tf_remote *r, span *batch, size_t n, span ahead, uint64_t off,
+                           size_t len, void *buf, tf_error *e)
+{
+    batch[n] = ahead; /* in flight too, while it is */
+    size_t marks = n + (ahead.len > 0);
+    bool marked = mark_inflight(r, batch, marks) == 0;
+    pthread_mutex_unlock(&r->mu);
+    int rc = fetch_batch(r, batch, n, ahead, off, len, buf, e);
+    pthread_mutex_lock(&r->mu);
+    if (marked)
+        unmark_inflight(r, batch, marks);
+    pthread_cond_broadcast(&r->landed);
+    return rc;
+}
+
+/* Whether the hints pending came in a burst that is over: none came
+ * for QUIET_NS; else *until is when it would be (under mu). */
+static bool burst_over(const tf_remote *r, struct timespec *until)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    *until = r->last_hint;
+    until->tv_nsec += QUIET_NS;
+    if (until->tv_nsec >= 1000000000L)
+        until->tv_sec++, until->tv_nsec -= 1000000000L;
+    return now.tv_sec > until->tv_sec || (now.tv_sec == until->tv_sec && now.tv_nsec >= until->tv_nsec);
+}
+
+/* A fetcher: fetches the pending hints, the oldest first, in batches,
+ * so that they are on their way when hinted and each read waits only
+ * for the batch that holds it. A failed batch is dropped: the read of
+ * it fetches it again, and tells the error. */
+static void *fetcher(void *arg)
+{
+    tf_remote *r = arg;
+    span batch[BATCH_MAX + 1];
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        struct timespec until;
+        while (!r->stopping && (!r->npending || !burst_over(r, &until))) {
+            if (r->npending)
+                pthread_cond_timedwait(&r->hinted, &r->mu, &until);
+            else
+                pthread_cond_wait(&r->hinted, &r->mu);
+        }
+        if (r->stopping)
+            break;
+        span seed = r->pending[0];
+        drop_pending(r, 0);
+        if (covered(r->inflight, r->ninflight, seed.off, seed.len) || is_staged(r, seed.off, seed.len))
+            continue;
+        size_t n = gather(r, seed, batch);
+        (void)fetch_in_flight(r, batch, n, (span){ 0, 0 }, 0, 0, NULL, NULL);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* A read that must fetch waits for a round trip; the bytes after its
+ * batch, up to READ_AHEAD_BYTES from its start, come with it when it
+ * fetches, as a local file's read-ahead brings them: they hold the
+ * blobs written next to its own, the next small tensors of its
+ * checkpoint, which its reader asks for next, one round trip each,
+ * before hints for them come. Returns them (len 0: none; under mu). */
+static span read_ahead(const tf_remote *r, const span *batch, size_t n)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        lo = batch[i].off < lo ? batch[i].off : lo;
+        hi = batch[i].off + batch[i].len > hi ? batch[i].off + batch[i].len : hi;
+    }
+    if (hi - lo >= READ_AHEAD_BYTES || hi >= r->size)
+        return (span){ 0, 0 };
+    uint64_t want = READ_AHEAD_BYTES - (hi - lo);
+    return (span){ hi, want < r->size - hi ? want : r->size - hi };
 }
 
 int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error *e)
@@ -338,33 +449,25 @@ int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error 
         }
         if (!covered(r->inflight, r->ninflight, off, len))
             break;
-        pthread_cond_wait(&r->landed, &r->mu); /* another read fetches it */
+        pthread_cond_wait(&r->landed, &r->mu); /* a fetch under way holds it */
     }
-    span *hints = NULL;
-    size_t nh = 0;
-    if (r->npending) {
-        hints = malloc(r->npending * sizeof *hints);
-        for (size_t i = 0; hints && i < r->npending; i++)
-            if (!covered(r->inflight, r->ninflight, r->pending[i].off, r->pending[i].len) &&
-                !is_staged(r, r->pending[i].off, r->pending[i].len))
-                hints[nh++] = r->pending[i];
-        r->npending = 0;
-    }
-    /* The read and its hints are in flight from here, so that a second
-     * read of one of them waits instead of fetching it again. */
-    span self = { off, len };
-    bool marked = mark_inflight(r, &self, 1) == 0;
-    bool hints_marked = nh && mark_inflight(r, hints, nh) == 0;
+    /* Not on its way: fetched now, in the batch of the hint that holds
+     * it when there is one (not waiting for a fetcher to come to it). */
+    span seed = { off, len };
+    for (size_t i = 0; i < r->npending; i++)
+        if (contains(r->pending[i].off, r->pending[i].len, off, len)) {
+            seed = r->pending[i];
+            drop_pending(r, i);
+            break;
+        }
+    /* A hint longer than the read tells what comes next (a trailer's
+     * catalog): nothing to guess. */
+    bool guess = seed.off == off && seed.len == len;
+    span batch[BATCH_MAX + 1];
+    size_t n = gather(r, seed, batch);
+    span ahead = guess ? read_ahead(r, batch, n) : (span){ 0, 0 };
+    int rc = fetch_in_flight(r, batch, n, ahead, off, len, buf, e);
     pthread_mutex_unlock(&r->mu);
-    int rc = fetch_for_read(r, off, len, buf, hints, nh, e);
-    pthread_mutex_lock(&r->mu);
-    if (marked)
-        unmark_inflight(r, &self, 1);
-    if (hints_marked)
-        unmark_inflight(r, hints, nh);
-    pthread_cond_broadcast(&r->landed);
-    pthread_mutex_unlock(&r->mu);
-    free(hints);
     return rc;
 }
 
@@ -531,10 +634,12 @@ static int fetch_ends(tf_remote *r, tf_error *e)
         tf_buf_free(&head);
         return -1;
     }
-    piece tail = { 0, head.len, head.data, 0, true };
+    piece tail = { .len = head.len, .data = head.data, .uncached = true, .left = head.len,
+                   .ahead_off = head.len };
     if (r->size > head.len) {
         uint64_t n = r->size - head.len < TAIL_WANT ? r->size - head.len : TAIL_WANT;
-        tail = (piece){ r->size - n, n, malloc(n), 0, true };
+        tail = (piece){ .off = r->size - n, .len = n, .data = malloc(n), .uncached = true, .left = n,
+                        .ahead_off = r->size };
         tf_http_range range = { tail.off, tail.len, tail.data };
         if (!tail.data || tf_http_fetch(r->http, &range, 1, e) < 0) {
             if (!tail.data)
@@ -544,13 +649,39 @@ static int fetch_ends(tf_remote *r, tf_error *e)
             return -1;
         }
         pthread_mutex_lock(&r->mu);
-        stage(r, (piece){ 0, head.len, head.data, 0, true });
+        stage(r, (piece){ .len = head.len, .data = head.data, .uncached = true, .left = head.len,
+                          .ahead_off = head.len });
         pthread_mutex_unlock(&r->mu);
     }
     pthread_mutex_lock(&r->mu);
     stage(r, tail);
     pthread_mutex_unlock(&r->mu);
     return 0;
+}
+
+/* As many fetchers as transfers at once: each has one at a time. */
+static int start_fetchers(tf_remote *r, unsigned n, tf_error *e)
+{
+    if (!(r->fetchers = calloc(n ? n : 1, sizeof *r->fetchers)))
+        return tf_fail(e, ENOMEM, "out of memory");
+    while (r->nfetchers < n) {
+        int err = pthread_create(&r->fetchers[r->nfetchers], NULL, fetcher, r);
+        if (err)
+            return tf_fail(e, err, "cannot start a fetcher thread");
+        r->nfetchers++;
+    }
+    return 0;
+}
+
+static void stop_fetchers(tf_remote *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->stopping = true;
+    pthread_cond_broadcast(&r->hinted);
+    pthread_mutex_unlock(&r->mu);
+    for (unsigned i = 0; i < r->nfetchers; i++)
+        pthread_join(r->fetchers[i], NULL);
+    free(r->fetchers);
 }
 
 int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
@@ -564,6 +695,11 @@ int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->follow_mu, NULL);
     pthread_cond_init(&r->landed, NULL);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->hinted, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     r->print_counters = getenv("TRAJFS_REMOTE_STATS") != NULL;
     r->pending = malloc(PENDING_MAX * sizeof *r->pending);
     if (!(r->name = without_query(url)) || !r->pending) {
@@ -579,6 +715,8 @@ int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
         if (o->cache_dir)
             rc = open_cache(r, o, tail, e);
     }
+    if (rc == 0)
+        rc = start_fetchers(r, o->parallel, e);
     if (rc < 0) {
         tf_remote_close(r);
         return -1;
@@ -591,6 +729,7 @@ void tf_remote_close(tf_remote *r)
 {
     if (!r)
         return;
+    stop_fetchers(r);
     if (r->print_counters && r->http) {
         uint64_t requests, bytes;
         tf_http_counters(r->http, &requests, &bytes);
@@ -605,6 +744,7 @@ void tf_remote_close(tf_remote *r)
     tf_range_cache_close(r->cache);
     tf_http_free(r->http);
     pthread_cond_destroy(&r->landed);
+    pthread_cond_destroy(&r->hinted);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->follow_mu);
     free(r->name);

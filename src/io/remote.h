@@ -1,9 +1,11 @@
 /* A remote archive, read-only: an http://, https:// or s3:// object read
  * by byte range. Reads are served from what was fetched and not read
- * yet, then from the disk cache (cache_dir), then fetched: the ranges
+ * yet, then from the disk cache (cache_dir), then fetched. The ranges
  * hinted with tf_remote_will_need (a reference chain's blobs, the
- * prefetcher's chunks) go with the read that needs the first of them,
- * merged where they touch and fetched side by side. Thread-safe. */
+ * prefetcher's chunks) are fetched in the background as they come, by
+ * as many fetchers as transfers may run at once (parallel=N), those
+ * that touch merged into requests of up to a MiB: a read waits only for
+ * the request that holds its bytes. Thread-safe. */
 #ifndef TRAJFS_IO_REMOTE_H
 #define TRAJFS_IO_REMOTE_H
 
@@ -48,8 +50,8 @@ void tf_remote_anchor(tf_remote *r, uint64_t end, const uint8_t *bytes, size_t n
 
 /* Reads exactly [off, off + len); EIO when it cannot be had. */
 int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error *e);
-/* [off, off + len) will be read soon: it is fetched with the next read
- * that must fetch. A hint: changes nothing visible. */
+/* [off, off + len) will be read soon: a fetcher fetches it (a read of
+ * it before then fetches it itself). A hint: changes nothing visible. */
 void tf_remote_will_need(tf_remote *r, uint64_t off, uint64_t len);
 /* Forgets every kept copy of bytes in [off, off + len) (in memory and
  * in the disk cache), after they failed a checksum: the next read
