@@ -1,6 +1,6 @@
 #include "io/http.h"
 
-#include <curl/curl.h>
+#include "io/curl_lib.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -53,11 +53,6 @@ typedef struct {
     char curl_error[CURL_ERROR_SIZE];
 } transfer;
 
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static CURLcode global_rc;
-
-static void global_init(void) { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
 static void share_lock(CURL *c, curl_lock_data d, curl_lock_access a, void *p)
 {
     (void)c, (void)a;
@@ -85,9 +80,8 @@ static char *dup_or_null(const char *s, bool *fail)
 int tf_http_new(const char *url, const tf_http_auth *auth, const tf_http_limits *lim,
                 tf_http **out, tf_error *e)
 {
-    pthread_once(&global_once, global_init);
-    if (global_rc != CURLE_OK)
-        return tf_fail(e, EIO, "libcurl: %s", curl_easy_strerror(global_rc));
+    if (tf_curl_load(e) < 0)
+        return -1;
     tf_http *h = calloc(1, sizeof *h);
     if (!h)
         return tf_fail(e, ENOMEM, "out of memory");
@@ -104,16 +98,16 @@ int tf_http_new(const char *url, const tf_http_auth *auth, const tf_http_limits 
         pthread_mutex_init(&h->share_locks[i], NULL);
     pthread_mutex_init(&h->id_lock, NULL);
     sem_init(&h->slots, 0, h->lim.parallel);
-    h->share = fail ? NULL : curl_share_init();
+    h->share = fail ? NULL : tf_curl.share_init();
     if (!h->share) {
         tf_http_free(h);
         return tf_fail(e, ENOMEM, "out of memory");
     }
-    curl_share_setopt(h->share, CURLSHOPT_LOCKFUNC, share_lock);
-    curl_share_setopt(h->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
-    curl_share_setopt(h->share, CURLSHOPT_USERDATA, h);
-    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-    curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+    tf_curl.share_setopt(h->share, CURLSHOPT_LOCKFUNC, share_lock);
+    tf_curl.share_setopt(h->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    tf_curl.share_setopt(h->share, CURLSHOPT_USERDATA, h);
+    tf_curl.share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    tf_curl.share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
     *out = h;
     return 0;
 }
@@ -123,7 +117,7 @@ void tf_http_free(tf_http *h)
     if (!h)
         return;
     if (h->share)
-        curl_share_cleanup(h->share);
+        tf_curl.share_cleanup(h->share);
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_destroy(&h->share_locks[i]);
     pthread_mutex_destroy(&h->id_lock);
@@ -212,7 +206,7 @@ static size_t on_body(char *p, size_t size, size_t nitems, void *data)
     transfer *t = data;
     size_t n = size * nitems;
     long status = 0;
-    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    tf_curl.easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200 && status != 206) {
         size_t k = ERROR_BODY_MAX - t->error_len < n ? ERROR_BODY_MAX - t->error_len : n;
         memcpy(t->error_body + t->error_len, p, k);
@@ -231,43 +225,43 @@ static size_t on_body(char *p, size_t size, size_t nitems, void *data)
 
 static int transfer_setup(tf_http *h, transfer *t)
 {
-    t->easy = curl_easy_init();
+    t->easy = tf_curl.easy_init();
     if (!t->easy)
         return -1;
     CURL *c = t->easy;
-    curl_easy_setopt(c, CURLOPT_URL, h->url);
-    curl_easy_setopt(c, CURLOPT_SHARE, h->share);
-    curl_easy_setopt(c, CURLOPT_RANGE, t->range);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)h->lim.connect_timeout_ms);
+    tf_curl.easy_setopt(c, CURLOPT_URL, h->url);
+    tf_curl.easy_setopt(c, CURLOPT_SHARE, h->share);
+    tf_curl.easy_setopt(c, CURLOPT_RANGE, t->range);
+    tf_curl.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    tf_curl.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    tf_curl.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)h->lim.connect_timeout_ms);
     /* A stall, not a slow link, is a timeout: less than 1 byte/s for
      * that long. */
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)((h->lim.stall_timeout_ms + 999) / 1000));
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, t);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, t);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, t->curl_error);
-    curl_easy_setopt(c, CURLOPT_PRIVATE, t);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "trajfs/" PACKAGE_VERSION);
+    tf_curl.easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    tf_curl.easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)((h->lim.stall_timeout_ms + 999) / 1000));
+    tf_curl.easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    tf_curl.easy_setopt(c, CURLOPT_HEADERDATA, t);
+    tf_curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    tf_curl.easy_setopt(c, CURLOPT_WRITEDATA, t);
+    tf_curl.easy_setopt(c, CURLOPT_ERRORBUFFER, t->curl_error);
+    tf_curl.easy_setopt(c, CURLOPT_PRIVATE, t);
+    tf_curl.easy_setopt(c, CURLOPT_USERAGENT, "trajfs/" PACKAGE_VERSION);
     if (h->auth.sigv4) {
-        curl_easy_setopt(c, CURLOPT_AWS_SIGV4, h->auth.sigv4);
-        curl_easy_setopt(c, CURLOPT_USERPWD, h->auth.userpwd);
+        tf_curl.easy_setopt(c, CURLOPT_AWS_SIGV4, h->auth.sigv4);
+        tf_curl.easy_setopt(c, CURLOPT_USERPWD, h->auth.userpwd);
         /* S3 wants the payload's hash among the signed headers; a GET
          * has none. */
-        t->headers = curl_slist_append(NULL, "x-amz-content-sha256: "
+        t->headers = tf_curl.slist_append(NULL, "x-amz-content-sha256: "
                                              "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
         if (!t->headers)
             return -1;
         if (h->token_header) {
-            struct curl_slist *more = curl_slist_append(t->headers, h->token_header);
+            struct curl_slist *more = tf_curl.slist_append(t->headers, h->token_header);
             if (!more)
                 return -1;
             t->headers = more;
         }
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, t->headers);
+        tf_curl.easy_setopt(c, CURLOPT_HTTPHEADER, t->headers);
     }
     return 0;
 }
@@ -275,8 +269,8 @@ static int transfer_setup(tf_http *h, transfer *t)
 static void transfer_cleanup(transfer *t)
 {
     if (t->easy)
-        curl_easy_cleanup(t->easy);
-    curl_slist_free_all(t->headers);
+        tf_curl.easy_cleanup(t->easy);
+    tf_curl.slist_free_all(t->headers);
     t->easy = NULL;
     t->headers = NULL;
 }
@@ -291,44 +285,44 @@ static void run_all(tf_http *h, transfer *t, size_t n)
     size_t slots = 1;
     while (slots < n && sem_trywait(&h->slots) == 0)
         slots++;
-    CURLM *m = curl_multi_init();
+    CURLM *m = tf_curl.multi_init();
     size_t next = 0, active = 0;
     /* The connections are shared: kept open for every transfer that may
      * run at once (by default a multi handle of a few transfers closes
      * those beyond four each, and the next request connects anew). */
     if (m)
-        curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)h->lim.parallel);
+        tf_curl.multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)h->lim.parallel);
     if (!m) {
         for (size_t i = 0; i < n; i++)
             t[i].result = CURLE_OUT_OF_MEMORY;
         next = n;
     }
     for (; next < n && active < slots; next++, active++)
-        curl_multi_add_handle(m, t[next].easy);
+        tf_curl.multi_add_handle(m, t[next].easy);
     while (active) {
         int running;
-        curl_multi_perform(m, &running);
+        tf_curl.multi_perform(m, &running);
         CURLMsg *msg;
         int queued;
-        while ((msg = curl_multi_info_read(m, &queued))) {
+        while ((msg = tf_curl.multi_info_read(m, &queued))) {
             if (msg->msg != CURLMSG_DONE)
                 continue;
             transfer *done;
-            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&done);
+            tf_curl.easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&done);
             done->result = msg->data.result;
-            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &done->status);
-            curl_multi_remove_handle(m, msg->easy_handle);
+            tf_curl.easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &done->status);
+            tf_curl.multi_remove_handle(m, msg->easy_handle);
             active--;
             if (next < n) {
-                curl_multi_add_handle(m, t[next++].easy);
+                tf_curl.multi_add_handle(m, t[next++].easy);
                 active++;
             }
         }
         if (active)
-            curl_multi_poll(m, NULL, 0, 100, NULL);
+            tf_curl.multi_poll(m, NULL, 0, 100, NULL);
     }
     if (m)
-        curl_multi_cleanup(m);
+        tf_curl.multi_cleanup(m);
     for (size_t i = 0; i < slots; i++)
         sem_post(&h->slots);
 }
@@ -375,7 +369,7 @@ static verdict judge(const tf_http_identity *want, const transfer *t, uint64_t o
         return FATAL;
     }
     if (t->result != CURLE_OK) {
-        snprintf(why, cap, "%s", t->curl_error[0] ? t->curl_error : curl_easy_strerror(t->result));
+        snprintf(why, cap, "%s", t->curl_error[0] ? t->curl_error : tf_curl.easy_strerror(t->result));
         return curl_error_passes(t->result) ? RETRY : FATAL;
     }
     if (t->status == 429 || t->status == 408 || (t->status >= 500 && t->status <= 599)) {
