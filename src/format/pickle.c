@@ -840,7 +840,7 @@ static int step(machine *m)
     }
 }
 
-static void machine_free(machine *m)
+void tf_pickle_machine_free(machine *m)
 {
     for (size_t i = 0; i < m->ncontainers; i++) {
         free(m->containers[i]->items);
@@ -856,13 +856,8 @@ static void machine_free(machine *m)
     free(m);
 }
 
-int tf_pickle_torch_storages(const uint8_t *p, size_t len, tf_pickle_storages *out, tf_error *e)
+int tf_pickle_run(machine *m)
 {
-    *out = (tf_pickle_storages){ 0 };
-    machine *m = calloc(1, sizeof *m);
-    if (!m)
-        return tf_fail(e, ENOMEM, "pickle: out of memory");
-    *m = (machine){ .p = p, .len = len, .e = e };
     int rc = 0;
     while (rc == 0 && m->pos < m->len) {
         m->op_pos = m->pos;
@@ -870,10 +865,9 @@ int tf_pickle_torch_storages(const uint8_t *p, size_t len, tf_pickle_storages *o
         rc = step(m);
     }
     if (rc == 0)
-        rc = tf_fail(e, EINVAL, "pickle offset %zu: truncated: the pickle ends before STOP", len);
-    else if (rc == 1)
-        rc = m->pos == m->len ? tf_pickle_finish(m, out)
-                              : tf_pickle_fail(m, "%zu bytes after STOP", m->len - m->pos);
-    machine_free(m);
-    return rc;
+        return tf_fail(m->e, EINVAL, "pickle offset %zu: truncated: the pickle ends before STOP",
+                       m->len);
+    if (rc < 0)
+        return -1;
+    return m->pos == m->len ? 0 : tf_pickle_fail(m, "%zu bytes after STOP", m->len - m->pos);
 }

@@ -92,11 +92,10 @@ int tf_pickle_nomem(machine *m);
 /* The key of s as a message may show it. */
 const char *tf_pickle_storage_key(const storage *s, char out[SHOWN_MAX + 4]);
 
-/* ---- at STOP (pickle_paths.c) ---- */
+/* Runs the pickle of a machine made with p, len and e set, up to its
+ * STOP, which must be its last byte: 0, or -1 (e says why). */
+int tf_pickle_run(machine *m);
+void tf_pickle_machine_free(machine *m);
 
-/* Groups the storages by key, walks the saved object (the one value on
- * the stack) and hands over one storage per key: 0, or -1 with out
- * untouched. The paths handed over are no longer the machine's. */
-int tf_pickle_finish(machine *m, tf_pickle_storages *out);
 
 #endif

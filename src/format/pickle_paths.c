@@ -1,7 +1,8 @@
-/* What the pickle interpreter (pickle.c) gives at STOP: its storages
- * grouped by key, each named by the path of the first tensor in the saved
- * object that uses it (pickle.h says how paths are spelt), as
- * tf_pickle_storages. */
+/* tf_pickle_torch_storages: runs the pickle interpreter (pickle.c), then
+ * groups the storages it found by key, each named by the path of the
+ * first tensor in the saved object that uses it (pickle.h says how paths
+ * are spelt). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +172,10 @@ static char *copy_string(const uint8_t *s, size_t n)
     return c;
 }
 
-int tf_pickle_finish(machine *m, tf_pickle_storages *out)
+/* Groups the storages by key, walks the saved object (the one value on
+ * the stack) and hands over one storage per key: 0, or -1 with out
+ * untouched. The paths handed over are no longer the machine's. */
+static int finish(machine *m, tf_pickle_storages *out)
 {
     char key[SHOWN_MAX + 4];
     if (m->nmarks)
@@ -221,6 +225,20 @@ int tf_pickle_finish(machine *m, tf_pickle_storages *out)
     }
     *out = r;
     return 0;
+}
+
+int tf_pickle_torch_storages(const uint8_t *p, size_t len, tf_pickle_storages *out, tf_error *e)
+{
+    *out = (tf_pickle_storages){ 0 };
+    machine *m = calloc(1, sizeof *m);
+    if (!m)
+        return tf_fail(e, ENOMEM, "pickle: out of memory");
+    *m = (machine){ .p = p, .len = len, .e = e };
+    int rc = tf_pickle_run(m);
+    if (rc == 0)
+        rc = finish(m, out);
+    tf_pickle_machine_free(m);
+    return rc;
 }
 
 void tf_pickle_storages_free(tf_pickle_storages *s)
