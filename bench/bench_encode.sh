@@ -147,25 +147,8 @@ $big || exit 0
 # ---- memory: a pair of checkpoints with a 4.3 GB tensor ----
 big_elems=$(((1 << 31) + 12345))
 echo "memory: generating two checkpoints of one bf16 tensor of $big_elems elements"
-"$PYTHON" - "$work/big" "$big_elems" << 'EOF' || die "generating the big pair failed"
-import json, os, struct, sys
-import numpy as np
-out, n = sys.argv[1], int(sys.argv[2])
-os.makedirs(out, exist_ok=True)
-header = json.dumps({"w": {"dtype": "BF16", "shape": [n], "data_offsets": [0, 2 * n]}}).encode()
-header += b" " * (-len(header) % 8)
-block = 1 << 24
-for step in (1, 2):
-    with open(os.path.join(out, "step-%d.safetensors" % step), "wb") as f:
-        f.write(struct.pack("<Q", len(header)) + header)
-        for at in range(0, n, block):
-            m = min(block, n - at)
-            rng = np.random.default_rng(at)
-            w = rng.standard_normal(m, dtype=np.float32) * 0.02
-            if step == 2:
-                w += rng.standard_normal(m, dtype=np.float32) * 2e-4
-            f.write((w.view(np.uint32) >> 16).astype(np.uint16).tobytes())
-EOF
+"$PYTHON" "$here/tests/tools/big_pair.py" "$work/big" "$big_elems" ||
+    die "generating the big pair failed"
 big_bytes=$(($(file_size "$work/big/step-1.safetensors") + $(file_size "$work/big/step-2.safetensors")))
 for t in 1 2; do
     rm -f "$work/big.traj"

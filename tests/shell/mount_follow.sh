@@ -111,18 +111,11 @@ wait_for "a commit after a torn tail" listed "$mnt/bf16" step-000006.safetensors
 
 # A commit appended up to its last 10 bytes (made on a copy: what a
 # writer would append here), then the rest.
-size=$(file_size "$archive")
-cp "$archive" "$TEST_TMP/copy.traj"
-"$TRAJPACK" add -q --as fp32/step-000004.safetensors "$TEST_TMP/copy.traj" \
-    "$src/run/fp32/step-000004.safetensors" || fail "add to the copy failed"
-tail -c +$((size + 1)) "$TEST_TMP/copy.traj" > "$TEST_TMP/commit"
-n=$(file_size "$TEST_TMP/commit")
-head -c $((n - 10)) "$TEST_TMP/commit" >> "$archive"
+torn_commit "$archive" fp32/step-000004.safetensors "$src/run/fp32/step-000004.safetensors"
 sleep $((FOLLOW * 2)).5
 [ ! -e "$mnt/fp32/step-000004.safetensors" ] || fail "a commit without its trailer shows"
 cmp "$mnt/notes.txt" "$TEST_TMP/notes2" || fail "the mount does not read right with a commit half there"
-tail -c 10 "$TEST_TMP/commit" >> "$archive"
-cmp "$archive" "$TEST_TMP/copy.traj" || fail "the hand-made commit differs from the copy's"
+finish_commit "$archive"
 wait_for "a commit whose trailer came last" test -e "$mnt/fp32/step-000004.safetensors" > /dev/null
 cmp "$mnt/fp32/step-000004.safetensors" "$src/run/fp32/step-000004.safetensors" ||
     fail "the checkpoint of the completed commit differs"

@@ -12,23 +12,8 @@ set -eu
 
 src=$TEST_TMP/src
 mkdir -p "$src/run"
-"$PYTHON" - "$src/run" << 'PY' || fail "generating the checkpoints failed"
-import json, os, struct, sys
-import numpy as np
-out, n = sys.argv[1], 1 << 26
-header = json.dumps({"w": {"dtype": "BF16", "shape": [n], "data_offsets": [0, 2 * n]}}).encode()
-header += b" " * (-len(header) % 8)
-block = 1 << 22
-for step in (1, 2):
-    with open(os.path.join(out, "step-%d.safetensors" % step), "wb") as f:
-        f.write(struct.pack("<Q", len(header)) + header)
-        for at in range(0, n, block):
-            rng = np.random.default_rng(at)
-            w = rng.standard_normal(block, dtype=np.float32) * 0.02
-            if step == 2:
-                w += rng.standard_normal(block, dtype=np.float32) * 2e-4
-            f.write((w.view(np.uint32) >> 16).astype(np.uint16).tobytes())
-PY
+"$PYTHON" "$top_srcdir/tests/tools/big_pair.py" "$src/run" $((1 << 26)) ||
+    fail "generating the checkpoints failed"
 archive=$TEST_TMP/a.traj
 mnt=$TEST_TMP/mnt
 start_mount "$archive" "$mnt" -o rw,cache_size=16M,threads=2

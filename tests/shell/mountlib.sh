@@ -166,3 +166,20 @@ wait_for() {
 reads() { # reads FILE TEXT: whether FILE holds TEXT
     [ "$(cat "$1" 2> /dev/null)" = "$2" ]
 }
+
+# torn_commit ARCHIVE AS SOURCE: appends to ARCHIVE the commit that
+# `trajpack add --as AS` of SOURCE writes (made on a copy,
+# $TEST_TMP/copy.traj), all but its last 10 bytes: a commit being
+# written. finish_commit ARCHIVE appends the rest.
+torn_commit() {
+    _size=$(file_size "$1")
+    cp "$1" "$TEST_TMP/copy.traj"
+    "$TRAJPACK" add -q --as "$2" "$TEST_TMP/copy.traj" "$3" || fail "add to the copy failed"
+    tail -c +$((_size + 1)) "$TEST_TMP/copy.traj" > "$TEST_TMP/commit"
+    head -c $(($(file_size "$TEST_TMP/commit") - 10)) "$TEST_TMP/commit" >> "$1"
+}
+
+finish_commit() { # ARCHIVE
+    tail -c 10 "$TEST_TMP/commit" >> "$1"
+    cmp "$1" "$TEST_TMP/copy.traj" || fail "the hand-made commit differs from the copy's"
+}

@@ -63,20 +63,13 @@ cmp "$TEST_TMP/m/bf16/step-000002.safetensors" "$src/run/bf16/step-000002.safete
 reads "$TEST_TMP/off/notes.txt" "notes v1" || fail "the mount without follow reads a new notes.txt"
 
 # ---- a torn tail: a commit up to its last 10 bytes, then the rest ----
-size=$(file_size "$served")
-cp "$served" "$TEST_TMP/copy.traj"
-"$TRAJPACK" add -q --as fp32/step-000002.safetensors "$TEST_TMP/copy.traj" \
-    "$src/run/fp32/step-000002.safetensors" || fail "add to the copy failed"
-tail -c +$((size + 1)) "$TEST_TMP/copy.traj" > "$TEST_TMP/commit"
-n=$(file_size "$TEST_TMP/commit")
-head -c $((n - 10)) "$TEST_TMP/commit" >> "$served"
+torn_commit "$served" fp32/step-000002.safetensors "$src/run/fp32/step-000002.safetensors"
 sleep $((FOLLOW * 2)).5
 kill -0 "$follow_pid" 2> /dev/null || fail "the daemon exited after a torn tail"
 [ ! -e "$TEST_TMP/m/fp32/step-000002.safetensors" ] || fail "a commit without its trailer shows"
 cmp "$TEST_TMP/m/bf16/step-000004.safetensors" "$src/run/bf16/step-000004.safetensors" ||
     fail "the mount does not read right with a torn tail on the server"
-tail -c 10 "$TEST_TMP/commit" >> "$served"
-cmp "$served" "$TEST_TMP/copy.traj" || fail "the hand-made commit differs from the copy's"
+finish_commit "$served"
 wait_for "a commit whose trailer came last" test -e "$TEST_TMP/m/fp32/step-000002.safetensors" > /dev/null
 cmp "$TEST_TMP/m/fp32/step-000002.safetensors" "$src/run/fp32/step-000002.safetensors" ||
     fail "the checkpoint of the completed commit differs"
