@@ -147,9 +147,7 @@ peak_kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$daemon/status")
 fusermount3 -u "$mnt" || fail "fusermount3 -u $mnt failed"
 daemon_rc=0
 wait_daemon "$daemon" || daemon_rc=$?
-if grep -q 'Sanitizer\|runtime error' "$mnt.log"; then
-    fail "the daemon's messages show a sanitizer report: $(grep -A 30 -m 1 'Sanitizer\|runtime error' "$mnt.log")"
-fi
+no_sanitizer_report "$mnt.log"
 [ "$daemon_rc" -eq 0 ] || fail "trajfs exited with status $daemon_rc after its unmount: $(tail -n 20 "$mnt.log")"
 
 written=$(wc -l < "$TEST_TMP/commits")

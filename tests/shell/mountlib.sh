@@ -183,3 +183,13 @@ finish_commit() { # ARCHIVE
     tail -c 10 "$TEST_TMP/commit" >> "$1"
     cmp "$1" "$TEST_TMP/copy.traj" || fail "the hand-made commit differs from the copy's"
 }
+
+# no_sanitizer_report LOG...: fails, showing the report, when a daemon's
+# messages hold a sanitizer report (a build with --enable-sanitizers).
+no_sanitizer_report() {
+    for _log in "$@"; do
+        if grep -q 'Sanitizer\|runtime error' "$_log"; then
+            fail "$_log shows a sanitizer report: $(grep -A 30 -m 1 'Sanitizer\|runtime error' "$_log")"
+        fi
+    done
+}
