@@ -586,7 +586,7 @@ static double time_generic_decode(const stream *s)
     double best = 1e9;
     for (int rep = 0; rep < 3; rep++) {
         double t0 = now();
-        tf_reader r = tf_reader_make(b.data, b.len);
+        tf_cursor r = tf_cursor_make(b.data, b.len);
         if (tf_rans_decoder_init(&dec, &t, NULL, false, &e) < 0 ||
             tf_rans_decode(&dec, &r, s->ctx, got, s->n, &e) < 0)
             die("%s", e.msg);

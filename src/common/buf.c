@@ -75,7 +75,7 @@ int tf_buf_varint(tf_buf *b, uint64_t v)
     return tf_buf_put(b, t, n);
 }
 
-const uint8_t *tf_read_bytes(tf_reader *r, size_t n)
+const uint8_t *tf_read_bytes(tf_cursor *r, size_t n)
 {
     if (r->bad || n > r->len - r->pos) {
         r->bad = true;
@@ -86,25 +86,25 @@ const uint8_t *tf_read_bytes(tf_reader *r, size_t n)
     return p;
 }
 
-uint8_t tf_read_u8(tf_reader *r)
+uint8_t tf_read_u8(tf_cursor *r)
 {
     const uint8_t *p = tf_read_bytes(r, 1);
     return p ? p[0] : 0;
 }
 
-uint32_t tf_read_u32(tf_reader *r)
+uint32_t tf_read_u32(tf_cursor *r)
 {
     const uint8_t *p = tf_read_bytes(r, 4);
     return p ? tf_le32_get(p) : 0;
 }
 
-uint64_t tf_read_u64(tf_reader *r)
+uint64_t tf_read_u64(tf_cursor *r)
 {
     const uint8_t *p = tf_read_bytes(r, 8);
     return p ? tf_le64_get(p) : 0;
 }
 
-uint64_t tf_read_varint(tf_reader *r)
+uint64_t tf_read_varint(tf_cursor *r)
 {
     uint64_t v = 0;
     for (int shift = 0; shift < 70; shift += 7) {

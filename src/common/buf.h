@@ -117,20 +117,20 @@ typedef struct {
     const uint8_t *p;
     size_t len, pos;
     bool   bad;
-} tf_reader;
+} tf_cursor;
 
-static inline tf_reader tf_reader_make(const void *p, size_t len)
+static inline tf_cursor tf_cursor_make(const void *p, size_t len)
 {
-    return (tf_reader){ .p = p, .len = len, .pos = 0, .bad = false };
+    return (tf_cursor){ .p = p, .len = len, .pos = 0, .bad = false };
 }
-static inline size_t tf_reader_left(const tf_reader *r)
+static inline size_t tf_cursor_left(const tf_cursor *r)
 {
     return r->bad ? 0 : r->len - r->pos;
 }
-const uint8_t *tf_read_bytes(tf_reader *r, size_t n); /* NULL when short */
-uint8_t  tf_read_u8(tf_reader *r);
-uint32_t tf_read_u32(tf_reader *r);
-uint64_t tf_read_u64(tf_reader *r);
-uint64_t tf_read_varint(tf_reader *r); /* rejects > 10 bytes or overflow */
+const uint8_t *tf_read_bytes(tf_cursor *r, size_t n); /* NULL when short */
+uint8_t  tf_read_u8(tf_cursor *r);
+uint32_t tf_read_u32(tf_cursor *r);
+uint64_t tf_read_u64(tf_cursor *r);
+uint64_t tf_read_varint(tf_cursor *r); /* rejects > 10 bytes or overflow */
 
 #endif

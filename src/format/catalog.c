@@ -139,7 +139,7 @@ int tf_segment_encode(const tf_segment *s, tf_buf *out, tf_error *e)
 /* ---- decoding ---- */
 
 typedef struct {
-    tf_reader r;
+    tf_cursor r;
     uint64_t first_blob, total_blobs;
     unsigned chunk_shift;
     uint64_t file_end;
@@ -158,9 +158,9 @@ static int read_count(decoder *d, size_t min_bytes, const char *what, uint64_t *
     uint64_t n = tf_read_varint(&d->r);
     if (d->r.bad)
         return short_segment(d);
-    if (n > tf_reader_left(&d->r) / min_bytes)
+    if (n > tf_cursor_left(&d->r) / min_bytes)
         return tf_fail(d->e, EIO, "catalog: %llu %s cannot fit in %zu bytes",
-                       (unsigned long long)n, what, tf_reader_left(&d->r));
+                       (unsigned long long)n, what, tf_cursor_left(&d->r));
     *out = n;
     return 0;
 }
@@ -220,7 +220,7 @@ static int read_string(decoder *d, uint64_t len, char **out)
 
 static int read_chunks(decoder *d, tf_entry *ent, uint64_t expected)
 {
-    if (expected > tf_reader_left(&d->r))
+    if (expected > tf_cursor_left(&d->r))
         return tf_fail(d->e, EIO, "catalog: \"%s\" needs %llu chunks, segment too short",
                        ent->path, (unsigned long long)expected);
     ent->nchunks = expected;
@@ -327,7 +327,7 @@ static int read_piece(decoder *d, tf_entry *ent, uint64_t i, tf_buf *names)
 /* The verbatim stream held in the catalog (entries of release 1). */
 static int read_inline_verbatim(decoder *d, tf_entry *ent)
 {
-    uint64_t len = 0, left = tf_reader_left(&d->r);
+    uint64_t len = 0, left = tf_cursor_left(&d->r);
     for (uint64_t i = 0; i < ent->npieces; i++) {
         if (ent->pieces[i].tensor != TF_PIECE_VERBATIM)
             continue;
@@ -432,7 +432,7 @@ static int read_entry(decoder *d, tf_entry *ent)
 int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob, unsigned chunk_shift,
                       uint64_t file_end, tf_segment *s, tf_error *e)
 {
-    decoder d = { .r = tf_reader_make(p, len), .first_blob = first_blob,
+    decoder d = { .r = tf_cursor_make(p, len), .first_blob = first_blob,
                   .chunk_shift = chunk_shift, .file_end = file_end, .e = e };
     *s = (tf_segment){ .first_blob = first_blob };
     uint64_t version = tf_read_varint(&d.r);
@@ -462,8 +462,8 @@ int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob, unsigne
     for (uint64_t i = 0; i < s->nentries; i++)
         if (read_entry(&d, &s->entries[i]) < 0)
             goto fail;
-    if (tf_reader_left(&d.r) != 0) {
-        tf_fail(e, EIO, "catalog: %zu unexpected bytes after the entries", tf_reader_left(&d.r));
+    if (tf_cursor_left(&d.r) != 0) {
+        tf_fail(e, EIO, "catalog: %zu unexpected bytes after the entries", tf_cursor_left(&d.r));
         goto fail;
     }
     return 0;

@@ -13,7 +13,7 @@
 #include "format/safetensors.h"
 #include "format/tensor_format.h"
 
-static int truncated(tf_reader *r, tf_error *e)
+static int truncated(tf_cursor *r, tf_error *e)
 {
     return tf_fail(e, EIO, "catalog: segment truncated at byte %zu", r->pos);
 }
@@ -40,7 +40,7 @@ static int names_from_header(tf_entry *ent, const uint8_t *json, uint64_t json_l
     return rc;
 }
 
-int tf_catalog_read_v1_safetensors(tf_reader *r, unsigned chunk_shift, tf_entry *ent, tf_error *e)
+int tf_catalog_read_v1_safetensors(tf_cursor *r, unsigned chunk_shift, tf_entry *ent, tf_error *e)
 {
     ent->kind = TF_ENTRY_TENSORS;
     ent->format = TF_FORMAT_SAFETENSORS;
@@ -48,15 +48,15 @@ int tf_catalog_read_v1_safetensors(tf_reader *r, unsigned chunk_shift, tf_entry 
     uint64_t json_len = tf_read_varint(r);
     if (r->bad)
         return truncated(r, e);
-    if (json_len > tf_reader_left(r))
+    if (json_len > tf_cursor_left(r))
         return truncated(r, e);
     const uint8_t *json = tf_read_bytes(r, (size_t)json_len);
     uint64_t n = tf_read_varint(r);
     if (r->bad)
         return truncated(r, e);
-    if (n > tf_reader_left(r) / 2)
+    if (n > tf_cursor_left(r) / 2)
         return tf_fail(e, EIO, "catalog: %llu tensors cannot fit in %zu bytes",
-                       (unsigned long long)n, tf_reader_left(r));
+                       (unsigned long long)n, tf_cursor_left(r));
     ent->verbatim_len = 8 + json_len;
     ent->verbatim = malloc((size_t)ent->verbatim_len);
     ent->npieces = n + 1;

@@ -10,6 +10,6 @@
  * and mtime) into ent as a TF_ENTRY_TENSORS entry with an inline
  * verbatim stream; sets ent->nchunks to the number of chunk ids that
  * follow, which the caller reads. */
-int tf_catalog_read_v1_safetensors(tf_reader *r, unsigned chunk_shift, tf_entry *ent, tf_error *e);
+int tf_catalog_read_v1_safetensors(tf_cursor *r, unsigned chunk_shift, tf_entry *ent, tf_error *e);
 
 #endif

@@ -68,12 +68,12 @@ static int fix_checksums(tf_container *c, const uint8_t *p, size_t len, uint64_t
 }
 
 /* Appends the commits of the input to the open container. */
-static int write_commits(tf_container *c, tf_reader *in, tf_error *e)
+static int write_commits(tf_container *c, tf_cursor *in, tf_error *e)
 {
     uint64_t nblobs = 0;
     tf_buf fixed = { 0 };
     int rc = 0;
-    while (rc == 0 && tf_reader_left(in) > 0) {
+    while (rc == 0 && tf_cursor_left(in) > 0) {
         uint32_t n = tf_read_u32(in);
         const uint8_t *blobs = tf_read_bytes(in, n);
         uint32_t m = tf_read_u32(in);
@@ -106,7 +106,7 @@ int tf_fuzz_commits(const uint8_t *data, size_t size, tf_error *e)
     tf_container c;
     if (tf_container_create(path, shift, e) < 0 || tf_container_open(&c, path, true, e) < 0)
         return -1;
-    tf_reader in = tf_reader_make(data + 1, size - 1);
+    tf_cursor in = tf_cursor_make(data + 1, size - 1);
     int rc = write_commits(&c, &in, e);
     tf_container_close(&c);
     return rc < 0 ? -1 : tf_fuzz_read_archive(path, e);

@@ -106,12 +106,12 @@ START_TEST(buf_integers_are_little_endian)
     ck_assert_uint_eq(p[0], 0xfe);
     ck_assert_uint_eq(tf_le64_get(p), UINT64_MAX - 1);
 
-    tf_reader r = tf_reader_make(b.data, b.len);
+    tf_cursor r = tf_cursor_make(b.data, b.len);
     ck_assert_uint_eq(tf_read_u8(&r), 0xab);
     ck_assert_uint_eq(tf_read_u32(&r), 0x12345678u);
     ck_assert_uint_eq(tf_read_u64(&r), 0x0102030405060708ull);
     ck_assert(!r.bad);
-    ck_assert_uint_eq(tf_reader_left(&r), 0);
+    ck_assert_uint_eq(tf_cursor_left(&r), 0);
     tf_buf_free(&b);
 }
 END_TEST
@@ -144,10 +144,10 @@ START_TEST(varint_round_trip)
     /* Every byte but the last carries the continuation bit. */
     for (size_t k = 0; k < b.len; k++)
         ck_assert_uint_eq(b.data[k] >> 7, k + 1 < b.len);
-    tf_reader r = tf_reader_make(b.data, b.len);
+    tf_cursor r = tf_cursor_make(b.data, b.len);
     ck_assert_uint_eq(tf_read_varint(&r), v);
     ck_assert(!r.bad);
-    ck_assert_uint_eq(tf_reader_left(&r), 0);
+    ck_assert_uint_eq(tf_cursor_left(&r), 0);
     tf_buf_free(&b);
 }
 END_TEST
@@ -183,11 +183,11 @@ START_TEST(varint_rejects_malformed)
     uint8_t *p = malloc(len ? len : 1);
     ck_assert_ptr_nonnull(p);
     memcpy(p, bad_varints[_i].bytes, len);
-    tf_reader r = tf_reader_make(p, len);
+    tf_cursor r = tf_cursor_make(p, len);
     uint64_t v = tf_read_varint(&r);
     ck_assert_msg(r.bad, "accepted a varint that is %s", bad_varints[_i].why);
     ck_assert_uint_eq(v, 0);
-    ck_assert_uint_eq(tf_reader_left(&r), 0);
+    ck_assert_uint_eq(tf_cursor_left(&r), 0);
     free(p);
 }
 END_TEST
@@ -195,7 +195,7 @@ END_TEST
 START_TEST(varint_ten_bytes_at_the_limit_is_accepted)
 {
     static const uint8_t max[] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
-    tf_reader r = tf_reader_make(max, sizeof max);
+    tf_cursor r = tf_cursor_make(max, sizeof max);
     ck_assert_uint_eq(tf_read_varint(&r), UINT64_MAX);
     ck_assert(!r.bad);
 }
@@ -204,12 +204,12 @@ END_TEST
 START_TEST(reader_overrun_sets_bad_and_reads_zeros)
 {
     static const uint8_t bytes[] = { 1, 2, 3, 4, 5 };
-    tf_reader r = tf_reader_make(bytes, sizeof bytes);
+    tf_cursor r = tf_cursor_make(bytes, sizeof bytes);
     ck_assert_uint_eq(tf_read_u8(&r), 1);
-    ck_assert_uint_eq(tf_reader_left(&r), 4);
+    ck_assert_uint_eq(tf_cursor_left(&r), 4);
     ck_assert_uint_eq(tf_read_u64(&r), 0); /* 8 > 4 bytes left */
     ck_assert(r.bad);
-    ck_assert_uint_eq(tf_reader_left(&r), 0);
+    ck_assert_uint_eq(tf_cursor_left(&r), 0);
     /* Sticky: later reads fail although bytes are left. */
     ck_assert_uint_eq(tf_read_u8(&r), 0);
     ck_assert_uint_eq(tf_read_u32(&r), 0);
@@ -217,11 +217,11 @@ START_TEST(reader_overrun_sets_bad_and_reads_zeros)
     ck_assert_uint_eq(tf_read_varint(&r), 0);
     ck_assert(r.bad);
 
-    tf_reader s = tf_reader_make(bytes, sizeof bytes);
+    tf_cursor s = tf_cursor_make(bytes, sizeof bytes);
     ck_assert_ptr_null(tf_read_bytes(&s, SIZE_MAX));
     ck_assert(s.bad);
 
-    tf_reader t = tf_reader_make(bytes, sizeof bytes);
+    tf_cursor t = tf_cursor_make(bytes, sizeof bytes);
     const uint8_t *p = tf_read_bytes(&t, sizeof bytes);
     ck_assert_ptr_eq(p, bytes);
     ck_assert(!t.bad);

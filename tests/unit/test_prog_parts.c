@@ -76,23 +76,23 @@ START_TEST(test_huffman_table)
     tf_error e;
     ck_assert_int_eq(tf_huff_table_write(len, 256, &b, &e), 0);
     ck_assert_uint_eq(b.len, tf_huff_table_size(len, 256));
-    tf_reader r = tf_reader_make(b.data, b.len);
+    tf_cursor r = tf_cursor_make(b.data, b.len);
     unsigned first = 0;
     ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &first, &e), 8); /* symbols 3..10 */
     ck_assert_uint_eq(first, 3);
     ck_assert_mem_eq(len, back, 256);
-    ck_assert_uint_eq(tf_reader_left(&r), 0);
-    r = tf_reader_make(b.data, b.len);
+    ck_assert_uint_eq(tf_cursor_left(&r), 0);
+    r = tf_cursor_make(b.data, b.len);
     ck_assert_int_eq(tf_huff_table_read(&r, 10, back, &first, &e), -1); /* symbols out of range */
     /* over-full: Kraft sum above 1 */
     static const uint8_t over[] = { 3, 3, 0x11, 0x01 };
-    r = tf_reader_make(over, sizeof over);
+    r = tf_cursor_make(over, sizeof over);
     ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &first, &e), -1);
     /* a length past the limit, a nonzero padding nibble */
     static const uint8_t deep[] = { 0, 2, 0xd1 }, pad[] = { 0, 1, 0x11 };
-    r = tf_reader_make(deep, sizeof deep);
+    r = tf_cursor_make(deep, sizeof deep);
     ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &first, &e), -1);
-    r = tf_reader_make(pad, sizeof pad);
+    r = tf_cursor_make(pad, sizeof pad);
     ck_assert_int_eq(tf_huff_table_read(&r, 256, back, &first, &e), -1);
     tf_buf_free(&b);
 }

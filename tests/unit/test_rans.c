@@ -73,9 +73,9 @@ static int decode_copy_with(const tf_rans_table *t, bool dense, const uint8_t *s
     tf_rans_decoder dec;
     int rc = tf_rans_decoder_init(&dec, t, NULL, dense, e);
     if (rc == 0) {
-        tf_reader r = tf_reader_make(copy, len);
+        tf_cursor r = tf_cursor_make(copy, len);
         rc = tf_rans_decode(&dec, &r, ctx, sym, n, e);
-        if (rc == 0 && tf_reader_left(&r))
+        if (rc == 0 && tf_cursor_left(&r))
             rc = -1;
         tf_rans_decoder_free(&dec);
     }
@@ -96,7 +96,7 @@ static void roundtrip(unsigned n_ctx, unsigned n_sym, size_t n, unsigned prec, u
     tf_rans_table t;
     tf_buf stream;
     encode_sample(&s, prec, lanes, &t, &stream);
-    tf_reader head = tf_reader_make(stream.data, stream.len);
+    tf_cursor head = tf_cursor_make(stream.data, stream.len);
     ck_assert_uint_eq(tf_read_varint(&head), stream.len - head.pos);
     ck_assert_uint_eq(tf_read_u8(&head), lanes);
     uint8_t *got = malloc(n + 1);
@@ -165,9 +165,9 @@ START_TEST(test_table_write_read)
     ck_assert_int_eq(tf_rans_table_fit(&t, 300, 60, 11, s.counts, &e), 0);
     tf_buf b = { 0 };
     ck_assert_int_eq(tf_rans_table_write(&t, &b, &e), 0);
-    tf_reader r = tf_reader_make(b.data, b.len);
+    tf_cursor r = tf_cursor_make(b.data, b.len);
     ck_assert_int_eq(tf_rans_table_read(&back, &r, 300, 60, &e), 0);
-    ck_assert_uint_eq(tf_reader_left(&r), 0);
+    ck_assert_uint_eq(tf_cursor_left(&r), 0);
     ck_assert_uint_eq(back.n_rows, t.n_rows);
     ck_assert_uint_eq(back.prec, 11);
     for (unsigned c = 0; c < 300; c++)
@@ -186,7 +186,7 @@ static int read_table_bytes(const uint8_t *p, size_t len, unsigned n_ctx, unsign
     ck_assert(copy);
     if (len)
         memcpy(copy, p, len);
-    tf_reader r = tf_reader_make(copy, len);
+    tf_cursor r = tf_cursor_make(copy, len);
     tf_rans_table t;
     tf_error e;
     int rc = tf_rans_table_read(&t, &r, n_ctx, n_sym, &e);

@@ -275,7 +275,7 @@ int tf_huff_table_write(const uint8_t *len, unsigned n_sym, tf_buf *out, tf_erro
     return rc ? tf_fail(e, ENOMEM, "huffman: out of memory writing a table") : 0;
 }
 
-int tf_huff_table_read(tf_reader *r, unsigned max_sym, uint8_t *len, unsigned *span_first,
+int tf_huff_table_read(tf_cursor *r, unsigned max_sym, uint8_t *len, unsigned *span_first,
                        tf_error *e)
 {
     uint64_t first = tf_read_varint(r), count = tf_read_varint(r);

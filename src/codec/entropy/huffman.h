@@ -47,7 +47,7 @@ int tf_huff_table_write(const uint8_t *len, unsigned n_sym, tf_buf *out, tf_erro
  * validating ranges and the Kraft sum. Returns how many symbols the
  * table spans from *first on (the first and the last with a code), or
  * -1. */
-int tf_huff_table_read(tf_reader *r, unsigned max_sym, uint8_t *len, unsigned *first,
+int tf_huff_table_read(tf_cursor *r, unsigned max_sym, uint8_t *len, unsigned *first,
                        tf_error *e);
 
 /* Decoding tables, in one allocation sized to them. entry = symbol |

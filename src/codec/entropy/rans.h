@@ -81,7 +81,7 @@ int tf_rans_table_fit_span(tf_rans_table *t, unsigned n_ctx, unsigned n_sym, uns
 int tf_rans_table_write(const tf_rans_table *t, tf_buf *out, tf_error *e);
 /* n_ctx and n_sym come from the caller (they are implied by what the
  * table is for); everything read is validated. */
-int tf_rans_table_read(tf_rans_table *t, tf_reader *r, unsigned n_ctx, unsigned n_sym,
+int tf_rans_table_read(tf_rans_table *t, tf_cursor *r, unsigned n_ctx, unsigned n_sym,
                        tf_error *e);
 void tf_rans_table_free(tf_rans_table *t);
 /* Frequency of sym under ctx, 0 when absent or out of range. */
@@ -168,7 +168,7 @@ int tf_rans_decoder_init(tf_rans_decoder *dec, const tf_rans_table *t, const uin
                          bool dense, tf_error *e);
 void tf_rans_decoder_free(tf_rans_decoder *dec);
 /* Reads one stream from r into sym[0..n). */
-int tf_rans_decode(const tf_rans_decoder *dec, tf_reader *r, const uint16_t *ctx,
+int tf_rans_decode(const tf_rans_decoder *dec, tf_cursor *r, const uint16_t *ctx,
                    uint8_t *sym, size_t n, tf_error *e);
 
 /* The 1 << prec decoding slots of ctx into slots, all zero when the
@@ -188,7 +188,7 @@ typedef struct {
     bool bad;               /* a lane wanted a word past the end */
 } tf_rans_stream;
 
-int tf_rans_stream_open(tf_rans_stream *s, tf_reader *r, tf_error *e);
+int tf_rans_stream_open(tf_rans_stream *s, tf_cursor *r, tf_error *e);
 /* Checks that the stream ended exactly where the encoder started. */
 int tf_rans_stream_close(const tf_rans_stream *s, tf_error *e);
 

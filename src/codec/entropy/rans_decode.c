@@ -71,10 +71,10 @@ int tf_rans_decoder_init(tf_rans_decoder *dec, const tf_rans_table *t, const uin
     return 0;
 }
 
-int tf_rans_stream_open(tf_rans_stream *s, tf_reader *r, tf_error *e)
+int tf_rans_stream_open(tf_rans_stream *s, tf_cursor *r, tf_error *e)
 {
     uint64_t len = tf_read_varint(r);
-    if (r->bad || len < 1 || len > tf_reader_left(r))
+    if (r->bad || len < 1 || len > tf_cursor_left(r))
         return tf_fail(e, EIO, "rans: stream length is invalid or truncated");
     const uint8_t *p = tf_read_bytes(r, (size_t)len);
     unsigned lanes = p[0];
@@ -118,7 +118,7 @@ static int check_contexts(const tf_rans_decoder *dec, const uint16_t *ctx, size_
     return 0;
 }
 
-int tf_rans_decode(const tf_rans_decoder *dec, tf_reader *r, const uint16_t *ctx,
+int tf_rans_decode(const tf_rans_decoder *dec, tf_cursor *r, const uint16_t *ctx,
                    uint8_t *sym, size_t n, tf_error *e)
 {
     tf_rans_stream s;

@@ -199,14 +199,14 @@ int tf_rans_table_write(const tf_rans_table *t, tf_buf *out, tf_error *e)
 
 /* tf_read_varint, with the one-byte values that make up most of a
  * table read inline (tables are read for every chunk coded). */
-static inline uint64_t read_varint(tf_reader *r)
+static inline uint64_t read_varint(tf_cursor *r)
 {
     if (!r->bad && r->pos < r->len && r->p[r->pos] < 0x80)
         return r->p[r->pos++];
     return tf_read_varint(r);
 }
 
-static int read_row(tf_reader *r, unsigned n_sym, unsigned total_freq, uint16_t *freq,
+static int read_row(tf_cursor *r, unsigned n_sym, unsigned total_freq, uint16_t *freq,
                     tf_error *e)
 {
     uint64_t first = read_varint(r), span = read_varint(r);
@@ -224,7 +224,7 @@ static int read_row(tf_reader *r, unsigned n_sym, unsigned total_freq, uint16_t 
     return 0;
 }
 
-int tf_rans_table_read(tf_rans_table *t, tf_reader *r, unsigned n_ctx, unsigned n_sym,
+int tf_rans_table_read(tf_rans_table *t, tf_cursor *r, unsigned n_ctx, unsigned n_sym,
                        tf_error *e)
 {
     unsigned prec = tf_read_u8(r);
@@ -236,7 +236,7 @@ int tf_rans_table_read(tf_rans_table *t, tf_reader *r, unsigned n_ctx, unsigned 
     if (prec < TF_RANS_MIN_PREC || prec > TF_RANS_MAX_PREC)
         return tf_fail(e, EIO, "rans: table precision %u is out of range", prec);
     /* A row takes at least 3 bytes: no allocation the input did not pay for. */
-    if (n_rows > n_ctx || n_rows > tf_reader_left(r) / 3)
+    if (n_rows > n_ctx || n_rows > tf_cursor_left(r) / 3)
         return tf_fail(e, EIO, "rans: table claims %llu rows", (unsigned long long)n_rows);
     if (table_alloc(t, n_ctx, n_sym, prec, (unsigned)n_rows, e) < 0)
         return -1;

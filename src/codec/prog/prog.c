@@ -171,7 +171,7 @@ static int prog_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_
 static int read_model(const uint8_t *model, size_t len, unsigned dtype, tf_prog *tmpl,
                       tf_error *e)
 {
-    tf_reader r = tf_reader_make(model, len);
+    tf_cursor r = tf_cursor_make(model, len);
     unsigned version = tf_read_u8(&r), model_dtype = tf_read_u8(&r);
     const tf_dtype_info *info = tf_dtype_get(model_dtype);
     if (r.bad || version != PROG_VERSION || !info)
@@ -181,7 +181,7 @@ static int read_model(const uint8_t *model, size_t len, unsigned dtype, tf_prog 
                        dtype);
     if (tf_prog_template_read(&r, 8 * info->size, tmpl, e) < 0)
         return -1;
-    return tf_reader_left(&r) ? tf_fail(e, EIO, "prog: model has trailing bytes") : 0;
+    return tf_cursor_left(&r) ? tf_fail(e, EIO, "prog: model has trailing bytes") : 0;
 }
 
 /* Appends the version and the tree's instance. */
@@ -308,7 +308,7 @@ static int prog_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *c
 
 int tf_prog_describe(const uint8_t *model, size_t len, char *out, size_t outsz)
 {
-    tf_reader r = tf_reader_make(model, len);
+    tf_cursor r = tf_cursor_make(model, len);
     tf_read_u8(&r);
     unsigned dtype = tf_read_u8(&r);
     tf_prog *tmpl = malloc(sizeof *tmpl);

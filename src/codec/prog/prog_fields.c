@@ -80,7 +80,7 @@ int tf_prog_fields_write_model(const tf_prog_fields *f, tf_buf *out, tf_error *e
 int tf_prog_fields_read_model(const uint8_t *model, size_t len, unsigned dtype,
                               tf_prog_fields *f, tf_error *e)
 {
-    tf_reader r = tf_reader_make(model, len);
+    tf_cursor r = tf_cursor_make(model, len);
     unsigned version = tf_read_u8(&r);
     f->dtype = tf_read_u8(&r);
     f->n = tf_read_u8(&r);
@@ -96,7 +96,7 @@ int tf_prog_fields_read_model(const uint8_t *model, size_t len, unsigned dtype,
             (f->tries[j] != TF_PROG_FIELD_FIXED && f->width[j] > 8))
             r.bad = true;
     }
-    if (r.bad || tf_reader_left(&r) || sum != 8 * element_bytes(dtype))
+    if (r.bad || tf_cursor_left(&r) || sum != 8 * element_bytes(dtype))
         return tf_fail(e, EINVAL, "prog: malformed fields model");
     return 0;
 }

@@ -140,12 +140,12 @@ static void spread_plan(unsigned bits, unsigned offset, uint8_t plan[2][64])
 }
 
 /* RAW and PACK: the payload must be exactly n words of `bits` bits. */
-static int open_fixed(tf_prog_lit_reader *r, tf_reader *in, unsigned bits, tf_error *e)
+static int open_fixed(tf_prog_lit_reader *r, tf_cursor *in, unsigned bits, tf_error *e)
 {
     size_t need = packed_bytes((size_t)r->n, bits);
-    if (tf_reader_left(in) != need)
+    if (tf_cursor_left(in) != need)
         return tf_fail(e, EIO, "prog: literal of %llu words of %u bits has %zu bytes, not %zu",
-                       (unsigned long long)r->n, bits, tf_reader_left(in), need);
+                       (unsigned long long)r->n, bits, tf_cursor_left(in), need);
     r->pack_width = bits;
     r->fixed = tf_read_bytes(in, need);
     r->fixed_len = need;
@@ -161,7 +161,7 @@ int tf_prog_lit_open(tf_prog_lit_reader *r, const uint8_t *body, size_t len, uns
     r->width = width;
     r->n = n;
     r->simd = tf_simd_level_get();
-    tf_reader in = tf_reader_make(body, len);
+    tf_cursor in = tf_cursor_make(body, len);
     r->coding = tf_read_u8(&in);
     if (in.bad)
         return tf_fail(e, EIO, "prog: empty literal");

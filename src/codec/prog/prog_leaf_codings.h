@@ -28,7 +28,7 @@ int tf_prog_huff_plan_counts(const tf_prog_huff_counts *c, size_t n, unsigned n_
 int tf_prog_huff_write_counts(const uint8_t *sym, size_t n, unsigned n_sym,
                               const tf_prog_huff_counts *c, unsigned coding, tf_buf *out,
                               tf_error *e);
-int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e);
+int tf_prog_huff_open(tf_prog_lit_reader *r, tf_cursor *in, tf_error *e);
 void tf_prog_huff_read(tf_prog_lit_reader *r, uint8_t *out, size_t count);
 /* Whether every stream was consumed exactly. */
 bool tf_prog_huff_exhausted(const tf_prog_lit_reader *r);
@@ -49,7 +49,7 @@ int tf_prog_rans_write(const uint8_t *sym, size_t n, unsigned n_sym,
 void tf_prog_rans_self_plan(const uint64_t *count, unsigned n_sym, unsigned window,
                             unsigned prec, tf_prog_lit_plan *plan);
 unsigned tf_prog_rans_self_lag(size_t n);
-int tf_prog_rans_open(tf_prog_lit_reader *r, tf_reader *in, const tf_prog_siblings *siblings,
+int tf_prog_rans_open(tf_prog_lit_reader *r, tf_cursor *in, const tf_prog_siblings *siblings,
                       tf_error *e);
 void tf_prog_rans_read(tf_prog_lit_reader *r, uint32_t *out, size_t count,
                        const uint32_t *ctx_words);

@@ -233,7 +233,7 @@ int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, unsigned co
     return rc;
 }
 
-int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e)
+int tf_prog_huff_open(tf_prog_lit_reader *r, tf_cursor *in, tf_error *e)
 {
     unsigned max_sym = r->width >= 8 ? TF_HUFF_MAX_SYMBOLS : 1u << r->width;
     uint8_t len[TF_HUFF_MAX_SYMBOLS];
@@ -245,7 +245,7 @@ int tf_prog_huff_open(tf_prog_lit_reader *r, tf_reader *in, tf_error *e)
     uint64_t size[TF_PROG_HUFF_STREAMS];
     for (unsigned s = 0; s + 1 < streams; s++)
         size[s] = tf_read_varint(in);
-    size_t left = tf_reader_left(in);
+    size_t left = tf_cursor_left(in);
     for (unsigned s = 0; s + 1 < streams; s++) {
         if (in->bad || size[s] > left)
             return tf_fail(e, EIO, "prog: Huffman stream %u overruns its literal", s);

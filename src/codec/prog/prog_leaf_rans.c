@@ -498,7 +498,7 @@ static int build_slots(tf_prog_lit_reader *r, unsigned n_ctx, tf_error *e)
     return 0;
 }
 
-int tf_prog_rans_open(tf_prog_lit_reader *r, tf_reader *in, const tf_prog_siblings *siblings,
+int tf_prog_rans_open(tf_prog_lit_reader *r, tf_cursor *in, const tf_prog_siblings *siblings,
                       tf_error *e)
 {
     unsigned source = tf_read_u8(in);
@@ -531,7 +531,7 @@ int tf_prog_rans_open(tf_prog_lit_reader *r, tf_reader *in, const tf_prog_siblin
             return -1;
     if (r->stream[r->n_streams - 1].lanes != r->stream[0].lanes)
         return tf_fail(e, EIO, "prog: rANS literal has streams of different lanes");
-    if (tf_reader_left(in))
+    if (tf_cursor_left(in))
         return tf_fail(e, EIO, "prog: rANS literal has trailing bytes");
     for (unsigned j = 0; j < TF_PROG_SELF_MAX; j++) /* no word yet: context 0 */
         r->last[j] = (uint32_t)r->ctx_base + r->ctx_count;

@@ -84,7 +84,7 @@ int tf_prog_template_write(const tf_prog *p, tf_buf *out, tf_error *e)
 /* ---- reading ---- */
 
 typedef struct {
-    tf_reader *r;
+    tf_cursor *r;
     tf_prog *p;
     bool instance;         /* lengths and data parameters present */
     uint64_t period_words; /* what repeats' periods and lagged scans'
@@ -135,7 +135,7 @@ static int parse_lit(parser *ps, tf_prog_node *k, unsigned i)
 {
     if (ps->instance) {
         uint64_t len = tf_read_varint(ps->r);
-        k->body = ps->r->bad || len > tf_reader_left(ps->r) ? NULL
+        k->body = ps->r->bad || len > tf_cursor_left(ps->r) ? NULL
                                                            : tf_read_bytes(ps->r, (size_t)len);
         if (!k->body)
             return bad(ps, "literal is truncated");
@@ -289,14 +289,14 @@ static int parse_root(parser *ps, unsigned width, uint64_t n)
 int tf_prog_read(const uint8_t *enc, size_t enc_len, unsigned width, uint64_t n, tf_prog *p,
                  tf_error *e)
 {
-    tf_reader r = tf_reader_make(enc, enc_len);
+    tf_cursor r = tf_cursor_make(enc, enc_len);
     parser ps = { .r = &r, .p = p, .instance = true, .period_words = n, .e = e };
     if (parse_root(&ps, width, n) < 0)
         return -1;
-    return tf_reader_left(&r) ? bad(&ps, "trailing bytes") : 0;
+    return tf_cursor_left(&r) ? bad(&ps, "trailing bytes") : 0;
 }
 
-int tf_prog_template_read(tf_reader *r, unsigned width, tf_prog *p, tf_error *e)
+int tf_prog_template_read(tf_cursor *r, unsigned width, tf_prog *p, tf_error *e)
 {
     parser ps = { .r = r, .p = p, .instance = false, .e = e };
     return parse_root(&ps, width, 0);

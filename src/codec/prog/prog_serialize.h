@@ -56,6 +56,6 @@ int tf_prog_read(const uint8_t *enc, size_t enc_len, unsigned width, uint64_t n,
 
 int tf_prog_template_write(const tf_prog *p, tf_buf *out, tf_error *e);
 /* Parses and validates a template of the given root width from r. */
-int tf_prog_template_read(tf_reader *r, unsigned width, tf_prog *p, tf_error *e);
+int tf_prog_template_read(tf_cursor *r, unsigned width, tf_prog *p, tf_error *e);
 
 #endif

@@ -32,14 +32,14 @@ static int read_model(const tf_codec_ctx *ctx, const ulp_format *f, tf_rans_tabl
 {
     if (!ctx->model)
         return tf_fail(e, EINVAL, "ulp: no model");
-    tf_reader r = tf_reader_make(ctx->model, ctx->model_len);
+    tf_cursor r = tf_cursor_make(ctx->model, ctx->model_len);
     unsigned version = tf_read_u8(&r), dtype = tf_read_u8(&r);
     if (r.bad || version != ULP_MODEL_VERSION || dtype != f->dtype)
         return tf_fail(e, EIO, "ulp: model is not a version %d model for dtype %u",
                        ULP_MODEL_VERSION, f->dtype);
     if (tf_rans_table_read(t, &r, f->n_ctx, f->n_sym, e) < 0)
         return -1;
-    if (tf_reader_left(&r) || t->prec != ULP_PREC) {
+    if (tf_cursor_left(&r) || t->prec != ULP_PREC) {
         tf_rans_table_free(t);
         return tf_fail(e, EIO, "ulp: model has trailing bytes or precision other than %d",
                        ULP_PREC);

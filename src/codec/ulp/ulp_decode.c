@@ -794,7 +794,7 @@ static uint32_t decode_elems(unsigned dtype, const slot_table *st, bool avx2, tf
 static int open_chunk(const uint8_t *enc, size_t enc_len, tf_rans_stream *s, bit_reader *br,
                       tf_error *e)
 {
-    tf_reader r = tf_reader_make(enc, enc_len);
+    tf_cursor r = tf_cursor_make(enc, enc_len);
     if (tf_rans_stream_open(s, &r, e) < 0)
         return -1;
     *br = (bit_reader){ .p = enc + r.pos, .end = enc + enc_len };

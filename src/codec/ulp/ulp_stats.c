@@ -177,7 +177,7 @@ void tf_ulp_hist_entropy(const tf_ulp_hist *h, tf_ulp_bits *out)
  * words, without the stream's length and lane count. */
 static int coded_stream_bytes(const uint8_t *enc, size_t enc_len, size_t *coded, tf_error *e)
 {
-    tf_reader r = tf_reader_make(enc, enc_len);
+    tf_cursor r = tf_cursor_make(enc, enc_len);
     tf_rans_stream s;
     if (tf_rans_stream_open(&s, &r, e) < 0)
         return -1;
