@@ -30,7 +30,7 @@
  * Speeds, in MB/s (10^6 payload bytes per second; best of REPS, default
  * 2, per file, summed over files):
  *   ulp encode (fit + encode) and decode on one thread and on N (-T,
- *   default 2; tensors and chunks in parallel with tf_run_ordered), next
+ *   default 2; tensors and chunks in parallel with tf_pool_run_ordered), next
  *   to libzstd level 3 compression of the payload (one frame) on one
  *   thread and with N worker threads, and its decompression: what
  *   `zstd -3 --single-thread`, `zstd -3 -T N` and `zstd -d` do to it, in
@@ -70,6 +70,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/malloc_tune.h"
+#include "common/pool.h"
 #include "format/container.h"
 #include "common/dtype.h"
 #include "format/safetensors.h"
@@ -406,12 +407,18 @@ static int store_work(void *arg, size_t i, tf_error *e)
     return tf_encode_chunk(&c->stored, e);
 }
 
+/* Runs work(arg, i) for i in [0, n) on a pool of `threads` threads
+ * started for it (on the calling thread alone for one). */
 static void run_parallel(size_t n, unsigned threads, int (*work)(void *, size_t, tf_error *),
-                         delta *d, const char *what)
+                         void *arg, const char *what)
 {
     tf_error e;
-    if (tf_run_ordered(n, threads, n, work, NULL, d, &e) < 0)
+    tf_pool *pool = threads > 1 ? tf_pool_new(threads) : NULL;
+    if (threads > 1 && !pool)
+        die("%s: cannot start %u threads", what, threads);
+    if (tf_pool_run_ordered(pool, n, n, work, NULL, arg, &e) < 0)
         die("%s: %s", what, e.msg);
+    tf_pool_free(pool);
 }
 
 static void ulp_encode(delta *d, unsigned threads)
@@ -660,11 +667,9 @@ static void measure_slow(const payload *p, const options *o, figures *f)
     tf_bytegroup_split(xored, n, p->size, xor_planes);
     free(xored);
     slow_jobs s = { .in = { p->src.data, planes, xor_planes }, .len = p->src.len };
-    tf_error e;
     fprintf(stderr, "trajbench:   zstd -%d of %s: 3 x %.1f MB\n", SLOW_LEVEL,
             tf_dtype_get(p->dtype)->name, (double)p->src.len / 1e6);
-    if (tf_run_ordered(3, o->threads, 3, slow_work, NULL, &s, &e) < 0)
-        die("zstd -%d: %s", SLOW_LEVEL, e.msg);
+    run_parallel(3, o->threads, slow_work, &s, "zstd");
     f->z19_raw += s.out[0];
     f->z19_planes += s.out[1];
     f->z19_xor_planes += s.out[2];

@@ -1,14 +1,10 @@
 #include "store/encode.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
 #include "codec/sample.h"
 #include "common/dtype.h"
-
-/* ---- codec choice ---- */
 
 typedef struct {
     const tf_codec *codec;
@@ -194,104 +190,4 @@ int tf_fit_model(unsigned codec, const uint8_t *src, const uint8_t *ref, size_t 
                          .fit_opts = opts };
     model->len = 0;
     return c && c->fit ? c->fit(src, len, &ctx, model, NULL) : -1;
-}
-
-/* ---- ordered parallel execution ---- */
-
-enum { JOB_WAITING, JOB_RUNNING, JOB_DONE, JOB_FAILED };
-
-typedef struct {
-    pthread_mutex_t lock;
-    pthread_cond_t changed;
-    size_t n, window, next, sunk;
-    bool stop;
-    unsigned char *state;
-    tf_error *errors; /* per job */
-    int (*work)(void *, size_t, tf_error *);
-    void *arg;
-} pool;
-
-static void *worker(void *p)
-{
-    pool *pl = p;
-    pthread_mutex_lock(&pl->lock);
-    for (;;) {
-        while (!pl->stop && pl->next < pl->n && pl->next >= pl->sunk + pl->window)
-            pthread_cond_wait(&pl->changed, &pl->lock);
-        if (pl->stop || pl->next >= pl->n)
-            break;
-        size_t i = pl->next++;
-        pl->state[i] = JOB_RUNNING;
-        pthread_mutex_unlock(&pl->lock);
-        int rc = pl->work(pl->arg, i, &pl->errors[i]);
-        pthread_mutex_lock(&pl->lock);
-        pl->state[i] = rc == 0 ? JOB_DONE : JOB_FAILED;
-        pthread_cond_broadcast(&pl->changed);
-    }
-    pthread_mutex_unlock(&pl->lock);
-    return NULL;
-}
-
-static int sink_in_order(pool *pl, int (*sink)(void *, size_t, tf_error *), tf_error *e)
-{
-    for (size_t i = 0; i < pl->n; i++) {
-        pthread_mutex_lock(&pl->lock);
-        while (pl->state[i] == JOB_WAITING || pl->state[i] == JOB_RUNNING)
-            pthread_cond_wait(&pl->changed, &pl->lock);
-        bool failed = pl->state[i] == JOB_FAILED;
-        pthread_mutex_unlock(&pl->lock);
-        if (failed) {
-            *e = pl->errors[i];
-            return -1;
-        }
-        if (sink && sink(pl->arg, i, e) < 0)
-            return -1;
-        pthread_mutex_lock(&pl->lock);
-        pl->sunk = i + 1;
-        pthread_cond_broadcast(&pl->changed);
-        pthread_mutex_unlock(&pl->lock);
-    }
-    return 0;
-}
-
-int tf_run_ordered(size_t n, unsigned threads, size_t window,
-                   int (*work)(void *arg, size_t i, tf_error *e),
-                   int (*sink)(void *arg, size_t i, tf_error *e), void *arg, tf_error *e)
-{
-    if (n == 0)
-        return 0;
-    /* One thread: the calling one, each job sunk while its data is hot. */
-    for (size_t i = 0; threads <= 1 && i < n; i++)
-        if (work(arg, i, e) < 0 || (sink && sink(arg, i, e) < 0))
-            return -1;
-    if (threads <= 1)
-        return 0;
-    pool pl = { .n = n, .window = window ? window : 1, .work = work, .arg = arg };
-    pl.state = calloc(n, 1);
-    pl.errors = calloc(n, sizeof *pl.errors);
-    pthread_t *tids = calloc(threads, sizeof *tids);
-    if (!pl.state || !pl.errors || !tids) {
-        free(pl.state);
-        free(pl.errors);
-        free(tids);
-        return tf_fail(e, ENOMEM, "out of memory");
-    }
-    pthread_mutex_init(&pl.lock, NULL);
-    pthread_cond_init(&pl.changed, NULL);
-    unsigned started = 0;
-    while (started < threads && pthread_create(&tids[started], NULL, worker, &pl) == 0)
-        started++;
-    int rc = started ? sink_in_order(&pl, sink, e) : tf_fail(e, EAGAIN, "cannot start threads");
-    pthread_mutex_lock(&pl.lock);
-    pl.stop = true;
-    pthread_cond_broadcast(&pl.changed);
-    pthread_mutex_unlock(&pl.lock);
-    for (unsigned t = 0; t < started; t++)
-        pthread_join(tids[t], NULL);
-    pthread_cond_destroy(&pl.changed);
-    pthread_mutex_destroy(&pl.lock);
-    free(pl.state);
-    free(pl.errors);
-    free(tids);
-    return rc;
 }

@@ -1,6 +1,5 @@
-/* Choosing and running codecs for chunks, in parallel, with results
- * consumed in order so the archive's bytes do not depend on the number
- * of threads. */
+/* Choosing a codec for a chunk: every codec that applies competes, the
+ * smallest output wins. */
 #ifndef TRAJFS_STORE_ENCODE_H
 #define TRAJFS_STORE_ENCODE_H
 
@@ -58,19 +57,8 @@ typedef struct {
  * to 6% apart: 1/16 had both encoded for most of them. */
 #define TF_ESTIMATE_SLACK 64
 
-/* Runs work(arg, i) for i in [0, n) on `threads` threads; then, in index
- * order, sink(arg, i) on the calling thread as soon as job i is done.
- * Workers run at most `window` jobs ahead of the sink, which bounds the
- * memory held by finished jobs. With one thread, the calling thread does
- * the work too, each job then its sink. Stops at the first failure (work
- * or sink) and returns -1 with its error; jobs not yet sunk are still
- * finished. */
-int tf_run_ordered(size_t n, unsigned threads, size_t window,
-                   int (*work)(void *arg, size_t i, tf_error *e),
-                   int (*sink)(void *arg, size_t i, tf_error *e), void *arg, tf_error *e);
-
-/* Encodes one chunk job (a `work` function for tf_run_ordered over an
- * array of tf_chunk_job). */
+/* Encodes one chunk job. Jobs share nothing: any number may run at
+ * once. */
 int tf_encode_chunk(tf_chunk_job *job, tf_error *e);
 
 /* Fits codec's model on a whole tensor (and its reference, for a delta

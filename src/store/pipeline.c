@@ -7,6 +7,7 @@
 #include "codec/codec.h"
 #include "codec/prog/prog.h"
 #include "common/dtype.h"
+#include "common/pool.h"
 #include "store/encode.h"
 
 /* A chunk of the file, from its read to its store. */
@@ -35,6 +36,7 @@ typedef struct {
     chunk *chunks;
     size_t nchunks;
     unsigned chunk_shift;
+    tf_pool *pool;         /* the encoder's threads; NULL: the calling one */
     tf_prog_prior *prior;  /* with search: the file's production prior, or NULL */
     tf_prog_fit_opts prog; /* the options of every program fit */
 } file_job;
@@ -377,14 +379,14 @@ static int fit_work(void *arg, size_t i, tf_error *e)
  * program. */
 static int search_programs(file_job *f, tf_error *e)
 {
-    unsigned t = f->opts->threads;
-    int rc = tf_run_ordered(f->nchunks, t, TF_PIPELINE_WINDOW * (size_t)t, hash_work, NULL, f, e);
+    size_t window = TF_PIPELINE_WINDOW * (size_t)f->opts->threads;
+    int rc = tf_pool_run_ordered(f->pool, f->nchunks, window, hash_work, NULL, f, e);
     if (rc == 0) {
         mark_program_spans(f);
         rc = learn_prior(f, e);
     }
     if (rc == 0)
-        rc = tf_run_ordered(f->nspans, t, f->nspans, fit_work, NULL, f, e);
+        rc = tf_pool_run_ordered(f->pool, f->nspans, f->nspans, fit_work, NULL, f, e);
     return rc;
 }
 
@@ -420,6 +422,7 @@ static void file_job_free(file_job *f)
         tf_buf_free(&f->spans[s].program);
     free(f->chunks);
     tf_prog_prior_free(f->prior);
+    tf_pool_free(f->pool);
 }
 
 int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, const tf_source *src,
@@ -429,13 +432,14 @@ int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, const tf_source *sr
     file_job f = { .opts = opts, .c = c, .src = src, .reader = reader, .seeds = seeds,
                    .spans = spans, .nspans = nspans, .chunk_shift = tf_archive_chunk_shift(c->ar),
                    .prog = { .budget = opts->prog_budget, .sampled = true } };
-    unsigned t = opts->threads;
     int rc = plan_chunks(&f, e);
+    if (rc == 0 && opts->threads > 1 && !(f.pool = tf_pool_new(opts->threads)))
+        rc = tf_fail(e, EAGAIN, "cannot start %u encoder threads", opts->threads);
     if (rc == 0 && opts->search)
         rc = search_programs(&f, e);
     if (rc == 0)
-        rc = tf_run_ordered(f.nchunks, t, TF_PIPELINE_WINDOW * (size_t)t, chunk_work, chunk_sink,
-                            &f, e);
+        rc = tf_pool_run_ordered(f.pool, f.nchunks, TF_PIPELINE_WINDOW * (size_t)opts->threads,
+                                 chunk_work, chunk_sink, &f, e);
     if (rc == 0) {
         ent->nchunks = f.nchunks;
         ent->chunks = malloc((f.nchunks ? f.nchunks : 1) * sizeof *ent->chunks);

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "common/pool.h"
 #include "store/file_map.h"
 
 /* Blobs waiting: far more than a window of chunks. */
@@ -32,8 +33,7 @@ struct tf_prefetch {
     size_t hinted; /* the first `hinted` queued had their bytes asked for */
     unsigned busy; /* threads reconstructing */
     bool stop;
-    pthread_t *threads;
-    unsigned nthreads;
+    tf_pool *workers; /* one worker() per thread */
 };
 
 /* Takes the oldest queued blob; the caller holds the lock. */
@@ -61,7 +61,7 @@ static size_t take_hints(tf_prefetch *p, uint64_t *hints)
  * bytes of the next chunks queued and not asked for yet, chains
  * included: the reads run ahead of the decoding, many at once, in
  * requests the kernel merges, instead of one chain step at a time. */
-static void *worker(void *arg)
+static void worker(void *arg)
 {
     tf_prefetch *p = arg;
     uint64_t hints[HINTS_MAX];
@@ -87,7 +87,6 @@ static void *worker(void *arg)
             pthread_cond_broadcast(&p->idle);
     }
     pthread_mutex_unlock(&p->lock);
-    return NULL;
 }
 
 tf_prefetch *tf_prefetch_new(const tf_archive *ar, tf_reader_ctx *r, unsigned threads,
@@ -99,17 +98,14 @@ tf_prefetch *tf_prefetch_new(const tf_archive *ar, tf_reader_ctx *r, unsigned th
     *p = (tf_prefetch){ .r = r, .chunk_shift = tf_archive_chunk_shift(ar), .window = window };
     if (guard)
         p->guard = *guard;
-    p->threads = calloc(threads ? threads : 1, sizeof *p->threads);
-    if (!p->threads) {
-        free(p);
-        return NULL;
-    }
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->idle, NULL);
-    while (p->nthreads < threads && pthread_create(&p->threads[p->nthreads], NULL, worker, p) == 0)
-        p->nthreads++;
-    if (p->nthreads < threads) {
+    unsigned started = 0;
+    if ((p->workers = tf_pool_new(threads)))
+        while (started < threads && tf_pool_add(p->workers, worker, p, NULL) == 0)
+            started++;
+    if (started < threads) {
         tf_prefetch_free(p);
         return NULL;
     }
@@ -124,12 +120,10 @@ void tf_prefetch_free(tf_prefetch *p)
     p->stop = true;
     pthread_cond_broadcast(&p->work);
     pthread_mutex_unlock(&p->lock);
-    for (unsigned i = 0; i < p->nthreads; i++)
-        pthread_join(p->threads[i], NULL);
+    tf_pool_free(p->workers);
     pthread_cond_destroy(&p->work);
     pthread_cond_destroy(&p->idle);
     pthread_mutex_destroy(&p->lock);
-    free(p->threads);
     free(p);
 }
 
