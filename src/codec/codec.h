@@ -2,8 +2,8 @@
  * (and, for a delta codec, the reference chunk of the same length) into
  * encoded bytes and back. No I/O, no globals. Adding a codec means writing
  * its functions and adding one row to the table in codec.c; what the row
- * declares it needs decides which chunks the writer tries it on
- * (store/encode.h).
+ * declares it needs, and how its model is fitted, decides which chunks the
+ * writer tries it on (store/encode.h, store/pipeline.c).
  *
  * Codec ids are stored in the archive: never renumber. */
 #ifndef TRAJFS_CODEC_CODEC_H
@@ -32,9 +32,43 @@ typedef struct {
     size_t ref_len;
     const uint8_t *model; /* codecs with a fit step: the tensor's shared model */
     size_t model_len;
-    const void *fit_opts; /* fit: the codec's own options (prog: tf_prog_fit_opts),
-                             NULL for its defaults */
+    const void *fit_opts; /* fit: the codec's own options (a codec with a
+                             search: tf_search_opts), NULL for its defaults */
 } tf_codec_ctx;
+
+/* A tensor of a file as a search sees it: its first elements (data may
+ * be NULL where only dtype and len matter). */
+typedef struct {
+    const uint8_t *data;
+    size_t len;
+    unsigned dtype;
+} tf_codec_tensor;
+
+/* The options of a fit that searches (ctx->fit_opts of a codec with a
+ * search, below). */
+typedef struct {
+    unsigned budget;   /* expansions per tensor; 0: the codec's default */
+    const void *prior; /* learned by the codec's search->learn; NULL: none */
+    /* Decide from the tensor's sample (codec/sample.h) whether to search
+     * at all: what the writer fits each chunk with when not searching. */
+    bool sampled;
+} tf_search_opts;
+
+/* A codec whose fit is a search (prog): with the writer's option
+ * `search`, the writer fits each tensor it chooses (store/pipeline.c),
+ * on its first head_elems elements, with a prior learned from a sample
+ * of the file's tensors, and fits no chunk of its own. */
+typedef struct {
+    size_t head_elems;
+    unsigned sample_max; /* tensors a prior learns from, at most */
+    /* The sample, by dtype and len alone: its indices into
+     * pick[sample_max]; returns how many, or -1 when out of memory. */
+    int (*pick)(const tf_codec_tensor *tensors, size_t n, size_t *pick);
+    /* Learns a prior from the sample's heads (the others' data may be
+     * NULL); *prior NULL when nothing was learned. */
+    int (*learn)(const tf_codec_tensor *tensors, size_t n, void **prior, tf_error *e);
+    void (*prior_free)(void *prior);
+} tf_codec_search;
 
 typedef struct {
     uint8_t id;
@@ -54,6 +88,13 @@ typedef struct {
      * own blob. */
     int (*fit)(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,
                tf_buf *model, tf_error *e);
+    /* Optional, for a codec with a fit step: whether the writer, having
+     * no model of the tensor for it, fits it on each chunk of dtype
+     * (with a search, a sampled one: tf_search_opts.sampled). */
+    bool (*fits_chunks_of)(unsigned dtype);
+    /* Optional: the codec's fit is a search (ctx->fit_opts: a
+     * tf_search_opts). */
+    const tf_codec_search *search;
     /* Optional, for a codec that needs its model: fits the model on this
      * chunk alone and encodes the chunk with it, appending the model (what
      * fit of the chunk appends) to model and the encoding (what encode

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "codec/codec.h"
-#include "codec/prog/prog.h"
 #include "common/dtype.h"
 #include "common/pool.h"
 #include "store/encode.h"
@@ -37,8 +36,10 @@ typedef struct {
     size_t nchunks;
     unsigned chunk_shift;
     tf_pool *pool;         /* the encoder's threads; NULL: the calling one */
-    tf_prog_prior *prior;  /* with search: the file's production prior, or NULL */
-    tf_prog_fit_opts prog; /* the options of every program fit */
+    /* By codec id, for the codecs with a search: the options of every
+     * fit (sampled without opts->search; with it, the prior learned from
+     * the file's tensors, freed with the file). */
+    tf_search_opts search_opts[TF_CODEC_COUNT];
 } file_job;
 
 static void report_progress(const tf_write_opts *o, uint64_t bytes)
@@ -109,22 +110,35 @@ static bool chunk_has_ref(const file_job *f, const tf_span *s, uint64_t c)
            tf_archive_chain_depth(ar, s->ref_blobs[c]) + 1u <= f->opts->max_chain;
 }
 
+/* The models a codec gets for a chunk of span s, as its row says: with
+ * opts->search, a searching codec the model its search found for the
+ * span (if any); otherwise a fit on the chunk where the codec fits
+ * chunks of the span's dtype. */
+static void offer_models(const file_job *f, const tf_span *s, tf_chunk_job *job)
+{
+    for (unsigned id = 0; id < TF_CODEC_COUNT; id++) {
+        const tf_codec *codec = tf_codec_get(id);
+        if (!codec || !codec->fit)
+            continue;
+        if (f->opts->search && codec->search) {
+            if (s->has_model[id])
+                job->models[id] = (tf_chunk_model){ s->model[id].data, s->model[id].len, 0 };
+        } else if (codec->fits_chunks_of && codec->fits_chunks_of(s->dtype)) {
+            job->fit_chunk[id] = true;
+            job->fit_opts[id] = codec->search ? &f->search_opts[id] : NULL;
+        }
+    }
+}
+
 /* Encodes chunk ch (read) with what its span offers: its reference chunk,
- * reconstructed; the span's program template (with search) or a sampled
- * fit of its own. Every delta is fitted on its chunk. */
+ * reconstructed, and the models of offer_models. */
 static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
 {
     const tf_span *s = &f->spans[ch->span];
     tf_chunk_job *job = &ch->job;
     *job = (tf_chunk_job){ .src = ch->data, .len = ch->len, .dtype = s->dtype,
                            .estimate = !f->opts->search };
-    job->fit_chunk[TF_CODEC_ULP] = true;
-    if (f->opts->search && s->programmed) {
-        job->models[TF_CODEC_PROG] = (tf_chunk_model){ s->program.data, s->program.len, 0 };
-    } else if (!f->opts->search && s->dtype != TF_DT_NONE) {
-        job->fit_chunk[TF_CODEC_PROG] = true;
-        job->fit_opts[TF_CODEC_PROG] = &f->prog;
-    }
+    offer_models(f, s, job);
     uint8_t *ref = NULL;
     if (chunk_has_ref(f, s, ch->index)) {
         if (!(ref = malloc(ch->len)))
@@ -270,8 +284,15 @@ static int hash_work(void *arg, size_t i, tf_error *e)
     return rc;
 }
 
-/* Marks the spans a program is synthesized for, so that the prog codec
- * competes for their chunks: tensors without a reference, those whose
+/* The codec with id if it has a search (codec/codec.h), else NULL. */
+static const tf_codec *searching_codec(unsigned id)
+{
+    const tf_codec *codec = tf_codec_get(id);
+    return codec && codec->search ? codec : NULL;
+}
+
+/* Marks the spans the searching codecs fit (a program, for prog), so that
+ * they compete for their chunks: tensors without a reference, those whose
  * reference is another run's (a fork's first checkpoint: such deltas
  * often lose), and those with a keyframe chunk; with opts.all_programs,
  * every one. By default,
@@ -292,7 +313,7 @@ static int hash_work(void *arg, size_t i, tf_error *e)
  * with --max-chain 1 (step 75 a keyframe):
  *   unreferenced spans only                   333319596 B  14.5 s
  *   + keyframe spans (this rule)              331738606 B  22.4 s */
-static void mark_program_spans(file_job *f)
+static void mark_search_spans(file_job *f)
 {
     for (size_t k = 0; k < f->nchunks; k++)
         f->spans[f->chunks[k].span].has_jobs |= !f->chunks[k].stored;
@@ -304,14 +325,15 @@ static void mark_program_spans(file_job *f)
         uint64_t n = tf_chunk_count(s->nbytes, elem_size(s), f->chunk_shift);
         for (uint64_t c = 0; !wants && c < n; c++)
             wants = !chunk_has_ref(f, s, c);
-        s->wants_program = wants;
+        s->wants_search = wants;
     }
 }
 
-/* The bytes a program search looks at: the span's first elements. */
-static uint8_t *read_head(const file_job *f, const tf_span *s, size_t *len, tf_error *e)
+/* The bytes a search looks at: the span's first `elems` elements. */
+static uint8_t *read_head(const file_job *f, const tf_span *s, size_t elems, size_t *len,
+                          tf_error *e)
 {
-    uint64_t max = (uint64_t)TF_PROG_SAMPLE_WORDS * elem_size(s);
+    uint64_t max = (uint64_t)elems * elem_size(s);
     *len = (size_t)(s->nbytes < max ? s->nbytes : max);
     uint8_t *head = malloc(*len ? *len : 1);
     if (!head) {
@@ -325,66 +347,73 @@ static uint8_t *read_head(const file_job *f, const tf_span *s, size_t *len, tf_e
     return head;
 }
 
-/* Learns the file's production prior (codec/prog/prog.h) from a
- * deterministic sample of the tensors that get programs; it only orders
- * their searches. */
-static int learn_prior(file_job *f, tf_error *e)
+/* Learns the prior of a searching codec from a deterministic sample of
+ * the spans it searches; a prior only orders the searches. */
+static int learn_prior(file_job *f, const tf_codec *codec, tf_error *e)
 {
-    tf_prog_tensor *t = calloc(f->nspans ? f->nspans : 1, sizeof *t);
+    const tf_codec_search *search = codec->search;
+    tf_codec_tensor *t = calloc(f->nspans ? f->nspans : 1, sizeof *t);
     size_t *span_of = calloc(f->nspans ? f->nspans : 1, sizeof *span_of);
-    size_t pick[TF_PROG_CALIBRATION_TENSORS], n = 0;
-    int rc = t && span_of ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    size_t *pick = calloc(search->sample_max ? search->sample_max : 1, sizeof *pick), n = 0;
+    int rc = t && span_of && pick ? 0 : tf_fail(e, ENOMEM, "out of memory");
     for (size_t i = 0; rc == 0 && i < f->nspans; i++)
-        if (f->spans[i].wants_program) {
+        if (f->spans[i].wants_search) {
             span_of[n] = i;
-            t[n++] = (tf_prog_tensor){ NULL, (size_t)f->spans[i].nbytes, f->spans[i].dtype };
+            t[n++] = (tf_codec_tensor){ NULL, (size_t)f->spans[i].nbytes, f->spans[i].dtype };
         }
-    int picked = rc == 0 && n ? tf_prog_prior_pick(t, n, pick) : 0;
+    int picked = rc == 0 && n ? search->pick(t, n, pick) : 0;
     if (picked < 0)
         rc = tf_fail(e, ENOMEM, "out of memory");
     for (int k = 0; rc == 0 && k < picked; k++) {
         size_t len;
-        uint8_t *head = read_head(f, &f->spans[span_of[pick[k]]], &len, e);
+        uint8_t *head = read_head(f, &f->spans[span_of[pick[k]]], search->head_elems, &len, e);
         t[pick[k]].data = head;
         rc = head ? 0 : -1;
     }
+    void *prior = NULL;
     if (rc == 0 && picked > 0)
-        rc = tf_prog_prior_learn(t, n, &f->prior, e);
+        rc = search->learn(t, n, &prior, e);
+    f->search_opts[codec->id].prior = prior;
     for (int k = 0; k < picked; k++)
         free((void *)t[pick[k]].data);
     free(t);
     free(span_of);
-    f->prog = (tf_prog_fit_opts){ .budget = f->opts->prog_budget, .prior = f->prior };
+    free(pick);
     return rc;
 }
 
+/* Fits span i with each searching codec, on the span's head. */
 static int fit_work(void *arg, size_t i, tf_error *e)
 {
     file_job *f = arg;
     tf_span *s = &f->spans[i];
-    if (!s->wants_program)
-        return 0;
-    size_t len;
-    uint8_t *head = read_head(f, s, &len, e);
-    if (!head)
-        return -1;
-    s->programmed = tf_fit_model(TF_CODEC_PROG, head, NULL, len, s->dtype, &f->prog,
-                                 &s->program) == 0;
-    free(head);
+    for (unsigned id = 0; s->wants_search && id < TF_CODEC_COUNT; id++) {
+        const tf_codec *codec = searching_codec(id);
+        if (!codec)
+            continue;
+        size_t len;
+        uint8_t *head = read_head(f, s, codec->search->head_elems, &len, e);
+        if (!head)
+            return -1;
+        s->has_model[id] = tf_fit_model(id, head, NULL, len, s->dtype, &f->search_opts[id],
+                                        &s->model[id]) == 0;
+        free(head);
+    }
     return 0;
 }
 
 /* The chunks' ids first, so that a tensor stored already costs no
- * search; then the prior and a template for each tensor that gets a
- * program. */
-static int search_programs(file_job *f, tf_error *e)
+ * search; then, for each searching codec, its prior and a model for each
+ * span it searches. */
+static int search_models(file_job *f, tf_error *e)
 {
     size_t window = TF_PIPELINE_WINDOW * (size_t)f->opts->threads;
     int rc = tf_pool_run_ordered(f->pool, f->nchunks, window, hash_work, NULL, f, e);
-    if (rc == 0) {
-        mark_program_spans(f);
-        rc = learn_prior(f, e);
-    }
+    if (rc == 0)
+        mark_search_spans(f);
+    for (unsigned id = 0; rc == 0 && id < TF_CODEC_COUNT; id++)
+        if (searching_codec(id))
+            rc = learn_prior(f, searching_codec(id), e);
     if (rc == 0)
         rc = tf_pool_run_ordered(f->pool, f->nspans, f->nspans, fit_work, NULL, f, e);
     return rc;
@@ -419,9 +448,12 @@ static void file_job_free(file_job *f)
         free(f->chunks[k].data);
     }
     for (size_t s = 0; s < f->nspans; s++)
-        tf_buf_free(&f->spans[s].program);
+        for (unsigned id = 0; id < TF_CODEC_COUNT; id++)
+            tf_buf_free(&f->spans[s].model[id]);
+    for (unsigned id = 0; id < TF_CODEC_COUNT; id++)
+        if (searching_codec(id) && f->search_opts[id].prior)
+            searching_codec(id)->search->prior_free((void *)f->search_opts[id].prior);
     free(f->chunks);
-    tf_prog_prior_free(f->prior);
     tf_pool_free(f->pool);
 }
 
@@ -430,13 +462,15 @@ int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, const tf_source *sr
                     size_t nspans, tf_error *e)
 {
     file_job f = { .opts = opts, .c = c, .src = src, .reader = reader, .seeds = seeds,
-                   .spans = spans, .nspans = nspans, .chunk_shift = tf_archive_chunk_shift(c->ar),
-                   .prog = { .budget = opts->prog_budget, .sampled = true } };
+                   .spans = spans, .nspans = nspans, .chunk_shift = tf_archive_chunk_shift(c->ar) };
+    for (unsigned id = 0; id < TF_CODEC_COUNT; id++)
+        f.search_opts[id] = (tf_search_opts){ .budget = opts->prog_budget,
+                                              .sampled = !opts->search };
     int rc = plan_chunks(&f, e);
     if (rc == 0 && opts->threads > 1 && !(f.pool = tf_pool_new(opts->threads)))
         rc = tf_fail(e, EAGAIN, "cannot start %u encoder threads", opts->threads);
     if (rc == 0 && opts->search)
-        rc = search_programs(&f, e);
+        rc = search_models(&f, e);
     if (rc == 0)
         rc = tf_pool_run_ordered(f.pool, f.nchunks, TF_PIPELINE_WINDOW * (size_t)opts->threads,
                                  chunk_work, chunk_sink, &f, e);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec/codec.h"
 #include "common/buf.h"
 #include "common/error.h"
 #include "format/catalog.h"
@@ -41,10 +42,10 @@ typedef struct {
     bool ref_far;              /* the reference is another run's: it may
                                   well lose, so a program competes too */
     /* With opts->search: */
-    bool has_jobs;      /* some chunk is new content, to be encoded */
-    bool wants_program; /* a program is searched for it */
-    tf_buf program;     /* program template */
-    bool programmed;
+    bool has_jobs;     /* some chunk is new content, to be encoded */
+    bool wants_search; /* the codecs with a search fit it (codec/codec.h) */
+    tf_buf model[TF_CODEC_COUNT]; /* by codec id: the model a search found, */
+    bool has_model[TF_CODEC_COUNT]; /* when it found one */
 } tf_span;
 
 /* Chunks just encoded that the writer gives its reader's cache once they

@@ -321,12 +321,41 @@ int tf_prog_describe(const uint8_t *model, size_t len, char *out, size_t outsz)
     return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
+/* Opaque bytes get no program: a sampled fit has no fields for them. */
+static bool fits_chunks_of(unsigned dtype)
+{
+    return dtype != TF_DT_NONE;
+}
+
+static int learn_prior(const tf_codec_tensor *tensors, size_t n, void **prior, tf_error *e)
+{
+    tf_prog_prior *p = NULL;
+    int rc = tf_prog_prior_learn(tensors, n, &p, e);
+    *prior = p;
+    return rc;
+}
+
+static void free_prior(void *prior)
+{
+    tf_prog_prior_free(prior);
+}
+
+static const tf_codec_search search = {
+    .head_elems = TF_PROG_SAMPLE_WORDS,
+    .sample_max = TF_PROG_CALIBRATION_TENSORS,
+    .pick = tf_prog_prior_pick,
+    .learn = learn_prior,
+    .prior_free = free_prior,
+};
+
 const tf_codec tf_codec_prog = {
     .id = TF_CODEC_PROG,
     .name = "prog",
     .delta = false,
     .needs_model = false, /* chunks decode without the template: it is not stored */
     .fit = prog_fit,
+    .fits_chunks_of = fits_chunks_of,
+    .search = &search,
     .estimate = prog_estimate,
     .encode = prog_encode,
     .decode = prog_decode,

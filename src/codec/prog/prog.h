@@ -53,18 +53,18 @@ extern const tf_codec tf_codec_prog;
 /* Elements of a tensor the search examines: its first ones. */
 #define TF_PROG_SAMPLE_WORDS ((size_t)1 << 18)
 
-typedef struct {
-    unsigned budget;            /* 0: TF_PROG_DEFAULT_BUDGET, or
-                                   TF_PROG_UNIFORM_BUDGET without a prior */
-    const tf_prog_prior *prior; /* NULL: uniform production costs */
-    /* Decides from the tensor's sample (codec/sample.h) instead: its
-     * fields (prog_fields.h) as the model of a float tensor, and the
-     * search only where the sample shows structure that fields cannot
-     * use (runs, steps, few distinct values) worth more than
-     * TF_PROG_SEARCH_GAIN bytes and an eighth of the fields' estimate;
-     * otherwise no model (the tensor gets no program). */
-    bool sampled;
-} tf_prog_fit_opts;
+/* The options of prog's fit, the search options of codec.h:
+ *   budget   0: TF_PROG_DEFAULT_BUDGET, or TF_PROG_UNIFORM_BUDGET
+ *            without a prior;
+ *   prior    a tf_prog_prior; NULL: uniform production costs;
+ *   sampled  decides from the tensor's sample (codec/sample.h) instead:
+ *            its fields (prog_fields.h) as the model of a float tensor,
+ *            and the search only where the sample shows structure that
+ *            fields cannot use (runs, steps, few distinct values) worth
+ *            more than TF_PROG_SEARCH_GAIN bytes and an eighth of the
+ *            fields' estimate; otherwise no model (the tensor gets no
+ *            program). */
+typedef tf_search_opts tf_prog_fit_opts;
 
 #define TF_PROG_SEARCH_GAIN 4096
 
@@ -79,11 +79,7 @@ int tf_prog_fit(const uint8_t *src, size_t len, unsigned dtype, const tf_prog_fi
 int tf_prog_describe(const uint8_t *model, size_t len, char *out, size_t outsz);
 
 /* A tensor of a checkpoint, for learning a prior. */
-typedef struct {
-    const uint8_t *data;
-    size_t len;
-    unsigned dtype;
-} tf_prog_tensor;
+typedef tf_codec_tensor tf_prog_tensor;
 
 /* Learns the production prior of a checkpoint from a deterministic sample
  * of its tensors (at most TF_PROG_CALIBRATION_TENSORS, spread over dtypes

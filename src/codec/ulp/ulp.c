@@ -59,12 +59,20 @@ int tf_ulp_read_model(const tf_codec_ctx *ctx, size_t len, tf_rans_table *t, tf_
     return tf_ulp_format_and_model(ctx, len, &f, t, e);
 }
 
+/* Every delta is fitted on its chunk. */
+static bool fits_chunks_of(unsigned dtype)
+{
+    (void)dtype;
+    return true;
+}
+
 const tf_codec tf_codec_ulp = {
     .id = TF_CODEC_ULP,
     .name = "ulp",
     .delta = true,
     .needs_model = true,
     .fit = tf_ulp_fit,
+    .fits_chunks_of = fits_chunks_of,
     .fit_encode = tf_ulp_fit_encode,
     .estimate = tf_ulp_estimate,
     .encode = tf_ulp_encode,
