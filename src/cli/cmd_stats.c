@@ -25,6 +25,7 @@
 #include "common/dtype.h"
 #include "store/blob_io.h"
 #include "format/tensor_format.h"
+#include "store/entry_check.h"
 #include "store/reader.h"
 
 /* Reconstructed chunks kept: the references of the next checkpoint's

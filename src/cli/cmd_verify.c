@@ -12,6 +12,7 @@
 #include "cli/progress.h"
 #include "format/catalog.h"
 #include "format/container.h"
+#include "store/entry_check.h"
 #include "store/reader.h"
 
 #define CACHE_BYTES (256u << 20) /* keeps references of the next step's deltas */

@@ -22,6 +22,8 @@ typedef struct tf_reader_ctx tf_reader_ctx;
  * the same blob at the same time decode it once. */
 tf_reader_ctx *tf_reader_new(tf_archive *ar, size_t cache_bytes);
 void tf_reader_free(tf_reader_ctx *r);
+/* The archive r reads. */
+tf_archive *tf_reader_archive(const tf_reader_ctx *r);
 
 /* Work done so far, for statistics and tests. */
 typedef struct {
@@ -82,20 +84,5 @@ ssize_t tf_reader_view(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, size
                        tf_read_view *v, tf_error *e);
 void tf_reader_view_release(tf_reader_ctx *r, tf_read_view *v);
 void tf_read_view_free(tf_read_view *v);
-
-/* Whether a tensor file's stored layout is what its bytes say: its
- * verbatim bytes, parsed again by its format, give the same pieces,
- * dtypes and names. Opening checks pieces against chunks, not against
- * the bytes (that would parse every file); a catalog pairing a header
- * with other tensors reads back as a file whose header lies, so
- * `trajpack verify` checks this. 0 (also for a format this release does
- * not know), or -1 naming the first difference. */
-int tf_reader_check_layout(tf_reader_ctx *r, const tf_entry *ent, tf_error *e);
-
-/* Why an opaque file that a tensor-file format recognises by its first
- * bytes is not stored per tensor: 1 with the reason in *why (the
- * format's complaint, e.g. a compressed torch.save entry), or 0 when no
- * format recognises it. For `trajpack stats`. */
-int tf_reader_why_opaque(tf_reader_ctx *r, const tf_entry *ent, tf_error *why);
 
 #endif

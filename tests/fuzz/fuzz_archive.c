@@ -7,6 +7,7 @@
 
 #include "fuzz_targets.h"
 #include "store/archive.h"
+#include "store/entry_check.h"
 #include "store/reader.h"
 
 #define CACHE_BYTES ((size_t)4 << 20)

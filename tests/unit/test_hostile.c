@@ -25,6 +25,7 @@
 #include "format/container.h"
 #include "format/tensor_format.h"
 #include "store/archive.h"
+#include "store/entry_check.h"
 #include "store/reader.h"
 
 #define SHIFT 8                        /* 256 elements per chunk */
