@@ -165,7 +165,7 @@ static int read_error(const tf_error *e)
 static bool reply_in_place(fuse_req_t req, fs_state *fs, const fs_handle *h, uint64_t off,
                            size_t size)
 {
-    tf_read_view v = { 0 };
+    tf_read_spans v = { 0 };
     tf_error e = { 0 };
     ssize_t got = fs_view_entry(fs, h->ent, off, size, &v, &e);
     bool done = got >= 0 || e.errnum != E2BIG;
@@ -175,8 +175,8 @@ static bool reply_in_place(fuse_req_t req, fs_state *fs, const fs_handle *h, uin
         fuse_reply_buf(req, NULL, 0);
     else if (got > 0)
         fuse_reply_iov(req, v.iov, (int)v.n);
-    tf_reader_view_release(fs->reader, &v);
-    tf_read_view_free(&v);
+    tf_reader_release_spans(fs->reader, &v);
+    tf_read_spans_free(&v);
     return done;
 }
 

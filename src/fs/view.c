@@ -16,10 +16,10 @@ ssize_t fs_read_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t le
 }
 
 ssize_t fs_view_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
-                      tf_read_view *v, tf_error *e)
+                      tf_read_spans *v, tf_error *e)
 {
     pthread_rwlock_rdlock(&fs->view_lock);
-    ssize_t got = tf_reader_view(fs->reader, ent, off, len, v, e);
+    ssize_t got = tf_reader_pread_spans(fs->reader, ent, off, len, v, e);
     pthread_rwlock_unlock(&fs->view_lock);
     return got;
 }

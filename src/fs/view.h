@@ -17,10 +17,10 @@
 ssize_t fs_read_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
                       uint8_t *out, tf_error *e);
 
-/* tf_reader_view of a file version under the view lock: the spans stay
- * valid after it, while held (tf_reader_view_release). */
+/* tf_reader_pread_spans of a file version under the view lock: the
+ * spans stay valid after it, while held (tf_reader_release_spans). */
 ssize_t fs_view_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
-                      tf_read_view *v, tf_error *e);
+                      tf_read_spans *v, tf_error *e);
 
 /* Rebuilds the tree once a commit was applied to the catalog it points
  * into (with the view lock held exclusively). */

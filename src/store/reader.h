@@ -66,23 +66,23 @@ ssize_t tf_reader_pread(tf_reader_ctx *r, const tf_entry *ent, uint64_t off,
                         size_t len, uint8_t *out, tf_error *e);
 
 /* A read's bytes where they lie, for a reply without copying them:
- * spans of cached blobs, held until tf_reader_view_release, and of the
+ * spans of cached blobs, held until tf_reader_release_spans, and of the
  * entry's own bytes (valid while the entry is). Its arrays are kept
- * between reads; tf_read_view_free frees them. */
-#define TF_READ_VIEW_MAX 1000 /* spans; below writev's IOV_MAX of 1024 */
+ * between reads; tf_read_spans_free frees them. */
+#define TF_READ_SPANS_MAX 1000 /* spans; below writev's IOV_MAX of 1024 */
 typedef struct {
     struct iovec *iov;
     size_t n, iov_cap;
     struct tf_cache_item **held;
     size_t nheld, held_cap;
-} tf_read_view;
+} tf_read_spans;
 
-/* tf_reader_pread into a view instead of a buffer: 0 spans when nothing
+/* tf_reader_pread into spans instead of a buffer: 0 spans when nothing
  * is read. On failure nothing is held; a read of more than
- * TF_READ_VIEW_MAX spans fails with E2BIG (tf_reader_pread copies it). */
-ssize_t tf_reader_view(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, size_t len,
-                       tf_read_view *v, tf_error *e);
-void tf_reader_view_release(tf_reader_ctx *r, tf_read_view *v);
-void tf_read_view_free(tf_read_view *v);
+ * TF_READ_SPANS_MAX spans fails with E2BIG (tf_reader_pread copies it). */
+ssize_t tf_reader_pread_spans(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, size_t len,
+                              tf_read_spans *v, tf_error *e);
+void tf_reader_release_spans(tf_reader_ctx *r, tf_read_spans *v);
+void tf_read_spans_free(tf_read_spans *v);
 
 #endif

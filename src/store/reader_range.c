@@ -10,15 +10,15 @@
 #include "store/file_map.h"
 #include "store/reader_impl.h"
 
-/* Where a read's bytes go: copied to out, or, with view, recorded where
+/* Where a read's bytes go: copied to out, or, with spans, recorded where
  * they lie (the cached blobs holding them stay held). */
 typedef struct {
     tf_reader_ctx *r;
     uint8_t *out;
-    tf_read_view *view;
+    tf_read_spans *spans;
 } sink;
 
-static int view_grow(void **p, size_t *cap, size_t want, size_t size)
+static int array_grow(void **p, size_t *cap, size_t want, size_t size)
 {
     if (want <= *cap)
         return 0;
@@ -35,14 +35,14 @@ static int view_grow(void **p, size_t *cap, size_t want, size_t size)
  * NULL), is the sink's to release. */
 static int sink_put(sink *s, tf_cache_item *it, const uint8_t *p, size_t n, tf_error *e)
 {
-    if (!s->view) {
+    if (!s->spans) {
         memcpy(s->out, p, n);
         s->out += n;
         if (it)
             tf_cache_release(s->r->cache, it);
         return 0;
     }
-    tf_read_view *v = s->view;
+    tf_read_spans *v = s->spans;
     bool held = false;
     if (it && v->nheld && v->held[v->nheld - 1] == it) {
         tf_cache_release(s->r->cache, it); /* held once is enough */
@@ -50,17 +50,17 @@ static int sink_put(sink *s, tf_cache_item *it, const uint8_t *p, size_t n, tf_e
     }
     if (v->n && (const uint8_t *)v->iov[v->n - 1].iov_base + v->iov[v->n - 1].iov_len == p) {
         v->iov[v->n - 1].iov_len += n;
-    } else if (v->n == TF_READ_VIEW_MAX ||
-               view_grow((void **)&v->iov, &v->iov_cap, v->n + 1, sizeof *v->iov) < 0) {
+    } else if (v->n == TF_READ_SPANS_MAX ||
+               array_grow((void **)&v->iov, &v->iov_cap, v->n + 1, sizeof *v->iov) < 0) {
         if (it && !held)
             tf_cache_release(s->r->cache, it);
-        return tf_fail(e, v->n == TF_READ_VIEW_MAX ? E2BIG : ENOMEM,
-                       "a read of more than %d pieces", TF_READ_VIEW_MAX);
+        return tf_fail(e, v->n == TF_READ_SPANS_MAX ? E2BIG : ENOMEM,
+                       "a read of more than %d pieces", TF_READ_SPANS_MAX);
     } else {
         v->iov[v->n++] = (struct iovec){ .iov_base = (void *)p, .iov_len = n };
     }
     if (it && !held) {
-        if (view_grow((void **)&v->held, &v->held_cap, v->nheld + 1, sizeof *v->held) < 0) {
+        if (array_grow((void **)&v->held, &v->held_cap, v->nheld + 1, sizeof *v->held) < 0) {
             tf_cache_release(s->r->cache, it);
             return tf_fail(e, ENOMEM, "out of memory");
         }
@@ -143,27 +143,27 @@ ssize_t tf_reader_pread(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, siz
     return read_entry_to(&s, ent, off, len, e);
 }
 
-ssize_t tf_reader_view(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, size_t len,
-                       tf_read_view *v, tf_error *e)
+ssize_t tf_reader_pread_spans(tf_reader_ctx *r, const tf_entry *ent, uint64_t off, size_t len,
+                              tf_read_spans *v, tf_error *e)
 {
     v->n = v->nheld = 0;
-    sink s = { .r = r, .view = v };
+    sink s = { .r = r, .spans = v };
     ssize_t got = read_entry_to(&s, ent, off, len, e);
     if (got < 0)
-        tf_reader_view_release(r, v);
+        tf_reader_release_spans(r, v);
     return got;
 }
 
-void tf_reader_view_release(tf_reader_ctx *r, tf_read_view *v)
+void tf_reader_release_spans(tf_reader_ctx *r, tf_read_spans *v)
 {
     for (size_t i = 0; i < v->nheld; i++)
         tf_cache_release(r->cache, v->held[i]);
     v->n = v->nheld = 0;
 }
 
-void tf_read_view_free(tf_read_view *v)
+void tf_read_spans_free(tf_read_spans *v)
 {
     free(v->iov);
     free(v->held);
-    *v = (tf_read_view){ 0 };
+    *v = (tf_read_spans){ 0 };
 }

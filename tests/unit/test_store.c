@@ -309,7 +309,7 @@ START_TEST(test_prefetch_decodes_what_comes_next)
 }
 END_TEST
 
-/* tf_reader_view gives the bytes tf_reader_pread copies, as spans held
+/* tf_reader_pread_spans gives the bytes tf_reader_pread copies, as spans held
  * until released: whole files and unaligned ranges across header,
  * tensor and chunk borders, with a cache far smaller than the file. */
 START_TEST(test_view_spans_are_the_bytes)
@@ -321,14 +321,14 @@ START_TEST(test_view_spans_are_the_bytes)
     tf_archive *ar = open_archive(a);
     const tf_entry *ent = tf_archive_lookup(ar, "run/step-4.safetensors");
     tf_reader_ctx *r = tf_reader_new(ar, 1);
-    tf_read_view v = { 0 };
+    tf_read_spans v = { 0 };
     uint8_t *got = malloc(n);
     rng_state = 0x7e57ull;
     for (int k = 0; k < 300; k++) {
         uint64_t off = k == 0 ? 0 : rng_next() % (n + 10);
         size_t len = k == 0 ? n + 5 : (size_t)(rng_next() % 20000);
         tf_error e = { 0 };
-        ssize_t m = tf_reader_view(r, ent, off, len, &v, &e);
+        ssize_t m = tf_reader_pread_spans(r, ent, off, len, &v, &e);
         size_t expect = off >= n ? 0 : n - off < len ? n - (size_t)off : len;
         ck_assert_msg(m == (ssize_t)expect, "%s", e.msg);
         size_t at = 0;
@@ -339,9 +339,9 @@ START_TEST(test_view_spans_are_the_bytes)
         }
         ck_assert_uint_eq(at, expect);
         ck_assert(memcmp(got, want + off, expect) == 0);
-        tf_reader_view_release(r, &v);
+        tf_reader_release_spans(r, &v);
     }
-    tf_read_view_free(&v);
+    tf_read_spans_free(&v);
     free(got);
     tf_reader_free(r);
     tf_archive_close(ar);
@@ -349,12 +349,12 @@ START_TEST(test_view_spans_are_the_bytes)
 }
 END_TEST
 
-/* A read of more than TF_READ_VIEW_MAX pieces (one-element tensors) is
- * refused by tf_reader_view with E2BIG, holding nothing, and read by
+/* A read of more than TF_READ_SPANS_MAX pieces (one-element tensors) is
+ * refused by tf_reader_pread_spans with E2BIG, holding nothing, and read by
  * tf_reader_pread. */
 START_TEST(test_view_of_too_many_pieces)
 {
-    enum { N = TF_READ_VIEW_MAX + 200 };
+    enum { N = TF_READ_SPANS_MAX + 200 };
     static test_tensor t[N];
     static char names[N][16];
     static uint16_t vals[N];
@@ -372,16 +372,16 @@ START_TEST(test_view_of_too_many_pieces)
     uint8_t *want = test_read_whole_file(src, &n);
     tf_archive *ar = open_archive(a);
     const tf_entry *ent = tf_archive_lookup(ar, "many.safetensors");
-    ck_assert_uint_gt(ent->npieces, TF_READ_VIEW_MAX);
+    ck_assert_uint_gt(ent->npieces, TF_READ_SPANS_MAX);
     tf_reader_ctx *r = tf_reader_new(ar, 64 << 20);
-    tf_read_view v = { 0 };
+    tf_read_spans v = { 0 };
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_reader_view(r, ent, 0, n, &v, &e), -1);
+    ck_assert_int_eq(tf_reader_pread_spans(r, ent, 0, n, &v, &e), -1);
     ck_assert_int_eq(e.errnum, E2BIG);
     ck_assert_uint_eq(v.nheld, 0);
     ck_assert_uint_eq(v.n, 0);
     expect_bytes(r, ent, want, 0, n);
-    tf_read_view_free(&v);
+    tf_read_spans_free(&v);
     tf_reader_free(r);
     tf_archive_close(ar);
     free(want);
