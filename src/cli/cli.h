@@ -1,5 +1,5 @@
 /* trajpack: declarations shared by the verbs (one cmd_*.c file each) and
- * the helpers in cli_util.c. */
+ * their helpers: messages.c, options.c, quote.c, paths.c. */
 #ifndef TRAJFS_CLI_CLI_H
 #define TRAJFS_CLI_CLI_H
 
@@ -108,66 +108,5 @@ void cli_free_paths(char **paths, size_t n);
  * that match nothing are reported; returns how many. */
 size_t cli_select_entries(const tf_archive *ar, char **paths, size_t npaths,
                           bool *selected);
-
-/* Which entry each blob's stored bytes are charged to: the first live
- * entry in commit order (ascending ino) whose chunks use it, or whose
- * chunks use a blob that has it as model. owner[b] is that entry's index
- * in archive order plus one, or 0 when no live entry uses blob b (e.g. a
- * reference left behind by a replaced file). Returns a malloc'd array of
- * tf_archive_nblobs() elements, or NULL when out of memory. */
-uint64_t *cli_blob_owners(const tf_archive *ar);
-
-/* Which tensor first stored each blob: the first live entry in commit
- * order (ascending ino) whose tensor uses it as a chunk. entry is that
- * entry's index in archive order plus one, 0 when no tensor of a live
- * entry has blob b as a chunk. */
-typedef struct {
-    uint64_t entry;
-    uint64_t tensor;
-} cli_blob_user;
-
-/* cli_blob_user of each blob: a malloc'd array of tf_archive_nblobs()
- * elements, or NULL when out of memory. */
-cli_blob_user *cli_blob_tensors(const tf_archive *ar);
-
-/* Bytes in each chunk of a tensor but its last. */
-uint64_t cli_chunk_bytes(const tf_archive *ar, const tf_tensor_span *ts);
-
-/* The number of chunks of tensor t of a tensor file, from its bytes and
- * dtype (at most the chunks the entry has from its first_chunk on). */
-uint64_t cli_tensor_chunks(const tf_archive *ar, const tf_entry *ent, uint64_t t);
-
-/* The tensor of a tensor file that chunk c belongs to, or ent->ntensors
- * when it is in none (verbatim bytes; any chunk of an opaque file). */
-uint64_t cli_tensor_of_chunk(const tf_archive *ar, const tf_entry *ent, uint64_t c);
-
-/* The indices (archive order) of all entries in natural order of their
- * paths, component by component: checkpoint-20 before checkpoint-100,
- * each directory followed by its contents. A malloc'd array of
- * tf_archive_nentries() elements, or NULL when out of memory. */
-size_t *cli_natural_order(const tf_archive *ar);
-
-/* ---- the walk of the inputs of create/add ------------------------------ */
-
-typedef struct {
-    char *src;    /* path on disk */
-    char *dest;   /* archive path */
-    mode_t mode;   /* st_mode from lstat */
-    uint64_t size; /* bytes of a regular file, 0 otherwise */
-} cli_input;
-
-typedef struct {
-    cli_input *items;
-    size_t count, cap;
-    uint64_t total_bytes;
-} cli_input_list;
-
-/* Appends src as archive path dest, and, for a directory, its contents
- * recursively: each directory before its contents, names in natural order
- * (step-900 before step-1000). skip_dev/skip_ino name a file to leave out
- * (the archive itself). Returns 0, or -1 after printing an error. */
-int cli_walk(const char *src, const char *dest, dev_t skip_dev, ino_t skip_ino,
-             cli_input_list *list);
-void cli_input_list_free(cli_input_list *list);
 
 #endif

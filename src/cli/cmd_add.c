@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/progress.h"
+#include "cli/walk.h"
 #include "format/container.h"
 #include "store/writer.h"
 

@@ -9,6 +9,7 @@
 
 #include "codec/codec.h"
 #include "format/catalog.h"
+#include "store/catalog_query.h"
 
 static const char list_usage[] =
     "Usage: trajpack list [OPTIONS] ARCHIVE [PATH...]\n"
@@ -65,7 +66,7 @@ static delta_share measure_deltas(const tf_archive *ar, const tf_entry *ent)
     delta_share d = { 0, 0 };
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         const tf_tensor_span *ts = &ent->tensors[t];
-        uint64_t n = cli_tensor_chunks(ar, ent, t), chunk_bytes = cli_chunk_bytes(ar, ts);
+        uint64_t n = tf_tensor_nchunks(ar, ent, t), chunk_bytes = tf_tensor_chunk_bytes(ar, ts);
         d.tensor_bytes += ts->nbytes;
         for (uint64_t k = 0; k < n; k++) {
             uint64_t b = ent->chunks[ts->first_chunk + k];
@@ -78,11 +79,11 @@ static delta_share measure_deltas(const tf_archive *ar, const tf_entry *ent)
     return d;
 }
 
-/* Stored bytes charged to each entry (see cli_blob_owners). */
+/* Stored bytes charged to each entry (see tf_archive_blob_owners). */
 static file_cost *charge_entries(const tf_archive *ar)
 {
     size_t n = tf_archive_nentries(ar);
-    uint64_t *owners = cli_blob_owners(ar);
+    uint64_t *owners = tf_archive_blob_owners(ar);
     file_cost *cost = calloc(n ? n : 1, sizeof *cost);
     if (!owners || !cost) {
         free(owners);
@@ -273,7 +274,7 @@ static void print_chunk_uses(const tf_archive *ar, const tf_entry *ent, bool *us
         used[b] = true;
         print_blob(ar, b);
         printf("\t%s\t", ent->path);
-        uint64_t t = cli_tensor_of_chunk(ar, ent, c);
+        uint64_t t = tf_tensor_of_chunk(ar, ent, c);
         if (t < ent->ntensors) {
             cli_put_quoted(stdout, tf_tensor_name(ent, t));
             printf("\t%llu\n", (unsigned long long)(c - ent->tensors[t].first_chunk));
@@ -338,7 +339,7 @@ int cmd_list(int argc, char **argv)
     }
     size_t n = tf_archive_nentries(ar);
     bool *selected = malloc((n ? n : 1) * sizeof *selected);
-    size_t *order = cli_natural_order(ar);
+    size_t *order = tf_archive_natural_order(ar);
     int status = CLI_EXIT_FAIL;
     if (!selected || !order) {
         cli_error("out of memory");

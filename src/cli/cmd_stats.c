@@ -2,7 +2,7 @@
  * by checkpoint, as text or JSON.
  *
  * Each blob's bytes are charged once, to the first use of it in commit
- * order (the rule of `list -l`, see cli_blob_owners); later uses of the
+ * order (the rule of `list -l`, see tf_archive_blob_owners); later uses of the
  * same blob (a re-added checkpoint, a tied weight, an unchanged tensor)
  * count their weights at 0 bits. So the bits per weight of a row are the
  * stored bits charged to it divided by all the weights it covers.
@@ -24,6 +24,7 @@
 #include "format/catalog.h"
 #include "common/dtype.h"
 #include "store/blob_io.h"
+#include "store/catalog_query.h"
 #include "format/tensor_format.h"
 #include "store/entry_check.h"
 #include "store/reader.h"
@@ -105,7 +106,7 @@ typedef struct {
     tf_buf payload, ref, model;
     uint64_t model_of; /* blob index + 1 of what `model` holds */
     /* --tensors: which tensor stored each blob. */
-    cli_blob_user *users;
+    tf_blob_user *users;
 } stats_ctx;
 
 /* Bytes that blob b (and the model it needs) add when entry owner_plus1
@@ -299,7 +300,7 @@ static int gather(tf_archive *ar, stats *st)
     size_t n = tf_archive_nentries(ar);
     uint64_t nblobs = tf_archive_nblobs(ar);
     stats_ctx cx = { .ar = ar, .st = st };
-    cx.owners = cli_blob_owners(ar);
+    cx.owners = tf_archive_blob_owners(ar);
     cx.counted = calloc(nblobs ? nblobs : 1, sizeof *cx.counted);
     cx.reader = tf_reader_new(ar, CACHE_BYTES);
     st->by_entry = calloc(n ? n : 1, sizeof *st->by_entry);
@@ -627,7 +628,7 @@ typedef struct {
 static void cost_tensor(const tf_archive *ar, const tf_entry *ent, uint64_t t, tensor_cost *tc)
 {
     const tf_tensor_span *ts = &ent->tensors[t];
-    uint64_t n = cli_tensor_chunks(ar, ent, t);
+    uint64_t n = tf_tensor_nchunks(ar, ent, t);
     uint64_t model = 0; /* the chunks of a tensor share one model: count it once */
     *tc = (tensor_cost){ 0 };
     for (uint64_t k = 0; k < n; k++) {
@@ -659,7 +660,7 @@ typedef struct {
 static bool has_chunk(const tf_archive *ar, const tf_entry *ent, uint64_t t, uint64_t k,
                       uint64_t b)
 {
-    return t < ent->ntensors && k < cli_tensor_chunks(ar, ent, t) &&
+    return t < ent->ntensors && k < tf_tensor_nchunks(ar, ent, t) &&
            ent->chunks[ent->tensors[t].first_chunk + k] == b;
 }
 
@@ -786,7 +787,7 @@ static int print_tensors(tf_archive *ar, const char *archive, const size_t *orde
                          const bool *selected, bool json)
 {
     stats_ctx cx = { .ar = ar, .reader = tf_reader_new(ar, CACHE_BYTES),
-                     .users = cli_blob_tensors(ar) };
+                     .users = tf_archive_blob_tensors(ar) };
     if (!cx.reader || !cx.users) {
         stats_ctx_free(&cx);
         cli_error("out of memory");
@@ -826,7 +827,7 @@ static int print_stats(tf_archive *ar, const char *archive, bool json)
 {
     stats st = { 0 };
     int status = CLI_EXIT_FAIL;
-    size_t *order = cli_natural_order(ar);
+    size_t *order = tf_archive_natural_order(ar);
     if (!order) {
         cli_error("out of memory");
     } else if (gather(ar, &st) == 0) {
@@ -850,7 +851,7 @@ static int run_tensors(tf_archive *ar, const char *archive, char **args, size_t 
     char **paths = cli_archive_paths(args, nargs);
     size_t n = tf_archive_nentries(ar);
     bool *selected = paths ? malloc((n ? n : 1) * sizeof *selected) : NULL;
-    size_t *order = selected ? cli_natural_order(ar) : NULL;
+    size_t *order = selected ? tf_archive_natural_order(ar) : NULL;
     int status = CLI_EXIT_FAIL;
     if (paths && !order)
         cli_error("out of memory");

@@ -12,6 +12,7 @@
 #include "cli/progress.h"
 #include "format/catalog.h"
 #include "format/container.h"
+#include "store/catalog_query.h"
 #include "store/entry_check.h"
 #include "store/reader.h"
 
@@ -86,7 +87,7 @@ static void report_bad_chunk(verifier *v, const tf_entry *ent, uint64_t c)
 {
     uint64_t b = ent->chunks[c];
     const char *why = b < tf_archive_nblobs(v->ar) && v->why[b] ? v->why[b] : "bad data";
-    uint64_t t = cli_tensor_of_chunk(v->ar, ent, c);
+    uint64_t t = tf_tensor_of_chunk(v->ar, ent, c);
     cli_progress_hide();
     if (t >= ent->ntensors) { /* an opaque file's bytes, or verbatim ones */
         if (ent->nchunks > 1)
@@ -97,7 +98,7 @@ static void report_bad_chunk(verifier *v, const tf_entry *ent, uint64_t c)
     }
     fprintf(stderr, "trajpack: %s: tensor ", ent->path);
     cli_put_quoted(stderr, tf_tensor_name(ent, t));
-    if (cli_tensor_chunks(v->ar, ent, t) > 1)
+    if (tf_tensor_nchunks(v->ar, ent, t) > 1)
         fprintf(stderr, " chunk %llu",
                 (unsigned long long)(c - ent->tensors[t].first_chunk));
     fprintf(stderr, ": %s\n", why);

@@ -1,0 +1,93 @@
+/* Archives and archive paths named on the command line. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+tf_archive *cli_open_archive(const char *path)
+{
+    tf_archive *ar;
+    tf_error e;
+    if (tf_archive_open(path, false, &ar, &e) < 0) {
+        cli_file_error(path, e.msg);
+        return NULL;
+    }
+    return ar;
+}
+
+char *cli_archive_path(const char *arg)
+{
+    size_t n = strlen(arg);
+    char *out = malloc(n + 1), *o = out;
+    if (!out)
+        return NULL;
+    const char *p = arg;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        const char *end = strchrnul(p, '/');
+        size_t len = (size_t)(end - p);
+        if (len && !(len == 1 && p[0] == '.')) {
+            if (o != out)
+                *o++ = '/';
+            memcpy(o, p, len);
+            o += len;
+        }
+        p = end;
+    }
+    *o = '\0';
+    return out;
+}
+
+char **cli_archive_paths(char **args, size_t n)
+{
+    char **paths = calloc(n ? n : 1, sizeof *paths);
+    for (size_t i = 0; paths && i < n; i++) {
+        if (!(paths[i] = cli_archive_path(args[i]))) {
+            cli_free_paths(paths, i);
+            paths = NULL;
+        }
+    }
+    if (!paths)
+        cli_error("out of memory");
+    return paths;
+}
+
+void cli_free_paths(char **paths, size_t n)
+{
+    for (size_t i = 0; paths && i < n; i++)
+        free(paths[i]);
+    free(paths);
+}
+
+size_t cli_select_entries(const tf_archive *ar, char **paths, size_t npaths,
+                          bool *selected)
+{
+    size_t n = tf_archive_nentries(ar), missing = 0;
+    for (size_t i = 0; i < n; i++)
+        selected[i] = npaths == 0;
+    for (size_t k = 0; k < npaths; k++) {
+        const char *p = paths[k];
+        size_t len = strlen(p);
+        if (len == 0) { /* the root: everything */
+            for (size_t i = 0; i < n; i++)
+                selected[i] = true;
+            continue;
+        }
+        long at = tf_archive_find(ar, p);
+        if (at < 0) {
+            cli_error("%s: not in the archive", p);
+            missing++;
+            continue;
+        }
+        /* A directory's subtree follows it contiguously. */
+        selected[at] = true;
+        for (size_t i = (size_t)at + 1; i < n; i++) {
+            const char *q = tf_archive_entry(ar, i)->path;
+            if (strncmp(q, p, len) != 0 || q[len] != '/')
+                break;
+            selected[i] = true;
+        }
+    }
+    return missing;
+}
