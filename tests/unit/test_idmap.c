@@ -1,0 +1,99 @@
+/* The id map (common/idmap.h): many ids, duplicates, collisions. */
+#include <check.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "testlib.h"
+
+#include "common/hash.h"
+#include "common/idmap.h"
+
+static tf_blob_id id_of_number(uint64_t n)
+{
+    return tf_blob_id_of(&n, sizeof n);
+}
+
+START_TEST(idmap_many_ids)
+{
+    tf_idmap m = { 0 };
+    const uint64_t n = 100000;
+    uint64_t v;
+    ck_assert_int_eq(tf_idmap_get(&m, &(tf_blob_id){ { 0 } }, &v), 0); /* empty map */
+    int failed = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        tf_blob_id id = id_of_number(i);
+        failed |= tf_idmap_put(&m, &id, i * 3);
+    }
+    ck_assert_int_eq(failed, 0);
+    ck_assert_uint_eq(m.count, n);
+    ck_assert_uint_ge(m.cap, 2 * n); /* load factor at most 1/2 */
+    uint64_t missing = 0, wrong = 0, phantom = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        tf_blob_id id = id_of_number(i);
+        v = UINT64_MAX;
+        if (!tf_idmap_get(&m, &id, &v))
+            missing++;
+        else if (v != i * 3)
+            wrong++;
+    }
+    for (uint64_t i = n; i < n + 1000; i++) {
+        tf_blob_id id = id_of_number(i);
+        phantom += (uint64_t)tf_idmap_get(&m, &id, &v);
+    }
+    ck_assert_uint_eq(missing, 0);
+    ck_assert_uint_eq(wrong, 0);
+    ck_assert_uint_eq(phantom, 0);
+    tf_idmap_free(&m);
+    ck_assert_uint_eq(m.cap, 0);
+    ck_assert_uint_eq(m.count, 0);
+}
+END_TEST
+
+START_TEST(idmap_duplicate_put_keeps_first_value)
+{
+    tf_idmap m = { 0 };
+    tf_blob_id id = id_of_number(7);
+    uint64_t v;
+    ck_assert_int_eq(tf_idmap_put(&m, &id, 0), 0); /* value 0 is a real value */
+    ck_assert_int_eq(tf_idmap_put(&m, &id, 99), 0);
+    ck_assert_uint_eq(m.count, 1);
+    ck_assert_int_eq(tf_idmap_get(&m, &id, &v), 1);
+    ck_assert_uint_eq(v, 0);
+    tf_idmap_free(&m);
+}
+END_TEST
+
+START_TEST(idmap_ids_sharing_a_slot_stay_apart)
+{
+    /* Same first 8 bytes (same home slot), different tails: probing. */
+    tf_idmap m = { 0 };
+    tf_blob_id ids[600];
+    for (unsigned i = 0; i < ARRAY_LEN(ids); i++) {
+        memset(ids[i].b, 0xaa, sizeof ids[i].b);
+        memcpy(ids[i].b + 8, &i, sizeof i);
+        ck_assert_int_eq(tf_idmap_put(&m, &ids[i], 1000 + i), 0);
+    }
+    for (unsigned i = 0; i < ARRAY_LEN(ids); i++) {
+        uint64_t v;
+        ck_assert_int_eq(tf_idmap_get(&m, &ids[i], &v), 1);
+        ck_assert_uint_eq(v, 1000 + i);
+    }
+    tf_idmap_free(&m);
+}
+END_TEST
+
+static Suite *idmap_suite(void)
+{
+    Suite *s = suite_create("idmap");
+    TCase *ids = tcase_create("ids");
+    tcase_add_test(ids, idmap_many_ids);
+    tcase_add_test(ids, idmap_duplicate_put_keeps_first_value);
+    tcase_add_test(ids, idmap_ids_sharing_a_slot_stay_apart);
+    suite_add_tcase(s, ids);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(idmap_suite());
+}
