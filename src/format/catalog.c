@@ -80,9 +80,9 @@ static int put_chunks(tf_buf *o, const tf_entry *ent)
     return rc;
 }
 
-/* A tensor file: size, format, flags (bit 0: the verbatim stream is
+/* A tensor file: size, format, flags (bit 0: the verbatim bytes are
  * inline), pieces (length << 1 | is-tensor; a tensor adds its dtype and
- * name), the inline stream, the chunks. */
+ * name), the inline verbatim bytes, the chunks. */
 static int put_tensor_file(tf_buf *o, const tf_entry *ent)
 {
     int rc = tf_buf_varint(o, ent->size) | tf_buf_u8(o, ent->format) |
@@ -250,7 +250,7 @@ static int read_file_body(decoder *d, tf_entry *ent)
 
 int tf_entry_layout(tf_entry *ent, unsigned chunk_shift, uint64_t *nchunks, tf_error *e)
 {
-    uint64_t off = 0, stream = 0, next = 0;
+    uint64_t off = 0, verbatim = 0, next = 0;
     for (uint64_t i = 0; i < ent->npieces; i++) {
         tf_piece *p = &ent->pieces[i];
         /* Below 2^63: the catalog stores a piece's length shifted by one. */
@@ -259,8 +259,8 @@ int tf_entry_layout(tf_entry *ent, unsigned chunk_shift, uint64_t *nchunks, tf_e
         p->file_off = off;
         off += p->len;
         if (p->tensor == TF_PIECE_VERBATIM) {
-            p->stream_off = stream;
-            stream += p->len;
+            p->verbatim_off = verbatim;
+            verbatim += p->len;
             continue;
         }
         if (p->tensor != next || next >= ent->ntensors)
@@ -283,8 +283,8 @@ int tf_entry_layout(tf_entry *ent, unsigned chunk_shift, uint64_t *nchunks, tf_e
                        (unsigned long long)ent->ntensors);
     if (ent->names_len && ent->names[ent->names_len - 1] != '\0')
         return tf_fail(e, EIO, "\"%s\": tensor names are not terminated", ent->path);
-    ent->verbatim_len = stream;
-    ent->verbatim_chunks = ent->verbatim ? 0 : tf_chunk_count(stream, 1, chunk_shift);
+    ent->verbatim_len = verbatim;
+    ent->verbatim_chunks = ent->verbatim ? 0 : tf_chunk_count(verbatim, 1, chunk_shift);
     uint64_t chunks = ent->verbatim_chunks;
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         tf_tensor_span *ts = &ent->tensors[t];
@@ -324,7 +324,7 @@ static int read_piece(decoder *d, tf_entry *ent, uint64_t i, tf_buf *names)
     return 0;
 }
 
-/* The verbatim stream held in the catalog (entries of release 1). */
+/* The verbatim bytes held in the catalog (entries of release 1). */
 static int read_inline_verbatim(decoder *d, tf_entry *ent)
 {
     uint64_t len = 0, left = tf_cursor_left(&d->r);

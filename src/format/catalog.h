@@ -68,11 +68,11 @@ typedef struct {
 #define TF_PIECE_VERBATIM UINT64_MAX
 typedef struct {
     uint64_t len;
-    uint64_t tensor;     /* index into tensors, or TF_PIECE_VERBATIM */
-    uint64_t file_off;   /* (not serialized) */
-    uint64_t stream_off; /* verbatim: offset in the verbatim stream, the
-                            concatenation of the verbatim pieces (not
-                            serialized) */
+    uint64_t tensor;       /* index into tensors, or TF_PIECE_VERBATIM */
+    uint64_t file_off;     /* (not serialized) */
+    uint64_t verbatim_off; /* verbatim: offset in the entry's verbatim
+                              bytes, the concatenation of its verbatim
+                              pieces (not serialized) */
 } tf_piece;
 
 typedef struct {
@@ -83,7 +83,7 @@ typedef struct {
     int64_t mtime_sec;
     uint32_t mtime_nsec;
     uint64_t size;     /* file size in bytes (symlink: target length) */
-    /* TF_ENTRY_TENSORS. The verbatim stream is stored in the first
+    /* TF_ENTRY_TENSORS. The verbatim bytes are stored in the first
      * verbatim_chunks chunks (bytes, 2^chunk_shift per chunk), or, for
      * entries of release 1, inline in `verbatim`. */
     uint8_t format;    /* tf_tensor_format id: what parsed it */
@@ -93,9 +93,9 @@ typedef struct {
     tf_tensor_span *tensors; /* in file order */
     char *names;       /* the tensors' names, NUL-terminated, back to back */
     uint64_t names_len;
-    uint64_t verbatim_len;    /* bytes of the verbatim stream */
+    uint64_t verbatim_len;    /* bytes of the verbatim pieces */
     uint64_t verbatim_chunks; /* (not serialized) */
-    uint8_t *verbatim;        /* inline verbatim stream, or NULL */
+    uint8_t *verbatim;        /* inline verbatim bytes, or NULL */
     /* TF_ENTRY_FILE and TF_ENTRY_TENSORS: chunk blobs, global indices. */
     uint64_t nchunks;
     uint64_t *chunks;

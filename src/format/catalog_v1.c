@@ -1,7 +1,7 @@
 /* Entries of release 1: a safetensors file stored as its verbatim JSON
  * header and tensor spans (kind TF_ENTRY_SAFETENSORS). They are read as
- * tensor-file entries whose verbatim stream, the 8-byte length and the
- * header, is held inline; a commit that moves one writes it in the
+ * tensor-file entries whose verbatim bytes, the 8-byte length and the
+ * header, are held inline; a commit that moves one writes it in the
  * current form, still inline. */
 #include "format/catalog_v1.h"
 

@@ -7,8 +7,8 @@
 #include "format/catalog.h"
 
 /* Reads the body of a TF_ENTRY_SAFETENSORS entry (after its path, mode
- * and mtime) into ent as a TF_ENTRY_TENSORS entry with an inline
- * verbatim stream; sets ent->nchunks to the number of chunk ids that
+ * and mtime) into ent as a TF_ENTRY_TENSORS entry with inline
+ * verbatim bytes; sets ent->nchunks to the number of chunk ids that
  * follow, which the caller reads. */
 int tf_catalog_read_v1_safetensors(tf_cursor *r, unsigned chunk_shift, tf_entry *ent, tf_error *e);
 

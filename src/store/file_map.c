@@ -23,7 +23,7 @@ bool tf_piece_chunks(const tf_entry *ent, uint64_t p, unsigned chunk_shift, tf_c
     }
     const tf_piece *pc = &ent->pieces[p];
     if (pc->tensor == TF_PIECE_VERBATIM) {
-        *out = (tf_chunk_run){ ent->chunks, (uint64_t)1 << chunk_shift, pc->stream_off };
+        *out = (tf_chunk_run){ ent->chunks, (uint64_t)1 << chunk_shift, pc->verbatim_off };
         return !ent->verbatim;
     }
     const tf_tensor_span *ts = &ent->tensors[pc->tensor];

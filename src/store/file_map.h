@@ -24,7 +24,7 @@ typedef struct {
 
 /* The chunk run of piece p of a tensor file (p = 0 of an opaque file,
  * TF_ENTRY_FILE: all of it); false when its bytes are inline in the
- * catalog entry (release-1 headers), at ent->verbatim + stream_off. */
+ * catalog entry (release-1 headers), at ent->verbatim + verbatim_off. */
 bool tf_piece_chunks(const tf_entry *ent, uint64_t p, unsigned chunk_shift, tf_chunk_run *out);
 
 #endif

@@ -64,9 +64,9 @@ static int read_span(const file_job *f, const tf_span *s, uint64_t off, size_t l
     const tf_entry *ent = s->verbatim;
     for (uint64_t i = 0; i < ent->npieces && len; i++) {
         const tf_piece *p = &ent->pieces[i];
-        if (p->tensor != TF_PIECE_VERBATIM || off >= p->stream_off + p->len)
+        if (p->tensor != TF_PIECE_VERBATIM || off >= p->verbatim_off + p->len)
             continue;
-        uint64_t in = off - p->stream_off;
+        uint64_t in = off - p->verbatim_off;
         size_t n = p->len - in < len ? (size_t)(p->len - in) : len;
         if (tf_source_read(f->src, p->file_off + in, out, n, e) < 0)
             return -1;

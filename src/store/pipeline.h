@@ -37,7 +37,7 @@ typedef struct {
     unsigned dtype;
     uint64_t file_off;         /* where the bytes lie in the file, */
     const tf_entry *verbatim;  /* or, when set, they are this entry's
-                                  verbatim stream (its verbatim pieces) */
+                                  verbatim bytes (its verbatim pieces) */
     const uint64_t *ref_blobs; /* the reference tensor's chunk blobs, or NULL */
     bool ref_far;              /* the reference is another run's: it may
                                   well lose, so a program competes too */

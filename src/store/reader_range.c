@@ -93,7 +93,7 @@ static int read_piece(sink *s, const tf_entry *ent, uint64_t p, uint64_t in, siz
 {
     tf_chunk_run run;
     if (!tf_piece_chunks(ent, p, tf_archive_chunk_shift(s->r->ar), &run))
-        return sink_put(s, NULL, ent->verbatim + ent->pieces[p].stream_off + in, n, e);
+        return sink_put(s, NULL, ent->verbatim + ent->pieces[p].verbatim_off + in, n, e);
     if (read_chunks(s, &run, in, n, e) == 0)
         return 0;
     if (e && e->errnum == E2BIG)

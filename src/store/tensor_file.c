@@ -85,7 +85,7 @@ int tf_writer_add_tensor_file(tf_writer *w, tf_commit *c, const tf_tensor_format
     tf_span *spans = calloc(n, sizeof *spans);
     if (!spans)
         return tf_fail(e, ENOMEM, "out of memory");
-    /* The verbatim stream is coded as the entry's first chunks: spans[0]
+    /* The verbatim bytes are coded as the entry's first chunks: spans[0]
      * is empty when the file has no verbatim bytes. */
     spans[0] = (tf_span){ .nbytes = ent->verbatim_len, .dtype = TF_DT_NONE, .verbatim = ent };
     int rc = tensor_spans(w, ent, series_path, parent, spans, e);

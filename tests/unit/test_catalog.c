@@ -78,9 +78,9 @@ static void settle_tensor_file(tf_entry *m)
     for (uint64_t i = 0; i < m->npieces; i++) {
         tf_piece *p = &m->pieces[i];
         p->file_off = off;
-        p->stream_off = 0;
+        p->verbatim_off = 0;
         if (p->tensor == TF_PIECE_VERBATIM) {
-            p->stream_off = stream;
+            p->verbatim_off = stream;
             stream += p->len;
         } else if (p->tensor < m->ntensors) {
             m->tensors[p->tensor].nbytes = p->len;
@@ -244,7 +244,7 @@ static void assert_entries_equal(const tf_entry *a, const tf_entry *b)
         ck_assert_uint_eq(a->pieces[i].len, b->pieces[i].len);
         ck_assert_uint_eq(a->pieces[i].tensor, b->pieces[i].tensor);
         ck_assert_uint_eq(a->pieces[i].file_off, b->pieces[i].file_off);
-        ck_assert_uint_eq(a->pieces[i].stream_off, b->pieces[i].stream_off);
+        ck_assert_uint_eq(a->pieces[i].verbatim_off, b->pieces[i].verbatim_off);
     }
     ck_assert_uint_eq(a->ntensors, b->ntensors);
     for (uint64_t t = 0; t < a->ntensors; t++) {
