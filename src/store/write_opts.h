@@ -33,7 +33,7 @@ typedef struct {
                              otherwise codecs are chosen from samples */
     bool all_programs;    /* with search, a program is searched for every
                              tensor, also one with a reference
-                             (pipeline.c, mark_program_spans); implies
+                             (pipeline.c, mark_search_spans); implies
                              search */
     /* Called on the calling thread with the number of tensor or file
      * bytes consumed since the previous call (may be NULL). */
