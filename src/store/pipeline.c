@@ -467,7 +467,8 @@ int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, const tf_source *sr
         f.search_opts[id] = (tf_search_opts){ .budget = opts->prog_budget,
                                               .sampled = !opts->search };
     int rc = plan_chunks(&f, e);
-    if (rc == 0 && opts->threads > 1 && !(f.pool = tf_pool_new(opts->threads)))
+    /* Threads for a file with chunks to encode (not an empty one). */
+    if (rc == 0 && f.nchunks && opts->threads > 1 && !(f.pool = tf_pool_new(opts->threads)))
         rc = tf_fail(e, EAGAIN, "cannot start %u encoder threads", opts->threads);
     if (rc == 0 && opts->search)
         rc = search_models(&f, e);
