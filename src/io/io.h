@@ -9,7 +9,10 @@
  * what was appended since). A writer to object storage fits the same
  * operations: lock is a conditional create that fails while another
  * writer holds one, append stages bytes as a new object, sync publishes
- * it, truncate drops what was not published. */
+ * it, truncate drops what was not published.
+ *
+ * The reading operations may be called from many threads at once, the
+ * writing ones from the single writer's. */
 #ifndef TRAJFS_IO_IO_H
 #define TRAJFS_IO_IO_H
 
