@@ -225,7 +225,8 @@ static build_stats build_archive(const char *path, size_t checkpoints, const mod
     double t0 = tf_monotonic_seconds();
     tf_error e = { 0 };
     tf_container c;
-    if (tf_container_create(path, CHUNK_SHIFT, &e) < 0 || tf_container_open(&c, path, true, &e) < 0)
+    tf_open_opts writable = { .writable = true };
+    if (tf_container_create(path, CHUNK_SHIFT, &e) < 0 || tf_container_open(&c, path, &writable, &e) < 0)
         die("create", &e);
     payload_set ps = { .n = 0 };
     tf_blob *blobs = xcalloc(m->nchunks, sizeof *blobs);
@@ -290,7 +291,7 @@ static open_list_time open_and_list(const char *path)
     tf_error e = { 0 };
     tf_archive *ar;
     double t0 = tf_monotonic_seconds();
-    if (tf_archive_open(path, false, &ar, &e) < 0)
+    if (tf_archive_open(path, NULL, &ar, &e) < 0)
         die("open", &e);
     double t1 = tf_monotonic_seconds();
     char line[TF_PATH_MAX + 64];

@@ -15,6 +15,7 @@
 #include "cli/hint.h"
 #include "cli/progress.h"
 #include "common/cpus.h"
+#include "common/full_io.h"
 #include "format/catalog.h"
 #include "store/prefetch.h"
 #include "store/reader.h"
@@ -60,20 +61,6 @@ typedef struct {
     const char *prefix; /* "DIR/" or "" in messages */
 } extractor;
 
-static int write_all(int fd, const uint8_t *p, size_t len)
-{
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* Copies the content of a file entry to fd. On failure prints the error
  * (naming the file and, for a bad tensor, the tensor) and returns -1. */
 static int copy_content(extractor *ex, const tf_entry *ent, int fd)
@@ -97,7 +84,7 @@ static int copy_content(extractor *ex, const tf_entry *ent, int fd)
                       (unsigned long long)ent->size);
             return -1;
         }
-        if (write_all(fd, ex->buf, (size_t)n) < 0) {
+        if (tf_write_full(fd, ex->buf, (size_t)n) < 0) {
             cli_error("%s%s: %s", ex->prefix, ent->path, strerror(errno));
             return -1;
         }

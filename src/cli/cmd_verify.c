@@ -153,12 +153,11 @@ static void measure(const tf_archive *ar, uint64_t *total, uint64_t *largest, ui
 
 static void print_summary(const verifier *v, const char *archive)
 {
-    tf_container *c = tf_archive_container(v->ar);
     char bytes[CLI_SIZE_LEN];
-    if (c->file_size > c->end)
+    uint64_t torn = tf_archive_torn_bytes(v->ar);
+    if (torn)
         printf("note: %s: %llu bytes after the last commit are ignored "
-               "(an interrupted write)\n", archive,
-               (unsigned long long)(c->file_size - c->end));
+               "(an interrupted write)\n", archive, (unsigned long long)torn);
     cli_format_size(v->bytes, bytes);
     printf("verified %llu files, %llu blobs, %s: ", (unsigned long long)v->files,
            (unsigned long long)v->blobs_checked, bytes);

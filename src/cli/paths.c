@@ -4,14 +4,22 @@
 
 #include "cli/cli.h"
 
+/* A URL's settings are those of TRAJFS_REMOTE_OPTIONS over the defaults
+ * (not read for a local archive, which has none). */
 tf_archive *cli_open_archive(const char *path)
 {
-    tf_archive *ar;
+    tf_archive *ar = NULL;
     tf_error e;
-    if (tf_archive_open(path, false, &ar, &e) < 0) {
+    tf_remote_opts remote;
+    tf_remote_opts_default(&remote);
+    const char *list = getenv("TRAJFS_REMOTE_OPTIONS");
+    if (list && tf_io_is_url(path) && tf_remote_opts_parse(&remote, list, &e) < 0)
+        tf_error_prefix(&e, "TRAJFS_REMOTE_OPTIONS");
+    else
+        (void)tf_archive_open(path, &(tf_open_opts){ .remote = &remote }, &ar, &e);
+    tf_remote_opts_free(&remote);
+    if (!ar)
         cli_file_error(path, e.msg);
-        return NULL;
-    }
     return ar;
 }
 

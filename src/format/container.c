@@ -1,16 +1,12 @@
 #include "format/container.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <zstd.h>
 
 #include "common/hash.h"
-#include "io/remote.h"
 
 static const uint8_t SUPER_MAGIC[8] = { 0x89, 'T', 'R', 'A', 'J', 'F', 'S', '\n' };
 static const uint8_t TRAILER_MAGIC[8] = { 0x89, 'T', 'R', 'J', 'E', 'N', 'D', '\n' };
@@ -20,51 +16,14 @@ static const uint8_t TRAILER_MAGIC[8] = { 0x89, 'T', 'R', 'J', 'E', 'N', 'D', '\
 #define CATALOG_LEVEL 3
 /* How far back to look for the last valid trailer, in bytes per read. */
 #define SCAN_BLOCK (1u << 20)
-/* A remote archive's trailer is fetched with this much before it, where
- * its catalog segment lies (a few KiB on the benchmark trajectory): one
- * request a commit on opening. */
+/* A trailer is read with the hint that this much before it, where its
+ * catalog segment lies (a few KiB on the benchmark trajectory), will be
+ * read next: from a remote archive, one request a commit on opening. */
 #define TRAILER_WINDOW ((uint64_t)16 << 10)
-
-static int sys_fail(tf_error *e, const char *what, const char *path)
-{
-    int err = errno;
-    return tf_fail(e, err, "%s %s: %s", what, path, strerror(err));
-}
-
-static int pwrite_all(int fd, const void *p, size_t len, uint64_t off, tf_error *e)
-{
-    const uint8_t *b = p;
-    while (len) {
-        ssize_t n = pwrite(fd, b, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return tf_fail(e, errno, "write: %s", strerror(errno));
-        b += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
 
 int tf_container_pread(const tf_container *c, uint64_t off, void *buf, size_t len, tf_error *e)
 {
-    if (c->remote)
-        return tf_remote_pread(c->remote, off, buf, len, e);
-    uint8_t *b = buf;
-    while (len) {
-        ssize_t n = pread(c->fd, b, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return tf_fail(e, EIO, "read at %llu: %s", (unsigned long long)off, strerror(errno));
-        if (n == 0)
-            return tf_fail(e, EIO, "archive truncated at %llu", (unsigned long long)off);
-        b += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
+    return tf_io_pread(c->io, off, buf, len, e);
 }
 
 int tf_container_pread_checked(const tf_container *c, uint64_t off, void *buf, size_t len,
@@ -74,9 +33,8 @@ int tf_container_pread_checked(const tf_container *c, uint64_t off, void *buf, s
         return -1;
     if (tf_hash64(buf, len) == hash)
         return 0;
-    if (!c->remote)
+    if (!tf_io_forget(c->io, off, len))
         return 1;
-    tf_remote_forget(c->remote, off, len);
     if (tf_container_pread(c, off, buf, len, e) < 0)
         return -1;
     return tf_hash64(buf, len) == hash ? 0 : 1;
@@ -84,10 +42,7 @@ int tf_container_pread_checked(const tf_container *c, uint64_t off, void *buf, s
 
 void tf_container_will_need(const tf_container *c, uint64_t off, uint64_t len)
 {
-    if (c->remote)
-        tf_remote_will_need(c->remote, off, len);
-    else if (len && off <= INT64_MAX && len <= INT64_MAX - off)
-        (void)posix_fadvise(c->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+    tf_io_will_need(c->io, off, len);
 }
 
 static void encode_superblock(uint8_t sb[TF_SUPERBLOCK_SIZE], unsigned chunk_shift)
@@ -99,44 +54,14 @@ static void encode_superblock(uint8_t sb[TF_SUPERBLOCK_SIZE], unsigned chunk_shi
     tf_le64_put(sb + 24, tf_hash64(sb, 24));
 }
 
-/* A new file's directory entry must be durable too, or a crash right
- * after create could lose the whole archive. */
-static int fsync_parent_dir(const char *path, tf_error *e)
-{
-    char *dir = strdup(path);
-    if (!dir)
-        return tf_fail(e, ENOMEM, "out of memory");
-    char *slash = strrchr(dir, '/');
-    const char *name = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
-    int fd = open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = fd >= 0 && fsync(fd) == 0 ? 0 : sys_fail(e, "cannot sync directory", name);
-    if (fd >= 0)
-        close(fd);
-    free(dir);
-    return rc;
-}
-
 int tf_container_create(const char *path, unsigned chunk_shift, tf_error *e)
 {
     if (chunk_shift < TF_CHUNK_SHIFT_MIN || chunk_shift > TF_CHUNK_SHIFT_MAX)
         return tf_fail(e, EINVAL, "chunk shift %u is outside [%d, %d]", chunk_shift,
                        TF_CHUNK_SHIFT_MIN, TF_CHUNK_SHIFT_MAX);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return sys_fail(e, "cannot create", path);
     uint8_t sb[TF_SUPERBLOCK_SIZE];
     encode_superblock(sb, chunk_shift);
-    int rc = pwrite_all(fd, sb, sizeof sb, 0, e);
-    if (rc == 0 && fsync(fd) < 0)
-        rc = tf_fail(e, errno, "fsync: %s", strerror(errno));
-    close(fd);
-    if (rc == 0)
-        rc = fsync_parent_dir(path, e);
-    if (rc < 0) {
-        tf_error_prefix(e, "%s", path);
-        unlink(path);
-    }
-    return rc;
+    return tf_io_create(path, sb, sizeof sb, e);
 }
 
 static int read_superblock(tf_container *c, const char *path, tf_error *e)
@@ -193,10 +118,8 @@ int tf_container_read_trailer(const tf_container *c, uint64_t off, tf_trailer *t
     uint8_t p[TF_TRAILER_SIZE];
     if (off < TF_SUPERBLOCK_SIZE || off > c->file_size || c->file_size - off < TF_TRAILER_SIZE)
         return tf_fail(e, EIO, "no trailer at %llu", (unsigned long long)off);
-    if (c->remote) {
-        uint64_t from = off - TF_SUPERBLOCK_SIZE > TRAILER_WINDOW ? off - TRAILER_WINDOW : TF_SUPERBLOCK_SIZE;
-        tf_remote_will_need(c->remote, from, off + TF_TRAILER_SIZE - from);
-    }
+    uint64_t from = off - TF_SUPERBLOCK_SIZE > TRAILER_WINDOW ? off - TRAILER_WINDOW : TF_SUPERBLOCK_SIZE;
+    tf_container_will_need(c, from, off + TF_TRAILER_SIZE - from);
     if (tf_container_pread(c, off, p, sizeof p, e) < 0)
         return -1;
     if (!decode_trailer(p, off, t))
@@ -228,7 +151,7 @@ static bool find_commit_from(const tf_container *c, uint64_t from, tf_trailer *t
         *at = size - TF_TRAILER_SIZE;
         return true;
     }
-    if (c->remote)
+    if (!tf_io_tears(c->io))
         return false; /* no torn tail to skip: published whole */
     uint8_t *block = malloc(SCAN_BLOCK + 8);
     if (!block)
@@ -261,27 +184,13 @@ static void find_last_commit(tf_container *c)
     c->end = c->has_commit ? at + TF_TRAILER_SIZE : TF_SUPERBLOCK_SIZE;
 }
 
-/* The archive's size now, and whether it may hold other bytes than
- * when last looked at though its size is the same (a remote object's
- * new ETag: a torn tail replaced by a commit as long). */
-static int size_now(tf_container *c, uint64_t *size, bool *changed, tf_error *e)
-{
-    if (c->remote)
-        return tf_remote_refresh(c->remote, size, changed, e);
-    struct stat st;
-    if (fstat(c->fd, &st) < 0)
-        return tf_fail(e, errno, "cannot stat the archive: %s", strerror(errno));
-    *size = (uint64_t)st.st_size;
-    *changed = false;
-    return 0;
-}
-
 int tf_container_poll(tf_container *c, tf_trailer *t, uint64_t *at, bool *found, tf_error *e)
 {
     *found = false;
     uint64_t size;
-    bool changed;
-    if (size_now(c, &size, &changed, e) < 0)
+    bool changed; /* other bytes may be there (a torn tail replaced by a
+                   * commit as long) though the size is the same */
+    if (tf_io_poll(c->io, &size, &changed, e) < 0)
         return -1;
     if (size < c->end)
         return tf_fail(e, EIO, "the archive was cut to %llu bytes, inside its commit %llu",
@@ -295,70 +204,54 @@ int tf_container_poll(tf_container *c, tf_trailer *t, uint64_t *at, bool *found,
     from = from - c->end > TF_TRAILER_SIZE - 1 ? from - (TF_TRAILER_SIZE - 1) : c->end;
     c->file_size = c->searched = size;
     *found = find_commit_from(c, from, t, at);
-    if (*found && c->remote) {
+    if (*found) {
         uint8_t p[TF_TRAILER_SIZE];
         encode_trailer(p, t);
-        tf_remote_anchor(c->remote, *at + TF_TRAILER_SIZE, p, sizeof p);
+        tf_io_anchor(c->io, *at + TF_TRAILER_SIZE, p, sizeof p);
     }
     return 0;
 }
 
-static int open_remote(tf_container *c, const char *url, bool writable, tf_error *e)
+/* The archive that path names, opened, its size known; with o->writable
+ * locked. */
+static int open_io(tf_container *c, const char *path, const tf_open_opts *o, tf_error *e)
 {
-    if (writable)
-        return tf_fail(e, EROFS, "%s: a remote archive is read-only", url);
-    if (tf_remote_open(url, &c->remote, e) < 0)
+    if (tf_io_open(path, o, &c->io, e) < 0)
         return -1;
-    c->file_size = tf_remote_size(c->remote);
-    if (read_superblock(c, url, e) < 0) {
-        tf_container_close(c);
-        return -1;
-    }
-    find_last_commit(c);
-    if (!c->has_commit && c->file_size > TF_SUPERBLOCK_SIZE) {
-        tf_container_close(c);
-        return tf_fail(e, EIO, "%s: no valid commit at its end (damaged or still being written)", url);
-    }
-    return 0;
-}
-
-int tf_container_open(tf_container *c, const char *path, bool writable, tf_error *e)
-{
-    *c = (tf_container){ .fd = -1, .writable = writable };
-    if (tf_remote_is_url(path))
-        return open_remote(c, path, writable, e);
-    c->fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-    if (c->fd < 0)
-        return sys_fail(e, "cannot open", path);
-    if (writable && flock(c->fd, LOCK_EX | LOCK_NB) < 0) {
-        int err = errno;
-        tf_container_close(c);
-        return tf_fail(e, err == EWOULDBLOCK ? EBUSY : err,
-                       "%s: another writer holds the archive (%s)", path, strerror(err));
-    }
     struct stat st;
-    if (fstat(c->fd, &st) < 0) {
-        sys_fail(e, "cannot stat", path);
-        tf_container_close(c);
+    if ((c->writable && tf_io_lock(c->io, e) < 0) || tf_io_stat(c->io, &st, e) < 0)
         return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        tf_container_close(c);
-        return tf_fail(e, EINVAL, "%s: not a regular file", path);
-    }
     c->file_size = (uint64_t)st.st_size;
-    if (read_superblock(c, path, e) < 0) {
-        tf_container_close(c);
-        return -1;
-    }
-    find_last_commit(c);
-    if (writable && c->end < c->file_size) {
-        if (ftruncate(c->fd, (off_t)c->end) < 0) {
-            sys_fail(e, "cannot cut the torn tail of", path);
-            tf_container_close(c);
+    return 0;
+}
+
+/* A torn tail is cut off (a writer appends after the last commit); on
+ * storage that does not tear, bytes after the last commit are damage. */
+static int settle_tail(tf_container *c, const char *path, tf_error *e)
+{
+    if (!tf_io_tears(c->io) && !c->has_commit && c->file_size > TF_SUPERBLOCK_SIZE)
+        return tf_fail(e, EIO, "%s: no valid commit at its end (damaged or still being written)", path);
+    if (c->writable && c->end < c->file_size) {
+        if (tf_io_truncate(c->io, c->end, e) < 0) {
+            tf_error_prefix(e, "cannot cut the torn tail");
             return -1;
         }
         c->file_size = c->end;
+    }
+    return 0;
+}
+
+int tf_container_open(tf_container *c, const char *path, const tf_open_opts *o, tf_error *e)
+{
+    *c = (tf_container){ .writable = o && o->writable };
+    if (open_io(c, path, o, e) < 0 || read_superblock(c, path, e) < 0) {
+        tf_container_close(c);
+        return -1;
+    }
+    find_last_commit(c);
+    if (settle_tail(c, path, e) < 0) {
+        tf_container_close(c);
+        return -1;
     }
     c->searched = c->file_size;
     return 0;
@@ -366,11 +259,8 @@ int tf_container_open(tf_container *c, const char *path, bool writable, tf_error
 
 void tf_container_close(tf_container *c)
 {
-    if (c->fd >= 0)
-        close(c->fd);
-    c->fd = -1;
-    tf_remote_close(c->remote);
-    c->remote = NULL;
+    tf_io_close(c->io);
+    c->io = NULL;
 }
 
 int tf_container_read_catalog(const tf_container *c, const tf_trailer *t, tf_buf *out, tf_error *e)
@@ -414,15 +304,8 @@ done:
 
 int tf_container_append(tf_container *c, const void *p, size_t len, uint64_t *off, tf_error *e)
 {
-    if (pwrite_all(c->fd, p, len, c->file_size, e) < 0)
+    if (tf_io_append(c->io, p, len, c->file_size, e) < 0)
         return -1;
-#ifdef SYNC_FILE_RANGE_WRITE
-    /* Their writing to disk starts now, while the commit goes on, so that
-     * the commit's sync waits for little more than its last bytes (on the
-     * benchmark trajectory written into a mount, 0.18 s of syncs instead
-     * of 0.76 s). */
-    sync_file_range(c->fd, (off_t)c->file_size, (off_t)len, SYNC_FILE_RANGE_WRITE);
-#endif
     *off = c->file_size;
     c->file_size += len;
     return 0;
@@ -432,7 +315,7 @@ void tf_container_rollback(tf_container *c)
 {
     /* Unconditionally: a failed append may have written part of its bytes
      * (a disk filling up mid-write) without counting them in file_size. */
-    if (ftruncate(c->fd, (off_t)c->end) == 0)
+    if (tf_io_truncate(c->io, c->end, NULL) == 0)
         c->file_size = c->end;
 }
 
@@ -461,12 +344,12 @@ int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uin
     /* Blobs must be durable before a trailer can point to them, and the
      * trailer before we report success. */
     int rc = -1;
-    if (fdatasync(c->fd) < 0)
-        tf_fail(e, errno, "commit: fsync: %s", strerror(errno));
+    if (tf_io_sync(c->io, e) < 0)
+        tf_error_prefix(e, "commit");
     else if (tf_container_append(c, dst, n + TF_TRAILER_SIZE, &off, e) < 0)
         ;
-    else if (fdatasync(c->fd) < 0)
-        tf_fail(e, errno, "commit: fsync: %s", strerror(errno));
+    else if (tf_io_sync(c->io, e) < 0)
+        tf_error_prefix(e, "commit");
     else
         rc = 0;
     tf_buf_free(&stored);

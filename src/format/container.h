@@ -12,6 +12,7 @@
 
 #include "common/buf.h"
 #include "common/error.h"
+#include "io/io.h"
 
 #define TF_FORMAT_VERSION 1
 #define TF_SUPERBLOCK_SIZE 32
@@ -29,11 +30,8 @@ typedef struct {
     uint64_t nblobs;       /* blobs in the archive after this commit */
 } tf_trailer;
 
-struct tf_remote;
-
 typedef struct {
-    int fd;                   /* -1 for a remote archive */
-    struct tf_remote *remote; /* an http(s):// or s3:// archive (read-only) */
+    tf_io *io;           /* its bytes: a local file or a remote object */
     bool writable;
     unsigned chunk_shift;
     uint64_t end;        /* end of the last valid commit (or superblock) */
@@ -46,31 +44,34 @@ typedef struct {
 
 /* Creates a new, empty archive (fails if path exists). */
 int tf_container_create(const char *path, unsigned chunk_shift, tf_error *e);
-/* Opens an archive and finds its last valid commit. writable also takes
- * the single-writer lock (flock, non-blocking: a second writer gets a
- * clear error) and cuts a torn tail off so appends follow the last commit.
- * A path that is a URL (io/remote.h) opens a remote archive, read-only,
- * whose last commit must be at its very end. */
-int tf_container_open(tf_container *c, const char *path, bool writable, tf_error *e);
+/* Opens an archive (o NULL: read-only, default settings) and finds its
+ * last valid commit. o->writable also takes the single-writer lock
+ * (non-blocking: a second writer gets a clear error) and cuts a torn tail
+ * off so appends follow the last commit. A path that is a URL (io/io.h)
+ * opens a remote archive, read-only, whose last commit must be at its
+ * very end. */
+int tf_container_open(tf_container *c, const char *path, const tf_open_opts *o, tf_error *e);
 void tf_container_close(tf_container *c);
 
 /* Read-only: whether the file grew by a commit since it was opened or
- * last polled. Looks at the file's size (a remote archive: asks the
- * server, one request, and follows the object as io/remote.h says) and
- * searches only the bytes new since then, backwards as an open searches
- * a torn tail (a remote archive: only its end, a trailer there or none): *found tells
- * whether a valid trailer starts there, the newest in *t at *at. end and
- * last stay those of the last commit the caller applied. A tail without
- * a valid trailer (a commit being written, or one torn) is searched once,
- * and again only once it has grown. */
+ * last polled. Polls its size and identity (io/io.h; a remote archive:
+ * one request, following the object as io/remote.h says) and searches
+ * only the bytes new since then, backwards as an open searches a torn
+ * tail (storage that does not tear: only its end, a trailer there or
+ * none): *found tells whether a valid trailer starts there, the newest
+ * in *t at *at. end and last stay those of the last commit the caller
+ * applied. A tail without a valid trailer (a commit being written, or
+ * one torn) is searched once, and again only once it has grown or its
+ * identity changed. */
 int tf_container_poll(tf_container *c, tf_trailer *t, uint64_t *at, bool *found, tf_error *e);
 
 /* Reads exactly len bytes at off; a short file is an error. */
 int tf_container_pread(const tf_container *c, uint64_t off, void *buf, size_t len, tf_error *e);
 /* Reads exactly len bytes at off that must have the XXH3-64 hash: 0, 1
- * when they do not (e untouched), -1 when they cannot be read. A remote
- * archive's bytes that fail are forgotten and fetched once more first:
- * a damaged response or cache entry is never served. */
+ * when they do not (e untouched), -1 when they cannot be read. Bytes
+ * that fail are forgotten (io/io.h) and, where copies were kept (a
+ * remote archive's), read once more first: a damaged response or cache
+ * entry is never served. */
 int tf_container_pread_checked(const tf_container *c, uint64_t off, void *buf, size_t len,
                                uint64_t hash, tf_error *e);
 /* The bytes at [off, off + len) will be read soon (a hint): the page

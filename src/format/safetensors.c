@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/full_io.h"
 #include "format/json.h"
 #include "format/tensor_format.h"
 
@@ -544,17 +545,11 @@ static int read_fd(void *arg, uint64_t off, void *buf, size_t n, tf_error *e)
 {
     const fd_source *f = arg;
     context c = { .fname = f->fname, .subject = "", .e = e };
-    size_t done = 0;
-    while (done < n) {
-        ssize_t got = pread(f->fd, (uint8_t *)buf + done, n - done, (off_t)(off + done));
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            return fail(&c, errno, "read error: %s", strerror(errno));
-        if (got == 0)
-            return fail(&c, EIO, "unexpected end of file (did it shrink while being read?)");
-        done += (size_t)got;
-    }
+    ssize_t got = tf_pread_full(f->fd, buf, n, off);
+    if (got < 0)
+        return fail(&c, errno, "read error: %s", strerror(errno));
+    if ((size_t)got < n)
+        return fail(&c, EIO, "unexpected end of file (did it shrink while being read?)");
     return 0;
 }
 

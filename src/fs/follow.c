@@ -89,10 +89,8 @@ static void end_commit(void *arg)
     fs_view_rebuild(fs);
     /* The root's times, and the change time of directories, are those
      * of the archive's last commit (attr.c). */
-    struct stat st;
-    if (tf_archive_container(fs->ar)->remote) /* no time of its own here: now */
-        clock_gettime(CLOCK_REALTIME, &fs->archive_st.st_mtim);
-    else if (fstat(tf_archive_container(fs->ar)->fd, &st) == 0)
+    struct stat st; /* a remote archive's is dated now */
+    if (tf_archive_stat(fs->ar, &st, NULL) == 0)
         fs->archive_st.st_mtim = st.st_mtim;
     pthread_rwlock_unlock(&fs->view_lock);
     tell_kernel(f);
@@ -103,7 +101,7 @@ static void end_commit(void *arg)
 /* (A remote archive replaced is refused by its reads: io/remote.h.) */
 static void warn_if_replaced(fs_follow *f)
 {
-    if (f->told_replaced || tf_archive_container(f->fs->ar)->remote)
+    if (f->told_replaced || tf_archive_is_remote(f->fs->ar))
         return;
     struct stat named;
     const struct stat *held = &f->fs->archive_st;

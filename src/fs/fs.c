@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "common/cpus.h"
-#include "io/remote.h"
 #include "fs/log.h"
 #include "fs/spool.h"
 #include "fs/view.h"
@@ -123,36 +122,25 @@ static void init_view_lock(pthread_rwlock_t *lock)
     pthread_rwlockattr_destroy(&attr);
 }
 
-/* A remote archive has no owner here: the files are the mounting
- * user's, dated when mounted. */
-static void remote_archive_stat(struct stat *st)
-{
-    *st = (struct stat){ .st_uid = getuid(), .st_gid = getgid() };
-    clock_gettime(CLOCK_REALTIME, &st->st_mtim);
-}
-
 int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
 {
     const char *archive = o->archive;
     *fs = (fs_state){ .direct_io = o->direct_io, .spool_dir = -1, .prefetch_bytes = o->prefetch,
                       .follow = o->follow };
-    if (tf_remote_configure(&o->remote, e) < 0)
-        return -1;
-    int rc = o->rw ? open_writable(fs, o, e) : tf_archive_open(archive, false, &fs->ar, e);
+    int rc = o->rw ? open_writable(fs, o, e)
+                   : tf_archive_open(archive, &(tf_open_opts){ .remote = &o->remote }, &fs->ar, e);
     /* Absolute: the daemon leaves the working directory. */
-    if (rc == 0 && fs->follow > 0 &&
-        !(fs->archive_path = tf_remote_is_url(archive) ? strndup(archive, strcspn(archive, "?#"))
-                                                       : realpath(archive, NULL)))
+    if (rc == 0 && fs->follow > 0 && !(fs->archive_path = tf_io_display_name(archive)))
         rc = tf_fail(e, errno, "%s: %s", archive, strerror(errno));
     if (rc < 0) {
         if (fs->writer || fs->ar)
             close_archive(fs);
         return -1;
     }
-    if (tf_archive_container(fs->ar)->remote)
-        remote_archive_stat(&fs->archive_st);
-    else if (fstat(tf_archive_container(fs->ar)->fd, &fs->archive_st) < 0) {
-        tf_fail(e, errno, "%s: %s", archive, strerror(errno));
+    /* A remote archive has no owner here: the files are the mounting
+     * user's, dated when mounted. */
+    if (tf_archive_stat(fs->ar, &fs->archive_st, e) < 0) {
+        tf_error_prefix(e, "%s", archive);
         goto fail;
     }
     if (fs_tree_build(fs->ar, &fs->tree, e) < 0) {

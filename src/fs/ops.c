@@ -354,9 +354,9 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
         .f_namemax = TF_NAME_MAX,
     };
     pthread_rwlock_unlock(&fs->view_lock);
-    struct statvfs host;
-    if (fs->writer && fstatvfs(tf_archive_container(fs->ar)->fd, &host) == 0) {
-        st.f_bfree = st.f_bavail = (fsblkcnt_t)((uint64_t)host.f_bavail * host.f_frsize / frsize);
+    uint64_t free_bytes;
+    if (fs->writer && tf_archive_free_space(fs->ar, &free_bytes, NULL) == 0) {
+        st.f_bfree = st.f_bavail = (fsblkcnt_t)(free_bytes / frsize);
         st.f_blocks += st.f_bfree;
     }
     fuse_reply_statfs(req, &st);

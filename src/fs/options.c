@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "common/size_arg.h"
-#include "io/remote.h"
 
 #define CACHE_MIN ((size_t)64 << 20)
 #define CACHE_MAX_DEFAULT ((size_t)4 << 30)
@@ -149,7 +148,7 @@ static int absolute_cache_dir(tf_remote_opts *r)
  * and an archive published there is mostly complete. */
 static int parse_follow(fs_options *o)
 {
-    o->follow = o->rw || (o->archive && tf_remote_is_url(o->archive)) ? 0 : FOLLOW_DEFAULT;
+    o->follow = o->rw || (o->archive && tf_io_is_url(o->archive)) ? 0 : FOLLOW_DEFAULT;
     if (!o->follow_arg)
         return 0;
     char *end;

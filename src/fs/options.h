@@ -7,7 +7,7 @@
 
 #include <fuse3/fuse_opt.h>
 
-#include "io/remote_opts.h"
+#include "store/archive.h"
 #include "store/write_opts.h"
 
 typedef struct {
@@ -29,7 +29,8 @@ typedef struct {
     tf_write_opts write;  /* (rw) the writer's settings: -o threads=N,
                            * max_chain=N... (store/write_opts.h) */
     tf_remote_opts remote; /* a remote archive's: -o cache_dir=DIR,
-                            * timeout=S... (io/remote_opts.h) */
+                            * timeout=S... (io/remote_opts.h), given
+                            * to tf_archive_open */
 } fs_options;
 
 /* Takes trajfs's options and the archive out of args, leaving libfuse's

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/full_io.h"
 #include "fs/fs.h"
 #include "fs/log.h"
 #include "fs/view.h"
@@ -52,35 +53,14 @@ int fs_spool_open_dir(const char *dir, tf_error *e)
 
 int fs_spool_write(int fd, const void *p, size_t len, uint64_t off)
 {
-    const char *b = p;
-    while (len) {
-        ssize_t n = pwrite(fd, b, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        b += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
+    return tf_pwrite_full(fd, p, len, off) < 0 ? -errno : 0;
 }
 
 int fs_spool_read(int fd, void *p, size_t len, uint64_t off, size_t *got)
 {
-    char *b = p;
-    *got = 0;
-    while (*got < len) {
-        ssize_t n = pread(fd, b + *got, len - *got, (off_t)(off + *got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        *got += (size_t)n;
-    }
-    return 0;
+    ssize_t n = tf_pread_full(fd, p, len, off);
+    *got = n > 0 ? (size_t)n : 0;
+    return n < 0 ? -errno : 0;
 }
 
 int fs_spool_fill(fs_state *fs, int fd, const tf_entry *ent, uint64_t len, tf_error *e)

@@ -14,7 +14,6 @@
 #include "fs/mount_helper.h"
 #include "fs/ops.h"
 #include "fs/options.h"
-#include "io/remote.h"
 
 static void usage(FILE *to)
 {
@@ -51,8 +50,7 @@ static int add_mount_options(struct fuse_args *args, const char *archive, bool r
     if (fuse_opt_parse(args, &allow_other, allow_other_opt, note_allow_other) < 0)
         return -1;
     /* A URL is shown without its query: a presigned URL's is a secret. */
-    char *abs = tf_remote_is_url(archive) ? strndup(archive, strcspn(archive, "?#"))
-                                          : realpath(archive, NULL);
+    char *abs = tf_io_display_name(archive);
     char *escaped = NULL, *opts = NULL;
     int rc = fuse_opt_add_opt_escaped(&escaped, abs ? abs : archive);
     free(abs);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/full_io.h"
 #include "common/hash.h"
 
 static const uint8_t ENTRY_MAGIC[8] = { 'T', 'R', 'J', 'R', 'N', 'G', '1', '\n' };
@@ -179,30 +180,12 @@ void tf_range_cache_close(tf_range_cache *c)
 
 static bool read_all(int fd, void *buf, size_t len, uint64_t off)
 {
-    uint8_t *b = buf;
-    while (len) {
-        ssize_t n = pread(fd, b, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        b += n, len -= (size_t)n, off += (uint64_t)n;
-    }
-    return true;
+    return tf_pread_full(fd, buf, len, off) == (ssize_t)len;
 }
 
 static bool write_all(int fd, const void *buf, size_t len)
 {
-    const uint8_t *b = buf;
-    while (len) {
-        ssize_t n = write(fd, b, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        b += n, len -= (size_t)n;
-    }
-    return true;
+    return tf_write_full(fd, buf, len) == 0;
 }
 
 /* Reads an entry file: its header says [off, off + len), len at most

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/hash.h"
 #include "io/http.h"
 #include "io/range_cache.h"
-#include "io/remote_config.h"
 #include "io/s3.h"
 
 /* Opening fetches this much of the start (the superblock; the size and
@@ -57,7 +57,10 @@ typedef struct {
     uint64_t left; /* bytes not read yet (of those wanted): none left, it is done with */
 } piece;
 
+typedef struct tf_remote tf_remote;
+
 struct tf_remote {
+    tf_io io; /* first: the tf_io is the tf_remote */
     char *name; /* for messages: the URL without its query (a presigned
                  * URL's signature stays out of logs) */
     tf_http *http;
@@ -66,7 +69,7 @@ struct tf_remote {
     pthread_mutex_t mu;
     uint64_t size;
     uint64_t generation; /* identities adopted */
-    uint64_t refreshed;  /* the generation the last refresh told of */
+    uint64_t polled;     /* the generation the last poll told of */
     /* The end of the newest commit known and the bytes before it (its
      * trailer): what the object holds there as long as it only grows. */
     uint64_t anchor_end;
@@ -85,6 +88,8 @@ struct tf_remote {
     size_t npending, ninflight, cap_inflight;
     bool print_counters;
 };
+
+static tf_remote *remote_of(tf_io *io) { return (tf_remote *)io; }
 
 static bool contains(uint64_t off, uint64_t len, uint64_t o, uint64_t l)
 {
@@ -184,8 +189,9 @@ static bool anchored(tf_remote *r, uint64_t off, uint64_t len)
     return below;
 }
 
-void tf_remote_will_need(tf_remote *r, uint64_t off, uint64_t len)
+static void remote_will_need(tf_io *io, uint64_t off, uint64_t len)
 {
+    tf_remote *r = remote_of(io);
     pthread_mutex_lock(&r->mu);
     const piece *p = NULL;
     uint8_t *copy = NULL;
@@ -428,8 +434,9 @@ static span read_ahead(const tf_remote *r, const span *batch, size_t n)
     return (span){ hi, want < r->size - hi ? want : r->size - hi };
 }
 
-int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error *e)
+static int remote_pread(tf_io *io, uint64_t off, void *buf, size_t len, tf_error *e)
 {
+    tf_remote *r = remote_of(io);
     if (len == 0)
         return 0;
     pthread_mutex_lock(&r->mu);
@@ -471,8 +478,9 @@ int tf_remote_pread(tf_remote *r, uint64_t off, void *buf, size_t len, tf_error 
     return rc;
 }
 
-void tf_remote_forget(tf_remote *r, uint64_t off, uint64_t len)
+static bool remote_forget(tf_io *io, uint64_t off, uint64_t len)
 {
+    tf_remote *r = remote_of(io);
     pthread_mutex_lock(&r->mu);
     for (size_t i = r->nstaged; i-- > 0;)
         if (r->staged[i].off < off + len && off < r->staged[i].off + r->staged[i].len)
@@ -480,6 +488,7 @@ void tf_remote_forget(tf_remote *r, uint64_t off, uint64_t len)
     pthread_mutex_unlock(&r->mu);
     if (r->cache)
         tf_range_cache_drop(r->cache, off, len);
+    return true;
 }
 
 /* ---- following an object that grows ---- */
@@ -537,20 +546,22 @@ static int follow_object(tf_remote *r, tf_error *e)
     return rc;
 }
 
-int tf_remote_refresh(tf_remote *r, uint64_t *size, bool *changed, tf_error *e)
+static int remote_poll(tf_io *io, uint64_t *size, bool *changed, tf_error *e)
 {
+    tf_remote *r = remote_of(io);
     if (follow_object(r, e) < 0)
         return -1;
     pthread_mutex_lock(&r->mu);
     *size = r->size;
-    *changed = r->generation != r->refreshed;
-    r->refreshed = r->generation;
+    *changed = r->generation != r->polled;
+    r->polled = r->generation;
     pthread_mutex_unlock(&r->mu);
     return 0;
 }
 
-void tf_remote_anchor(tf_remote *r, uint64_t end, const uint8_t *bytes, size_t n)
+static void remote_anchor(tf_io *io, uint64_t end, const uint8_t *bytes, size_t n)
 {
+    tf_remote *r = remote_of(io);
     if (n > TF_RANGE_ANCHOR_MAX || n > end)
         return;
     pthread_mutex_lock(&r->mu);
@@ -566,13 +577,6 @@ void tf_remote_anchor(tf_remote *r, uint64_t end, const uint8_t *bytes, size_t n
 }
 
 /* ---- open, close ---- */
-
-/* The URL for messages and for the cache's name of the object: without
- * the query, which for a presigned URL is a credential that changes. */
-static char *without_query(const char *url)
-{
-    return strndup(url, strcspn(url, "?#"));
-}
 
 static int open_http(tf_remote *r, const char *url, const tf_remote_opts *o, tf_error *e)
 {
@@ -684,14 +688,15 @@ static void stop_fetchers(tf_remote *r)
     free(r->fetchers);
 }
 
-int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
+static void free_remote(tf_remote *r);
+static const tf_io_ops remote_ops;
+
+int tf_remote_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_error *e)
 {
-    const tf_remote_opts *o;
-    if (tf_remote_settings(&o, e) < 0)
-        return -1;
     tf_remote *r = calloc(1, sizeof *r);
     if (!r)
         return tf_fail(e, ENOMEM, "out of memory");
+    r->io.ops = &remote_ops;
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->follow_mu, NULL);
     pthread_cond_init(&r->landed, NULL);
@@ -702,8 +707,11 @@ int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
     pthread_condattr_destroy(&monotonic);
     r->print_counters = getenv("TRAJFS_REMOTE_STATS") != NULL;
     r->pending = malloc(PENDING_MAX * sizeof *r->pending);
-    if (!(r->name = without_query(url)) || !r->pending) {
-        tf_remote_close(r);
+    /* The URL for messages and for the cache's name of the object:
+     * without the query, which for a presigned URL is a credential that
+     * changes. */
+    if (!(r->name = tf_io_display_name(url)) || !r->pending) {
+        free_remote(r);
         return tf_fail(e, ENOMEM, "out of memory");
     }
     int rc = open_http(r, url, o, e) < 0 || fetch_ends(r, e) < 0 ? -1 : 0;
@@ -718,17 +726,15 @@ int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
     if (rc == 0)
         rc = start_fetchers(r, o->parallel, e);
     if (rc < 0) {
-        tf_remote_close(r);
+        free_remote(r);
         return -1;
     }
-    *out = r;
+    *out = &r->io;
     return 0;
 }
 
-void tf_remote_close(tf_remote *r)
+static void free_remote(tf_remote *r)
 {
-    if (!r)
-        return;
     stop_fetchers(r);
     if (r->print_counters && r->http) {
         uint64_t requests, bytes;
@@ -751,10 +757,33 @@ void tf_remote_close(tf_remote *r)
     free(r);
 }
 
-uint64_t tf_remote_size(tf_remote *r)
+static void remote_close(tf_io *io)
 {
-    pthread_mutex_lock(&r->mu);
-    uint64_t size = r->size;
-    pthread_mutex_unlock(&r->mu);
-    return size;
+    free_remote(remote_of(io));
 }
+
+/* No owner, mode or time of its own here: the reading user's, readable,
+ * dated now. */
+static int remote_stat(tf_io *io, struct stat *st, tf_error *e)
+{
+    (void)e;
+    tf_remote *r = remote_of(io);
+    *st = (struct stat){ .st_mode = S_IFREG | 0444, .st_nlink = 1, .st_uid = getuid(),
+                         .st_gid = getgid() };
+    pthread_mutex_lock(&r->mu);
+    st->st_size = (off_t)r->size;
+    pthread_mutex_unlock(&r->mu);
+    clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+    return 0;
+}
+
+static const tf_io_ops remote_ops = {
+    .remote = true,
+    .pread = remote_pread,
+    .will_need = remote_will_need,
+    .forget = remote_forget,
+    .poll = remote_poll,
+    .anchor = remote_anchor,
+    .stat = remote_stat,
+    .close = remote_close,
+};

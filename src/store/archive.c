@@ -492,12 +492,14 @@ int tf_archive_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *chan
     return rc;
 }
 
-/* Whether the file open as fd is still the one at path. */
-static int names_same_file(int fd, const char *path, bool *same, tf_error *e)
+/* Whether the file open as c is still the one at path. */
+static int names_same_file(const tf_container *c, const char *path, bool *same, tf_error *e)
 {
     struct stat named, held;
-    if (stat(path, &named) < 0 || fstat(fd, &held) < 0)
+    if (stat(path, &named) < 0)
         return tf_fail(e, errno, "%s: %s", path, strerror(errno));
+    if (tf_io_stat(c->io, &held, e) < 0)
+        return -1;
     *same = named.st_dev == held.st_dev && named.st_ino == held.st_ino;
     return 0;
 }
@@ -505,13 +507,14 @@ static int names_same_file(int fd, const char *path, bool *same, tf_error *e)
 /* Opens the container. A writer checks, once it holds the lock, that the
  * file it locked is still the archive: `trajpack gc` replaces the file
  * under its lock, and appending to the replaced one would lose commits. */
-static int open_container(tf_container *c, const char *path, bool writable, tf_error *e)
+static int open_container(tf_container *c, const char *path, const tf_open_opts *o, tf_error *e)
 {
+    bool writable = o && o->writable;
     for (int attempt = 0; attempt < 3; attempt++) {
-        if (tf_container_open(c, path, writable, e) < 0)
+        if (tf_container_open(c, path, o, e) < 0)
             return -1;
         bool same = true;
-        if (writable && names_same_file(c->fd, path, &same, e) < 0) {
+        if (writable && names_same_file(c, path, &same, e) < 0) {
             tf_container_close(c);
             return -1;
         }
@@ -522,13 +525,13 @@ static int open_container(tf_container *c, const char *path, bool writable, tf_e
     return tf_fail(e, EAGAIN, "%s: replaced again and again while being opened", path);
 }
 
-int tf_archive_open(const char *path, bool writable, tf_archive **out, tf_error *e)
+int tf_archive_open(const char *path, const tf_open_opts *o, tf_archive **out, tf_error *e)
 {
     tf_archive *ar = calloc(1, sizeof *ar);
     if (!ar)
         return tf_fail(e, ENOMEM, "out of memory");
     ar->next_ino = 2; /* 1 is the root directory */
-    if (open_container(&ar->c, path, writable, e) < 0) {
+    if (open_container(&ar->c, path, o, e) < 0) {
         free(ar);
         return -1;
     }
@@ -559,6 +562,18 @@ unsigned tf_archive_chunk_shift(const tf_archive *ar) { return ar->c.chunk_shift
 uint64_t tf_archive_commits(const tf_archive *ar) { return ar->commits; }
 uint64_t tf_archive_file_size(const tf_archive *ar) { return ar->c.end; }
 tf_container *tf_archive_container(tf_archive *ar) { return &ar->c; }
+uint64_t tf_archive_torn_bytes(const tf_archive *ar) { return ar->c.file_size - ar->c.end; }
+bool tf_archive_is_remote(const tf_archive *ar) { return tf_io_is_remote(ar->c.io); }
+
+int tf_archive_stat(const tf_archive *ar, struct stat *st, tf_error *e)
+{
+    return tf_io_stat(ar->c.io, st, e);
+}
+
+int tf_archive_free_space(const tf_archive *ar, uint64_t *bytes, tf_error *e)
+{
+    return tf_io_free_space(ar->c.io, bytes, e);
+}
 size_t tf_archive_nentries(const tf_archive *ar) { return ar->nentries; }
 const tf_entry *tf_archive_entry(const tf_archive *ar, size_t i) { return &ar->entries[i]; }
 uint64_t tf_archive_nblobs(const tf_archive *ar) { return ar->nblobs; }

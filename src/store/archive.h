@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "common/error.h"
 #include "format/catalog.h"
@@ -14,15 +15,29 @@
 
 typedef struct tf_archive tf_archive;
 
-/* Opens an archive read-only, or, with writable, as its single writer
- * (EBUSY while another writer has it). */
-int tf_archive_open(const char *path, bool writable, tf_archive **out, tf_error *e);
+/* Opens an archive, a path or a URL, with the options o (io/io.h; NULL:
+ * read-only, a remote archive's default settings): read-only, or, with
+ * o->writable, as its single writer (EBUSY while another writer has it). */
+int tf_archive_open(const char *path, const tf_open_opts *o, tf_archive **out, tf_error *e);
 void tf_archive_close(tf_archive *ar);
 
 unsigned tf_archive_chunk_shift(const tf_archive *ar);
 uint64_t tf_archive_commits(const tf_archive *ar); /* commits applied */
 uint64_t tf_archive_file_size(const tf_archive *ar); /* bytes committed */
+/* Bytes after the last commit, as last looked at: an interrupted write's,
+ * ignored (a writer cuts them off). */
+uint64_t tf_archive_torn_bytes(const tf_archive *ar);
 tf_container *tf_archive_container(tf_archive *ar);
+
+/* Whether its bytes come over a network (an http(s):// or s3:// URL). */
+bool tf_archive_is_remote(const tf_archive *ar);
+/* What the file system says of the archive's file now: its owner, mode,
+ * times and which file it is. A remote archive: the reading user's,
+ * dated now. */
+int tf_archive_stat(const tf_archive *ar, struct stat *st, tf_error *e);
+/* The bytes free where commits are appended (a local file's file
+ * system). */
+int tf_archive_free_space(const tf_archive *ar, uint64_t *bytes, tf_error *e);
 
 /* Live entries (tombstoned and replaced ones removed), sorted so that a
  * directory's whole subtree follows it contiguously ('/' sorts first). */

@@ -119,7 +119,7 @@ static int copy_entries(rewrite *r, tf_error *e)
 static int check_written(const char *tmp, const rewrite *r, tf_error *e)
 {
     tf_archive *ar;
-    if (tf_archive_open(tmp, false, &ar, e) < 0)
+    if (tf_archive_open(tmp, NULL, &ar, e) < 0)
         return -1;
     bool ok = tf_archive_nentries(ar) == tf_archive_nentries(r->old) &&
               tf_archive_nblobs(ar) == r->kept &&
@@ -128,29 +128,35 @@ static int check_written(const char *tmp, const rewrite *r, tf_error *e)
     return ok ? 0 : tf_fail(e, EIO, "%s: the rewritten archive does not read back whole", tmp);
 }
 
-/* The old file's owner and permissions: a gc must not hand the archive
- * to whoever ran it. */
-static int copy_owner(tf_archive *old, int fd, tf_error *e)
+/* The old file's owner and permissions, given to the new file tmp: a gc
+ * must not hand the archive to whoever ran it. */
+static int copy_owner(const tf_archive *old, const char *tmp, tf_error *e)
 {
     struct stat st;
-    if (fstat(tf_archive_container(old)->fd, &st) < 0)
-        return tf_fail(e, errno, "stat: %s", strerror(errno));
-    if ((st.st_uid != geteuid() || st.st_gid != getegid()) && fchown(fd, st.st_uid, st.st_gid) < 0)
-        return tf_fail(e, errno, "cannot give the rewritten archive its owner: %s",
-                       strerror(errno));
-    if (fchmod(fd, st.st_mode & 07777) < 0)
-        return tf_fail(e, errno, "cannot give the rewritten archive its mode: %s", strerror(errno));
-    return 0;
+    if (tf_archive_stat(old, &st, e) < 0)
+        return -1;
+    int fd = open(tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = 0;
+    if (fd < 0)
+        rc = tf_fail(e, errno, "%s: %s", tmp, strerror(errno));
+    else if ((st.st_uid != geteuid() || st.st_gid != getegid()) && fchown(fd, st.st_uid, st.st_gid) < 0)
+        rc = tf_fail(e, errno, "cannot give the rewritten archive its owner: %s", strerror(errno));
+    else if (fchmod(fd, st.st_mode & 07777) < 0)
+        rc = tf_fail(e, errno, "cannot give the rewritten archive its mode: %s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return rc;
 }
 
 /* Writes the new archive at tmp, durable (tf_container_commit syncs). */
 static int write_archive(rewrite *r, const char *tmp, tf_error *e)
 {
+    tf_open_opts writable = { .writable = true };
     if (tf_container_create(tmp, tf_archive_chunk_shift(r->old), e) < 0 ||
-        tf_container_open(&r->out, tmp, true, e) < 0)
+        tf_container_open(&r->out, tmp, &writable, e) < 0)
         return -1;
     tf_buf raw = { 0 };
-    int rc = copy_owner(r->old, r->out.fd, e);
+    int rc = copy_owner(r->old, tmp, e);
     if (rc == 0)
         rc = copy_blobs(r, e);
     if (rc == 0)
@@ -191,8 +197,9 @@ int tf_gc(const char *path, void (*progress)(void *arg, uint64_t bytes), void *p
     char *real = realpath(path, NULL), *tmp = NULL;
     if (!real)
         return tf_fail(e, errno, "%s: %s", path, strerror(errno));
-    rewrite r = { .progress = progress, .progress_arg = progress_arg, .out = { .fd = -1 } };
-    int rc = tf_archive_open(real, true, &r.old, e); /* the writer's lock, held to the end */
+    rewrite r = { .progress = progress, .progress_arg = progress_arg };
+    tf_open_opts writable = { .writable = true };
+    int rc = tf_archive_open(real, &writable, &r.old, e); /* the writer's lock, held to the end */
     if (rc == 0) {
         *stats = (tf_gc_stats){ .blobs_before = tf_archive_nblobs(r.old),
                                 .bytes_before = tf_archive_file_size(r.old),

@@ -2,7 +2,8 @@
 
 #include <errno.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "common/full_io.h"
 
 int tf_source_read(const tf_source *src, uint64_t off, void *out, size_t len, tf_error *e)
 {
@@ -10,19 +11,11 @@ int tf_source_read(const tf_source *src, uint64_t off, void *out, size_t len, tf
         return tf_fail(e, EINVAL, "%s: read past its end", src->name);
     if (src->growing && src->growing->await(src->growing->arg, off + len, e) < 0)
         return -1;
-    uint8_t *p = out;
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = pread(src->fd, p + got, len - got, (off_t)(off + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int err = n < 0 ? errno : EIO;
-            return tf_fail(e, err, "%s: %s", src->name,
-                           n < 0 ? strerror(err) : "file shrank while reading");
-        }
-        got += (size_t)n;
-    }
+    ssize_t n = tf_pread_full(src->fd, out, len, off);
+    if (n < 0)
+        return tf_fail(e, errno, "%s: %s", src->name, strerror(errno));
+    if ((size_t)n < len)
+        return tf_fail(e, EIO, "%s: file shrank while reading", src->name);
     return 0;
 }
 

@@ -47,7 +47,7 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
         tf_write_opts_default(&w->opts);
     if (w->opts.threads < 1)
         w->opts.threads = 1;
-    if (tf_archive_open(archive, true, &w->ar, e) < 0) {
+    if (tf_archive_open(archive, &(tf_open_opts){ .writable = true }, &w->ar, e) < 0) {
         free(w);
         return -1;
     }

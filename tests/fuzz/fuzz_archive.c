@@ -111,7 +111,7 @@ static int read_files(tf_archive *ar, tf_reader_ctx *r, tf_error *e)
 int tf_fuzz_read_archive(const char *path, tf_error *e)
 {
     tf_archive *ar;
-    if (tf_archive_open(path, false, &ar, e) < 0)
+    if (tf_archive_open(path, NULL, &ar, e) < 0)
         return -1;
     tf_reader_ctx *r = tf_reader_new(ar, CACHE_BYTES);
     int rc = r ? 0 : tf_fail(e, ENOMEM, "out of memory");

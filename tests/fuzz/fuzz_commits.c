@@ -104,7 +104,8 @@ int tf_fuzz_commits(const uint8_t *data, size_t size, tf_error *e)
     unsigned shift = TF_CHUNK_SHIFT_MIN + data[0] % (TF_CHUNK_SHIFT_MAX - TF_CHUNK_SHIFT_MIN + 1);
     unlink(path);
     tf_container c;
-    if (tf_container_create(path, shift, e) < 0 || tf_container_open(&c, path, true, e) < 0)
+    tf_open_opts writable = { .writable = true };
+    if (tf_container_create(path, shift, e) < 0 || tf_container_open(&c, path, &writable, e) < 0)
         return -1;
     tf_cursor in = tf_cursor_make(data + 1, size - 1);
     int rc = write_commits(&c, &in, e);

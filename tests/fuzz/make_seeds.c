@@ -365,7 +365,7 @@ static void commit_seeds(const char *archive, const char *name)
 {
     tf_container c;
     tf_error e = { 0 };
-    if (tf_container_open(&c, archive, false, &e) < 0)
+    if (tf_container_open(&c, archive, NULL, &e) < 0)
         die(archive, e.msg);
     uint64_t n, start = TF_SUPERBLOCK_SIZE, first_blob = 0;
     tf_trailer *t = trailers(&c, archive, &n);

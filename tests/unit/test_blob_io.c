@@ -25,7 +25,7 @@ static tf_archive *archive_of_one_blob(const char *name, const tf_blob **b)
     tf_writer_close(w);
     tf_archive *ar = NULL;
     tf_error e = { 0 };
-    ck_assert_msg(tf_archive_open(path, false, &ar, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_archive_open(path, NULL, &ar, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(tf_archive_nblobs(ar), 1);
     *b = tf_archive_blob(ar, 0);
     return ar;
@@ -63,7 +63,7 @@ START_TEST(blob_payload_damaged_is_refused)
     ck_assert_int_eq(fclose(f), 0);
 
     tf_error e = { 0 };
-    ck_assert_msg(tf_archive_open(path, false, &ar, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_archive_open(path, NULL, &ar, &e) == 0, "%s", e.msg);
     tf_buf out = { 0 };
     ck_assert_int_eq(tf_blob_read_payload(ar, tf_archive_blob(ar, 0), &out, &e), -1);
     ck_assert_int_eq(e.errnum, EIO);

@@ -16,6 +16,8 @@
 #include "format/container.h"
 #include "format/tensor_format.h"
 
+static const tf_open_opts for_writing = { .writable = true };
+
 /* ======================================================================== */
 /* A sample segment with every entry kind                                   */
 /* ======================================================================== */
@@ -1230,7 +1232,7 @@ static void expect_commit(const char *path, uint64_t seq, uint64_t end)
 {
     tf_container c;
     tf_error e = { 0 };
-    ck_assert_msg(tf_container_open(&c, path, false, &e) == 0, "open: %s", e.msg);
+    ck_assert_msg(tf_container_open(&c, path, NULL, &e) == 0, "open: %s", e.msg);
     ck_assert_msg(c.has_commit == (seq > 0), "has_commit %d, expected seq %llu", c.has_commit,
                   (unsigned long long)seq);
     if (seq)
@@ -1248,13 +1250,13 @@ START_TEST(create_and_open_empty)
     ck_assert_msg(tf_container_create(path, TF_CHUNK_SHIFT_DEFAULT, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(test_file_size(path), TF_SUPERBLOCK_SIZE);
     tf_container c;
-    ck_assert_int_eq(tf_container_open(&c, path, false, &e), 0);
+    ck_assert_int_eq(tf_container_open(&c, path, NULL, &e), 0);
     ck_assert(!c.has_commit);
     ck_assert_uint_eq(c.end, TF_SUPERBLOCK_SIZE);
     ck_assert_uint_eq(c.chunk_shift, TF_CHUNK_SHIFT_DEFAULT);
     ck_assert(!c.writable);
     tf_container_close(&c);
-    ck_assert_int_eq(c.fd, -1);
+    ck_assert_ptr_null(c.io);
 }
 END_TEST
 
@@ -1286,7 +1288,7 @@ START_TEST(create_checks_the_chunk_shift)
         if (shifts[k].ok) {
             ck_assert_msg(rc == 0, "shift %u: %s", shifts[k].shift, e.msg);
             tf_container c;
-            ck_assert_int_eq(tf_container_open(&c, path, false, &e), 0);
+            ck_assert_int_eq(tf_container_open(&c, path, NULL, &e), 0);
             ck_assert_uint_eq(c.chunk_shift, shifts[k].shift);
             tf_container_close(&c);
         } else {
@@ -1312,16 +1314,16 @@ START_TEST(open_rejects_what_is_not_an_archive)
         test_write_file(path, files[k].contents, files[k].len);
         tf_container c;
         tf_error e = { 0 };
-        ck_assert_msg(tf_container_open(&c, path, false, &e) == -1, "opened %s", files[k].name);
+        ck_assert_msg(tf_container_open(&c, path, NULL, &e) == -1, "opened %s", files[k].name);
         ck_assert_ptr_nonnull(strstr(e.msg, "not a trajfs archive"));
         ck_assert_ptr_nonnull(strstr(e.msg, path));
     }
     tf_container c;
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_container_open(&c, test_dir, false, &e), -1);
+    ck_assert_int_eq(tf_container_open(&c, test_dir, NULL, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "not a regular file"));
     char path[TEST_PATH_MAX];
-    ck_assert_int_eq(tf_container_open(&c, test_path("missing", path), false, &e), -1);
+    ck_assert_int_eq(tf_container_open(&c, test_path("missing", path), NULL, &e), -1);
     ck_assert_int_eq(e.errnum, ENOENT);
     ck_assert_ptr_nonnull(strstr(e.msg, "missing"));
 }
@@ -1358,7 +1360,7 @@ START_TEST(open_rejects_a_bad_superblock)
     test_write_file(path, sb, len);
     tf_container c;
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_container_open(&c, path, false, &e), -1);
+    ck_assert_int_eq(tf_container_open(&c, path, NULL, &e), -1);
     ck_assert_msg(strstr(e.msg, superblock_cases[_i].message), "message \"%s\" lacks \"%s\"",
                   e.msg, superblock_cases[_i].message);
     free(sb);
@@ -1387,7 +1389,7 @@ static void build_history(const char *path, uint64_t ends[COMMITS + 1])
     tf_error e = { 0 };
     ck_assert_int_eq(tf_container_create(path, 16, &e), 0);
     tf_container c;
-    ck_assert_msg(tf_container_open(&c, path, true, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_container_open(&c, path, &for_writing, &e) == 0, "%s", e.msg);
     ck_assert(c.writable);
     ends[0] = c.end;
     tf_buf seg = { 0 };
@@ -1421,7 +1423,7 @@ START_TEST(commits_survive_reopen)
     /* Walk the trailers back and read every catalog. */
     tf_container c;
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_container_open(&c, path, false, &e), 0);
+    ck_assert_int_eq(tf_container_open(&c, path, NULL, &e), 0);
     ck_assert_uint_eq(c.last.nblobs, COMMITS * 10);
     uint64_t off = c.end - TF_TRAILER_SIZE;
     tf_buf got = { 0 }, want = { 0 };
@@ -1458,7 +1460,7 @@ START_TEST(rollback_drops_uncommitted_bytes)
     build_history(path, ends);
     tf_container c;
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_container_open(&c, path, true, &e), 0);
+    ck_assert_int_eq(tf_container_open(&c, path, &for_writing, &e), 0);
     uint64_t off;
     ck_assert_int_eq(tf_container_append(&c, "spare bytes", 11, &off, &e), 0);
     ck_assert_uint_eq(test_file_size(path), ends[COMMITS] + 11);
@@ -1490,7 +1492,7 @@ START_TEST(every_torn_tail_falls_back_to_the_previous_commit)
     /* A cut inside the superblock is no archive at all. */
     test_write_file(cut, bytes, TF_SUPERBLOCK_SIZE - 1);
     tf_container c;
-    ck_assert_int_eq(tf_container_open(&c, cut, false, NULL), -1);
+    ck_assert_int_eq(tf_container_open(&c, cut, NULL, NULL), -1);
     free(bytes);
 }
 END_TEST
@@ -1530,13 +1532,13 @@ START_TEST(writable_open_cuts_the_torn_tail)
     ck_assert_int_eq(truncate(path, (off_t)ends[COMMITS] - 5), 0);
     tf_container c;
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_container_open(&c, path, false, &e), 0);
+    ck_assert_int_eq(tf_container_open(&c, path, NULL, &e), 0);
     ck_assert_uint_eq(c.end, ends[COMMITS - 1]);
     ck_assert_uint_eq(c.file_size, ends[COMMITS] - 5); /* read-only: left alone */
     tf_container_close(&c);
     ck_assert_uint_eq(test_file_size(path), ends[COMMITS] - 5);
 
-    ck_assert_int_eq(tf_container_open(&c, path, true, &e), 0);
+    ck_assert_int_eq(tf_container_open(&c, path, &for_writing, &e), 0);
     ck_assert_uint_eq(c.end, ends[COMMITS - 1]);
     ck_assert_uint_eq(c.file_size, ends[COMMITS - 1]);
     ck_assert_uint_eq(test_file_size(path), ends[COMMITS - 1]);
@@ -1561,16 +1563,16 @@ START_TEST(second_writer_is_refused)
     ck_assert_int_eq(tf_container_create(path, 20, NULL), 0);
     tf_container first, second, reader;
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_container_open(&first, path, true, &e), 0);
-    ck_assert_int_eq(tf_container_open(&second, path, true, &e), -1);
+    ck_assert_int_eq(tf_container_open(&first, path, &for_writing, &e), 0);
+    ck_assert_int_eq(tf_container_open(&second, path, &for_writing, &e), -1);
     ck_assert_int_eq(e.errnum, EBUSY);
     ck_assert_ptr_nonnull(strstr(e.msg, "another writer"));
     ck_assert_ptr_nonnull(strstr(e.msg, path));
     /* Readers take no lock. */
-    ck_assert_int_eq(tf_container_open(&reader, path, false, &e), 0);
+    ck_assert_int_eq(tf_container_open(&reader, path, NULL, &e), 0);
     tf_container_close(&reader);
     tf_container_close(&first);
-    ck_assert_msg(tf_container_open(&second, path, true, &e) == 0, "after close: %s", e.msg);
+    ck_assert_msg(tf_container_open(&second, path, &for_writing, &e) == 0, "after close: %s", e.msg);
     tf_container_close(&second);
 }
 END_TEST
@@ -1604,7 +1606,7 @@ START_TEST(trailer_pointing_past_itself_is_invalid)
         tf_container c;
         tf_trailer t;
         tf_error e = { 0 };
-        ck_assert_int_eq(tf_container_open(&c, path, false, &e), 0);
+        ck_assert_int_eq(tf_container_open(&c, path, NULL, &e), 0);
         ck_assert_msg(tf_container_read_trailer(&c, at, &t, &e) == -1,
                       "accepted a trailer at %llu whose catalog starts at %llu",
                       (unsigned long long)at, (unsigned long long)fake.catalog_off);

@@ -137,7 +137,8 @@ static void write_archive(const plan *p, const tf_segment *const *segs, size_t n
     unlink(archive_path);
     ck_assert_msg(tf_container_create(archive_path, SHIFT, &e) == 0, "%s", e.msg);
     tf_container c;
-    ck_assert_msg(tf_container_open(&c, archive_path, true, &e) == 0, "%s", e.msg);
+    tf_open_opts writable = { .writable = true };
+    ck_assert_msg(tf_container_open(&c, archive_path, &writable, &e) == 0, "%s", e.msg);
     uint64_t off, nblobs = 0;
     ck_assert_int_eq(tf_container_append(&c, payload, payload_len, &off, &e), 0);
     ck_assert_uint_eq(off, PAYLOAD_AT);
@@ -162,7 +163,7 @@ static void expect_open_fails(const char *want)
 {
     tf_archive *ar = NULL;
     tf_error e = { 0 };
-    int rc = tf_archive_open(archive_path, false, &ar, &e);
+    int rc = tf_archive_open(archive_path, NULL, &ar, &e);
     if (rc == 0)
         tf_archive_close(ar);
     ck_assert_msg(rc == -1, "opened an archive that should say \"%s\"", want);
@@ -179,7 +180,7 @@ static tf_archive *open_ok(void)
 {
     tf_archive *ar = NULL;
     tf_error e = { 0 };
-    ck_assert_msg(tf_archive_open(archive_path, false, &ar, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_archive_open(archive_path, NULL, &ar, &e) == 0, "%s", e.msg);
     return ar;
 }
 
@@ -630,7 +631,7 @@ START_TEST(model_chain_is_refused)
     free(b);
     tf_archive *ar = NULL;
     tf_error e = { 0 };
-    if (tf_archive_open(archive_path, false, &ar, &e) < 0) {
+    if (tf_archive_open(archive_path, NULL, &ar, &e) < 0) {
         ck_assert_msg(strstr(e.msg, "model") != NULL, "refused, but not for its model: %s", e.msg);
         return;
     }

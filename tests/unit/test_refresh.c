@@ -53,7 +53,7 @@ static tf_archive *open_reader(void)
 {
     tf_archive *ar = NULL;
     tf_error e = { 0 };
-    ck_assert_msg(tf_archive_open(archive_path, false, &ar, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_archive_open(archive_path, NULL, &ar, &e) == 0, "%s", e.msg);
     return ar;
 }
 
@@ -256,7 +256,8 @@ static void commit_raw(const tf_segment *seg)
 {
     tf_container c;
     tf_error e = { 0 };
-    ck_assert_msg(tf_container_open(&c, archive_path, true, &e) == 0, "%s", e.msg);
+    tf_open_opts writable = { .writable = true };
+    ck_assert_msg(tf_container_open(&c, archive_path, &writable, &e) == 0, "%s", e.msg);
     tf_buf raw = { 0 };
     ck_assert_int_eq(tf_segment_encode(seg, &raw, NULL), 0);
     ck_assert_msg(tf_container_commit(&c, raw.data, raw.len, seg->first_blob + seg->nblobs, &e) == 0,

@@ -236,7 +236,7 @@ static tf_archive *open_and_check_bytes(void)
 {
     tf_archive *ar = NULL;
     tf_error e = { 0 };
-    ck_assert_msg(tf_archive_open(archive_path, false, &ar, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_archive_open(archive_path, NULL, &ar, &e) == 0, "%s", e.msg);
     tf_reader_ctx *r = tf_reader_new(ar, 1 << 20);
     ck_assert_ptr_nonnull(r);
     for (size_t i = 0; i < nadded; i++) {

@@ -24,7 +24,7 @@ static tf_archive *open_entry(const char *path, const char *name, const tf_entry
 {
     tf_archive *ar = NULL;
     tf_error e = { 0 };
-    ck_assert_msg(tf_archive_open(path, false, &ar, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_archive_open(path, NULL, &ar, &e) == 0, "%s", e.msg);
     *ent = tf_archive_lookup(ar, name);
     ck_assert_ptr_nonnull(*ent);
     return ar;

@@ -108,7 +108,7 @@ static tf_archive *open_archive(const char *path)
 {
     tf_archive *ar = NULL;
     tf_error e = { 0 };
-    ck_assert_msg(tf_archive_open(path, false, &ar, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_archive_open(path, NULL, &ar, &e) == 0, "%s", e.msg);
     return ar;
 }
 

@@ -1,0 +1,112 @@
+/* The bytes of an archive, wherever they are: one interface, a table of
+ * operations, implemented by a local file (io/file.c) and by a remote
+ * object read by byte ranges (io/remote.h). The container (format/)
+ * reads, follows and appends through it and never knows which it has.
+ *
+ * Reading: pread, will_need (a hint), poll (size and identity, to follow
+ * a file others append to). Writing, a local file only so far: lock
+ * (one writer), append after the end, sync (durable), truncate (drop
+ * what was appended since). A writer to object storage fits the same
+ * operations: lock is a conditional create that fails while another
+ * writer holds one, append stages bytes as a new object, sync publishes
+ * it, truncate drops what was not published.
+ *
+ * The reading operations may be called from many threads at once, the
+ * writing ones from the single writer's. */
+#ifndef TRAJFS_IO_IO_H
+#define TRAJFS_IO_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "common/error.h"
+#include "io/remote_opts.h"
+
+typedef struct tf_io tf_io;
+
+/* The operations of one kind of storage. Those marked optional may be
+ * NULL (tf_io_* below then does nothing, or fails with ENOTSUP). */
+typedef struct {
+    /* A crash or a full disk can leave part of an append at the end (a
+     * local file). An object is published whole: bytes after its last
+     * commit are damage, not a torn tail. */
+    bool tears;
+    /* Its bytes come over a network (no local file to watch). */
+    bool remote;
+    /* Reads exactly [off, off + len); an error when not all are there. */
+    int (*pread)(tf_io *io, uint64_t off, void *buf, size_t len, tf_error *e);
+    /* Optional: [off, off + len) will be read soon. A hint only. */
+    void (*will_need)(tf_io *io, uint64_t off, uint64_t len);
+    /* Optional: drops every copy kept of [off, off + len) (they failed a
+     * checksum); true when a read of them may now bring other bytes. */
+    bool (*forget)(tf_io *io, uint64_t off, uint64_t len);
+    /* The size now, and whether its identity (a local file's
+     * modification time, a remote object's ETag) changed since it was
+     * opened or last polled: then, even at the same size, other bytes
+     * than before may be where bytes were. */
+    int (*poll)(tf_io *io, uint64_t *size, bool *changed, tf_error *e);
+    /* Optional: the n bytes ending at end are a valid commit's trailer,
+     * the newest: what grows after them is an append, not another file
+     * (a remote object followed checks new versions against them). */
+    void (*anchor)(tf_io *io, uint64_t end, const uint8_t *bytes, size_t n);
+    /* What the file system says of it: owner, mode, times, which file. A
+     * remote object: the reading user's, regular, dated now. */
+    int (*stat)(tf_io *io, struct stat *st, tf_error *e);
+    /* Optional: the bytes free where appends go. */
+    int (*free_space)(tf_io *io, uint64_t *bytes, tf_error *e);
+    /* Optional (writable): the single-writer lock, not waiting (EBUSY
+     * while another writer holds it); held until close. */
+    int (*lock)(tf_io *io, tf_error *e);
+    /* Optional (writable): writes the len bytes at off, the end. */
+    int (*append)(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e);
+    /* Optional (writable): what was appended is durable. */
+    int (*sync)(tf_io *io, tf_error *e);
+    /* Optional (writable): the end is size, what followed dropped. */
+    int (*truncate)(tf_io *io, uint64_t size, tf_error *e);
+    void (*close)(tf_io *io);
+} tf_io_ops;
+
+/* Every implementation's object starts with this. */
+struct tf_io {
+    const tf_io_ops *ops;
+};
+
+/* How to open an archive. */
+typedef struct {
+    bool writable;                /* for appending, by its single writer */
+    const tf_remote_opts *remote; /* a URL's settings; NULL: the defaults */
+} tf_open_opts;
+
+/* Whether path names a remote object (http://, https://, s3://). */
+bool tf_io_is_url(const char *path);
+/* The name of path for messages and mount options: a local file's
+ * absolute path, a URL without its query (a presigned URL's signature
+ * stays out of logs). NULL (errno) when it cannot be had. */
+char *tf_io_display_name(const char *path);
+
+/* Opens path (o NULL: read-only, default settings): a local file, or a
+ * URL (read-only: EROFS when writable). */
+int tf_io_open(const char *path, const tf_open_opts *o, tf_io **out, tf_error *e);
+/* Creates the local file path holding exactly the len bytes, durably
+ * (its directory entry too); fails when path exists; on failure leaves
+ * nothing behind. */
+int tf_io_create(const char *path, const void *bytes, size_t len, tf_error *e);
+void tf_io_close(tf_io *io); /* NULL: nothing */
+
+bool tf_io_tears(const tf_io *io);
+bool tf_io_is_remote(const tf_io *io);
+int tf_io_pread(tf_io *io, uint64_t off, void *buf, size_t len, tf_error *e);
+void tf_io_will_need(tf_io *io, uint64_t off, uint64_t len);
+bool tf_io_forget(tf_io *io, uint64_t off, uint64_t len);
+int tf_io_poll(tf_io *io, uint64_t *size, bool *changed, tf_error *e);
+void tf_io_anchor(tf_io *io, uint64_t end, const uint8_t *bytes, size_t n);
+int tf_io_stat(tf_io *io, struct stat *st, tf_error *e);
+int tf_io_free_space(tf_io *io, uint64_t *bytes, tf_error *e);
+int tf_io_lock(tf_io *io, tf_error *e);
+int tf_io_append(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e);
+int tf_io_sync(tf_io *io, tf_error *e);
+int tf_io_truncate(tf_io *io, uint64_t size, tf_error *e);
+
+#endif

@@ -1,0 +1,420 @@
+/* io/: whole reads and writes on a descriptor (after signals and short
+ * counts), the local file behind the I/O interface (bounds, append,
+ * sync, truncate, the writer's lock, the size poll), what the interface
+ * does for a storage without the optional operations, and of remote
+ * archives what needs no server: URLs, their names, their settings. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+#include "common/full_io.h"
+#include "io/io.h"
+#include "io/remote_opts.h"
+
+/* ---- whole reads and writes ---- */
+
+START_TEST(pread_full_reads_all_and_stops_at_the_end)
+{
+    char path[TEST_PATH_MAX];
+    test_write_file(test_path("f", path), "0123456789", 10);
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    char buf[16] = { 0 };
+    ck_assert_int_eq(tf_pread_full(fd, buf, 4, 3), 4);
+    ck_assert_mem_eq(buf, "3456", 4);
+    ck_assert_int_eq(tf_pread_full(fd, buf, sizeof buf, 7), 3); /* short: the end */
+    ck_assert_mem_eq(buf, "789", 3);
+    ck_assert_int_eq(tf_pread_full(fd, buf, sizeof buf, 10), 0);
+    close(fd);
+    errno = 0;
+    ck_assert_int_eq(tf_pread_full(fd, buf, 1, 0), -1);
+    ck_assert_int_eq(errno, EBADF);
+}
+END_TEST
+
+START_TEST(pwrite_full_writes_at_the_offset)
+{
+    char path[TEST_PATH_MAX];
+    test_write_file(test_path("f", path), "..........", 10);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(tf_pwrite_full(fd, "abc", 3, 8), 0);
+    ck_assert_int_eq(tf_write_full(fd, "XY", 2), 0); /* at the position: 0 */
+    close(fd);
+    size_t n;
+    uint8_t *got = test_read_whole_file(path, &n);
+    ck_assert_uint_eq(n, 11);
+    ck_assert_mem_eq(got, "XY......abc", 11);
+    free(got);
+    ck_assert_int_eq(tf_write_full(fd, "z", 1), -1);
+    ck_assert_int_eq(errno, EBADF);
+}
+END_TEST
+
+/* A write into a pipe that a slow reader drains blocks again and again,
+ * while a timer's signal (its handler installed without SA_RESTART)
+ * interrupts it: it returns short counts and EINTR, and every byte must
+ * still arrive once, in order. */
+static void on_alarm(int sig) { (void)sig; }
+
+typedef struct {
+    int fd;
+    uint8_t *got;
+    size_t len;
+} drain;
+
+static void *drain_slowly(void *arg)
+{
+    drain *d = arg;
+    size_t have = 0;
+    while (have < d->len) {
+        usleep(200);
+        ssize_t n = read(d->fd, d->got + have, d->len - have < 4096 ? d->len - have : 4096);
+        if (n <= 0 && !(n < 0 && errno == EINTR))
+            break;
+        have += n > 0 ? (size_t)n : 0;
+    }
+    d->len = have;
+    return NULL;
+}
+
+START_TEST(write_full_survives_signals_and_short_counts)
+{
+    enum { LEN = 1 << 20 };
+    uint8_t *data = malloc(LEN), *got = malloc(LEN);
+    ck_assert(data && got);
+    rng_state = 29;
+    fill_random(data, LEN);
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    struct sigaction sa = { .sa_handler = on_alarm }, old;
+    sigemptyset(&sa.sa_mask);
+    ck_assert_int_eq(sigaction(SIGALRM, &sa, &old), 0);
+    /* The reader thread blocks the signal: it goes to the writer. */
+    sigset_t alarm_only, before;
+    sigemptyset(&alarm_only);
+    sigaddset(&alarm_only, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alarm_only, &before);
+    drain d = { .fd = p[0], .got = got, .len = LEN };
+    pthread_t reader;
+    ck_assert_int_eq(pthread_create(&reader, NULL, drain_slowly, &d), 0);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    struct itimerval every_ms = { { 0, 1000 }, { 0, 1000 } }, off = { 0 };
+    setitimer(ITIMER_REAL, &every_ms, NULL);
+    int rc = tf_write_full(p[1], data, LEN);
+    setitimer(ITIMER_REAL, &off, NULL);
+    close(p[1]);
+    pthread_join(reader, NULL);
+    sigaction(SIGALRM, &old, NULL);
+    close(p[0]);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_uint_eq(d.len, LEN);
+    ck_assert(memcmp(data, got, LEN) == 0);
+    free(data);
+    free(got);
+}
+END_TEST
+
+/* ---- a local file ---- */
+
+static tf_io *open_file(const char *path, bool writable)
+{
+    tf_io *io;
+    tf_error e;
+    ck_assert_msg(tf_io_open(path, &(tf_open_opts){ .writable = writable }, &io, &e) == 0, "%s",
+                  e.msg);
+    return io;
+}
+
+START_TEST(file_reads_exactly_what_is_there)
+{
+    char path[TEST_PATH_MAX];
+    test_write_file(test_path("f", path), "0123456789", 10);
+    tf_io *io = open_file(path, false);
+    ck_assert(tf_io_tears(io));
+    ck_assert(!tf_io_is_remote(io));
+    char buf[10];
+    tf_error e;
+    ck_assert_int_eq(tf_io_pread(io, 2, buf, 8, &e), 0);
+    ck_assert_mem_eq(buf, "23456789", 8);
+    ck_assert_int_eq(tf_io_pread(io, 10, buf, 0, &e), 0);
+    ck_assert_int_eq(tf_io_pread(io, 5, buf, 6, &e), -1); /* one byte past the end */
+    ck_assert_int_eq(e.errnum, EIO);
+    ck_assert_ptr_nonnull(strstr(e.msg, "truncated at 10"));
+    ck_assert_int_eq(tf_io_pread(io, UINT64_MAX - 1, buf, 1, &e), -1);
+    tf_io_will_need(io, 0, 10); /* a hint: nothing to see */
+    tf_io_will_need(io, UINT64_MAX, 10);
+    ck_assert(!tf_io_forget(io, 0, 10)); /* no copies: reading again brings the same */
+    struct stat st;
+    ck_assert_int_eq(tf_io_stat(io, &st, &e), 0);
+    ck_assert(S_ISREG(st.st_mode));
+    ck_assert_int_eq(st.st_size, 10);
+    uint64_t free_bytes = 0;
+    ck_assert_int_eq(tf_io_free_space(io, &free_bytes, &e), 0);
+    ck_assert_uint_gt(free_bytes, 0);
+    tf_io_close(io);
+    tf_io_close(NULL);
+}
+END_TEST
+
+START_TEST(file_open_refuses_what_is_not_a_file)
+{
+    char path[TEST_PATH_MAX];
+    tf_io *io;
+    tf_error e;
+    ck_assert_int_eq(tf_io_open(test_dir, NULL, &io, &e), -1);
+    ck_assert_int_eq(e.errnum, EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "not a regular file"));
+    ck_assert_int_eq(tf_io_open(test_path("missing", path), NULL, &io, &e), -1);
+    ck_assert_int_eq(e.errnum, ENOENT);
+    ck_assert_ptr_nonnull(strstr(e.msg, path));
+}
+END_TEST
+
+START_TEST(file_appends_syncs_and_truncates)
+{
+    char path[TEST_PATH_MAX];
+    tf_error e;
+    ck_assert_int_eq(tf_io_create(test_path("f", path), "head", 4, &e), 0);
+    ck_assert_int_eq(tf_io_create(path, "again", 5, &e), -1); /* exists: left alone */
+    ck_assert_int_eq(e.errnum, EEXIST);
+    tf_io *io = open_file(path, true);
+    ck_assert_int_eq(tf_io_append(io, "+tail", 5, 4, &e), 0);
+    ck_assert_int_eq(tf_io_sync(io, &e), 0);
+    char buf[9];
+    ck_assert_int_eq(tf_io_pread(io, 0, buf, 9, &e), 0);
+    ck_assert_mem_eq(buf, "head+tail", 9);
+    uint64_t size;
+    bool changed;
+    ck_assert_int_eq(tf_io_poll(io, &size, &changed, &e), 0);
+    ck_assert_uint_eq(size, 9);
+    ck_assert_int_eq(tf_io_truncate(io, 4, &e), 0);
+    ck_assert_int_eq(tf_io_poll(io, &size, &changed, &e), 0);
+    ck_assert_uint_eq(size, 4);
+    ck_assert_int_eq(tf_io_pread(io, 0, buf, 5, &e), -1);
+    tf_io_close(io);
+    ck_assert_uint_eq(test_file_size(path), 4);
+}
+END_TEST
+
+START_TEST(file_lock_has_one_holder)
+{
+    char path[TEST_PATH_MAX];
+    test_write_file(test_path("f", path), "x", 1);
+    tf_io *first = open_file(path, true), *second = open_file(path, true);
+    tf_error e;
+    ck_assert_int_eq(tf_io_lock(first, &e), 0);
+    ck_assert_int_eq(tf_io_lock(second, &e), -1);
+    ck_assert_int_eq(e.errnum, EBUSY);
+    ck_assert_ptr_nonnull(strstr(e.msg, "another writer"));
+    tf_io *reader = open_file(path, false); /* readers need no lock */
+    char c;
+    ck_assert_int_eq(tf_io_pread(reader, 0, &c, 1, &e), 0);
+    tf_io_close(reader);
+    tf_io_close(first); /* the lock goes with it */
+    ck_assert_msg(tf_io_lock(second, &e) == 0, "%s", e.msg);
+    tf_io_close(second);
+}
+END_TEST
+
+/* The poll tells the size, and a change of identity (the modification
+ * time) once: bytes rewritten in place at the same size. */
+START_TEST(file_poll_tells_size_and_identity)
+{
+    char path[TEST_PATH_MAX];
+    test_write_file(test_path("f", path), "abc", 3);
+    tf_io *io = open_file(path, false);
+    uint64_t size;
+    bool changed;
+    tf_error e;
+    ck_assert_int_eq(tf_io_poll(io, &size, &changed, &e), 0);
+    ck_assert_uint_eq(size, 3);
+    ck_assert(!changed);
+    test_append_file(path, "de", 2);
+    ck_assert_int_eq(tf_io_poll(io, &size, &changed, &e), 0);
+    ck_assert_uint_eq(size, 5);
+    struct timespec long_ago[2] = { { 1000000000, 0 }, { 1000000000, 0 } };
+    ck_assert_int_eq(utimensat(AT_FDCWD, path, long_ago, 0), 0);
+    ck_assert_int_eq(tf_io_poll(io, &size, &changed, &e), 0);
+    ck_assert_uint_eq(size, 5);
+    ck_assert(changed);
+    ck_assert_int_eq(tf_io_poll(io, &size, &changed, &e), 0);
+    ck_assert(!changed);
+    tf_io_close(io);
+}
+END_TEST
+
+/* ---- the interface, for a storage with only what is required ---- */
+
+typedef struct {
+    tf_io io;
+    const char *bytes;
+} bare_storage;
+
+static int bare_pread(tf_io *io, uint64_t off, void *buf, size_t len, tf_error *e)
+{
+    (void)e;
+    memcpy(buf, ((bare_storage *)io)->bytes + off, len);
+    return 0;
+}
+
+static int bare_poll(tf_io *io, uint64_t *size, bool *changed, tf_error *e)
+{
+    (void)e;
+    *size = strlen(((bare_storage *)io)->bytes);
+    *changed = false;
+    return 0;
+}
+
+static int bare_stat(tf_io *io, struct stat *st, tf_error *e)
+{
+    (void)io, (void)e;
+    *st = (struct stat){ 0 };
+    return 0;
+}
+
+static void bare_close(tf_io *io) { (void)io; }
+
+START_TEST(optional_operations_default_to_nothing)
+{
+    static const tf_io_ops ops = { .pread = bare_pread, .poll = bare_poll, .stat = bare_stat,
+                                   .close = bare_close };
+    bare_storage s = { { &ops }, "bytes" };
+    tf_io *io = &s.io;
+    tf_error e;
+    char buf[5];
+    ck_assert_int_eq(tf_io_pread(io, 0, buf, 5, &e), 0);
+    tf_io_will_need(io, 0, 5);
+    tf_io_anchor(io, 5, (const uint8_t *)"s", 1);
+    ck_assert(!tf_io_forget(io, 0, 5));
+    uint64_t n;
+    ck_assert_int_eq(tf_io_free_space(io, &n, &e), -1);
+    ck_assert_int_eq(e.errnum, ENOTSUP);
+    ck_assert_int_eq(tf_io_lock(io, &e), -1);
+    ck_assert_int_eq(e.errnum, ENOTSUP);
+    ck_assert_int_eq(tf_io_append(io, "x", 1, 5, &e), -1);
+    ck_assert_int_eq(tf_io_sync(io, &e), -1);
+    ck_assert_int_eq(tf_io_truncate(io, 0, &e), -1);
+    ck_assert_int_eq(e.errnum, ENOTSUP);
+    tf_io_close(io);
+}
+END_TEST
+
+/* ---- remote archives, without a server ---- */
+
+START_TEST(urls_are_told_from_paths)
+{
+    ck_assert(tf_io_is_url("http://host/a.trajfs"));
+    ck_assert(tf_io_is_url("https://host/a.trajfs?X-Amz-Signature=s"));
+    ck_assert(tf_io_is_url("s3://bucket/a.trajfs"));
+    ck_assert(!tf_io_is_url("a.trajfs"));
+    ck_assert(!tf_io_is_url("/srv/http://a"));
+    ck_assert(!tf_io_is_url("ftp://host/a"));
+}
+END_TEST
+
+START_TEST(display_name_hides_a_query)
+{
+    char *name = tf_io_display_name("https://host/a.trajfs?X-Amz-Signature=secret#frag");
+    ck_assert_str_eq(name, "https://host/a.trajfs");
+    free(name);
+    char path[TEST_PATH_MAX];
+    test_write_file(test_path("f", path), "x", 1);
+    char *abs = tf_io_display_name(path), *real = realpath(path, NULL);
+    ck_assert_str_eq(abs, real);
+    free(abs);
+    free(real);
+    ck_assert_ptr_null(tf_io_display_name(test_path("missing", path)));
+}
+END_TEST
+
+START_TEST(remote_archive_is_read_only)
+{
+    tf_io *io = NULL;
+    tf_error e;
+    ck_assert_int_eq(tf_io_open("http://127.0.0.1:1/a.trajfs",
+                                &(tf_open_opts){ .writable = true }, &io, &e), -1);
+    ck_assert_int_eq(e.errnum, EROFS);
+    ck_assert_ptr_null(io);
+}
+END_TEST
+
+/* Nothing listens on port 1: the open fails (or, built without libcurl,
+ * is refused) with a message, leaving nothing open. */
+START_TEST(remote_open_without_a_server_fails)
+{
+    tf_remote_opts o;
+    tf_remote_opts_default(&o);
+    tf_error e;
+    ck_assert_int_eq(tf_remote_opts_parse(&o, "retries=0,connect_timeout=2,timeout=2", &e), 0);
+    tf_io *io = NULL;
+    ck_assert_int_eq(tf_io_open("http://127.0.0.1:1/a.trajfs", &(tf_open_opts){ .remote = &o },
+                                &io, &e), -1);
+    ck_assert_ptr_null(io);
+    ck_assert_ptr_nonnull(strstr(e.msg, "127.0.0.1"));
+    tf_remote_opts_free(&o);
+}
+END_TEST
+
+START_TEST(remote_settings_are_checked)
+{
+    tf_remote_opts o;
+    tf_remote_opts_default(&o);
+    tf_error e;
+    ck_assert_int_eq(tf_remote_opts_parse(&o, "cache_dir=/tmp/c,parallel=3,timeout=1.5", &e), 0);
+    ck_assert_str_eq(o.cache_dir, "/tmp/c");
+    ck_assert_uint_eq(o.parallel, 3);
+    ck_assert_uint_eq(o.timeout_ms, 1500);
+    ck_assert_int_eq(tf_remote_opts_set(&o, "parallel", "0", &e), -1);
+    ck_assert_int_eq(e.errnum, EINVAL);
+    ck_assert_int_eq(tf_remote_opts_set(&o, "rw", NULL, &e), -1);
+    ck_assert_int_eq(e.errnum, ENOENT);
+    ck_assert_uint_eq(o.parallel, 3);
+    tf_remote_opts_free(&o);
+}
+END_TEST
+
+static Suite *io_suite(void)
+{
+    Suite *s = suite_create("io");
+    TCase *full = tcase_create("full");
+    tcase_add_checked_fixture(full, test_dir_make, test_dir_remove);
+    tcase_add_test(full, pread_full_reads_all_and_stops_at_the_end);
+    tcase_add_test(full, pwrite_full_writes_at_the_offset);
+    tcase_add_test(full, write_full_survives_signals_and_short_counts);
+    suite_add_tcase(s, full);
+
+    TCase *file = tcase_create("file");
+    tcase_add_checked_fixture(file, test_dir_make, test_dir_remove);
+    tcase_add_test(file, file_reads_exactly_what_is_there);
+    tcase_add_test(file, file_open_refuses_what_is_not_a_file);
+    tcase_add_test(file, file_appends_syncs_and_truncates);
+    tcase_add_test(file, file_lock_has_one_holder);
+    tcase_add_test(file, file_poll_tells_size_and_identity);
+    tcase_add_test(file, optional_operations_default_to_nothing);
+    suite_add_tcase(s, file);
+
+    TCase *remote = tcase_create("remote");
+    tcase_add_checked_fixture(remote, test_dir_make, test_dir_remove);
+    tcase_add_test(remote, urls_are_told_from_paths);
+    tcase_add_test(remote, display_name_hides_a_query);
+    tcase_add_test(remote, remote_archive_is_read_only);
+    tcase_add_test(remote, remote_open_without_a_server_fails);
+    tcase_add_test(remote, remote_settings_are_checked);
+    suite_add_tcase(s, remote);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(io_suite());
+}
