@@ -6,9 +6,13 @@
 set -eu
 . "$(dirname "$0")/lib.sh"
 
-makefile=$top_builddir/Makefile
-helperdir=$(sed -n 's/^mounthelperdir = //p' "$makefile")
-bindir=$(make -s -C "$top_builddir" --no-print-directory -f "$makefile" -f - print-bindir <<'EOF'
+# make of the build tree, not a sub-make of the make check that runs this
+# test (its flags would print directories and share its jobs).
+build_make() {
+    env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory -C "$top_builddir" "$@"
+}
+helperdir=$(sed -n 's/^mounthelperdir = //p' "$top_builddir/Makefile")
+bindir=$(build_make -f Makefile -f - print-bindir <<'EOF'
 print-bindir:
 	@echo $(bindir)
 EOF
@@ -23,7 +27,7 @@ case $helperdir in
 esac
 
 root=$TEST_TMP/root
-make -s -C "$top_builddir" install DESTDIR="$root" > "$TEST_TMP/install.log" 2>&1 ||
+build_make install DESTDIR="$root" > "$TEST_TMP/install.log" 2>&1 ||
     { cat "$TEST_TMP/install.log" >&2; fail "make install failed"; }
 for p in "$bindir/trajpack" "$bindir/trajfs"; do
     [ -x "$root$p" ] || fail "$p not installed"
@@ -39,7 +43,7 @@ ln -s "$root$bindir/trajfs" "$TEST_TMP/mount.trajfs"
 "$TEST_TMP/mount.trajfs" -h > "$TEST_TMP/help" 2>&1 || true
 grep -q "mount.trajfs" "$TEST_TMP/help" || fail "mount.trajfs -h does not describe mount.trajfs"
 
-make -s -C "$top_builddir" uninstall DESTDIR="$root" > "$TEST_TMP/install.log" 2>&1 ||
+build_make uninstall DESTDIR="$root" > "$TEST_TMP/install.log" 2>&1 ||
     { cat "$TEST_TMP/install.log" >&2; fail "make uninstall failed"; }
 left=$(find "$root" ! -type d)
 [ -z "$left" ] || fail "make uninstall left $left"
