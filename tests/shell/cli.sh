@@ -181,7 +181,7 @@ ls "$damaged".* 2> /dev/null && fail "gc left a temporary file"
 # trajfs reads the writer's settings as trajpack create and add do: the
 # same message for a bad value, before anything is mounted (the mount
 # point does not exist either); and trajfs(1) describes every -o option
-# that trajfs --help lists.
+# that trajfs --help lists, once.
 TRAJFS=$top_builddir/trajfs
 refused_by_both() { # refused_by_both MOUNT_OPTION TRAJPACK_OPTION VALUE MESSAGE
     status=0
@@ -210,13 +210,15 @@ grep -qF "trajfs: prefetch=lots: expected bytes" "$TEST_TMP/err" ||
     fail "trajfs -o prefetch=lots said: $(cat "$TEST_TMP/err")"
 "$TRAJFS" --help > "$TEST_TMP/trajfs.help" || fail "trajfs --help failed"
 sed 's/\\-/-/g' "$top_srcdir/man/trajfs.1" > "$TEST_TMP/trajfs.man"
-mount_options=$(sed -n '/^libfuse options:/q; s/^    -o \([a-z_]*\).*/\1/p' "$TEST_TMP/trajfs.help")
+mount_options=$(sed -n '/^libfuse options:/q; s/^    -o \([a-z0-9_]*\).*/\1/p' "$TEST_TMP/trajfs.help")
 for opt in cache_size readahead prefetch threads rw spool_dir max_chain prog_budget all_programs; do
     echo "$mount_options" | grep -qx "$opt" || fail "trajfs --help does not list -o $opt"
 done
 for opt in $mount_options; do
     grep -q -- "-o $opt" "$TEST_TMP/trajfs.man" || fail "trajfs(1) does not describe -o $opt"
 done
+dup=$(echo "$mount_options" | sort | uniq -d)
+[ -z "$dup" ] || fail "trajfs --help lists -o $dup more than once"
 
 # The same on a terminal, where a progress bar would be drawn without -q
 # (script(1) gives the command a pseudo-terminal; the output is all of it).
