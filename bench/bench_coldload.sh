@@ -3,7 +3,8 @@
 #
 #   bench/bench_coldload.sh [CORPUS_DIR [ARCHIVE [SQUASHFS]]]
 #
-# CORPUS_DIR (default /work/corpus-data/default) is packed once with
+# CORPUS_DIR (default $TRAJFS_CORPUS; made at first use, see
+# bench_corpus in benchlib.sh) is packed once with
 # `trajpack create` defaults into ARCHIVE (default
 # $TMPDIR/trajfs-bench-<name>.traj) and with `mksquashfs DIR X -comp zstd
 # -Xcompression-level 19 -b 1M` into SQUASHFS (default
@@ -29,7 +30,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-corpus=${1:-/work/corpus-data/default}
+corpus=${1:-${TRAJFS_CORPUS:-}}
 name=$(basename "$corpus")
 archive=${2:-${TMPDIR:-/tmp}/trajfs-bench-$name.traj}
 squashfs=${3:-${TMPDIR:-/tmp}/trajfs-bench-$name.sqfs}
@@ -38,7 +39,7 @@ repeat=${BENCH_REPEAT:-3}
 . "$here/bench/benchlib.sh"
 bench_init bench_coldload
 [ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
-[ -d "$corpus" ] || die "no corpus at $corpus"
+bench_corpus "$corpus"
 [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
 command -v squashfuse > /dev/null && command -v mksquashfs > /dev/null ||
     die "needs squashfuse and mksquashfs (Debian: apt-get install squashfs-tools squashfuse)"

@@ -4,7 +4,8 @@
 #   bench/bench_encode.sh [--big] [CORPUS_DIR]
 #
 # Four rows, from two consecutive checkpoints of CORPUS_DIR (default
-# /work/corpus-data/default; STEP_A and STEP_B, default 375 and 400): the
+# $TRAJFS_CORPUS, made at first use: bench_corpus in benchlib.sh; STEP_A
+# and STEP_B, default 375 and 400): the
 # bf16 weights (step-N.safetensors) and the float32 AdamW state
 # (step-N.optim.safetensors), each
 #
@@ -51,12 +52,12 @@ if [ "${1:-}" = --big ]; then
     big=true
     shift
 fi
-corpus=${1:-/work/corpus-data/default}
+corpus=${1:-${TRAJFS_CORPUS:-}}
 
 . "$here/bench/benchlib.sh"
 bench_init bench_encode
 [ -x "$TRAJPACK" ] || die "build trajpack first (or set BUILDDIR)"
-[ -d "$corpus" ] || die "no corpus at $corpus"
+bench_corpus "$corpus"
 command -v zstd > /dev/null || die "zstd not found"
 [ -x "$PYTHON" ] || die "$PYTHON not found"
 

@@ -4,8 +4,8 @@
 #
 #   bench/bench_layouts.sh [DIR]
 #
-# Generates two small training runs (make_trajectory.py, other seeds) and
-# their layouts (tests/tools/make_layouts.py: flat, single, sharded,
+# Generates two small training runs (tests/tools/make_trajectory.py, other
+# seeds) and their layouts (tests/tools/make_layouts.py: flat, single, sharded,
 # alternating, prefix, sweep, addlater; tests/tools/make_torch_files.py,
 # torch.save files of the first run: trainer, lightning, deepspeed,
 # statedict) into DIR, once: a DIR that holds them already is reused
@@ -43,13 +43,11 @@ set -eu
 
 top_srcdir=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=/usr/bin/python3
-generator=${TRAJFS_CORPUS_SCRIPT:-$top_srcdir/../shared/corpus/make_trajectory.py}
 gen_args=${BENCH_GEN_ARGS:---layers 2 --width 96 --heads 4 --ctx 64 --batch 4 --steps 30 --interval 5 --max-chars 200000}
 
 . "$top_srcdir/bench/benchlib.sh"
 bench_init bench_layouts
 [ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
-[ -f "$generator" ] || die "no corpus generator at $generator (set TRAJFS_CORPUS_SCRIPT)"
 command -v rsync > /dev/null || die "rsync not found"
 . "$top_srcdir/tests/shell/layoutlib.sh"
 
@@ -60,8 +58,8 @@ if [ ! -f "$data/layouts.done" ]; then
     rm -rf "$data/run1" "$data/run2" "$data/layouts" "$data/baselines"
     echo "generating two runs ($gen_args) and their layouts in $data ..."
     # shellcheck disable=SC2086 # gen_args: the generator's options
-    "$PYTHON" "$generator" --out "$data/run1" $gen_args --dtype bf16,fp32 --optimizer > "$work/gen.log" 2>&1 &&
-        "$PYTHON" "$generator" --out "$data/run2" $gen_args --seed 4321 --dtype bf16,fp32 --optimizer \
+    "$PYTHON" "$GENERATOR" --out "$data/run1" $gen_args --dtype bf16,fp32 --optimizer > "$work/gen.log" 2>&1 &&
+        "$PYTHON" "$GENERATOR" --out "$data/run2" $gen_args --seed 4321 --dtype bf16,fp32 --optimizer \
             >> "$work/gen.log" 2>&1 ||
         { cat "$work/gen.log" >&2; die "the generator failed"; }
     make_layouts "$data" "$data/run1" "$data/run2"

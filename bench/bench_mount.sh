@@ -3,7 +3,8 @@
 #
 #   bench/bench_mount.sh [CORPUS_DIR [ARCHIVE]]
 #
-# CORPUS_DIR (default /work/corpus-data/default) is packed once into
+# CORPUS_DIR (default $TRAJFS_CORPUS; made at first use, see
+# bench_corpus in benchlib.sh) is packed once into
 # ARCHIVE (default $TMPDIR/trajfs-bench-<name>.traj; rebuilt when older
 # than the corpus). Then, best of $BENCH_REPEAT runs (default 3) each:
 #
@@ -23,14 +24,14 @@ set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=/usr/bin/python3
-corpus=${1:-/work/corpus-data/default}
+corpus=${1:-${TRAJFS_CORPUS:-}}
 archive=${2:-${TMPDIR:-/tmp}/trajfs-bench-$(basename "$corpus").traj}
 repeat=${BENCH_REPEAT:-3}
 
 . "$here/bench/benchlib.sh"
 bench_init bench_mount
 [ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
-[ -d "$corpus" ] || die "no corpus at $corpus"
+bench_corpus "$corpus"
 [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
 
 shm=$(mktemp -d /dev/shm/trajfs-bench.XXXXXX 2> /dev/null || mktemp -d "$work/extract.XXXXXX")

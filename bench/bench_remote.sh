@@ -4,7 +4,8 @@
 #
 #   bench/bench_remote.sh [CORPUS_DIR [ARCHIVE]]
 #
-# CORPUS_DIR (default /work/corpus-data/default) is packed once with
+# CORPUS_DIR (default $TRAJFS_CORPUS; made at first use, see
+# bench_corpus in benchlib.sh) is packed once with
 # `trajpack create` into ARCHIVE (default $TMPDIR/trajfs-bench-<name>.traj),
 # rebuilt when older than the corpus. Prints, for each of
 #
@@ -21,14 +22,14 @@
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-corpus=${1:-/work/corpus-data/default}
+corpus=${1:-${TRAJFS_CORPUS:-}}
 name=$(basename "$corpus")
 archive=${2:-${TMPDIR:-/tmp}/trajfs-bench-$name.traj}
 
 . "$here/bench/benchlib.sh"
 bench_init bench_remote
 [ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
-[ -d "$corpus" ] || die "no corpus at $corpus"
+bench_corpus "$corpus"
 [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
 command -v lighttpd > /dev/null || die "needs lighttpd (apt-get install lighttpd)"
 server=""

@@ -9,7 +9,8 @@
 #
 #   bench/bench_write.sh [CORPUS_DIR]
 #
-# CORPUS_DIR defaults to /work/corpus-data/default; its files are read once
+# CORPUS_DIR defaults to $TRAJFS_CORPUS (made at first use: bench_corpus
+# in benchlib.sh); its files are read once
 # first, so every method starts with them in the page cache. Prints the
 # time, the rate (corpus bytes per second) and the stored size and ratio
 # of each method; no thresholds. Needs FUSE and the built trajfs and
@@ -17,12 +18,12 @@
 set -eu
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-corpus=${1:-/work/corpus-data/default}
+corpus=${1:-${TRAJFS_CORPUS:-}}
 
 . "$here/bench/benchlib.sh"
 bench_init bench_write
 [ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
-[ -d "$corpus" ] || die "no corpus at $corpus"
+bench_corpus "$corpus"
 command -v zstd > /dev/null || die "zstd not found"
 
 mkdir -p "$work/zstd"

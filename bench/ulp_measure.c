@@ -22,12 +22,7 @@
  * encode wrote: an optimization of the codec must leave it unchanged.
  * TRAJFS_SIMD=none or avx2 in the environment caps the codec's SIMD code
  * (common/simd.h); -c with a small chunk shows per-call setup costs.
- *
- * Build (from the repository root; not part of `make`):
- *   gcc -std=c11 -D_GNU_SOURCE -O2 -Isrc src/common/buf.c src/common/error.c \
- *       src/common/simd.c src/common/dtype.c src/codec/entropy/rans_*.c \
- *       src/codec/ulp/ulp*.c \
- *       bench/ulp_measure.c $(pkg-config --cflags --libs libzstd) -lm -o ulp_measure */
+ * Built by `make` (bench/ulp_measure). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,8 +1,9 @@
 #!/bin/sh
-# End-to-end demo on a fresh Debian 12 machine: installs what is missing,
-# builds trajpack and trajfs, packs the bundled example trajectory, lists
-# it with compression ratios, extracts it and proves every file
-# byte-identical, then mounts the archive and loads a checkpoint through
+# End-to-end demo on a fresh Debian 12 machine: installs what is missing
+# for building, mounting and loading with numpy (sh .ci/install-deps; not
+# the test tools), builds trajpack and trajfs, packs the bundled example
+# trajectory, lists it with compression ratios, extracts it and proves
+# every file byte-identical, then mounts the archive and loads a checkpoint through
 # the mount with numpy (and torch, where installed), tensor for tensor
 # equal to the original.
 set -eu
@@ -12,7 +13,7 @@ cd "$top"
 sh .ci/install-deps
 [ -x ./configure ] || autoreconf -fi
 [ -f Makefile ] || ./configure -q
-make -j2 trajpack trajfs
+make -j"$(nproc)" trajpack trajfs
 
 # Debian's python3, which has python3-numpy and python3-torch
 PYTHON=${PYTHON:-/usr/bin/python3}

@@ -108,6 +108,8 @@ void tf_write_opts_help(FILE *out, tf_write_opts_spelling spelling)
     for (size_t i = 0; i < NSETTINGS; i++) {
         const setting *s = &settings[i];
         int n;
+        if (mount && !strcmp(s->name, "threads"))
+            continue; /* trajfs lists it once, with its request threads */
         if (mount)
             n = fprintf(out, "    -o %s%s", s->name, s->flag ? "" : "=N");
         else if (s->short_option)

@@ -18,9 +18,9 @@ set -eu
 # 1.7 MB stored a layout). A layout puts its tensors in more files, with
 # more headers and paths, than the flat one: here that costs at most
 # 0.3% (sharded: 3 headers a checkpoint and the index file), while the
-# weights of one checkpoint stored without their deltas cost about 3%
-# (those of all but the first, 9%). On the 3 checkpoints of the tiny
-# trajectory (width 32) sharding alone cost 1.0%: the 1.01 bound would
+# weights of one checkpoint stored without their deltas cost about 1.7%
+# (those of all but the first, 5%). On the 3 checkpoints of the tiny
+# trajectory (width 32) sharding alone costs 0.9%: the 1.01 bound would
 # not tell deltas from none there.
 run_args="--layers 1 --width 64 --heads 2 --ctx 32 --batch 2 --steps 8 --interval 2
           --max-chars 20000 --dtype bf16,fp32 --optimizer"

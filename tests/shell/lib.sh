@@ -23,9 +23,10 @@ fail() {
 
 [ -x "$TRAJPACK" ] || fail "$TRAJPACK not built"
 
-# Runs the test-data generator (a real, tiny training run: about a second)
-# into DIR: config.json, bf16/ and fp32/ checkpoints and optimizer files.
-# A missing generator or torch fails the test: it must not pass silently.
+# Runs the test-data generator (tests/tools/make_trajectory.py: a real,
+# tiny training run, about a second) into DIR: config.json, bf16/ and
+# fp32/ checkpoints and optimizer files. Without torch the test fails: it
+# must not pass silently.
 generate_tiny_trajectory() {
     generate_trajectory "$1" --layers 1 --width 32 --heads 2 --ctx 16 --batch 2 \
         --steps 6 --interval 2 --max-chars 20000 --dtype bf16,fp32 --optimizer
@@ -37,14 +38,12 @@ generate_tiny_trajectory() {
 generate_trajectory() {
     _gen_out=$1
     shift
-    _gen_script=${TRAJFS_CORPUS_SCRIPT:-$top_srcdir/../shared/corpus/make_trajectory.py}
-    [ -f "$_gen_script" ] ||
-        fail "corpus generator $_gen_script not found (shared/ must lie beside the checkout, or set TRAJFS_CORPUS_SCRIPT)"
     [ -x "$PYTHON" ] || fail "$PYTHON not found (apt-get install python3)"
     "$PYTHON" -c 'import torch' 2>/dev/null ||
-        fail "$PYTHON cannot import torch (apt-get install python3-torch)"
-    "$PYTHON" "$_gen_script" --out "$_gen_out" "$@" > "$TEST_TMP/generator.log" 2>&1 ||
-        { cat "$TEST_TMP/generator.log" >&2; fail "$_gen_script failed"; }
+        fail "$PYTHON cannot import torch (sh .ci/install-deps --tests)"
+    "$PYTHON" "$top_srcdir/tests/tools/make_trajectory.py" --out "$_gen_out" "$@" \
+        > "$TEST_TMP/generator.log" 2>&1 ||
+        { cat "$TEST_TMP/generator.log" >&2; fail "make_trajectory.py failed"; }
 }
 
 # make_safetensors good|bad DIR: hand-made fixtures (tests/tools).

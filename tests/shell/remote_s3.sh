@@ -13,7 +13,7 @@ set -eu
 # .ci/install-deps installs s3rver under S3RVER_PREFIX.
 s3rver=${S3RVER:-${S3RVER_PREFIX:-/opt/trajfs-test-tools}/node_modules/.bin/s3rver}
 command -v node > /dev/null && [ -x "$s3rver" ] || {
-    echo "SKIP: $TEST_NAME: s3rver not installed (sh .ci/install-deps installs nodejs and s3rver)"
+    echo "SKIP: $TEST_NAME: s3rver not installed (sh .ci/install-deps --tests installs it from the npm registry)"
     exit 77
 }
 

@@ -5,7 +5,7 @@ numpy only.
     make_layouts.py [--dtype D] LAYOUT DIR TRAJ [TRAJ2]
     make_layouts.py [--dtype D] --baseline LAYOUT DIR TRAJ [TRAJ2]
 
-TRAJ is the output of the corpus generator (make_trajectory.py):
+TRAJ is the output of the test-data generator (make_trajectory.py):
 TRAJ/step-N.safetensors weights, or with several dtypes (--dtype bf16,fp32)
 TRAJ/bf16/step-N.safetensors and so on, and with --optimizer
 TRAJ/step-N.optim.safetensors. The weights are those of --dtype D (default:
@@ -40,7 +40,7 @@ their archives): DIR/flat/ for every layout but these,
     prefix       DIR/flat/: the same tensor bytes under unprefixed names
     sweep        DIR/run1/ and DIR/run2/: each run in its own archive
 
-Files are written as the corpus generator writes them: an 8-byte
+Files are written as the test-data generator writes them: an 8-byte
 little-endian header length, compact JSON with __metadata__ first and then
 the tensors in data order (descending dtype rank, then name), padded with
 spaces to a multiple of 8, then the tensor bytes.

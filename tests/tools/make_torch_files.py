@@ -8,7 +8,7 @@ files. torch and numpy.
     make_torch_files.py odd DIR
     make_torch_files.py hostile DIR
 
-TRAJ is the output of the corpus generator (make_trajectory.py) with
+TRAJ is the output of the test-data generator (make_trajectory.py) with
 --dtype bf16,fp32 --optimizer: TRAJ/bf16/step-N.safetensors,
 TRAJ/fp32/step-N.safetensors, TRAJ/step-N.optim.safetensors. Checkpoint
 after checkpoint, DIR (which must not exist) gets the same tensors as
@@ -147,7 +147,7 @@ def step_loss(path):
 class Optimizer:
     """The AdamW state of one checkpoint (TRAJ/step-N.optim.safetensors):
     parameters in a fixed order, those of two or more dimensions (decayed)
-    first, as the corpus generator groups them."""
+    first, as the test-data generator groups them."""
 
     def __init__(self, path):
         _, tensors = make_layouts.read_safetensors(path)
