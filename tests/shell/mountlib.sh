@@ -95,14 +95,21 @@ wait_daemon() {
     return "$_rc"
 }
 
-# forget_daemon PID: a daemon that was waited for is not stopped at exit
-# (its PID may belong to another process by then).
+# forget_daemon PID, forget_server PID: a daemon or server that was
+# waited for is not stopped at exit (its PID may belong to another
+# process by then).
 forget_daemon() {
-    _kept=""
-    for _p in $DAEMONS; do
-        [ "$_p" = "$1" ] || _kept="$_kept $_p"
+    DAEMONS=$(pids_but "$1" $DAEMONS)
+}
+forget_server() {
+    SERVERS=$(pids_but "$1" $SERVERS)
+}
+pids_but() { # pids_but PID LIST...: LIST without PID
+    _drop=$1
+    shift
+    for _p in "$@"; do
+        [ "$_p" = "$_drop" ] || printf ' %s' "$_p"
     done
-    DAEMONS=$_kept
 }
 
 # stop_mount DIR: unmounts with fusermount3 -u; the daemon must exit 0.
