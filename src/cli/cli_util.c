@@ -13,6 +13,7 @@
 
 #include "cli/progress.h"
 #include "format/catalog.h"
+#include "io/remote.h"
 #include "common/dtype.h"
 #include "store/natsort.h"
 
@@ -61,10 +62,12 @@ static bool mentions(const char *msg, const char *file)
 
 void cli_file_error(const char *file, const char *msg)
 {
-    if (mentions(msg, file))
+    char *shown = tf_remote_shown_url(file); /* a URL's secrets stay out */
+    if (!shown || mentions(msg, shown))
         cli_error("%s", msg);
     else
-        cli_error("%s: %s", file, msg);
+        cli_error("%s: %s", shown, msg);
+    free(shown);
 }
 
 int cli_usage_error(const char *verb, const char *fmt, ...)

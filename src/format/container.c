@@ -303,23 +303,29 @@ int tf_container_poll(tf_container *c, tf_trailer *t, uint64_t *at, bool *found,
     return 0;
 }
 
+/* Messages name the object as tf_remote_shown_url shows it. */
 static int open_remote(tf_container *c, const char *url, bool writable, tf_error *e)
 {
-    if (writable)
-        return tf_fail(e, EROFS, "%s: a remote archive is read-only", url);
-    if (tf_remote_open(url, &c->remote, e) < 0)
-        return -1;
-    c->file_size = tf_remote_size(c->remote);
-    if (read_superblock(c, url, e) < 0) {
-        tf_container_close(c);
-        return -1;
+    char *shown = tf_remote_shown_url(url);
+    int rc = shown ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    if (rc == 0 && writable)
+        rc = tf_fail(e, EROFS, "%s: a remote archive is read-only", shown);
+    if (rc == 0)
+        rc = tf_remote_open(url, &c->remote, e);
+    if (rc == 0) {
+        c->file_size = tf_remote_size(c->remote);
+        rc = read_superblock(c, shown, e);
     }
-    find_last_commit(c);
-    if (!c->has_commit && c->file_size > TF_SUPERBLOCK_SIZE) {
-        tf_container_close(c);
-        return tf_fail(e, EIO, "%s: no valid commit at its end (damaged or still being written)", url);
+    if (rc == 0) {
+        find_last_commit(c);
+        if (!c->has_commit && c->file_size > TF_SUPERBLOCK_SIZE)
+            rc = tf_fail(e, EIO, "%s: no valid commit at its end (damaged or still being written)",
+                         shown);
     }
-    return 0;
+    if (rc < 0 && c->remote)
+        tf_container_close(c);
+    free(shown);
+    return rc;
 }
 
 int tf_container_open(tf_container *c, const char *path, bool writable, tf_error *e)

@@ -141,7 +141,7 @@ int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
     int rc = o->rw ? open_writable(fs, o, e) : tf_archive_open(archive, false, &fs->ar, e);
     /* Absolute: the daemon leaves the working directory. */
     if (rc == 0 && fs->follow > 0 &&
-        !(fs->archive_path = tf_remote_is_url(archive) ? strndup(archive, strcspn(archive, "?#"))
+        !(fs->archive_path = tf_remote_is_url(archive) ? tf_remote_shown_url(archive)
                                                        : realpath(archive, NULL)))
         rc = tf_fail(e, errno, "%s: %s", archive, strerror(errno));
     if (rc < 0) {

@@ -50,9 +50,8 @@ static int add_mount_options(struct fuse_args *args, const char *archive, bool r
     bool allow_other = false;
     if (fuse_opt_parse(args, &allow_other, allow_other_opt, note_allow_other) < 0)
         return -1;
-    /* A URL is shown without its query: a presigned URL's is a secret. */
-    char *abs = tf_remote_is_url(archive) ? strndup(archive, strcspn(archive, "?#"))
-                                          : realpath(archive, NULL);
+    /* /proc/mounts shows the name to every user: a URL's secrets stay out. */
+    char *abs = tf_remote_is_url(archive) ? tf_remote_shown_url(archive) : realpath(archive, NULL);
     char *escaped = NULL, *opts = NULL;
     int rc = fuse_opt_add_opt_escaped(&escaped, abs ? abs : archive);
     free(abs);
@@ -70,8 +69,10 @@ static int add_mount_options(struct fuse_args *args, const char *archive, bool r
 static void log_counts(const fs_state *fs, const char *archive)
 {
     tf_reader_counts c = tf_reader_get_counts(fs->reader);
-    fs_log(LOG_INFO, "%s: unmounted; %llu blobs decoded, %llu cache hits", archive,
-           (unsigned long long)c.decoded, (unsigned long long)c.hits);
+    char *shown = tf_remote_shown_url(archive);
+    fs_log(LOG_INFO, "%s: unmounted; %llu blobs decoded, %llu cache hits",
+           shown ? shown : "the archive", (unsigned long long)c.decoded, (unsigned long long)c.hits);
+    free(shown);
 }
 
 /* Mounts and serves until unmounted or signalled (the shape of libfuse's

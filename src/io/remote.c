@@ -567,16 +567,10 @@ void tf_remote_anchor(tf_remote *r, uint64_t end, const uint8_t *bytes, size_t n
 
 /* ---- open, close ---- */
 
-/* The URL for messages and for the cache's name of the object: without
- * the query, which for a presigned URL is a credential that changes. */
-static char *without_query(const char *url)
-{
-    return strndup(url, strcspn(url, "?#"));
-}
-
 static int open_http(tf_remote *r, const char *url, const tf_remote_opts *o, tf_error *e)
 {
-    tf_http_limits lim = { o->timeout_ms, o->connect_timeout_ms, o->retries, o->parallel };
+    tf_http_limits lim = { o->timeout_ms, o->min_speed, o->connect_timeout_ms, o->retries,
+                           o->parallel };
     if (!tf_s3_is_url(url))
         return tf_http_new(url, &(tf_http_auth){ 0 }, &lim, &r->http, e);
     tf_s3_request req;
@@ -684,14 +678,17 @@ static void stop_fetchers(tf_remote *r)
     free(r->fetchers);
 }
 
-int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
+int tf_remote_open(const char *name, tf_remote **out, tf_error *e)
 {
     const tf_remote_opts *o;
-    if (tf_remote_settings(&o, e) < 0)
+    char *url;
+    if (tf_remote_settings(&o, e) < 0 || tf_remote_resolve_url(name, &url, e) < 0)
         return -1;
     tf_remote *r = calloc(1, sizeof *r);
-    if (!r)
+    if (!r) {
+        free(url);
         return tf_fail(e, ENOMEM, "out of memory");
+    }
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->follow_mu, NULL);
     pthread_cond_init(&r->landed, NULL);
@@ -702,11 +699,13 @@ int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
     pthread_condattr_destroy(&monotonic);
     r->print_counters = getenv("TRAJFS_REMOTE_STATS") != NULL;
     r->pending = malloc(PENDING_MAX * sizeof *r->pending);
-    if (!(r->name = without_query(url)) || !r->pending) {
+    if (!(r->name = tf_remote_shown_url(url)) || !r->pending) {
+        free(url);
         tf_remote_close(r);
         return tf_fail(e, ENOMEM, "out of memory");
     }
     int rc = open_http(r, url, o, e) < 0 || fetch_ends(r, e) < 0 ? -1 : 0;
+    free(url);
     if (rc == 0) { /* the end as opened: its last commit, which the caller checks */
         const piece *tail = &r->staged[r->nstaged - 1];
         r->anchor_end = r->size;
@@ -729,6 +728,8 @@ void tf_remote_close(tf_remote *r)
 {
     if (!r)
         return;
+    if (r->http) /* a fetch under way ends now, not at its timeout */
+        tf_http_cancel(r->http);
     stop_fetchers(r);
     if (r->print_counters && r->http) {
         uint64_t requests, bytes;

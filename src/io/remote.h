@@ -18,8 +18,20 @@
 
 typedef struct tf_remote tf_remote;
 
-/* Whether path names a remote object (http://, https://, s3://). */
+/* Whether path names a remote object: its URL (http://, https://,
+ * s3://), or where its URL is kept, out of sight of other users (a
+ * command line is not: ps shows it): url-env:NAME, the environment
+ * variable NAME; url-file:PATH, the first line of the file PATH. */
 bool tf_remote_is_url(const char *path);
+/* The URL that a name tf_remote_is_url accepts stands for, in *url
+ * (malloc'd); EINVAL when there is none (the message never shows a
+ * URL read from the environment or a file). */
+int tf_remote_resolve_url(const char *name, char **url, tf_error *e);
+/* url as messages and logs may show it (malloc'd, NULL when out of
+ * memory): without user and password, query (a presigned URL's
+ * signature) and fragment; anything but an http://, https:// or s3://
+ * URL (a local path, url-env:NAME) as it is. */
+char *tf_remote_shown_url(const char *url);
 
 /* The settings of the objects opened from now on (copied). Until it is
  * called, those of TRAJFS_REMOTE_OPTIONS over the defaults. */

@@ -8,6 +8,7 @@
 #include "codec/codec.h"
 #include "common/idmap.h"
 #include "common/dtype.h"
+#include "io/remote.h"
 
 struct tf_archive {
     tf_container c;
@@ -382,10 +383,16 @@ static int collect_trailers(const tf_container *c, uint64_t top_off, uint64_t to
     uint64_t off = top_off;
     for (uint64_t k = n; k-- > 0;) {
         tf_trailer t;
-        if (tf_container_read_trailer(c, off, &t, e) < 0 || t.seq != from + k + 1) {
+        /* A read that failed says why (a server's error is not damage). */
+        int rc = tf_container_read_trailer(c, off, &t, e);
+        if (rc < 0)
+            tf_error_prefix(e, "commit %llu", (unsigned long long)(from + k + 1));
+        else if (t.seq != from + k + 1)
+            rc = tf_fail(e, EIO, "commit %llu: trailer chain broken at %llu",
+                         (unsigned long long)(from + k + 1), (unsigned long long)off);
+        if (rc < 0) {
             free(offs);
-            return tf_fail(e, EIO, "commit %llu: trailer chain broken at %llu",
-                           (unsigned long long)(from + k + 1), (unsigned long long)off);
+            return -1;
         }
         offs[k] = off;
         off = t.prev;
@@ -533,7 +540,9 @@ int tf_archive_open(const char *path, bool writable, tf_archive **out, tf_error 
         return -1;
     }
     if (load_catalog(ar, e) < 0) {
-        tf_error_prefix(e, "%s", path);
+        char *shown = tf_remote_shown_url(path);
+        tf_error_prefix(e, "%s", shown ? shown : "the archive");
+        free(shown);
         tf_archive_close(ar);
         return -1;
     }
