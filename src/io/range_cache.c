@@ -65,8 +65,10 @@ static bool parse_entry_name(const char *name, uint64_t *off, uint64_t *len)
 
 static bool is_tmp_name(const char *s)
 {
+    if (strncmp(s, ".tmp-", 5) != 0)
+        return false;
     size_t pid = strspn(s + 5, "0123456789");
-    return strncmp(s, ".tmp-", 5) == 0 && pid && s[5 + pid] == '-' && s[6 + pid] &&
+    return pid && s[5 + pid] == '-' && s[6 + pid] &&
            strspn(s + 6 + pid, "0123456789") == strlen(s + 6 + pid);
 }
 
