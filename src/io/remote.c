@@ -724,12 +724,17 @@ int tf_remote_open(const char *name, tf_remote **out, tf_error *e)
     return 0;
 }
 
+void tf_remote_cancel(tf_remote *r)
+{
+    if (r->http)
+        tf_http_cancel(r->http);
+}
+
 void tf_remote_close(tf_remote *r)
 {
     if (!r)
         return;
-    if (r->http) /* a fetch under way ends now, not at its timeout */
-        tf_http_cancel(r->http);
+    tf_remote_cancel(r);
     stop_fetchers(r);
     if (r->print_counters && r->http) {
         uint64_t requests, bytes;

@@ -41,6 +41,10 @@ int tf_remote_configure(const tf_remote_opts *o, tf_error *e);
  * size and identity. */
 int tf_remote_open(const char *url, tf_remote **out, tf_error *e);
 void tf_remote_close(tf_remote *r);
+/* Ends the transfers under way at once, and fails every later read
+ * that must fetch (ECANCELED): the object is about to be closed, and no
+ * one waits for a slow server's timeouts (tf_remote_close does it too). */
+void tf_remote_cancel(tf_remote *r);
 uint64_t tf_remote_size(tf_remote *r);
 
 /* An object followed as it grows (a mount with -o follow): appends

@@ -12,6 +12,7 @@ int tf_remote_open(const char *url, tf_remote **out, tf_error *e)
 
 /* Unreachable: no tf_remote is ever opened. */
 void tf_remote_close(tf_remote *r) { (void)r; }
+void tf_remote_cancel(tf_remote *r) { (void)r; }
 uint64_t tf_remote_size(tf_remote *r) { (void)r; return 0; }
 int tf_remote_refresh(tf_remote *r, uint64_t *size, bool *changed, tf_error *e)
 {

@@ -3,9 +3,10 @@
 # - no message shows a URL's user, password or query (a presigned URL's
 #   signature); a URL can be given as url-env:NAME or url-file:PATH, out
 #   of the command line that ps shows;
-# - a server that drips bytes is timed out (min_speed over timeout), and
-#   an unmount does not wait for it; an HTTP error while the archive is
-#   opened is reported as that error, not as damage;
+# - a server that drips bytes is timed out (min_speed over timeout); an
+#   unmount does not wait for a fetch under way (a read's ends within its
+#   timeout, the follow thread's at once); an HTTP error while the archive
+#   is opened is reported as that error, not as damage;
 # - the disk cache removes only its own entries: never a file beside
 #   them, nor one behind a link; it refuses a directory that is not its
 #   user's alone.
@@ -103,6 +104,13 @@ FOLLOW=0 wait_for "the read of f3 at the proxy" more_drips > /dev/null
 fusermount3 -uz "$TEST_TMP/m1" || fail "fusermount3 -uz failed"
 wait_daemon "$DAEMON_PID" || true
 wait "$reader" && fail "the dripped read succeeded"
+# A look of the follow thread under way when the mount goes, at a server
+# that holds its answer far longer than the test: the unmount ends it.
+echo pass > "$PROXY_MODE"
+start_mount "$purl" "$TEST_TMP/m2" -o follow=0.1,timeout=600
+echo "delay 600" > "$PROXY_MODE"
+FOLLOW=0 wait_for "a look at the proxy" grep -q "^delay 600" "$PROXY_MODE.log" > /dev/null
+stop_mount "$TEST_TMP/m2"
 echo pass > "$PROXY_MODE"
 
 # ---- the cache removes only its entries, in a directory of its user ----
