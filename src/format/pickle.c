@@ -255,11 +255,9 @@ static int nest(machine *m, container *c, const value *v)
     return 0;
 }
 
-/* Appends the n values at v to c. */
+/* Appends the n (> 0) values at v to c. */
 static int add_items(machine *m, container *c, const value *v, size_t n)
 {
-    if (!n)
-        return 0;
     value *items = grow(m, c->items, &c->cap, c->n + n, sizeof *items);
     if (!items)
         return -1;
@@ -327,7 +325,7 @@ static int push_container(machine *m, kind k)
 /* Moves the values from stack position `from` up into c. */
 static int move_items(machine *m, container *c, size_t from)
 {
-    if (add_items(m, c, m->stack + from, m->sp - from) < 0)
+    if (m->sp > from && add_items(m, c, m->stack + from, m->sp - from) < 0)
         return -1;
     m->sp = from;
     return 0;
