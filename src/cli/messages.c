@@ -49,10 +49,12 @@ static bool mentions(const char *msg, const char *file)
 
 void cli_file_error(const char *file, const char *msg)
 {
-    if (mentions(msg, file))
+    char *shown = tf_io_shown_name(file); /* a URL's secrets stay out */
+    if (!shown || mentions(msg, shown))
         cli_error("%s", msg);
     else
-        cli_error("%s: %s", file, msg);
+        cli_error("%s: %s", shown, msg);
+    free(shown);
 }
 
 int cli_usage_error(const char *verb, const char *fmt, ...)

@@ -7,6 +7,7 @@
 #include <zstd.h>
 
 #include "common/hash.h"
+#include "io/url.h"
 
 static const uint8_t SUPER_MAGIC[8] = { 0x89, 'T', 'R', 'A', 'J', 'F', 'S', '\n' };
 static const uint8_t TRAILER_MAGIC[8] = { 0x89, 'T', 'R', 'J', 'E', 'N', 'D', '\n' };
@@ -244,23 +245,26 @@ static int settle_tail(tf_container *c, const char *path, tf_error *e)
 int tf_container_open(tf_container *c, const char *path, const tf_open_opts *o, tf_error *e)
 {
     *c = (tf_container){ .writable = o && o->writable };
-    if (open_io(c, path, o, e) < 0 || read_superblock(c, path, e) < 0) {
-        tf_container_close(c);
-        return -1;
+    if (!(c->name = tf_io_shown_name(path))) /* messages never show a URL's secrets */
+        return tf_fail(e, ENOMEM, "out of memory");
+    int rc = open_io(c, path, o, e) < 0 || read_superblock(c, c->name, e) < 0 ? -1 : 0;
+    if (rc == 0) {
+        find_last_commit(c);
+        rc = settle_tail(c, c->name, e);
     }
-    find_last_commit(c);
-    if (settle_tail(c, path, e) < 0) {
+    if (rc < 0)
         tf_container_close(c);
-        return -1;
-    }
-    c->searched = c->file_size;
-    return 0;
+    else
+        c->searched = c->file_size;
+    return rc;
 }
 
 void tf_container_close(tf_container *c)
 {
     tf_io_close(c->io);
     c->io = NULL;
+    free(c->name);
+    c->name = NULL;
 }
 
 int tf_container_read_catalog(const tf_container *c, const tf_trailer *t, tf_buf *out, tf_error *e)

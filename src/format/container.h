@@ -32,6 +32,7 @@ typedef struct {
 
 typedef struct {
     tf_io *io;           /* its bytes: a local file or a remote object */
+    char *name;          /* for messages: its path, a URL without secrets */
     bool writable;
     unsigned chunk_shift;
     uint64_t end;        /* end of the last valid commit (or superblock) */

@@ -170,7 +170,7 @@ int tf_pickle_fail(machine *m, const char *fmt, ...)
 
 int tf_pickle_nomem(machine *m)
 {
-    return tf_fail(m->e, ENOMEM, "pickle: out of memory");
+    return tf_fail(m->e, EINVAL, "pickle: out of memory to interpret it");
 }
 
 /* "module.name" of g for a message. */
@@ -184,14 +184,31 @@ static const char *global_name(const global *g, char out[2 * SHOWN_MAX + 9])
 
 /* ---- memory ---- */
 
-/* v (of *cap elements of size, n used) with room for one more: v itself,
- * a larger copy, or NULL (ENOMEM). */
-static void *grow(machine *m, void *v, size_t *cap, size_t n, size_t size)
+int tf_pickle_charge(machine *m, size_t bytes)
 {
-    if (n < *cap)
+    const size_t budget = TF_PICKLE_BUDGET(m->len);
+    if (bytes > budget - m->spent)
+        return tf_pickle_fail(m, "interpreting it would take more than %zu bytes of memory "
+                                 "(16 a byte of pickle, and 1 MiB)", budget);
+    m->spent += bytes;
+    return 0;
+}
+
+/* v (of *cap elements of size) with room for `need`: v itself, a larger
+ * copy (twice as large, or exactly need when that is more), or NULL (out
+ * of budget or memory). */
+static void *grow(machine *m, void *v, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
         return v;
-    size_t ncap = *cap ? 2 * *cap : 16;
-    void *nv = ncap <= SIZE_MAX / size ? realloc(v, ncap * size) : NULL;
+    size_t ncap = *cap && *cap <= SIZE_MAX / 2 && 2 * *cap > need ? 2 * *cap : need;
+    if (ncap > SIZE_MAX / size) {
+        tf_pickle_nomem(m);
+        return NULL;
+    }
+    if (tf_pickle_charge(m, (ncap - *cap) * size) < 0)
+        return NULL;
+    void *nv = realloc(v, ncap * size);
     if (!nv) {
         tf_pickle_nomem(m);
         return NULL;
@@ -202,26 +219,54 @@ static void *grow(machine *m, void *v, size_t *cap, size_t n, size_t size)
 
 static container *new_container(machine *m)
 {
-    container **all = grow(m, m->containers, &m->containers_cap, m->ncontainers, sizeof *all);
+    container **all = grow(m, m->containers, &m->containers_cap, m->ncontainers + 1, sizeof *all);
     if (!all)
         return NULL;
     m->containers = all;
+    if (tf_pickle_charge(m, sizeof(container)) < 0)
+        return NULL;
     container *c = calloc(1, sizeof *c);
     if (!c) {
         tf_pickle_nomem(m);
         return NULL;
     }
+    c->depth = 1;
     all[m->ncontainers++] = c;
     return c;
 }
 
-static int add_item(machine *m, container *c, value v)
+static bool is_container(kind k)
 {
-    value *items = grow(m, c->items, &c->cap, c->n, sizeof *items);
+    return k == V_TUPLE || k == V_LIST || k == V_DICT;
+}
+
+/* c now holds v (an item, or its state): its depth grows with v's,
+ * checked as it grows. A container that grows after it was put in
+ * another does not deepen that one here: the walk (pickle_paths.c)
+ * checks the depth it meets too. */
+static int nest(machine *m, container *c, const value *v)
+{
+    if (!is_container(v->kind) || v->u.c->depth < c->depth)
+        return 0;
+    if (v->u.c->depth >= TF_PICKLE_MAX_DEPTH)
+        return tf_pickle_fail(m, "the saved object nests more than %d containers deep",
+                              TF_PICKLE_MAX_DEPTH);
+    c->depth = v->u.c->depth + 1;
+    return 0;
+}
+
+/* Appends the n (> 0) values at v to c. */
+static int add_items(machine *m, container *c, const value *v, size_t n)
+{
+    value *items = grow(m, c->items, &c->cap, c->n + n, sizeof *items);
     if (!items)
         return -1;
     c->items = items;
-    items[c->n++] = v;
+    for (size_t i = 0; i < n; i++) {
+        if (nest(m, c, &v[i]) < 0)
+            return -1;
+        items[c->n++] = v[i];
+    }
     return 0;
 }
 
@@ -237,7 +282,7 @@ static int push(machine *m, value v)
 {
     if (m->sp == TF_PICKLE_MAX_STACK)
         return tf_pickle_fail(m, "more than %u values on the stack", TF_PICKLE_MAX_STACK);
-    value *s = grow(m, m->stack, &m->stack_cap, m->sp, sizeof *s);
+    value *s = grow(m, m->stack, &m->stack_cap, m->sp + 1, sizeof *s);
     if (!s)
         return -1;
     m->stack = s;
@@ -280,9 +325,8 @@ static int push_container(machine *m, kind k)
 /* Moves the values from stack position `from` up into c. */
 static int move_items(machine *m, container *c, size_t from)
 {
-    for (size_t i = from; i < m->sp; i++)
-        if (add_item(m, c, m->stack[i]) < 0)
-            return -1;
+    if (m->sp > from && add_items(m, c, m->stack + from, m->sp - from) < 0)
+        return -1;
     m->sp = from;
     return 0;
 }
@@ -411,7 +455,7 @@ static int push_string(machine *m, unsigned bytes, kind k)
 static int push_global(machine *m, const uint8_t *module, size_t module_len, const uint8_t *name,
                        size_t name_len)
 {
-    global *gs = grow(m, m->globals, &m->globals_cap, m->nglobals, sizeof *gs);
+    global *gs = grow(m, m->globals, &m->globals_cap, m->nglobals + 1, sizeof *gs);
     if (!gs)
         return -1;
     m->globals = gs;
@@ -514,7 +558,7 @@ static int op_binpersid(machine *m)
     if ((uint64_t)f[4].u.i > UINT64_MAX / size)
         return tf_pickle_fail(m, "storage '%s': %" PRId64 " elements overflow",
                               shown(f[2].u.s, f[2].len, key), f[4].u.i);
-    storage *ss = grow(m, m->storages, &m->storages_cap, m->nstorages, sizeof *ss);
+    storage *ss = grow(m, m->storages, &m->storages_cap, m->nstorages + 1, sizeof *ss);
     if (!ss)
         return -1;
     m->storages = ss;
@@ -625,7 +669,7 @@ static int op_memo_put(machine *m, uint64_t index)
     if (index == m->nmemo) {
         if (m->nmemo == TF_PICKLE_MAX_MEMO)
             return tf_pickle_fail(m, "more than %u memo entries", TF_PICKLE_MAX_MEMO);
-        value *memo = grow(m, m->memo, &m->memo_cap, m->nmemo, sizeof *memo);
+        value *memo = grow(m, m->memo, &m->memo_cap, m->nmemo + 1, sizeof *memo);
         if (!memo)
             return -1;
         m->memo = memo;
@@ -720,7 +764,7 @@ static int op_append(machine *m)
         return -1;
     if (list->kind != V_LIST)
         return tf_pickle_fail(m, "appends to %s", kind_names[list->kind]);
-    return add_item(m, list->u.c, v);
+    return add_items(m, list->u.c, &v, 1);
 }
 
 static int op_setitem(machine *m)
@@ -731,7 +775,7 @@ static int op_setitem(machine *m)
         return -1;
     if (dict->kind != V_DICT)
         return tf_pickle_fail(m, "sets an item of %s", kind_names[dict->kind]);
-    return add_item(m, dict->u.c, k) < 0 ? -1 : add_item(m, dict->u.c, v);
+    return add_items(m, dict->u.c, (value[]){ k, v }, 2);
 }
 
 static int op_appends(machine *m)
@@ -764,6 +808,8 @@ static int op_build(machine *m)
         return tf_pickle_fail(m, "sets the state of %s", kind_names[obj->kind]);
     if (obj->u.c->state.kind != V_NONE)
         return tf_pickle_fail(m, "sets the state of a dict a second time");
+    if (nest(m, obj->u.c, &state) < 0)
+        return -1;
     obj->u.c->state = state;
     return 0;
 }

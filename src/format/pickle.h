@@ -33,11 +33,12 @@
  * that contain '.' can spell another item's path.
  *
  * Bounds: values on the stack, open marks and nesting, memo entries,
- * storage key and path length and the total bytes of paths are bounded by
- * the constants below; everything else the interpreter holds is linear in
- * the length of the pickle (each opcode makes at most one value, strings
- * point into the input), and so is its time, but for sorting the
- * storages by key. */
+ * storage key and path length are bounded by the constants below, and
+ * all the memory the interpreter holds (stack, memo, containers, sized
+ * exactly or doubling as they grow, storages, paths) by
+ * TF_PICKLE_BUDGET of the pickle's length; nesting is checked as
+ * containers are filled. Time is linear in the length of the pickle but
+ * for sorting the storages by key. */
 #ifndef TRAJFS_FORMAT_PICKLE_H
 #define TRAJFS_FORMAT_PICKLE_H
 
@@ -51,9 +52,9 @@
 #define TF_PICKLE_MAX_MEMO (1u << 22)  /* memo entries */
 #define TF_PICKLE_MAX_PATH 4096        /* bytes of one path */
 #define TF_PICKLE_MAX_KEY 256          /* bytes of a storage key */
-/* Bytes of all paths together, for a pickle of len bytes: real pickles
- * hold each path's last key at least, so their paths stay well below. */
-#define TF_PICKLE_PATH_BUDGET(len) (((size_t)1 << 20) + 16 * (size_t)(len))
+/* Bytes the interpreter may hold for a pickle of len bytes (beyond the
+ * pickle): torch.save's pickles need a few times their size. */
+#define TF_PICKLE_BUDGET(len) (((size_t)1 << 20) + 16 * (size_t)(len))
 
 typedef struct {
     char *key;      /* the storage key: the NAME of ARCHIVE/data/NAME */
@@ -82,7 +83,8 @@ typedef struct {
  * a storage persistent id that is malformed, a storage whose dtype the
  * pickle does not say, the same key with two dtypes or sizes, a storage
  * that is not part of the saved object, a truncated pickle, bytes after
- * STOP, limits exceeded), or ENOMEM. On failure *out is empty. */
+ * STOP, limits exceeded, more memory than its budget or than there is).
+ * On failure *out is empty. */
 int tf_pickle_torch_storages(const uint8_t *p, size_t len, tf_pickle_storages *out, tf_error *e);
 void tf_pickle_storages_free(tf_pickle_storages *s);
 

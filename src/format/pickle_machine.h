@@ -40,8 +40,9 @@ typedef struct {
 struct container {
     value *items;
     size_t n, cap;
-    value state;  /* what BUILD gave a dict; V_NONE when nothing */
-    bool visited; /* by the walk */
+    value state;    /* what BUILD gave a dict; V_NONE when nothing */
+    unsigned depth; /* containers nested in it, itself included, as they were put in */
+    bool visited;   /* by the walk */
 };
 
 /* A global as GLOBAL or STACK_GLOBAL names it (pickle.c). */
@@ -76,7 +77,7 @@ typedef struct {
     size_t nglobals, globals_cap;
     storage *storages; /* in the order of their BINPERSIDs */
     size_t nstorages, storages_cap;
-    size_t path_bytes;
+    size_t spent; /* bytes held, of TF_PICKLE_BUDGET(len) */
     tf_error *e;
 } machine;
 
@@ -87,8 +88,12 @@ typedef struct {
 
 /* Fails with EINVAL: "pickle offset N, OPCODE: message". */
 __attribute__((format(printf, 2, 3))) int tf_pickle_fail(machine *m, const char *fmt, ...);
-/* Fails with ENOMEM. */
+/* Fails (EINVAL: a pickle that cannot be interpreted in the memory
+ * there is, whose file is kept as opaque bytes). */
 int tf_pickle_nomem(machine *m);
+/* Counts bytes the machine is about to hold against its budget: -1
+ * (EINVAL, with the reason) when they would exceed it. */
+int tf_pickle_charge(machine *m, size_t bytes);
 /* The key of s as a message may show it. */
 const char *tf_pickle_storage_key(const storage *s, char out[SHOWN_MAX + 4]);
 

@@ -111,14 +111,12 @@ static int name_storage(machine *m, size_t index, const path *p)
     if (p->bad_len != SIZE_MAX)
         return tf_pickle_fail(m, "storage '%s' (named at offset %zu) has no path: %s",
                               tf_pickle_storage_key(s, key), s->offset, p->why);
-    if (p->len + 1 > TF_PICKLE_PATH_BUDGET(m->len) - m->path_bytes)
-        return tf_pickle_fail(m, "the paths of the storages exceed %zu bytes",
-                              TF_PICKLE_PATH_BUDGET(m->len));
+    if (tf_pickle_charge(m, p->len + 1) < 0)
+        return -1;
     if (!(s->path = malloc(p->len + 1)))
         return tf_pickle_nomem(m);
     memcpy(s->path, p->buf, p->len);
     s->path[p->len] = '\0';
-    m->path_bytes += p->len + 1;
     return 0;
 }
 
@@ -232,7 +230,7 @@ int tf_pickle_torch_storages(const uint8_t *p, size_t len, tf_pickle_storages *o
     *out = (tf_pickle_storages){ 0 };
     machine *m = calloc(1, sizeof *m);
     if (!m)
-        return tf_fail(e, ENOMEM, "pickle: out of memory");
+        return tf_fail(e, EINVAL, "pickle: out of memory to interpret it");
     *m = (machine){ .p = p, .len = len, .e = e };
     int rc = tf_pickle_run(m);
     if (rc == 0)

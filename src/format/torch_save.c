@@ -64,8 +64,8 @@ static int read_pickle(const tf_file_source *src, const tf_zip_entry *pk, tf_pic
                        tf_error *e)
 {
     uint8_t *p = malloc(pk->size ? (size_t)pk->size : 1);
-    if (!p)
-        return tf_fail(e, ENOMEM, "out of memory");
+    if (!p) /* like a pickle that takes more memory than there is */
+        return tf_fail(e, EINVAL, "%s: out of memory to read its pickle", src->name);
     int rc = src->read(src->arg, pk->data_off, p, (size_t)pk->size, e);
     if (rc == 0 && tf_pickle_torch_storages(p, (size_t)pk->size, out, e) < 0) {
         tf_error_prefix(e, "%s", src->name);

@@ -124,6 +124,8 @@ static void look_once(fs_follow *f)
         fs_log_error_once(msg);
     }
     warn_if_replaced(f);
+    if (f->trace) /* an event tests wait for: a look that began after they changed the archive */
+        fprintf(stderr, "trajfs: %s: follow: look %lu done\n", f->archive, ++f->looks);
 }
 
 static void *follow_main(void *arg)
@@ -158,6 +160,7 @@ int fs_follow_start(fs_follow *f, fs_state *fs, const char *archive, double seco
         .fs = fs,
         .archive = archive,
         .interval = { .tv_sec = whole, .tv_nsec = (long)((seconds - (double)whole) * 1e9) },
+        .trace = getenv("TRAJFS_FOLLOW_TRACE") != NULL,
     };
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);

@@ -40,6 +40,8 @@ typedef struct {
     bool told_replaced;
     fs_follow_note *notes; /* of the commit being applied */
     size_t nnotes, notes_cap;
+    bool trace;            /* TRAJFS_FOLLOW_TRACE: each look told on stderr */
+    unsigned long looks;
 } fs_follow;
 
 /* Starts the thread, looking every `seconds` (> 0) at the archive of

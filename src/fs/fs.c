@@ -177,6 +177,10 @@ int fs_state_serving(fs_state *fs, struct fuse_session *se, tf_error *e)
 
 void fs_state_quiesce(fs_state *fs)
 {
+    /* Served no more: the fetches of the follow thread and of the
+     * prefetcher end now, not at a slow server's timeouts. */
+    if (fs->ar)
+        tf_archive_cancel_fetches(fs->ar);
     atomic_store(&fs->notify, false);
     if (fs->writer)
         fs_committer_stop(&fs->committer);

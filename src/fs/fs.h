@@ -70,7 +70,8 @@ int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e);
  * and the prefetch threads; caches may be invalidated from now on. */
 int fs_state_serving(fs_state *fs, struct fuse_session *se, tf_error *e);
 /* The session loop ended: runs the changes still queued (the kernel is
- * no longer told about them). */
+ * no longer told about them); a remote archive's fetches under way end
+ * (tf_archive_cancel_fetches). */
 void fs_state_quiesce(fs_state *fs);
 void fs_state_close(fs_state *fs);
 

@@ -68,8 +68,10 @@ static int add_mount_options(struct fuse_args *args, const char *archive, bool r
 static void log_counts(const fs_state *fs, const char *archive)
 {
     tf_reader_counts c = tf_reader_get_counts(fs->reader);
-    fs_log(LOG_INFO, "%s: unmounted; %llu blobs decoded, %llu cache hits", archive,
-           (unsigned long long)c.decoded, (unsigned long long)c.hits);
+    char *shown = tf_io_display_name(archive);
+    fs_log(LOG_INFO, "%s: unmounted; %llu blobs decoded, %llu cache hits",
+           shown ? shown : "the archive", (unsigned long long)c.decoded, (unsigned long long)c.hits);
+    free(shown);
 }
 
 /* Mounts and serves until unmounted or signalled (the shape of libfuse's

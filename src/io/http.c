@@ -1,6 +1,7 @@
 #include "io/http.h"
 
 #include "io/curl_lib.h"
+#include "io/io.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -24,6 +25,8 @@
 
 struct tf_http {
     char *url;
+    char *shown; /* url for messages */
+    atomic_bool cancelled;
     tf_http_auth auth; /* owned copies */
     char *token_header;
     tf_http_limits lim;
@@ -87,6 +90,8 @@ int tf_http_new(const char *url, const tf_http_auth *auth, const tf_http_limits 
         return tf_fail(e, ENOMEM, "out of memory");
     bool fail = false;
     h->url = dup_or_null(url, &fail);
+    if (!(h->shown = tf_io_shown_name(url)))
+        fail = true;
     h->auth.sigv4 = dup_or_null(auth->sigv4, &fail);
     h->auth.userpwd = dup_or_null(auth->userpwd, &fail);
     if (auth->token && !fail && asprintf(&h->token_header, "x-amz-security-token: %s", auth->token) < 0)
@@ -123,6 +128,7 @@ void tf_http_free(tf_http *h)
     pthread_mutex_destroy(&h->id_lock);
     sem_destroy(&h->slots);
     free(h->url);
+    free(h->shown);
     free((char *)h->auth.sigv4);
     free((char *)h->auth.userpwd);
     free(h->token_header);
@@ -141,6 +147,11 @@ void tf_http_adopt(tf_http *h, const tf_http_identity *id)
     pthread_mutex_lock(&h->id_lock);
     h->id = *id;
     pthread_mutex_unlock(&h->id_lock);
+}
+
+void tf_http_cancel(tf_http *h)
+{
+    atomic_store(&h->cancelled, true);
 }
 
 void tf_http_counters(const tf_http *h, uint64_t *requests, uint64_t *bytes)
@@ -223,6 +234,14 @@ static size_t on_body(char *p, size_t size, size_t nitems, void *data)
     return n;
 }
 
+/* libcurl's progress callback: non-zero aborts the transfer. */
+static int on_progress(void *data, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return atomic_load(&((tf_http *)data)->cancelled);
+}
+
 static int transfer_setup(tf_http *h, transfer *t)
 {
     t->easy = tf_curl.easy_init();
@@ -235,10 +254,14 @@ static int transfer_setup(tf_http *h, transfer *t)
     tf_curl.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     tf_curl.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     tf_curl.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)h->lim.connect_timeout_ms);
-    /* A stall, not a slow link, is a timeout: less than 1 byte/s for
-     * that long. */
-    tf_curl.easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    /* A transfer slower than min_speed over the whole window fails: a
+     * server that drips a few bytes a second holds a read as long as
+     * one that sends nothing. */
+    tf_curl.easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, (long)h->lim.min_speed);
     tf_curl.easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)((h->lim.stall_timeout_ms + 999) / 1000));
+    tf_curl.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    tf_curl.easy_setopt(c, CURLOPT_XFERINFODATA, h);
+    tf_curl.easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     tf_curl.easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     tf_curl.easy_setopt(c, CURLOPT_HEADERDATA, t);
     tf_curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -445,9 +468,13 @@ static int fetch_ranges(tf_http *h, const tf_http_identity *want, transfer *t, c
                 todo[k++] = i;
         if (k == 0)
             break;
+        if (atomic_load(&h->cancelled)) {
+            rc = tf_fail(e, ECANCELED, "%s: cancelled: the archive is being closed", h->shown);
+            break;
+        }
         if (attempt > 0) {
             if (attempt > h->lim.retries) {
-                rc = tf_fail(e, EIO, "%s: %s (gave up after %u attempts)", h->url, why, attempt);
+                rc = tf_fail(e, EIO, "%s: %s (gave up after %u attempts)", h->shown, why, attempt);
                 break;
             }
             backoff(attempt - 1);
@@ -490,8 +517,8 @@ static int fetch_ranges(tf_http *h, const tf_http_identity *want, transfer *t, c
             }
             transfer_cleanup(x);
         }
-        if (fatal) {
-            tf_fail(e, EIO, "%s: %s", h->url, why);
+        if (fatal && !atomic_load(&h->cancelled)) { /* else said at the top */
+            tf_fail(e, EIO, "%s: %s", h->shown, why);
             rc = changed ? TF_HTTP_CHANGED : -1;
             break;
         }
@@ -546,7 +573,7 @@ int tf_http_fetch_as(tf_http *h, const tf_http_identity *id, tf_http_range *r, s
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (r[i].len == 0 || r[i].off > id->size || r[i].len > id->size - r[i].off)
             rc = tf_fail(e, EIO, "%s: range %" PRIu64 "+%" PRIu64 " lies outside the object",
-                         h->url, r[i].off, r[i].len);
+                         h->shown, r[i].off, r[i].len);
         off[i] = r[i].off, len[i] = r[i].len, dst[i] = r[i].buf;
     }
     if (rc == 0)

@@ -3,7 +3,8 @@
  * transfers, with bounded retries and backoff for the faults that pass
  * (timeouts, resets, 5xx, throttling). Every response is untrusted: its
  * status, Content-Range, length and ETag must be what was asked for, or
- * the range fails (EIO) and nothing of it is used. */
+ * the range fails (EIO) and nothing of it is used. Messages show the URL
+ * without user, password, query and fragment (tf_io_shown_name). */
 #ifndef TRAJFS_IO_HTTP_H
 #define TRAJFS_IO_HTTP_H
 
@@ -18,7 +19,8 @@
 typedef struct tf_http tf_http;
 
 typedef struct {
-    unsigned stall_timeout_ms;   /* a transfer with no byte for this long fails */
+    unsigned stall_timeout_ms;   /* a transfer slower than min_speed over this long fails */
+    unsigned min_speed;          /* bytes/s */
     unsigned connect_timeout_ms;
     unsigned retries;            /* attempts after the first */
     unsigned parallel;           /* transfers at once, all callers together */
@@ -72,6 +74,10 @@ int tf_http_fetch(tf_http *h, tf_http_range *r, size_t n, tf_error *e);
 /* tf_http_fetch of the object `id`, not of the one adopted. */
 int tf_http_fetch_as(tf_http *h, const tf_http_identity *id, tf_http_range *r, size_t n,
                      tf_error *e);
+
+/* Ends every transfer under way, and fails every later one, at once
+ * (ECANCELED): the object is being closed. */
+void tf_http_cancel(tf_http *h);
 
 /* Requests sent (retries included) and body bytes received so far. */
 void tf_http_counters(const tf_http *h, uint64_t *requests, uint64_t *bytes);

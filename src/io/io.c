@@ -6,16 +6,11 @@
 
 #include "io/file.h"
 #include "io/remote.h"
-
-bool tf_io_is_url(const char *path)
-{
-    return strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
-           strncmp(path, "s3://", 5) == 0;
-}
+#include "io/url.h"
 
 char *tf_io_display_name(const char *path)
 {
-    return tf_io_is_url(path) ? strndup(path, strcspn(path, "?#")) : realpath(path, NULL);
+    return tf_io_is_url(path) ? tf_io_shown_name(path) : realpath(path, NULL);
 }
 
 int tf_io_open(const char *path, const tf_open_opts *o, tf_io **out, tf_error *e)
@@ -23,8 +18,12 @@ int tf_io_open(const char *path, const tf_open_opts *o, tf_io **out, tf_error *e
     bool writable = o && o->writable;
     if (!tf_io_is_url(path))
         return tf_file_open(path, writable, out, e);
-    if (writable)
-        return tf_fail(e, EROFS, "%s: a remote archive is read-only", path);
+    if (writable) {
+        char *shown = tf_io_shown_name(path);
+        tf_fail(e, EROFS, "%s: a remote archive is read-only", shown ? shown : "a URL");
+        free(shown);
+        return -1;
+    }
     if (o && o->remote)
         return tf_remote_open(path, o->remote, out, e);
     tf_remote_opts defaults;
@@ -107,4 +106,10 @@ int tf_io_sync(tf_io *io, tf_error *e)
 int tf_io_truncate(tf_io *io, uint64_t size, tf_error *e)
 {
     return io->ops->truncate ? io->ops->truncate(io, size, e) : not_supported(e, "truncate");
+}
+
+void tf_io_cancel(tf_io *io)
+{
+    if (io->ops->cancel)
+        io->ops->cancel(io);
 }

@@ -65,6 +65,10 @@ typedef struct {
     int (*sync)(tf_io *io, tf_error *e);
     /* Optional (writable): the end is size, what followed dropped. */
     int (*truncate)(tf_io *io, uint64_t size, tf_error *e);
+    /* Optional: ends the transfers under way at once, and fails every
+     * later read that must fetch (ECANCELED): the storage is about to be
+     * closed, and no one waits for a slow server's timeouts. */
+    void (*cancel)(tf_io *io);
     void (*close)(tf_io *io);
 } tf_io_ops;
 
@@ -79,12 +83,21 @@ typedef struct {
     const tf_remote_opts *remote; /* a URL's settings; NULL: the defaults */
 } tf_open_opts;
 
-/* Whether path names a remote object (http://, https://, s3://). */
+/* Whether path names a remote object: its URL (http://, https://,
+ * s3://), or where its URL is kept, out of sight of other users (a
+ * command line is not: ps shows it): url-env:NAME, the environment
+ * variable NAME; url-file:PATH, the first line of the file PATH. */
 bool tf_io_is_url(const char *path);
 /* The name of path for messages and mount options: a local file's
- * absolute path, a URL without its query (a presigned URL's signature
- * stays out of logs). NULL (errno) when it cannot be had. */
+ * absolute path, a URL without user, password, query (a presigned URL's
+ * signature) and fragment, url-env:NAME and url-file:PATH as they are.
+ * NULL (errno) when it cannot be had. */
 char *tf_io_display_name(const char *path);
+/* path as messages and logs may show it (malloc'd, NULL when out of
+ * memory): a URL without user and password, query (a presigned URL's
+ * signature) and fragment; anything else (a local path, url-env:NAME)
+ * as it is. */
+char *tf_io_shown_name(const char *path);
 
 /* Opens path (o NULL: read-only, default settings): a local file, or a
  * URL (read-only: EROFS when writable). */
@@ -108,5 +121,6 @@ int tf_io_lock(tf_io *io, tf_error *e);
 int tf_io_append(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e);
 int tf_io_sync(tf_io *io, tf_error *e);
 int tf_io_truncate(tf_io *io, uint64_t size, tf_error *e);
+void tf_io_cancel(tf_io *io);
 
 #endif

@@ -27,33 +27,102 @@ static const uint8_t ENTRY_MAGIC[8] = { 'T', 'R', 'J', 'R', 'N', 'G', '1', '\n' 
 #define STALE_TMP_SECONDS 3600
 
 struct tf_range_cache {
-    char *root;   /* DIR */
-    char *dir;    /* DIR/OBJECT */
+    int root_fd; /* DIR */
+    int dir_fd;  /* DIR/OBJECT */
     uint64_t max;
     pthread_mutex_t mu;
     uint64_t used; /* bytes of all entries, as last counted plus ours since */
     atomic_uint tmp_seq;
 };
 
-static void entry_path(const tf_range_cache *c, uint64_t off, uint64_t len, char *p, size_t cap)
+/* The names the cache writes, the only ones it reads, counts or
+ * removes: OBJECT (32 hex digits) under DIR; in it, entries
+ * (OFFSET-LENGTH, 16 hex digits each), .anchor and .tmp-PID-SEQ. */
+#define OBJECT_NAME_LEN 32
+#define ENTRY_NAME_LEN 33
+
+static bool hex_digits(const char *s, size_t n)
 {
-    snprintf(p, cap, "%s/%016" PRIx64 "-%016" PRIx64, c->dir, off, len);
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+static bool is_object_name(const char *s)
+{
+    return strlen(s) == OBJECT_NAME_LEN && hex_digits(s, OBJECT_NAME_LEN);
 }
 
 static bool parse_entry_name(const char *name, uint64_t *off, uint64_t *len)
 {
-    char *end;
-    if (strlen(name) != 33 || name[16] != '-')
+    if (strlen(name) != ENTRY_NAME_LEN || name[16] != '-' || !hex_digits(name, 16) ||
+        !hex_digits(name + 17, 16))
         return false;
-    *off = strtoull(name, &end, 16);
-    if (end != name + 16)
+    *off = strtoull(name, NULL, 16);
+    *len = strtoull(name + 17, NULL, 16);
+    return true;
+}
+
+static bool is_tmp_name(const char *s)
+{
+    if (strncmp(s, ".tmp-", 5) != 0)
         return false;
-    *len = strtoull(name + 17, &end, 16);
-    return *end == '\0';
+    size_t pid = strspn(s + 5, "0123456789");
+    return pid && s[5 + pid] == '-' && s[6 + pid] &&
+           strspn(s + 6 + pid, "0123456789") == strlen(s + 6 + pid);
+}
+
+static void entry_name(uint64_t off, uint64_t len, char name[ENTRY_NAME_LEN + 1])
+{
+    snprintf(name, ENTRY_NAME_LEN + 1, "%016" PRIx64 "-%016" PRIx64, off, len);
+}
+
+/* Opens the directory `name` (relative to at), not through a link, and
+ * only when it is the user's and no one else may write in it: what
+ * another user can write in could feed a mount forged bytes, or point
+ * eviction at files that are not the cache's. shown: the name for a
+ * message, NULL for none. */
+static int open_own_dir(int at, const char *name, const char *shown, tf_error *e)
+{
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        return shown ? tf_fail(e, err, "cache directory %s: %s", shown,
+                               err == ELOOP || err == ENOTDIR ? "not a directory (a link?): refused"
+                                                              : strerror(err))
+                     : -1;
+    }
+    if (st.st_uid == geteuid() && !(st.st_mode & (S_IWGRP | S_IWOTH)))
+        return fd;
+    close(fd);
+    if (!shown)
+        return -1;
+    if (st.st_uid != geteuid())
+        return tf_fail(e, EPERM, "cache directory %s belongs to uid %u, not to this user (uid %u): "
+                       "refused, a cache is trusted and must be its user's alone",
+                       shown, (unsigned)st.st_uid, (unsigned)geteuid());
+    return tf_fail(e, EPERM, "cache directory %s may be written by others (mode %04o): refused, "
+                   "a cache is trusted and must be its user's alone", shown,
+                   (unsigned)(st.st_mode & 07777));
+}
+
+/* A directory stream of the directory fd (which stays open). */
+static DIR *list_dir(int fd)
+{
+    int d = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = d < 0 ? NULL : fdopendir(d);
+    if (!dir && d >= 0)
+        close(d);
+    return dir;
 }
 
 typedef struct {
-    char *path;
+    char object[OBJECT_NAME_LEN + 1];
+    char name[ENTRY_NAME_LEN + 1];
     struct timespec mtime;
     uint64_t size;
 } cached_file;
@@ -66,61 +135,68 @@ static int older_first(const void *a, const void *b)
     return (x->mtime.tv_nsec > y->mtime.tv_nsec) - (x->mtime.tv_nsec < y->mtime.tv_nsec);
 }
 
-/* Lists the entries of every object under root (removing stale
- * temporary files on the way); returns their total size. */
-static uint64_t list_all(const char *root, cached_file **files, size_t *n)
+/* Lists the entries of one object (removing its stale temporary files
+ * on the way) into *files; returns their total size. */
+static uint64_t list_object(int root_fd, const char *object, cached_file **files, size_t *n,
+                            size_t *cap)
+{
+    int fd = open_own_dir(root_fd, object, NULL, NULL);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    uint64_t total = 0, off, len;
+    time_t now = time(NULL);
+    struct dirent *f;
+    while ((f = readdir(d))) {
+        struct stat st;
+        bool entry = parse_entry_name(f->d_name, &off, &len);
+        if ((!entry && !is_tmp_name(f->d_name)) ||
+            fstatat(fd, f->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (!entry) {
+            if (now - st.st_mtime > STALE_TMP_SECONDS)
+                unlinkat(fd, f->d_name, 0);
+            continue;
+        }
+        total += (uint64_t)st.st_size;
+        if (!files)
+            continue;
+        if (*n == *cap) {
+            size_t ncap = *cap ? *cap * 2 : 256;
+            cached_file *more = realloc(*files, ncap * sizeof *more);
+            if (!more)
+                continue;
+            *files = more;
+            *cap = ncap;
+        }
+        cached_file *cf = &(*files)[(*n)++];
+        *cf = (cached_file){ .mtime = st.st_mtim, .size = (uint64_t)st.st_size };
+        memcpy(cf->object, object, sizeof cf->object);
+        memcpy(cf->name, f->d_name, sizeof cf->name);
+    }
+    closedir(d); /* closes fd */
+    return total;
+}
+
+/* Lists the entries of every object of the cache; returns their total
+ * size. */
+static uint64_t list_all(const tf_range_cache *c, cached_file **files, size_t *n)
 {
     uint64_t total = 0;
-    size_t cap = 0, none;
-    if (!n)
-        n = &none;
+    size_t cap = 0;
     *n = 0;
     if (files)
         *files = NULL;
-    DIR *top = opendir(root);
+    DIR *top = list_dir(c->root_fd);
     if (!top)
         return 0;
-    time_t now = time(NULL);
     struct dirent *o;
-    while ((o = readdir(top))) {
-        if (o->d_name[0] == '.')
-            continue;
-        char sub[4096];
-        snprintf(sub, sizeof sub, "%s/%s", root, o->d_name);
-        DIR *d = opendir(sub);
-        if (!d)
-            continue;
-        struct dirent *f;
-        while ((f = readdir(d))) {
-            char path[4096 + 256];
-            struct stat st;
-            snprintf(path, sizeof path, "%s/%s", sub, f->d_name);
-            if (f->d_name[0] == '.' && strncmp(f->d_name, ".tmp-", 5) != 0)
-                continue;
-            if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
-                continue;
-            if (f->d_name[0] == '.') {
-                if (now - st.st_mtime > STALE_TMP_SECONDS)
-                    unlink(path);
-                continue;
-            }
-            total += (uint64_t)st.st_size;
-            if (!files)
-                continue;
-            if (*n == cap) {
-                size_t ncap = cap ? cap * 2 : 256;
-                cached_file *more = realloc(*files, ncap * sizeof *more);
-                if (!more)
-                    continue;
-                *files = more;
-                cap = ncap;
-            }
-            char *copy = strdup(path);
-            if (copy)
-                (*files)[(*n)++] = (cached_file){ copy, st.st_mtim, (uint64_t)st.st_size };
-        }
-        closedir(d);
-    }
+    while ((o = readdir(top)))
+        if (is_object_name(o->d_name))
+            total += list_object(c->root_fd, o->d_name, files, n, &cap);
     closedir(top);
     return total;
 }
@@ -132,13 +208,15 @@ static void evict(tf_range_cache *c)
 {
     cached_file *files;
     size_t n;
-    uint64_t total = list_all(c->root, &files, &n);
+    uint64_t total = list_all(c, &files, &n);
     qsort(files, n, sizeof *files, older_first);
     uint64_t goal = c->max / EVICT_TO_DEN * EVICT_TO_NUM;
-    for (size_t i = 0; i < n; i++) {
-        if (total > goal && unlink(files[i].path) == 0)
+    for (size_t i = 0; i < n && total > goal; i++) {
+        int fd = open_own_dir(c->root_fd, files[i].object, NULL, NULL);
+        if (fd >= 0 && unlinkat(fd, files[i].name, 0) == 0)
             total -= files[i].size;
-        free(files[i].path);
+        if (fd >= 0)
+            close(fd);
     }
     free(files);
     c->used = total;
@@ -151,19 +229,27 @@ int tf_range_cache_open(const char *dir, const char *object, uint64_t max_bytes,
     if (!c)
         return tf_fail(e, ENOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
-    if (!(c->root = strdup(dir)) || asprintf(&c->dir, "%s/%s", dir, object) < 0) {
-        c->dir = NULL;
-        tf_range_cache_close(c);
-        return tf_fail(e, ENOMEM, "out of memory");
-    }
-    if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || (mkdir(c->dir, 0700) < 0 && errno != EEXIST)) {
-        int err = errno;
-        tf_fail(e, err, "cache directory %s: %s", c->dir, strerror(err));
+    c->root_fd = c->dir_fd = -1;
+    char shown[4096];
+    snprintf(shown, sizeof shown, "%s/%s", dir, object);
+    int err = 0;
+    if (!is_object_name(object))
+        err = tf_fail(e, EINVAL, "cache: %s is not an object's name", object);
+    else if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        err = tf_fail(e, errno, "cache directory %s: %s", dir, strerror(errno));
+    else if ((c->root_fd = open_own_dir(AT_FDCWD, dir, dir, e)) < 0)
+        err = -1;
+    else if (mkdirat(c->root_fd, object, 0700) < 0 && errno != EEXIST)
+        err = tf_fail(e, errno, "cache directory %s: %s", shown, strerror(errno));
+    else if ((c->dir_fd = open_own_dir(c->root_fd, object, shown, e)) < 0)
+        err = -1;
+    if (err) {
         tf_range_cache_close(c);
         return -1;
     }
     c->max = max_bytes;
-    c->used = list_all(c->root, NULL, NULL);
+    size_t n;
+    c->used = list_all(c, NULL, &n);
     *out = c;
     return 0;
 }
@@ -173,8 +259,10 @@ void tf_range_cache_close(tf_range_cache *c)
     if (!c)
         return;
     pthread_mutex_destroy(&c->mu);
-    free(c->root);
-    free(c->dir);
+    if (c->root_fd >= 0)
+        close(c->root_fd);
+    if (c->dir_fd >= 0)
+        close(c->dir_fd);
     free(c);
 }
 
@@ -195,7 +283,7 @@ static bool read_entry(int fd, uint64_t *off, uint64_t *len, void *buf, uint64_t
 {
     uint8_t h[HEADER_SIZE];
     struct stat st;
-    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < HEADER_SIZE || !read_all(fd, h, sizeof h, 0) ||
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < HEADER_SIZE || !read_all(fd, h, sizeof h, 0) ||
         memcmp(h, ENTRY_MAGIC, 8) != 0)
         return false;
     *off = tf_le64_get(h + 8);
@@ -205,13 +293,20 @@ static bool read_entry(int fd, uint64_t *off, uint64_t *len, void *buf, uint64_t
            tf_hash64(buf, (size_t)*len) == tf_le64_get(h + 24);
 }
 
-/* Writes an entry of [off, off + len) to path, whole (by rename) or not
- * at all. */
-static bool write_entry(tf_range_cache *c, const char *path, uint64_t off, uint64_t len, const void *buf)
+/* Opens the file `name` of the object's directory to read, never
+ * through a link, nor waiting for a writer of a FIFO. */
+static int open_to_read(const tf_range_cache *c, const char *name)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%u", c->dir, (long)getpid(), atomic_fetch_add(&c->tmp_seq, 1));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    return openat(c->dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+}
+
+/* Writes an entry of [off, off + len) as `name`, whole (by rename) or
+ * not at all. */
+static bool write_entry(tf_range_cache *c, const char *name, uint64_t off, uint64_t len, const void *buf)
+{
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, ".tmp-%ld-%u", (long)getpid(), atomic_fetch_add(&c->tmp_seq, 1));
+    int fd = openat(c->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return false;
     uint8_t h[HEADER_SIZE];
@@ -220,17 +315,17 @@ static bool write_entry(tf_range_cache *c, const char *path, uint64_t off, uint6
     tf_le64_put(h + 16, len);
     tf_le64_put(h + 24, tf_hash64(buf, (size_t)len));
     bool ok = write_all(fd, h, sizeof h) && write_all(fd, buf, (size_t)len);
-    ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
+    ok = close(fd) == 0 && ok && renameat(c->dir_fd, tmp, c->dir_fd, name) == 0;
     if (!ok)
-        unlink(tmp);
+        unlinkat(c->dir_fd, tmp, 0);
     return ok;
 }
 
 bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
 {
-    char path[4096];
-    entry_path(c, off, len, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char name[ENTRY_NAME_LEN + 1];
+    entry_name(off, len, name);
+    int fd = open_to_read(c, name);
     if (fd < 0)
         return false;
     uint64_t o, l;
@@ -239,7 +334,7 @@ bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf
         (void)futimens(fd, NULL); /* recently used: evicted last */
     close(fd);
     if (!ok)
-        unlink(path);
+        unlinkat(c->dir_fd, name, 0);
     return ok;
 }
 
@@ -247,9 +342,9 @@ void tf_range_cache_put(tf_range_cache *c, uint64_t off, uint64_t len, const voi
 {
     if (len > SIZE_MAX - HEADER_SIZE || HEADER_SIZE + len > c->max)
         return;
-    char path[4096];
-    entry_path(c, off, len, path, sizeof path);
-    if (!write_entry(c, path, off, len, buf))
+    char name[ENTRY_NAME_LEN + 1];
+    entry_name(off, len, name);
+    if (!write_entry(c, name, off, len, buf))
         return;
     pthread_mutex_lock(&c->mu);
     c->used += HEADER_SIZE + len;
@@ -259,16 +354,11 @@ void tf_range_cache_put(tf_range_cache *c, uint64_t off, uint64_t len, const voi
 }
 
 /* Not an entry (a dot name): neither counted nor evicted. */
-static void anchor_path(const tf_range_cache *c, char *p, size_t cap)
-{
-    snprintf(p, cap, "%s/.anchor", c->dir);
-}
+#define ANCHOR_NAME ".anchor"
 
 bool tf_range_cache_anchor_get(tf_range_cache *c, uint64_t *end, uint8_t *bytes, size_t *n)
 {
-    char path[4096];
-    anchor_path(c, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_to_read(c, ANCHOR_NAME);
     if (fd < 0)
         return false;
     uint64_t len;
@@ -280,25 +370,20 @@ bool tf_range_cache_anchor_get(tf_range_cache *c, uint64_t *end, uint8_t *bytes,
 
 void tf_range_cache_anchor_put(tf_range_cache *c, uint64_t end, const uint8_t *bytes, size_t n)
 {
-    char path[4096];
-    anchor_path(c, path, sizeof path);
     if (n <= TF_RANGE_ANCHOR_MAX)
-        (void)write_entry(c, path, end, n, bytes);
+        (void)write_entry(c, ANCHOR_NAME, end, n, bytes);
 }
 
 void tf_range_cache_drop(tf_range_cache *c, uint64_t off, uint64_t len)
 {
-    DIR *d = opendir(c->dir);
+    DIR *d = list_dir(c->dir_fd);
     if (!d)
         return;
     struct dirent *f;
     while ((f = readdir(d))) {
         uint64_t o, l;
-        if (parse_entry_name(f->d_name, &o, &l) && o < off + len && off < o + l) {
-            char path[4096 + 256];
-            snprintf(path, sizeof path, "%s/%s", c->dir, f->d_name);
-            unlink(path);
-        }
+        if (parse_entry_name(f->d_name, &o, &l) && o < off + len && off < o + l)
+            unlinkat(c->dir_fd, f->d_name, 0);
     }
     closedir(d);
 }

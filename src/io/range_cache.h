@@ -8,7 +8,12 @@
  * served. Files appear by rename, whole; the entries of all objects
  * together are kept under a byte bound, the least recently used removed
  * first. Every operation is best effort: a cache that cannot be written
- * only costs fetches. */
+ * only costs fetches.
+ * The cache is trusted (its checksums catch damage, not forgery), so it
+ * is its user's alone: DIR and each object's directory must belong to
+ * the user, be writable by no one else and not be links, or opening
+ * fails. Only the names the cache writes are read, counted and removed,
+ * never through a link. */
 #ifndef TRAJFS_IO_RANGE_CACHE_H
 #define TRAJFS_IO_RANGE_CACHE_H
 

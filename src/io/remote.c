@@ -14,6 +14,7 @@
 #include "io/http.h"
 #include "io/range_cache.h"
 #include "io/s3.h"
+#include "io/url.h"
 
 /* Opening fetches this much of the start (the superblock; the size and
  * identity come with it), then this much of the end: the last trailer
@@ -580,7 +581,8 @@ static void remote_anchor(tf_io *io, uint64_t end, const uint8_t *bytes, size_t 
 
 static int open_http(tf_remote *r, const char *url, const tf_remote_opts *o, tf_error *e)
 {
-    tf_http_limits lim = { o->timeout_ms, o->connect_timeout_ms, o->retries, o->parallel };
+    tf_http_limits lim = { o->timeout_ms, o->min_speed, o->connect_timeout_ms, o->retries,
+                           o->parallel };
     if (!tf_s3_is_url(url))
         return tf_http_new(url, &(tf_http_auth){ 0 }, &lim, &r->http, e);
     tf_s3_request req;
@@ -691,11 +693,16 @@ static void stop_fetchers(tf_remote *r)
 static void free_remote(tf_remote *r);
 static const tf_io_ops remote_ops;
 
-int tf_remote_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_error *e)
+int tf_remote_open(const char *name, const tf_remote_opts *o, tf_io **out, tf_error *e)
 {
+    char *url;
+    if (tf_url_resolve(name, &url, e) < 0)
+        return -1;
     tf_remote *r = calloc(1, sizeof *r);
-    if (!r)
+    if (!r) {
+        free(url);
         return tf_fail(e, ENOMEM, "out of memory");
+    }
     r->io.ops = &remote_ops;
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->follow_mu, NULL);
@@ -708,13 +715,15 @@ int tf_remote_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_err
     r->print_counters = getenv("TRAJFS_REMOTE_STATS") != NULL;
     r->pending = malloc(PENDING_MAX * sizeof *r->pending);
     /* The URL for messages and for the cache's name of the object:
-     * without the query, which for a presigned URL is a credential that
-     * changes. */
-    if (!(r->name = tf_io_display_name(url)) || !r->pending) {
+     * without user, password and query, which for a presigned URL is a
+     * credential that changes. */
+    if (!(r->name = tf_io_shown_name(url)) || !r->pending) {
+        free(url);
         free_remote(r);
         return tf_fail(e, ENOMEM, "out of memory");
     }
     int rc = open_http(r, url, o, e) < 0 || fetch_ends(r, e) < 0 ? -1 : 0;
+    free(url);
     if (rc == 0) { /* the end as opened: its last commit, which the caller checks */
         const piece *tail = &r->staged[r->nstaged - 1];
         r->anchor_end = r->size;
@@ -733,8 +742,16 @@ int tf_remote_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_err
     return 0;
 }
 
+static void remote_cancel(tf_io *io)
+{
+    tf_remote *r = remote_of(io);
+    if (r->http)
+        tf_http_cancel(r->http);
+}
+
 static void free_remote(tf_remote *r)
 {
+    remote_cancel(&r->io);
     stop_fetchers(r);
     if (r->print_counters && r->http) {
         uint64_t requests, bytes;
@@ -785,5 +802,6 @@ static const tf_io_ops remote_ops = {
     .poll = remote_poll,
     .anchor = remote_anchor,
     .stat = remote_stat,
+    .cancel = remote_cancel,
     .close = remote_close,
 };

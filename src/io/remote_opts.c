@@ -1,6 +1,7 @@
 #include "io/remote_opts.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,9 @@
 
 #define CACHE_MAX_DEFAULT ((uint64_t)4 << 30)
 #define TIMEOUT_MS_DEFAULT 30000
+/* Slower than this over the timeout's window, a link is as good as
+ * stalled. */
+#define MIN_SPEED_DEFAULT 1024
 #define CONNECT_TIMEOUT_MS_DEFAULT 10000
 #define RETRIES_DEFAULT 4
 #define RETRIES_MAX 100
@@ -24,6 +28,7 @@ void tf_remote_opts_default(tf_remote_opts *o)
     *o = (tf_remote_opts){
         .cache_max = CACHE_MAX_DEFAULT,
         .timeout_ms = TIMEOUT_MS_DEFAULT,
+        .min_speed = MIN_SPEED_DEFAULT,
         .connect_timeout_ms = CONNECT_TIMEOUT_MS_DEFAULT,
         .retries = RETRIES_DEFAULT,
         .parallel = PARALLEL_DEFAULT,
@@ -66,7 +71,8 @@ static int set_string(char **dst, const char *v, tf_error *e)
 int tf_remote_opts_set(tf_remote_opts *o, const char *name, const char *value, tf_error *e)
 {
     static const char *const names[] = { "cache_dir", "cache_max", "timeout", "connect_timeout",
-                                         "retries", "parallel", "s3_endpoint", "s3_region" };
+                                         "retries", "parallel", "s3_endpoint", "s3_region",
+                                         "min_speed" };
     size_t which = 0;
     while (which < sizeof names / sizeof *names && strcmp(name, names[which]))
         which++;
@@ -87,7 +93,11 @@ int tf_remote_opts_set(tf_remote_opts *o, const char *name, const char *value, t
     case 4: ok = parse_count(value, 0, RETRIES_MAX, &o->retries); break;
     case 5: ok = parse_count(value, 1, PARALLEL_MAX, &o->parallel); break;
     case 6: return set_string(&o->s3_endpoint, value, e);
-    default: return set_string(&o->s3_region, value, e);
+    case 7: return set_string(&o->s3_region, value, e);
+    default:
+        ok = tf_parse_size(value, &size) == 0 && size > 0 && size <= UINT_MAX;
+        o->min_speed = ok ? (unsigned)size : o->min_speed;
+        return ok ? 0 : tf_fail(e, EINVAL, "expected bytes a second, optionally with K or M");
     }
     if (!ok)
         return which <= 3 ? tf_fail(e, EINVAL, "expected seconds between 0.001 and %d", SECONDS_MAX)

@@ -11,7 +11,9 @@
 typedef struct {
     char *cache_dir;             /* cache_dir=DIR: disk cache, NULL for none */
     uint64_t cache_max;          /* cache_max=SIZE: its bound (all objects) */
-    unsigned timeout_ms;         /* timeout=SECONDS: a stalled transfer fails */
+    unsigned timeout_ms;         /* timeout=SECONDS: a transfer stalled, or slower
+                                    than min_speed, that long fails */
+    unsigned min_speed;          /* min_speed=BYTES: a second, over timeout */
     unsigned connect_timeout_ms; /* connect_timeout=SECONDS */
     unsigned retries;            /* retries=N: attempts after the first */
     unsigned parallel;           /* parallel=N: transfers at once */

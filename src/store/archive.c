@@ -382,10 +382,16 @@ static int collect_trailers(const tf_container *c, uint64_t top_off, uint64_t to
     uint64_t off = top_off;
     for (uint64_t k = n; k-- > 0;) {
         tf_trailer t;
-        if (tf_container_read_trailer(c, off, &t, e) < 0 || t.seq != from + k + 1) {
+        /* A read that failed says why (a server's error is not damage). */
+        int rc = tf_container_read_trailer(c, off, &t, e);
+        if (rc < 0)
+            tf_error_prefix(e, "commit %llu", (unsigned long long)(from + k + 1));
+        else if (t.seq != from + k + 1)
+            rc = tf_fail(e, EIO, "commit %llu: trailer chain broken at %llu",
+                         (unsigned long long)(from + k + 1), (unsigned long long)off);
+        if (rc < 0) {
             free(offs);
-            return tf_fail(e, EIO, "commit %llu: trailer chain broken at %llu",
-                           (unsigned long long)(from + k + 1), (unsigned long long)off);
+            return -1;
         }
         offs[k] = off;
         off = t.prev;
@@ -536,7 +542,7 @@ int tf_archive_open(const char *path, const tf_open_opts *o, tf_archive **out, t
         return -1;
     }
     if (load_catalog(ar, e) < 0) {
-        tf_error_prefix(e, "%s", path);
+        tf_error_prefix(e, "%s", ar->c.name);
         tf_archive_close(ar);
         return -1;
     }
@@ -574,6 +580,8 @@ int tf_archive_free_space(const tf_archive *ar, uint64_t *bytes, tf_error *e)
 {
     return tf_io_free_space(ar->c.io, bytes, e);
 }
+
+void tf_archive_cancel_fetches(tf_archive *ar) { tf_io_cancel(ar->c.io); }
 size_t tf_archive_nentries(const tf_archive *ar) { return ar->nentries; }
 const tf_entry *tf_archive_entry(const tf_archive *ar, size_t i) { return &ar->entries[i]; }
 uint64_t tf_archive_nblobs(const tf_archive *ar) { return ar->nblobs; }

@@ -38,6 +38,10 @@ int tf_archive_stat(const tf_archive *ar, struct stat *st, tf_error *e);
 /* The bytes free where commits are appended (a local file's file
  * system). */
 int tf_archive_free_space(const tf_archive *ar, uint64_t *bytes, tf_error *e);
+/* Ends the remote fetches under way at once (the archive is about to
+ * be closed: no one waits for a slow server's timeouts); later reads
+ * that must fetch fail. Nothing for a local archive. */
+void tf_archive_cancel_fetches(tf_archive *ar);
 
 /* Live entries (tombstoned and replaced ones removed), sorted so that a
  * directory's whole subtree follows it contiguously ('/' sorts first). */

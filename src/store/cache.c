@@ -26,6 +26,7 @@ struct tf_cache {
     pthread_mutex_t lock;
     pthread_cond_t settled; /* some claimed item was filled or abandoned */
     size_t max_bytes, bytes;
+    unsigned waiting; /* threads in the wait for a claimed item */
     tf_cache_item *head, *tail; /* head = most recently used */
     tf_cache_item **buckets;
     size_t nbuckets, count;
@@ -283,8 +284,10 @@ static tf_cache_item *find_filled(tf_cache *c, uint64_t key)
         if (!it)
             return NULL;
         it->refs++;
+        c->waiting++;
         while (it->state == ITEM_CLAIMED)
             pthread_cond_wait(&c->settled, &c->lock);
+        c->waiting--;
         if (it->state == ITEM_FILLED) {
             unlink_lru(c, it);
             push_front(c, it);
@@ -341,6 +344,14 @@ bool tf_cache_has(tf_cache *c, uint64_t key)
     bool has = it && it->state != ITEM_ABANDONED;
     pthread_mutex_unlock(&c->lock);
     return has;
+}
+
+unsigned tf_cache_waiting(tf_cache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    unsigned n = c->waiting;
+    pthread_mutex_unlock(&c->lock);
+    return n;
 }
 
 void tf_cache_fill(tf_cache *c, tf_cache_item *it)

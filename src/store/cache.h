@@ -41,6 +41,9 @@ tf_cache_item *tf_cache_acquire(tf_cache *c, uint64_t key, bool *claimed);
 /* Whether key is filled or being filled now: a hint, true or not a moment
  * later. */
 bool tf_cache_has(tf_cache *c, uint64_t key);
+/* Threads waiting now for claimed items to be filled or abandoned (once
+ * this is seen, they wait: the wait begins under the cache's lock). */
+unsigned tf_cache_waiting(tf_cache *c);
 
 /* The filled item for key with a reference taken, or NULL (absent, or
  * being filled): never waits, never claims. */

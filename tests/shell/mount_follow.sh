@@ -15,6 +15,7 @@ set -eu
 . "$(dirname "$0")/mountlib.sh"
 
 FOLLOW=1 # seconds: the default
+export TRAJFS_FOLLOW_TRACE=1 # followed
 
 src=$TEST_TMP/src
 generate_tiny_trajectory "$src/run"
@@ -98,7 +99,7 @@ exec 3<&- 4<&- 5<&-
 # Bytes appended by hand, the trailer's magic among them: nothing changes.
 size=$(file_size "$archive")
 { head -c 3000 /dev/urandom; printf '\211TRJEND\n'; head -c 56 /dev/urandom; } >> "$archive"
-sleep $((FOLLOW * 2)).5
+followed "$mnt.log"
 kill -0 "$follow_pid" 2> /dev/null || fail "the daemon exited after a torn tail"
 cmp "$mnt/bf16/step-000004.safetensors" "$src/run/bf16/step-000004.safetensors" ||
     fail "the mount does not read right after a torn tail"
@@ -112,7 +113,7 @@ wait_for "a commit after a torn tail" listed "$mnt/bf16" step-000006.safetensors
 # A commit appended up to its last 10 bytes (made on a copy: what a
 # writer would append here), then the rest.
 torn_commit "$archive" fp32/step-000004.safetensors "$src/run/fp32/step-000004.safetensors"
-sleep $((FOLLOW * 2)).5
+followed "$mnt.log"
 [ ! -e "$mnt/fp32/step-000004.safetensors" ] || fail "a commit without its trailer shows"
 cmp "$mnt/notes.txt" "$TEST_TMP/notes2" || fail "the mount does not read right with a commit half there"
 finish_commit "$archive"

@@ -170,6 +170,17 @@ wait_for() {
     echo $((($(date +%s%N) - _start) / 1000000))
 }
 
+# followed LOG: waits until the follow thread of the daemon whose
+# messages are in LOG (mounted with TRAJFS_FOLLOW_TRACE set) has ended a
+# look that began after this call: two more than had ended then. What
+# the archive held when it was called has been seen.
+followed() {
+    _looks=$(looks_done "$1")
+    wait_for "a look of the follow thread" looks_at_least "$1" $((_looks + 2)) > /dev/null
+}
+looks_done() { grep -c "follow: look [0-9]* done" "$1" || true; }
+looks_at_least() { [ "$(looks_done "$1")" -ge "$2" ]; }
+
 reads() { # reads FILE TEXT: whether FILE holds TEXT
     [ "$(cat "$1" 2> /dev/null)" = "$2" ]
 }

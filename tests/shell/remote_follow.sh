@@ -14,6 +14,7 @@ set -eu
 . "$(dirname "$0")/remotelib.sh"
 
 FOLLOW=1
+export TRAJFS_FOLLOW_TRACE=1 # followed
 
 src=$TEST_TMP/src
 generate_tiny_trajectory "$src/run"
@@ -64,7 +65,7 @@ reads "$TEST_TMP/off/notes.txt" "notes v1" || fail "the mount without follow rea
 
 # ---- a torn tail: a commit up to its last 10 bytes, then the rest ----
 torn_commit "$served" fp32/step-000002.safetensors "$src/run/fp32/step-000002.safetensors"
-sleep $((FOLLOW * 2)).5
+followed "$TEST_TMP/m.log"
 kill -0 "$follow_pid" 2> /dev/null || fail "the daemon exited after a torn tail"
 [ ! -e "$TEST_TMP/m/fp32/step-000002.safetensors" ] || fail "a commit without its trailer shows"
 cmp "$TEST_TMP/m/bf16/step-000004.safetensors" "$src/run/bf16/step-000004.safetensors" ||
@@ -92,7 +93,7 @@ unset TRAJFS_REMOTE_STATS
 # ---- the object rewritten ----
 "$TRAJPACK" create -q "$TEST_TMP/other.traj" "$src/run" || fail "create of another archive failed"
 cp "$TEST_TMP/other.traj" "$www/.new" && mv "$www/.new" "$served"
-sleep $((FOLLOW * 2)).5
+followed "$TEST_TMP/m.log"
 kill -0 "$follow_pid" 2> /dev/null || fail "the daemon exited when the object was rewritten"
 [ ! -e "$TEST_TMP/m/fp32/step-000004.safetensors" ] || fail "the rewritten object's files show"
 grep -q "rewritten\|cut to" "$TEST_TMP/m.log" || fail "the mount did not say the object was rewritten: $(cat "$TEST_TMP/m.log")"

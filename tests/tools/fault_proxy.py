@@ -17,6 +17,10 @@ response what MODE_FILE says, read at each request:
                   leaves a read in flight)
     sigv4 SECRET  the request's AWS SigV4 signature checked with SECRET;
                   403 SignatureDoesNotMatch unless it holds
+    drip N        the headers, then N bytes of the body a second (until the
+                  client gives up)
+    status C K    the first K requests in this mode passed, every later
+                  one answered with HTTP status C (a 3xx pointing to /moved)
 
 and appends one line per request to MODE_FILE.log. Runs until killed.
 """
@@ -26,6 +30,7 @@ import http.client
 import os
 import http.server
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -59,6 +64,16 @@ def sigv4_holds(handler, secret):
     return hmac.compare_digest(want, fields["Signature"]) and "x-amz-date" in signed and "host" in signed
 
 
+seen = {}  # requests per mode, for "status"
+seen_lock = threading.Lock()
+
+
+def count(mode):
+    with seen_lock:
+        seen[mode] = seen.get(mode, 0) + 1
+        return seen[mode]
+
+
 class Proxy(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -76,6 +91,13 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+            return
+        if mode[0] == "status" and count(" ".join(mode)) > int(mode[2]):
+            self.send_response(int(mode[1]))
+            if mode[1].startswith("3"):
+                self.send_header("Location", "/moved")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
             return
         if mode[0] == "delay":
             time.sleep(float(mode[1]))
@@ -97,6 +119,13 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(float(mode[1]))
             self.wfile.write(body[len(body) // 2:])
+            return
+        if mode[0] == "drip":
+            n = int(mode[1])
+            for i in range(0, len(body), n):
+                self.wfile.write(body[i:i + n])
+                self.wfile.flush()
+                time.sleep(1)
             return
         if mode[0] == "truncate":
             self.wfile.write(body[: len(body) // 2])

@@ -234,13 +234,15 @@ static void *wait_for_key(void *arg)
     return NULL;
 }
 
+/* Starts the waiter and returns once it waits for the claimed key. */
 static void start_waiter(waiter *w, pthread_t *t)
 {
     ck_assert_int_eq(pthread_create(t, NULL, wait_for_key, w), 0);
-    /* Give it time to reach the wait (the outcome is the same if it has
-     * not: then it finds the key settled). */
-    struct timespec pause = { 0, 20 * 1000 * 1000 };
-    nanosleep(&pause, NULL);
+    struct timespec pause = { 0, 1000 * 1000 };
+    for (int ms = 0; tf_cache_waiting(w->c) == 0; ms++) {
+        ck_assert_msg(ms < 60 * 1000, "the waiter did not wait for the claimed key");
+        nanosleep(&pause, NULL);
+    }
 }
 
 START_TEST(cache_waiter_gets_the_claimers_fill)

@@ -872,6 +872,11 @@ END_TEST
 START_TEST(stack_is_bounded)
 {
     start(2);
+    /* Bytes enough that the memory budget holds the stack. */
+    static const uint8_t pad[2 << 20];
+    op_le(BINBYTES, sizeof pad, 4);
+    bytes(pad, sizeof pad);
+    op(POP);
     for (size_t i = 0; i <= TF_PICKLE_MAX_STACK; i++)
         op(NONE);
     op(STOP);
@@ -1375,8 +1380,36 @@ START_TEST(paths_together_are_bounded)
         storage_id("FloatStorage", k, 1);
     }
     OPS(SETITEMS, SETITEM, STOP);
-    ck_assert_uint_gt(1000 * 4000, TF_PICKLE_PATH_BUDGET(pk.len));
-    refused("STOP (0x2e): the paths of the storages exceed");
+    ck_assert_uint_gt(1000 * 4000, TF_PICKLE_BUDGET(pk.len));
+    refused("STOP (0x2e): interpreting it would take more than");
+}
+END_TEST
+
+/* PROTO, NONE and a long run of TUPLE1, each tuple holding the last:
+ * refused where the nesting passes the bound, not at the end. */
+START_TEST(nesting_is_checked_as_it_grows)
+{
+    start(2);
+    op(NONE);
+    for (int i = 0; i < 4 * TF_PICKLE_MAX_DEPTH; i++)
+        op(TUPLE1);
+    char at[64];
+    snprintf(at, sizeof at, "pickle offset %d, TUPLE1 (0x85): the saved object nests more than",
+             3 + TF_PICKLE_MAX_DEPTH);
+    refused(at);
+}
+END_TEST
+
+/* Values of one byte each, all on the stack at once: more than 16
+ * bytes of memory a byte of pickle. */
+START_TEST(memory_is_bounded_by_the_pickle_length)
+{
+    start(2);
+    op(MARK);
+    for (int i = 0; i < 900000; i++)
+        op(NONE);
+    OPS(TUPLE, STOP);
+    refused("interpreting it would take more than");
 }
 END_TEST
 
@@ -1409,6 +1442,7 @@ int main(void)
     tcase_add_test(tc, shared_and_cyclic_containers_are_walked_once);
     tcase_add_test(tc, marks_nest_up_to_the_limit);
     tcase_add_test(tc, containers_nest_up_to_the_limit);
+    tcase_add_test(tc, nesting_is_checked_as_it_grows);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("refusals");
@@ -1430,6 +1464,7 @@ int main(void)
     tcase_add_test(tc, framing_of_the_pickle_is_checked);
     tcase_add_test(tc, paths_are_bounded_and_without_nul);
     tcase_add_test(tc, paths_together_are_bounded);
+    tcase_add_test(tc, memory_is_bounded_by_the_pickle_length);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

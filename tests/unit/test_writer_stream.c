@@ -150,6 +150,7 @@ START_TEST(test_threads_do_not_change_bytes)
             ck_assert(tf_blob_id_eq(&bx->id, &by->id));
             ck_assert_uint_eq(bx->codec, by->codec);
             ck_assert_uint_eq(bx->enc_len, by->enc_len);
+            ck_assert_uint_eq(bx->enc_hash, by->enc_hash); /* the encoded bytes themselves */
             ck_assert_uint_eq(bx->ref, by->ref);
             ck_assert_uint_eq(bx->model, by->model);
             deltas |= bx->codec == TF_CODEC_ULP;
