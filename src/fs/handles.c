@@ -1,5 +1,6 @@
 #include "fs/handles.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "fs/spool.h"
 #include "store/archive.h"
 
 void fs_handles_init(fs_handles *t)
@@ -61,7 +63,7 @@ fs_handle *fs_handle_new_write(const fs_write_attrs *attrs, const char *name, in
     h->serial = ++serials;
     h->ino = attrs->ino;
     h->writable = true;
-    h->streaming = dirty;
+    fs_stream_state_init(&h->stream, dirty);
     h->spool = spool;
     h->attrs = *attrs;
     snprintf(h->name, sizeof h->name, "%s", name);
@@ -76,6 +78,7 @@ void fs_handle_free(fs_handle *h)
         return;
     if (h->writable) {
         close(h->spool);
+        fs_stream_state_destroy(&h->stream);
         pthread_mutex_destroy(&h->io);
     }
     tf_entry_free(&h->copy);
@@ -132,7 +135,9 @@ fs_handle *fs_handles_take(fs_handles *t, uint64_t fh)
 
 /* ---- write handles ---- */
 
-void fs_handles_note_write(fs_handles *t, fs_handle *h, uint64_t size, bool grow)
+/* After a write or truncation of h's spool to at least/exactly size
+ * bytes (grow: size is a lower bound): marks h changed. */
+static void note_change(fs_handles *t, fs_handle *h, uint64_t size, bool grow)
 {
     pthread_mutex_lock(&t->lock);
     if (!grow || size > h->attrs.size)
@@ -142,6 +147,48 @@ void fs_handles_note_write(fs_handles *t, fs_handle *h, uint64_t size, bool grow
     h->failed = false;
     h->changed = ++t->clock;
     pthread_mutex_unlock(&t->lock);
+}
+
+int fs_handle_write(fs_handles *t, fs_handle *h, const void *buf, size_t len, uint64_t off)
+{
+    pthread_mutex_lock(&h->io);
+    int err = -fs_spool_write(h->spool, buf, len, off);
+    if (!err) {
+        note_change(t, h, off + len, true);
+        fs_stream_state_wrote(&h->stream, off, len);
+    }
+    pthread_mutex_unlock(&h->io);
+    return err;
+}
+
+int fs_handle_truncate(fs_handles *t, fs_handle *h, uint64_t size)
+{
+    pthread_mutex_lock(&h->io);
+    int err = ftruncate(h->spool, (off_t)size) < 0 ? errno : 0;
+    if (!err) {
+        note_change(t, h, size, false);
+        fs_stream_state_truncated(&h->stream, size);
+    }
+    pthread_mutex_unlock(&h->io);
+    return err;
+}
+
+int fs_handle_read(fs_handle *h, void *buf, size_t len, uint64_t off, size_t *got)
+{
+    pthread_mutex_lock(&h->io);
+    int err = -fs_spool_read(h->spool, buf, len, off, got);
+    pthread_mutex_unlock(&h->io);
+    return err;
+}
+
+void fs_handle_hold(fs_handle *h)
+{
+    pthread_mutex_lock(&h->io);
+}
+
+void fs_handle_unhold(fs_handle *h)
+{
+    pthread_mutex_unlock(&h->io);
 }
 
 /* Calls fn on every write handle of inode ino, under the table's lock. */

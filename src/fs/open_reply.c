@@ -2,7 +2,7 @@
 
 #include <errno.h>
 
-#include "fs/fs.h"
+#include "fs/state.h"
 
 /* Replies to an open with the handle in the table; a reply that fails
  * (the open was interrupted) gets no release, so the handle goes. */

@@ -52,12 +52,12 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
                                      c->seg.first_blob + c->seg.nblobs, e);
         tf_buf_free(&raw);
         if (rc == 0) {
-            const tf_write_opts *o = c->opts;
-            if (o->begin_update)
-                o->begin_update(o->update_arg);
+            const tf_archive_hooks *hooks = c->opts->applied;
+            if (hooks)
+                hooks->begin(hooks->arg, &c->seg);
             rc = tf_archive_apply(c->ar, &c->seg, e); /* takes the segment */
-            if (o->end_update)
-                o->end_update(o->update_arg);
+            if (hooks)
+                hooks->end(hooks->arg);
         }
     }
     if (rc < 0)

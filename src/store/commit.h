@@ -22,7 +22,7 @@
 
 typedef struct {
     tf_archive *ar;
-    const tf_write_opts *opts;  /* for the update hooks */
+    const tf_write_opts *opts;  /* for its hooks */
     _Atomic uint64_t *next_ino; /* the writer's inode counter */
     tf_segment seg;
     uint64_t blobs_cap, entries_cap;
@@ -32,7 +32,7 @@ typedef struct {
 void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
                      _Atomic uint64_t *next_ino);
 /* Makes the commit durable, then applies it to the archive's in-memory
- * catalog between opts->begin_update and opts->end_update. Frees the
+ * catalog between the hooks opts->applied. Frees the
  * commit; on failure the archive file is as before. */
 int tf_commit_finish(tf_commit *c, tf_error *e);
 /* Drops the commit and the bytes it appended. */
