@@ -14,7 +14,8 @@ typedef struct {
     fs_job job; /* first: the committer's */
     commit_kind kind;
     fuse_req_t req; /* COMMIT */
-    uint64_t ino, fh;
+    uint64_t ino, fh; /* COMMIT, STREAM */
+    fs_handle *h;     /* RELEASE: out of the table already */
     uint64_t serial; /* STREAM: the handle's */
 } commit_job;
 
@@ -129,11 +130,8 @@ static void run(fs_job *job, void *ctx)
         fuse_reply_err(j->req, h ? commit_handle(fs, h, false) : EBADF);
         break;
     case RELEASE:
-        h = fs_handles_get(&fs->handles, j->fh, j->ino);
-        if (h) {
-            commit_handle(fs, h, true); /* failures are logged */
-            fs_handle_free(fs_handles_take(&fs->handles, j->fh));
-        }
+        commit_handle(fs, j->h, true); /* failures are logged */
+        fs_handle_free(j->h);
         break;
     case STREAM:
         run_stream(fs, j);
@@ -161,15 +159,16 @@ void fs_queue_commit(fs_state *fs, fuse_req_t req, uint64_t ino, uint64_t fh)
     fs_committer_push(&fs->committer, &j->job);
 }
 
-void fs_queue_release(fs_state *fs, uint64_t ino, uint64_t fh)
+void fs_queue_release(fs_state *fs, fs_handle *h)
 {
-    commit_job *j = new_job(RELEASE, ino, fh);
+    commit_job *j = new_job(RELEASE, h->ino, 0);
     if (!j) {
         fs_log(LOG_ERR, "out of memory: changes to inode %llu that were not committed are lost",
-               (unsigned long long)ino);
-        fs_handle_free(fs_handles_take(&fs->handles, fh));
+               (unsigned long long)h->ino);
+        fs_handle_free(h);
         return;
     }
+    j->h = h;
     fs_committer_push(&fs->committer, &j->job);
 }
 

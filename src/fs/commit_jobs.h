@@ -16,9 +16,9 @@
  * commits its changes, then replies (ENOMEM at once when out of
  * memory). */
 void fs_queue_commit(fs_state *fs, fuse_req_t req, uint64_t ino, uint64_t fh);
-/* The last close of write handle fh: commits what was not (errors are
- * logged), then frees the handle; no reply. */
-void fs_queue_release(fs_state *fs, uint64_t ino, uint64_t fh);
+/* The last close of write handle h, taken out of the table: commits
+ * what was not (errors are logged), then frees the handle; no reply. */
+void fs_queue_release(fs_state *fs, fs_handle *h);
 /* Encodes the file of write handle fh (inode ino, serial serial) as it
  * is written (stream.h); the handle may be gone by the time it runs. */
 void fs_queue_stream(fs_state *fs, uint64_t ino, uint64_t fh, uint64_t serial);

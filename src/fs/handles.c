@@ -85,9 +85,38 @@ void fs_handle_free(fs_handle *h)
     free(h);
 }
 
+/* Whether two read handles read the same version of their file. */
+static bool same_version(const tf_entry *a, const tf_entry *b)
+{
+    return a->size == b->size && a->mtime_sec == b->mtime_sec &&
+           a->mtime_nsec == b->mtime_nsec && a->nchunks == b->nchunks &&
+           (!a->nchunks || memcmp(a->chunks, b->chunks, a->nchunks * sizeof *a->chunks) == 0);
+}
+
+/* Whether o, another handle of h's inode that uses the page cache, holds
+ * a view of the file that h does not share (under the table's lock). */
+static bool other_view(const fs_handle *h, const fs_handle *o)
+{
+    if (o->writable)
+        return o->dirty || !o->flushed;
+    return h->writable || !same_version(h->ent, o->ent);
+}
+
+/* fs_handles_add's rule, under the table's lock. */
+static bool must_bypass_cache(const fs_handles *t, const fs_handle *h)
+{
+    for (size_t i = 0; i < t->nslots; i++) {
+        const fs_handle *o = t->slots[i];
+        if (o && o->ino == h->ino && !o->bypass_cache && other_view(h, o))
+            return true;
+    }
+    return false;
+}
+
 uint64_t fs_handles_add(fs_handles *t, fs_handle *h)
 {
     pthread_mutex_lock(&t->lock);
+    h->bypass_cache = must_bypass_cache(t, h);
     size_t i = 0;
     while (i < t->nslots && t->slots[i])
         i++;
@@ -145,6 +174,7 @@ static void note_change(fs_handles *t, fs_handle *h, uint64_t size, bool grow)
     tf_time_of_day(&h->attrs.mtime);
     h->dirty = true;
     h->failed = false;
+    h->flushed = false;
     h->changed = ++t->clock;
     pthread_mutex_unlock(&t->lock);
 }
@@ -279,14 +309,17 @@ typedef struct {
     const struct timespec *mtime;
 } new_attrs;
 
+/* (Not a change that makes h the writer's view: every handle of the
+ * inode takes it. Bumping h->changed here made one handle of an inode
+ * that another had just truncated answer for it, with its old size.) */
 static void set_attrs(fs_handles *t, fs_handle *h, const void *arg)
 {
+    (void)t;
     const new_attrs *a = arg;
     if (a->mode)
         h->attrs.mode = *a->mode & 07777;
     if (a->mtime)
         h->attrs.mtime = *a->mtime;
-    h->changed = ++t->clock;
 }
 
 void fs_handles_set_attrs(fs_handles *t, uint64_t ino, const uint32_t *mode,
@@ -294,6 +327,13 @@ void fs_handles_set_attrs(fs_handles *t, uint64_t ino, const uint32_t *mode,
 {
     new_attrs a = { mode, mtime };
     each_handle_of(t, ino, set_attrs, &a);
+}
+
+void fs_handles_note_flush(fs_handles *t, fs_handle *h)
+{
+    pthread_mutex_lock(&t->lock);
+    h->flushed = true;
+    pthread_mutex_unlock(&t->lock);
 }
 
 bool fs_handles_pending_commit(fs_handles *t, fs_handle *h, bool unreported,

@@ -36,6 +36,8 @@ typedef struct {
 typedef struct {
     uint64_t ino;
     bool writable;
+    bool bypass_cache;  /* its reads and writes bypass the kernel's page
+                         * cache (fs_handles_add) */
     /* read handles: the version opened, `copy` when it is a private copy
      * (in a read-write mount the catalog's entries move and change) */
     const tf_entry *ent;
@@ -53,6 +55,7 @@ typedef struct {
     bool dirty;         /* changed since the last commit */
     bool failed;        /* its last commit failed, and the caller was told */
     bool unlinked;      /* its name was removed: nothing to commit */
+    bool flushed;       /* closed (a flush came) and not written since */
     uint64_t changed;   /* when it last changed (table order), to pick
                          * among several handles of one inode */
 } fs_handle;
@@ -91,7 +94,16 @@ fs_handle *fs_handle_new_write(const fs_write_attrs *attrs, const char *name, in
                                bool dirty);
 void fs_handle_free(fs_handle *h);
 
-/* Puts h in the table; returns its fh, 0 when out of memory. */
+/* Puts h in the table; returns its fh, 0 when out of memory.
+ *
+ * The kernel keeps one page cache per inode, for all its descriptors:
+ * it may hold the view of one version of the file only. So h bypasses
+ * it (h->bypass_cache, direct I/O) when another handle of the inode uses
+ * it for another view: a write handle in use (its pages hold writes not
+ * committed), or a read handle of another version, or for a write
+ * handle any read handle (its writes would show there). A write handle
+ * that was closed with nothing left to commit holds the committed file:
+ * it is not in use. */
 uint64_t fs_handles_add(fs_handles *t, fs_handle *h);
 /* The handle fh of inode ino, or NULL (a bad fh or the wrong inode). */
 fs_handle *fs_handles_get(fs_handles *t, uint64_t fh, uint64_t ino);
@@ -129,6 +141,9 @@ fs_handle *fs_handles_open_retired(fs_handles *t, uint64_t ino);
  * every write handle of ino. */
 void fs_handles_set_attrs(fs_handles *t, uint64_t ino, const uint32_t *mode,
                           const struct timespec *mtime);
+/* A flush (a close) of h came: h is at rest once nothing is left to
+ * commit, until it is written again. */
+void fs_handles_note_flush(fs_handles *t, fs_handle *h);
 /* Snapshot of what h would commit: false when there is nothing to
  * commit (clean, or unlinked); with unreported, also when its last
  * failure was reported already. */

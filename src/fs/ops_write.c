@@ -181,7 +181,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
  * returns when they are durable in the archive, or with the error. The
  * file is complete as it is: its stream, if any, need not wait for more
  * (stream_state.h). */
-static void commit_changes(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void commit_changes(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, bool fsync)
 {
     fs_state *fs = fuse_req_userdata(req);
     fs_handle *h = fs_handles_get(&fs->handles, fi->fh, ino);
@@ -192,6 +192,8 @@ static void commit_changes(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
         return;
     }
     fs_stream_state_close(&h->stream);
+    if (!fsync)
+        fs_handles_note_flush(&fs->handles, h);
     if (!fs_handles_pending_commit(&fs->handles, h, false, &a, name))
         fuse_reply_err(req, 0);
     else
@@ -200,13 +202,13 @@ static void commit_changes(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    commit_changes(req, ino, fi);
+    commit_changes(req, ino, fi, false);
 }
 
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     (void)datasync;
-    commit_changes(req, ino, fi);
+    commit_changes(req, ino, fi, true);
 }
 
 /* Every change of the tree is durable when its request is answered. */
@@ -218,14 +220,18 @@ void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
     fuse_reply_err(req, 0);
 }
 
+/* The handle leaves the table at once: it no longer answers for its
+ * file (fs_handles_attrs), whenever its job runs. */
 void fs_release_writing(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fs_state *fs = fuse_req_userdata(req);
+    (void)ino;
+    fs_handle *h = fs_handles_take(&fs->handles, fi->fh);
     fuse_reply_err(req, 0);
-    fs_handle *h = fs_handles_get(&fs->handles, fi->fh, ino);
-    if (h)
-        fs_stream_state_close(&h->stream);
-    fs_queue_release(fs, ino, fi->fh);
+    if (!h)
+        return;
+    fs_stream_state_close(&h->stream);
+    fs_queue_release(fs, h);
 }
 
 /* ---- attributes ---- */
