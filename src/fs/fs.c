@@ -43,6 +43,7 @@ static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
 {
     tf_write_opts wo = o->write;
     wo.applied = &fs->applied;
+    wo.dir_times = true;
     wo.cache_bytes = o->cache_size; /* the mount reads through this cache too */
     if (create_if_missing(o->archive, e) < 0 ||
         tf_writer_open(o->archive, false, 0, &wo, &fs->writer, e) < 0)

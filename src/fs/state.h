@@ -65,7 +65,8 @@ typedef struct fs_state {
     tf_prefetch *prefetch;      /* fills reader's cache ahead of reads */
     size_t prefetch_bytes;      /* its window (-o prefetch) */
     fs_readbuf readbuf;
-    struct stat archive_st;     /* owner of every file; times of the root */
+    struct stat archive_st;     /* owner of every file; times of the root
+                                 * (rw: then of the last change of its names) */
     bool direct_io;             /* bypass the kernel's page cache */
     struct fuse_session *se;
     _Atomic bool notify;        /* se may be told to drop cached data */

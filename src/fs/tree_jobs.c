@@ -202,6 +202,9 @@ static int set_attrs(fs_state *fs, const setattr_job *j)
         tf_time_of_day(&a.mtime);
     else if (j->to_set & FUSE_SET_ATTR_MTIME)
         a.mtime = j->attr.st_mtim;
+    else if (j->to_set & FUSE_SET_ATTR_SIZE) /* truncate(2) asks for no time: a
+                                              * new size sets it, as anywhere */
+        tf_time_of_day(&a.mtime);
     const char *path = n->ent->path;
     if (j->to_set & FUSE_SET_ATTR_SIZE) {
         if (fs_node_is_dir(n))

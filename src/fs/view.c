@@ -8,8 +8,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "fs/log.h"
 #include "fs/spool.h"
+#include "store/commit.h"
 
 /* Bytes copied per step when a spool file is filled. */
 #define FILL_STEP ((size_t)4 << 20)
@@ -108,6 +110,15 @@ static bool note_entry(fs_state *fs, const tf_segment *seg, const tf_entry *ent)
     return note_stale(fs, parent, slash ? slash + 1 : ent->path, old ? old->ino : 0);
 }
 
+/* Whether seg changes the names in the root directory. */
+static bool changes_root(const fs_state *fs, const tf_segment *seg)
+{
+    for (uint64_t i = 0; i < seg->nentries; i++)
+        if (!strchr(seg->entries[i].path, '/') && tf_commit_changes_names(fs->ar, &seg->entries[i]))
+            return true;
+    return false;
+}
+
 static void begin_commit(void *arg, const tf_segment *seg)
 {
     fs_state *fs = arg;
@@ -117,7 +128,12 @@ static void begin_commit(void *arg, const tf_segment *seg)
     if (!noted)
         fs_log(LOG_ERR, "out of memory: names changed by a new commit may show their old "
                "version until they leave the kernel's cache");
+    /* The root has no entry to take the time of a change of its names
+     * (tf_write_opts.dir_times): its times are kept here. */
+    bool root_changed = fs->writer && changes_root(fs, seg);
     pthread_rwlock_wrlock(&fs->view_lock);
+    if (root_changed)
+        tf_time_of_day(&fs->archive_st.st_mtim);
 }
 
 /* The tree points into the catalog that just changed: rebuild it. */

@@ -47,6 +47,10 @@ tf_entry *tf_commit_entry(tf_commit *c, const char *path, uint8_t kind,
  * ENOTDIR when one of them is not a directory. */
 int tf_commit_parents(tf_commit *c, const char *path, tf_error *e);
 
+/* Whether ent, applied to the archive as it is, changes the names in its
+ * directory: a new name, a removal, or another inode under the name. */
+bool tf_commit_changes_names(const tf_archive *ar, const tf_entry *ent);
+
 /* Global index of a blob with this content, stored or appended by this
  * commit, or -1. */
 int64_t tf_commit_find_blob(const tf_commit *c, const tf_blob_id *id);

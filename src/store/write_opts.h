@@ -47,6 +47,10 @@ typedef struct {
      * the archive (a mount) can hold off in between and update what they
      * derive from it (NULL: none). */
     const struct tf_archive_hooks *applied;
+    /* A commit that changes the names in a directory (adds, removes or
+     * replaces one) gives that directory's entry the commit's time, as a
+     * file system gives a directory's mtime (a mount's writer). */
+    bool dir_times;
     /* Bytes of reconstructed chunks the writer's reader caches (for a
      * parent that is not the file added just before); 0: 256 MiB. */
     size_t cache_bytes;
