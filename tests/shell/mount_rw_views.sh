@@ -15,7 +15,8 @@ archive=$TEST_TMP/a.traj
 mnt=$TEST_TMP/mnt
 
 # ---- an unknown option: refused before the archive is created ----
-if "$TRAJFS" "$archive" "$mnt.bad" -f -o rw,no_such_option 2> "$TEST_TMP/bad.log"; then
+mkdir "$mnt"
+if "$TRAJFS" "$archive" "$mnt" -f -o rw,no_such_option 2> "$TEST_TMP/bad.log"; then
     fail "a mount with an unknown option succeeded"
 fi
 [ ! -e "$archive" ] || fail "a mount refused for an unknown option left $archive behind"
