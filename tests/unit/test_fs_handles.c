@@ -123,6 +123,46 @@ START_TEST(the_writers_view_is_the_latest_change)
 }
 END_TEST
 
+START_TEST(attribute_changes_keep_the_writers_view)
+{
+    uint64_t fh1, fh2;
+    fs_handle *h1 = add_writer(5, "f", false, &fh1);
+    fs_handle *h2 = add_writer(5, "f", false, &fh2);
+    fs_write_attrs a;
+    ck_assert_int_eq(fs_handle_write(&t, h2, "x", 1, 2), 0);
+    ck_assert_int_eq(fs_handle_truncate(&t, h1, 5000), 0);
+    struct timespec now = { .tv_sec = 9 };
+    fs_handles_set_attrs(&t, 5, NULL, &now); /* as the kernel's ftruncate sends */
+    ck_assert(fs_handles_attrs(&t, 5, &a));
+    ck_assert_uint_eq(a.size, 5000);
+    ck_assert_int_eq(a.mtime.tv_sec, 9);
+}
+END_TEST
+
+static fs_handle *add_reader(uint64_t ino, const tf_entry *ent)
+{
+    fs_handle *r = fs_handle_new_read(ino, ent, true);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_uint_ne(fs_handles_add(&t, r), 0);
+    return r;
+}
+
+START_TEST(other_views_bypass_the_page_cache)
+{
+    tf_entry v1 = file_entry(3), v2 = file_entry(4);
+    ck_assert(!add_reader(5, &v1)->bypass_cache);
+    ck_assert(!add_reader(5, &v1)->bypass_cache); /* the same version */
+    ck_assert(add_reader(5, &v2)->bypass_cache);
+    uint64_t fh;
+    ck_assert(add_writer(5, "f", false, &fh)->bypass_cache); /* readers use the cache */
+    fs_handle *w = add_writer(6, "g", false, &fh);
+    ck_assert(!w->bypass_cache);
+    ck_assert(add_reader(6, &v1)->bypass_cache); /* w may have written */
+    fs_handles_note_flush(&t, w);                /* closed, nothing to commit */
+    ck_assert(!add_reader(6, &v1)->bypass_cache);
+}
+END_TEST
+
 START_TEST(renames_and_removals_move_the_commit)
 {
     uint64_t fh;
@@ -180,6 +220,8 @@ int main(void)
     tcase_add_test(tc, writes_reach_the_spool_and_the_attributes);
     tcase_add_test(tc, a_failed_commit_is_reported_once);
     tcase_add_test(tc, the_writers_view_is_the_latest_change);
+    tcase_add_test(tc, attribute_changes_keep_the_writers_view);
+    tcase_add_test(tc, other_views_bypass_the_page_cache);
     tcase_add_test(tc, renames_and_removals_move_the_commit);
     tcase_add_test(tc, uncommitted_changes_at_the_end_are_counted);
     tcase_add_test(tc, versions_that_left_the_tree);
