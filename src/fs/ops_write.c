@@ -177,11 +177,13 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
         fuse_reply_write(req, size);
 }
 
-/* flush (each close(2)) and fsync commit the handle's changes: close()
- * returns when they are durable in the archive, or with the error. The
- * file is complete as it is: its stream, if any, need not wait for more
- * (stream_state.h). */
-static void commit_changes(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, bool fsync)
+/* flush (each close(2), closing) and fsync commit the handle's changes:
+ * close() returns when they are durable in the archive, or with the
+ * error. The file is complete as it is: its stream, if any, need not
+ * wait for more (stream_state.h); once committed, a closed handle is at
+ * rest (fs_handles_add). */
+static void commit_changes(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+                           bool closing)
 {
     fs_state *fs = fuse_req_userdata(req);
     fs_handle *h = fs_handles_get(&fs->handles, fi->fh, ino);
@@ -192,7 +194,7 @@ static void commit_changes(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
         return;
     }
     fs_stream_state_close(&h->stream);
-    if (!fsync)
+    if (closing)
         fs_handles_note_flush(&fs->handles, h);
     if (!fs_handles_pending_commit(&fs->handles, h, false, &a, name))
         fuse_reply_err(req, 0);
@@ -202,13 +204,13 @@ static void commit_changes(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    commit_changes(req, ino, fi, false);
+    commit_changes(req, ino, fi, true);
 }
 
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     (void)datasync;
-    commit_changes(req, ino, fi, true);
+    commit_changes(req, ino, fi, false);
 }
 
 /* Every change of the tree is durable when its request is answered. */
