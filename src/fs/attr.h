@@ -5,7 +5,7 @@
 
 #include <sys/stat.h>
 
-#include "fs/fs.h"
+#include "fs/state.h"
 
 /* How long the kernel may keep names and attributes of committed
  * entries. A read-only archive never changes: a day. In a read-write

@@ -1,6 +1,6 @@
 #include "fs/committer.h"
 
-#include "fs/mutate.h"
+#include <stddef.h>
 
 static void *committer_main(void *arg)
 {
@@ -8,7 +8,7 @@ static void *committer_main(void *arg)
     pthread_mutex_lock(&c->lock);
     for (;;) {
         while (!c->head && !c->stopping)
-            pthread_cond_wait(&c->wake, &c->lock);
+            pthread_cond_wait(&c->queued, &c->lock);
         fs_job *job = c->head;
         if (!job)
             break; /* stopping, and nothing left */
@@ -16,27 +16,32 @@ static void *committer_main(void *arg)
         if (!c->head)
             c->tail = NULL;
         pthread_mutex_unlock(&c->lock);
-        fs_job_run(c->fs, job);
+        job->run(job, c->ctx);
         pthread_mutex_lock(&c->lock);
     }
     pthread_mutex_unlock(&c->lock);
     return NULL;
 }
 
-int fs_committer_start(fs_committer *c, struct fs_state *fs)
+int fs_committer_start(fs_committer *c, void *ctx)
 {
-    *c = (fs_committer){ .fs = fs };
+    *c = (fs_committer){ .ctx = ctx };
     pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->wake, NULL);
-    pthread_cond_init(&c->progress, NULL);
+    pthread_cond_init(&c->queued, NULL);
     if (pthread_create(&c->thread, NULL, committer_main, c) != 0) {
-        pthread_cond_destroy(&c->progress);
-        pthread_cond_destroy(&c->wake);
+        pthread_cond_destroy(&c->queued);
         pthread_mutex_destroy(&c->lock);
         return -1;
     }
     c->running = true;
     return 0;
+}
+
+/* Under c->lock. */
+static void wake_running_job(fs_committer *c)
+{
+    if (c->give_way)
+        c->give_way(c->give_way_arg);
 }
 
 void fs_committer_push(fs_committer *c, fs_job *job)
@@ -48,8 +53,8 @@ void fs_committer_push(fs_committer *c, fs_job *job)
     else
         c->head = job;
     c->tail = job;
-    pthread_cond_signal(&c->wake);
-    pthread_cond_broadcast(&c->progress);
+    pthread_cond_signal(&c->queued);
+    wake_running_job(c);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -59,33 +64,21 @@ void fs_committer_stop(fs_committer *c)
         return;
     pthread_mutex_lock(&c->lock);
     c->stopping = true;
-    pthread_cond_signal(&c->wake);
-    pthread_cond_broadcast(&c->progress);
+    pthread_cond_signal(&c->queued);
+    wake_running_job(c);
     pthread_mutex_unlock(&c->lock);
     pthread_join(c->thread, NULL);
-    pthread_cond_destroy(&c->progress);
-    pthread_cond_destroy(&c->wake);
+    pthread_cond_destroy(&c->queued);
     pthread_mutex_destroy(&c->lock);
     c->running = false;
 }
 
-fs_queued fs_committer_queued(const fs_committer *c, uint64_t fh)
+void fs_committer_on_waiting(fs_committer *c, void (*give_way)(void *arg), void *arg)
 {
-    fs_queued q = FS_QUEUED_NOTHING;
-    for (const fs_job *j = c->head; j; j = j->next) {
-        if ((j->kind == FS_JOB_COMMIT || j->kind == FS_JOB_RELEASE) && j->fh == fh)
-            return FS_QUEUED_CLOSE;
-        q = FS_QUEUED_OTHER;
-    }
-    return q;
-}
-
-void fs_committer_wait(fs_committer *c)
-{
-    pthread_cond_wait(&c->progress, &c->lock);
-}
-
-void fs_committer_progress(fs_committer *c)
-{
-    pthread_cond_broadcast(&c->progress);
+    pthread_mutex_lock(&c->lock);
+    c->give_way = give_way;
+    c->give_way_arg = arg;
+    if (c->head || c->stopping)
+        wake_running_job(c);
+    pthread_mutex_unlock(&c->lock);
 }

@@ -1,45 +1,49 @@
-/* The committer thread of a read-write mount. Every change to the archive
- * (the commit of a written file, and every other change of the tree) is a
- * job (mutate.h) that it runs, one at a time and in the order the
- * requests came, off libfuse's worker threads: while a large file is
- * encoded, the workers go on serving other requests. Each job replies to
- * its request itself. */
+/* The committer thread of a read-write mount: runs jobs one at a time,
+ * in the order they were queued, off libfuse's worker threads, so that
+ * while a large file is encoded the workers go on serving other
+ * requests. Every change to the archive is such a job (commit_jobs.h,
+ * tree_jobs.h); each replies to its request itself.
+ *
+ * A job may wait for something besides the queue (the stream job waits
+ * for the bytes of a file being written): it then says how to wake it,
+ * and the committer does when another job is queued behind it or the
+ * committer stops, so that no job waits for a file being written. */
 #ifndef TRAJFS_FS_COMMITTER_H
 #define TRAJFS_FS_COMMITTER_H
 
 #include <pthread.h>
 #include <stdbool.h>
-#include <stdint.h>
 
-struct fs_state;
 typedef struct fs_job fs_job;
+/* A job: the queue's link and what runs it (and frees it). A job is the
+ * first member of a struct with the rest of what it needs. */
+struct fs_job {
+    fs_job *next;
+    void (*run)(fs_job *job, void *ctx);
+};
 
 typedef struct {
     pthread_t thread;
     pthread_mutex_t lock;
-    pthread_cond_t wake;
-    pthread_cond_t progress; /* for a job that waits for a file being
-                              * written: a job queued, a write, stopping */
+    pthread_cond_t queued;
     fs_job *head, *tail;
     bool stopping, running;
-    struct fs_state *fs;
+    void *ctx;                     /* given to every job's run */
+    void (*give_way)(void *arg);   /* the running job's waker, or NULL */
+    void *give_way_arg;
 } fs_committer;
 
-int fs_committer_start(fs_committer *c, struct fs_state *fs);
+/* Starts the thread; 0, or -1 when it cannot. */
+int fs_committer_start(fs_committer *c, void *ctx);
 void fs_committer_push(fs_committer *c, fs_job *job);
 /* Runs the jobs still queued, then ends the thread. */
 void fs_committer_stop(fs_committer *c);
 
-/* For the running job, when it waits for a file being written (handle
- * fh), under c->lock: */
-typedef enum {
-    FS_QUEUED_NOTHING,
-    FS_QUEUED_CLOSE, /* a flush, fsync or release of fh: its file is complete */
-    FS_QUEUED_OTHER, /* other jobs only, which must not wait for that file */
-} fs_queued;
-fs_queued fs_committer_queued(const fs_committer *c, uint64_t fh);
-/* Waits for progress (c->lock held); fs_committer_progress wakes it. */
-void fs_committer_wait(fs_committer *c);
-void fs_committer_progress(fs_committer *c);
+/* For the running job, before it waits for something other than the
+ * queue: give_way(arg) is called when a job is queued behind it or the
+ * committer stops, at once when that happened already (under the
+ * committer's lock: give_way must take no lock that is held while jobs
+ * are queued). NULL once it no longer waits. */
+void fs_committer_on_waiting(fs_committer *c, void (*give_way)(void *arg), void *arg);
 
 #endif

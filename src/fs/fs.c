@@ -12,22 +12,6 @@
 #include "fs/spool.h"
 #include "fs/view.h"
 
-/* ---- the writer's update hooks: a commit is applied ---- */
-
-static void begin_update(void *arg)
-{
-    fs_state *fs = arg;
-    pthread_rwlock_wrlock(&fs->view_lock);
-}
-
-/* The tree points into the catalog that just changed: rebuild it. */
-static void end_update(void *arg)
-{
-    fs_state *fs = arg;
-    fs_view_rebuild(fs);
-    pthread_rwlock_unlock(&fs->view_lock);
-}
-
 /* ---- opening ---- */
 
 /* A read-write mount of an archive that does not exist creates it. */
@@ -57,9 +41,8 @@ static int open_spool_dir(const fs_options *o, tf_error *e)
 static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
 {
     tf_write_opts wo = o->write;
-    wo.begin_update = begin_update;
-    wo.end_update = end_update;
-    wo.update_arg = fs;
+    wo.applied = &fs->applied;
+    wo.dir_times = true;
     wo.cache_bytes = o->cache_size; /* the mount reads through this cache too */
     if (create_if_missing(o->archive, e) < 0 ||
         tf_writer_open(o->archive, false, 0, &wo, &fs->writer, e) < 0)
@@ -109,6 +92,7 @@ static void close_archive(fs_state *fs)
     if (fs->spool_dir >= 0)
         close(fs->spool_dir);
     free(fs->archive_path);
+    fs_view_hooks_free(fs);
 }
 
 /* Writers first: a commit waiting to be applied keeps new readers out,
@@ -127,6 +111,7 @@ int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
     const char *archive = o->archive;
     *fs = (fs_state){ .direct_io = o->direct_io, .spool_dir = -1, .prefetch_bytes = o->prefetch,
                       .follow = o->follow };
+    fs_view_hooks_init(fs);
     int rc = o->rw ? open_writable(fs, o, e)
                    : tf_archive_open(archive, &(tf_open_opts){ .remote = &o->remote }, &fs->ar, e);
     /* Absolute: the daemon leaves the working directory. */
@@ -167,7 +152,8 @@ int fs_state_serving(fs_state *fs, struct fuse_session *se, tf_error *e)
     fs->se = se;
     if (fs->writer && fs_committer_start(&fs->committer, fs) < 0)
         return tf_fail(e, EAGAIN, "cannot start the committer thread");
-    if (fs->follow > 0 && fs_follow_start(&fs->follower, fs, fs->archive_path, fs->follow) < 0)
+    if (fs->follow > 0 && fs_follow_start(&fs->follower, fs->ar, &fs->applied, fs->archive_path,
+                                          &fs->archive_st, fs->follow) < 0)
         return tf_fail(e, EAGAIN, "cannot start the follow thread");
     if (start_prefetch(fs) < 0)
         return tf_fail(e, EAGAIN, "cannot start the prefetch threads");

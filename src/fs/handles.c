@@ -1,5 +1,6 @@
 #include "fs/handles.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "fs/spool.h"
 #include "store/archive.h"
 
 void fs_handles_init(fs_handles *t)
@@ -61,7 +63,7 @@ fs_handle *fs_handle_new_write(const fs_write_attrs *attrs, const char *name, in
     h->serial = ++serials;
     h->ino = attrs->ino;
     h->writable = true;
-    h->streaming = dirty;
+    fs_stream_state_init(&h->stream, dirty);
     h->spool = spool;
     h->attrs = *attrs;
     snprintf(h->name, sizeof h->name, "%s", name);
@@ -76,15 +78,45 @@ void fs_handle_free(fs_handle *h)
         return;
     if (h->writable) {
         close(h->spool);
+        fs_stream_state_destroy(&h->stream);
         pthread_mutex_destroy(&h->io);
     }
     tf_entry_free(&h->copy);
     free(h);
 }
 
+/* Whether two read handles read the same version of their file. */
+static bool same_version(const tf_entry *a, const tf_entry *b)
+{
+    return a->size == b->size && a->mtime_sec == b->mtime_sec &&
+           a->mtime_nsec == b->mtime_nsec && a->nchunks == b->nchunks &&
+           (!a->nchunks || memcmp(a->chunks, b->chunks, a->nchunks * sizeof *a->chunks) == 0);
+}
+
+/* Whether o, another handle of h's inode that uses the page cache, holds
+ * a view of the file that h does not share (under the table's lock). */
+static bool other_view(const fs_handle *h, const fs_handle *o)
+{
+    if (o->writable)
+        return o->dirty || !o->flushed;
+    return h->writable || !same_version(h->ent, o->ent);
+}
+
+/* fs_handles_add's rule, under the table's lock. */
+static bool must_bypass_cache(const fs_handles *t, const fs_handle *h)
+{
+    for (size_t i = 0; i < t->nslots; i++) {
+        const fs_handle *o = t->slots[i];
+        if (o && o->ino == h->ino && !o->bypass_cache && other_view(h, o))
+            return true;
+    }
+    return false;
+}
+
 uint64_t fs_handles_add(fs_handles *t, fs_handle *h)
 {
     pthread_mutex_lock(&t->lock);
+    h->bypass_cache = must_bypass_cache(t, h);
     size_t i = 0;
     while (i < t->nslots && t->slots[i])
         i++;
@@ -132,7 +164,9 @@ fs_handle *fs_handles_take(fs_handles *t, uint64_t fh)
 
 /* ---- write handles ---- */
 
-void fs_handles_note_write(fs_handles *t, fs_handle *h, uint64_t size, bool grow)
+/* After a write or truncation of h's spool to at least/exactly size
+ * bytes (grow: size is a lower bound): marks h changed. */
+static void note_change(fs_handles *t, fs_handle *h, uint64_t size, bool grow)
 {
     pthread_mutex_lock(&t->lock);
     if (!grow || size > h->attrs.size)
@@ -140,8 +174,51 @@ void fs_handles_note_write(fs_handles *t, fs_handle *h, uint64_t size, bool grow
     tf_time_of_day(&h->attrs.mtime);
     h->dirty = true;
     h->failed = false;
+    h->flushed = false;
     h->changed = ++t->clock;
     pthread_mutex_unlock(&t->lock);
+}
+
+int fs_handle_write(fs_handles *t, fs_handle *h, const void *buf, size_t len, uint64_t off)
+{
+    pthread_mutex_lock(&h->io);
+    int err = -fs_spool_write(h->spool, buf, len, off);
+    if (!err) {
+        note_change(t, h, off + len, true);
+        fs_stream_state_wrote(&h->stream, off, len);
+    }
+    pthread_mutex_unlock(&h->io);
+    return err;
+}
+
+int fs_handle_truncate(fs_handles *t, fs_handle *h, uint64_t size)
+{
+    pthread_mutex_lock(&h->io);
+    int err = ftruncate(h->spool, (off_t)size) < 0 ? errno : 0;
+    if (!err) {
+        note_change(t, h, size, false);
+        fs_stream_state_truncated(&h->stream, size);
+    }
+    pthread_mutex_unlock(&h->io);
+    return err;
+}
+
+int fs_handle_read(fs_handle *h, void *buf, size_t len, uint64_t off, size_t *got)
+{
+    pthread_mutex_lock(&h->io);
+    int err = -fs_spool_read(h->spool, buf, len, off, got);
+    pthread_mutex_unlock(&h->io);
+    return err;
+}
+
+void fs_handle_hold(fs_handle *h)
+{
+    pthread_mutex_lock(&h->io);
+}
+
+void fs_handle_unhold(fs_handle *h)
+{
+    pthread_mutex_unlock(&h->io);
 }
 
 /* Calls fn on every write handle of inode ino, under the table's lock. */
@@ -232,14 +309,17 @@ typedef struct {
     const struct timespec *mtime;
 } new_attrs;
 
+/* (Not a change that makes h the writer's view: every handle of the
+ * inode takes it. Bumping h->changed here made one handle of an inode
+ * that another had just truncated answer for it, with its old size.) */
 static void set_attrs(fs_handles *t, fs_handle *h, const void *arg)
 {
+    (void)t;
     const new_attrs *a = arg;
     if (a->mode)
         h->attrs.mode = *a->mode & 07777;
     if (a->mtime)
         h->attrs.mtime = *a->mtime;
-    h->changed = ++t->clock;
 }
 
 void fs_handles_set_attrs(fs_handles *t, uint64_t ino, const uint32_t *mode,
@@ -247,6 +327,13 @@ void fs_handles_set_attrs(fs_handles *t, uint64_t ino, const uint32_t *mode,
 {
     new_attrs a = { mode, mtime };
     each_handle_of(t, ino, set_attrs, &a);
+}
+
+void fs_handles_note_flush(fs_handles *t, fs_handle *h)
+{
+    pthread_mutex_lock(&t->lock);
+    h->flushed = true;
+    pthread_mutex_unlock(&t->lock);
 }
 
 bool fs_handles_pending_commit(fs_handles *t, fs_handle *h, bool unreported,

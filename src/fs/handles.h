@@ -6,7 +6,7 @@
  *
  * A write handle holds a private copy of the file in a spool file (session
  * semantics, as in AFS): writes go there, and a commit makes it the
- * file's content (see mutate.h); two writers of one file each commit
+ * file's content (see commit_jobs.h); two writers of one file each commit
  * their own copy, and the last commit wins. Until its first commit a new
  * file has no name: lookups do not find it, so nobody can open, rename or
  * remove it but through its descriptors. The handle commits at the path
@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "format/catalog.h"
+#include "fs/stream_state.h"
 #include "store/prefetch.h"
 
 /* What a write handle would commit (a snapshot of its fields). */
@@ -35,6 +36,8 @@ typedef struct {
 typedef struct {
     uint64_t ino;
     bool writable;
+    bool bypass_cache;  /* its reads and writes bypass the kernel's page
+                         * cache (fs_handles_add) */
     /* read handles: the version opened, `copy` when it is a private copy
      * (in a read-write mount the catalog's entries move and change) */
     const tf_entry *ent;
@@ -42,19 +45,17 @@ typedef struct {
     tf_prefetch_cursor ahead; /* what its reads had decoded ahead */
     /* write handles */
     uint64_t serial;    /* unique to this handle, whatever fh it gets */
-    pthread_mutex_t io; /* spool I/O against a commit of the spool */
+    pthread_mutex_t io; /* its spool's I/O, against a commit of the spool
+                         * (fs_handle_hold); only handles.c takes it */
     int spool;
-    /* Encoding while it is written (fs/stream.h), under the committer's
-     * lock: */
-    bool streaming;     /* the stream job may still encode it */
-    bool stream_broken; /* bytes it may have read were written again */
-    uint64_t streamed;  /* the spool's first bytes, written in order */
+    fs_stream_state stream; /* encoding while it is written (stream.h) */
     /* Write handles, under the table's lock: */
     fs_write_attrs attrs;
     char name[TF_NAME_MAX + 1]; /* in directory attrs.parent */
     bool dirty;         /* changed since the last commit */
     bool failed;        /* its last commit failed, and the caller was told */
     bool unlinked;      /* its name was removed: nothing to commit */
+    bool flushed;       /* closed (a flush came) and not written since */
     uint64_t changed;   /* when it last changed (table order), to pick
                          * among several handles of one inode */
 } fs_handle;
@@ -93,18 +94,36 @@ fs_handle *fs_handle_new_write(const fs_write_attrs *attrs, const char *name, in
                                bool dirty);
 void fs_handle_free(fs_handle *h);
 
-/* Puts h in the table; returns its fh, 0 when out of memory. */
+/* Puts h in the table; returns its fh, 0 when out of memory.
+ *
+ * The kernel keeps one page cache per inode, for all its descriptors:
+ * it may hold the view of one version of the file only. So h bypasses
+ * it (h->bypass_cache, direct I/O) when another handle of the inode uses
+ * it for another view: a write handle in use (its pages hold writes not
+ * committed), or a read handle of another version, or for a write
+ * handle any read handle (its writes would show there). A write handle
+ * that was closed with nothing left to commit holds the committed file:
+ * it is not in use. */
 uint64_t fs_handles_add(fs_handles *t, fs_handle *h);
 /* The handle fh of inode ino, or NULL (a bad fh or the wrong inode). */
 fs_handle *fs_handles_get(fs_handles *t, uint64_t fh, uint64_t ino);
 /* Takes handle fh out of the table (the caller frees it). */
 fs_handle *fs_handles_take(fs_handles *t, uint64_t fh);
 
-/* ---- write handles (under the table's lock) ---- */
+/* ---- write handles ---- */
 
-/* After a write or truncation of h's spool to at least/exactly size
- * bytes (grow: size is a lower bound): marks h changed. */
-void fs_handles_note_write(fs_handles *t, fs_handle *h, uint64_t size, bool grow);
+/* pwrite to h's spool, pread from it, ftruncate of it (the spool's I/O
+ * under h->io): 0 or an errno value. A write or truncation marks h
+ * changed and is noted for its stream; a read past the spool's end gives
+ * fewer bytes (*got). */
+int fs_handle_write(fs_handles *t, fs_handle *h, const void *buf, size_t len, uint64_t off);
+int fs_handle_truncate(fs_handles *t, fs_handle *h, uint64_t size);
+int fs_handle_read(fs_handle *h, void *buf, size_t len, uint64_t off, size_t *got);
+/* Holds h's spool as it is, for a commit of it: writes and truncations
+ * wait until fs_handle_unhold (those before were all noted). */
+void fs_handle_hold(fs_handle *h);
+void fs_handle_unhold(fs_handle *h);
+
 /* The attributes of the most recently changed write handle of ino, the
  * writer's view of the file; false when it has none. */
 bool fs_handles_attrs(fs_handles *t, uint64_t ino, fs_write_attrs *out);
@@ -122,13 +141,16 @@ fs_handle *fs_handles_open_retired(fs_handles *t, uint64_t ino);
  * every write handle of ino. */
 void fs_handles_set_attrs(fs_handles *t, uint64_t ino, const uint32_t *mode,
                           const struct timespec *mtime);
+/* A flush (a close) of h came: h is at rest once nothing is left to
+ * commit, until it is written again. */
+void fs_handles_note_flush(fs_handles *t, fs_handle *h);
 /* Snapshot of what h would commit: false when there is nothing to
  * commit (clean, or unlinked); with unreported, also when its last
  * failure was reported already. */
 bool fs_handles_pending_commit(fs_handles *t, fs_handle *h, bool unreported,
                                fs_write_attrs *attrs, char name[TF_NAME_MAX + 1]);
 /* The outcome of a commit of the snapshot taken before (no change can
- * come in between: the caller holds h->io). */
+ * come in between: the caller holds h, fs_handle_hold). */
 void fs_handles_committed(fs_handles *t, fs_handle *h, bool ok);
 
 /* A committed file was renamed or removed: its write handles commit at

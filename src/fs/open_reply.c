@@ -2,7 +2,7 @@
 
 #include <errno.h>
 
-#include "fs/fs.h"
+#include "fs/state.h"
 
 /* Replies to an open with the handle in the table; a reply that fails
  * (the open was interrupted) gets no release, so the handle goes. */
@@ -16,7 +16,7 @@ void fs_reply_open(fuse_req_t req, fs_handle *h, struct fuse_file_info *fi)
         return;
     }
     fi->fh = fh;
-    if (fs->direct_io)
+    if (fs->direct_io || h->bypass_cache)
         fi->direct_io = 1;
     else if (!fs->writer)
         fi->keep_cache = 1; /* files never change: pages stay valid across opens */

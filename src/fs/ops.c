@@ -7,11 +7,10 @@
 #include <sys/statvfs.h>
 
 #include "fs/attr.h"
-#include "fs/fs.h"
 #include "fs/log.h"
 #include "fs/open_reply.h"
 #include "fs/ops_write.h"
-#include "fs/spool.h"
+#include "fs/state.h"
 #include "fs/view.h"
 
 /* Bounds on the sizes the kernel asks for; it never asks for more than
@@ -184,10 +183,8 @@ static ssize_t read_handle(fs_state *fs, fs_handle *h, uint64_t off, size_t size
 {
     if (h->writable) {
         size_t got;
-        pthread_mutex_lock(&h->io);
-        int err = fs_spool_read(h->spool, buf, size, off, &got);
-        pthread_mutex_unlock(&h->io);
-        return err ? err : (ssize_t)got;
+        int err = fs_handle_read(h, buf, size, off, &got);
+        return err ? -err : (ssize_t)got;
     }
     tf_error e = { 0 };
     ssize_t got = fs_read_entry(fs, h->ent, off, size, buf, &e);

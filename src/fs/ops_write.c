@@ -8,12 +8,12 @@
 
 #include "common/clock.h"
 #include "fs/attr.h"
-#include "fs/fs.h"
-#include "fs/log.h"
-#include "fs/mutate.h"
+#include "fs/commit_jobs.h"
 #include "fs/open_reply.h"
 #include "fs/spool.h"
-#include "fs/stream.h"
+#include "fs/state.h"
+#include "fs/tree_jobs.h"
+#include "fs/view.h"
 
 /* The kernel sends at most max_write bytes (1 MiB by default) per write. */
 #define WRITE_MAX ((size_t)64 << 20)
@@ -28,16 +28,6 @@ static fs_state *writable(fuse_req_t req)
         return NULL;
     }
     return fs;
-}
-
-/* Queues a job for the committer, which replies; ENOMEM when there is
- * none. */
-static void queue(fs_state *fs, fuse_req_t req, struct fs_job *job)
-{
-    if (job)
-        fs_committer_push(&fs->committer, job);
-    else
-        fuse_reply_err(req, ENOMEM);
 }
 
 /* Checks a new name in directory parent: 0 or an errno value. */
@@ -84,7 +74,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    fs_stream_start(fs, fh, a.ino, h->serial);
+    fs_queue_stream(fs, a.ino, fh, h->serial);
     fi->fh = fh;
     fi->direct_io = fs->direct_io;
     struct fuse_entry_param ep;
@@ -136,7 +126,7 @@ void fs_open_for_writing(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
         err = -spool;
     tf_error e;
     if (!err && !truncate)
-        err = fs_spool_fill(fs, spool, &f.content, f.content.size, &e);
+        err = fs_fill_spool(fs, spool, &f.content, f.content.size, &e);
     tf_entry_free(&f.content);
     if (err) {
         if (spool >= 0)
@@ -158,7 +148,7 @@ void fs_open_for_writing(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
     fi->fh = 0;
     fs_reply_open(req, h, fi);
     if (truncate && fi->fh)
-        fs_stream_start(fs, fi->fh, f.attrs.ino, serial);
+        fs_queue_stream(fs, f.attrs.ino, fi->fh, serial);
 }
 
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -180,48 +170,47 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
         fuse_reply_err(req, EFBIG);
         return;
     }
-    pthread_mutex_lock(&h->io);
-    int err = -fs_spool_write(h->spool, buf, size, (uint64_t)off);
-    if (!err) {
-        fs_handles_note_write(&fs->handles, h, (uint64_t)off + size, true);
-        fs_stream_note_write(fs, h, (uint64_t)off, size);
-    }
-    pthread_mutex_unlock(&h->io);
+    int err = fs_handle_write(&fs->handles, h, buf, size, (uint64_t)off);
     if (err)
         fuse_reply_err(req, err);
     else
         fuse_reply_write(req, size);
 }
 
-/* flush (each close(2)) and fsync commit the handle's changes: close()
- * returns when they are durable in the archive, or with the error. */
-static void commit_changes(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* flush (each close(2), closing) and fsync commit the handle's changes:
+ * close() returns when they are durable in the archive, or with the
+ * error. The file is complete as it is: its stream, if any, need not
+ * wait for more (stream_state.h); once committed, a closed handle is at
+ * rest (fs_handles_add). */
+static void commit_changes(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+                           bool closing)
 {
     fs_state *fs = fuse_req_userdata(req);
     fs_handle *h = fs_handles_get(&fs->handles, fi->fh, ino);
     fs_write_attrs a;
     char name[TF_NAME_MAX + 1];
-    if (!h || !h->writable || !fs_handles_pending_commit(&fs->handles, h, false, &a, name)) {
+    if (!h || !h->writable) {
         fuse_reply_err(req, h ? 0 : EBADF);
         return;
     }
-    struct fs_job *job = fs_job_new(FS_JOB_COMMIT, req, NULL, NULL, NULL);
-    if (job) {
-        job->ino = ino;
-        job->fh = fi->fh;
-    }
-    queue(fs, req, job);
+    fs_stream_state_close(&h->stream);
+    if (closing)
+        fs_handles_note_flush(&fs->handles, h);
+    if (!fs_handles_pending_commit(&fs->handles, h, false, &a, name))
+        fuse_reply_err(req, 0);
+    else
+        fs_queue_commit(fs, req, ino, fi->fh);
 }
 
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    commit_changes(req, ino, fi);
+    commit_changes(req, ino, fi, true);
 }
 
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     (void)datasync;
-    commit_changes(req, ino, fi);
+    commit_changes(req, ino, fi, false);
 }
 
 /* Every change of the tree is durable when its request is answered. */
@@ -233,20 +222,18 @@ void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
     fuse_reply_err(req, 0);
 }
 
+/* The handle leaves the table at once: it no longer answers for its
+ * file (fs_handles_attrs), whenever its job runs. */
 void fs_release_writing(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fs_state *fs = fuse_req_userdata(req);
+    (void)ino;
+    fs_handle *h = fs_handles_take(&fs->handles, fi->fh);
     fuse_reply_err(req, 0);
-    struct fs_job *job = fs_job_new(FS_JOB_RELEASE, NULL, NULL, NULL, NULL);
-    if (!job) {
-        fs_log(LOG_ERR, "out of memory: changes to inode %llu that were not committed are lost",
-               (unsigned long long)ino);
-        fs_handle_free(fs_handles_take(&fs->handles, fi->fh));
+    if (!h)
         return;
-    }
-    job->ino = ino;
-    job->fh = fi->fh;
-    fs_committer_push(&fs->committer, job);
+    fs_stream_state_close(&h->stream);
+    fs_queue_release(fs, h);
 }
 
 /* ---- attributes ---- */
@@ -275,13 +262,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
             fuse_reply_err(req, EBADF);
             return;
         }
-        pthread_mutex_lock(&h->io);
-        int err = ftruncate(h->spool, attr->st_size) < 0 ? errno : 0;
-        if (!err) {
-            fs_handles_note_write(&fs->handles, h, (uint64_t)attr->st_size, false);
-            fs_stream_note_truncate(fs, h, (uint64_t)attr->st_size);
-        }
-        pthread_mutex_unlock(&h->io);
+        int err = fs_handle_truncate(&fs->handles, h, (uint64_t)attr->st_size);
         if (err) {
             fuse_reply_err(req, err);
             return;
@@ -301,14 +282,9 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
     const int commits = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW |
                         FUSE_SET_ATTR_SIZE;
     if (committed && (to_set & commits)) {
-        struct fs_job *job = fs_job_new(FS_JOB_SETATTR, req, NULL, NULL, NULL);
-        if (job) {
-            job->ino = ino;
-            job->attr = *attr;
-            job->attr.st_mtim = mtime;
-            job->to_set = to_set;
-        }
-        queue(fs, req, job);
+        struct stat resolved = *attr;
+        resolved.st_mtim = mtime;
+        fs_queue_setattr(fs, req, ino, &resolved, to_set);
         return;
     }
     struct stat st;
@@ -330,48 +306,41 @@ static bool name_fits(fuse_req_t req, const char *name)
     return false;
 }
 
-/* A job on name in directory parent (and new_name in new_parent). */
-static void queue_tree_job(fuse_req_t req, fs_job_kind kind, fuse_ino_t parent, const char *name,
-                           fuse_ino_t new_parent, const char *new_name, const char *target,
-                           mode_t mode, unsigned flags)
+/* A change of name in directory parent (and new_name in new_parent). */
+static void queue_tree_change(fuse_req_t req, fs_tree_change kind, fuse_ino_t parent,
+                              const char *name, fuse_ino_t new_parent, const char *new_name,
+                              const char *target, mode_t mode, unsigned flags)
 {
     fs_state *fs = writable(req);
-    if (!fs || !name_fits(req, name) || (new_name && !name_fits(req, new_name)))
-        return;
-    struct fs_job *job = fs_job_new(kind, req, name, new_name, target);
-    if (job) {
-        job->parent = parent;
-        job->new_parent = new_parent;
-        job->mode = mode;
-        job->flags = flags;
-    }
-    queue(fs, req, job);
+    if (fs && name_fits(req, name) && (!new_name || name_fits(req, new_name)))
+        fs_queue_tree_change(fs, req, kind, parent, name, new_parent, new_name, target, mode,
+                             flags);
 }
 
 void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-    queue_tree_job(req, FS_JOB_MKDIR, parent, name, 0, NULL, NULL, mode, 0);
+    queue_tree_change(req, FS_TREE_MKDIR, parent, name, 0, NULL, NULL, mode, 0);
 }
 
 void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
-    queue_tree_job(req, FS_JOB_SYMLINK, parent, name, 0, NULL, target, 0777, 0);
+    queue_tree_change(req, FS_TREE_SYMLINK, parent, name, 0, NULL, target, 0777, 0);
 }
 
 void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    queue_tree_job(req, FS_JOB_UNLINK, parent, name, 0, NULL, NULL, 0, 0);
+    queue_tree_change(req, FS_TREE_UNLINK, parent, name, 0, NULL, NULL, 0, 0);
 }
 
 void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    queue_tree_job(req, FS_JOB_RMDIR, parent, name, 0, NULL, NULL, 0, 0);
+    queue_tree_change(req, FS_TREE_RMDIR, parent, name, 0, NULL, NULL, 0, 0);
 }
 
 void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t new_parent,
                   const char *new_name, unsigned int flags)
 {
-    queue_tree_job(req, FS_JOB_RENAME, parent, name, new_parent, new_name, NULL, 0, flags);
+    queue_tree_change(req, FS_TREE_RENAME, parent, name, new_parent, new_name, NULL, 0, flags);
 }
 
 /* The archive has no hard links, devices, FIFOs or sockets. */

@@ -1,6 +1,7 @@
 /* The request handlers that change a read-write mount (ops.c has the
  * table). Writes go to the handle's spool at once; every change of the
- * archive is a job for the committer thread (mutate.h), which replies.
+ * archive is a job for the committer thread (commit_jobs.h, tree_jobs.h),
+ * which replies.
  * In a read-only mount they answer EROFS. */
 #ifndef TRAJFS_FS_OPS_WRITE_H
 #define TRAJFS_FS_OPS_WRITE_H

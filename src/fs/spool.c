@@ -8,12 +8,6 @@
 #include <unistd.h>
 
 #include "common/full_io.h"
-#include "fs/fs.h"
-#include "fs/log.h"
-#include "fs/view.h"
-
-/* Bytes copied per step when a spool file is filled. */
-#define FILL_STEP ((size_t)4 << 20)
 
 int fs_spool_create(int dirfd)
 {
@@ -61,26 +55,4 @@ int fs_spool_read(int fd, void *p, size_t len, uint64_t off, size_t *got)
     ssize_t n = tf_pread_full(fd, p, len, off);
     *got = n > 0 ? (size_t)n : 0;
     return n < 0 ? -errno : 0;
-}
-
-int fs_spool_fill(fs_state *fs, int fd, const tf_entry *ent, uint64_t len, tf_error *e)
-{
-    size_t step = len < FILL_STEP ? (size_t)len : FILL_STEP;
-    uint8_t *buf = malloc(step ? step : 1);
-    if (!buf)
-        return ENOMEM;
-    int err = 0;
-    for (uint64_t off = 0; off < len && !err; off += step) {
-        size_t n = len - off < step ? (size_t)(len - off) : step;
-        ssize_t got = fs_read_entry(fs, ent, off, n, buf, e);
-        if (got != (ssize_t)n) {
-            if (got < 0)
-                fs_log_error_once(e->msg);
-            err = EIO;
-        } else {
-            err = -fs_spool_write(fd, buf, n, off);
-        }
-    }
-    free(buf);
-    return err;
 }

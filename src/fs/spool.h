@@ -10,9 +10,6 @@
 #include <sys/types.h>
 
 #include "common/error.h"
-#include "format/catalog.h"
-
-struct fs_state;
 
 /* Opens the spool directory (kept open: later spool files are created
  * relative to it, wherever a mount may come to lie) and checks that a
@@ -26,11 +23,5 @@ int fs_spool_create(int dirfd);
  * the file gives fewer bytes (*got). */
 int fs_spool_write(int fd, const void *p, size_t len, uint64_t off);
 int fs_spool_read(int fd, void *p, size_t len, uint64_t off, size_t *got);
-
-/* Writes the first len bytes of a committed file version (ent) into the
- * spool file fd, from offset 0: opening a file for writing without
- * O_TRUNC starts from its content. Returns 0 or an errno value (a read
- * error is logged). */
-int fs_spool_fill(struct fs_state *fs, int fd, const tf_entry *ent, uint64_t len, tf_error *e);
 
 #endif

@@ -2,6 +2,8 @@
  * archive as a directory with FUSE, read-only or (-o rw) writable. Under
  * the name mount.trajfs it takes mount(8)'s arguments instead. See
  * trajfs(1). */
+#include <errno.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,24 @@ static int note_allow_other(void *data, const char *arg, int key, struct fuse_ar
     return 1;
 }
 
+/* The absolute path of a file that may not exist yet (a read-write
+ * mount creates its archive once the options are accepted); NULL when
+ * its directory cannot be resolved. */
+static char *absolute_path(const char *path)
+{
+    char *abs = realpath(path, NULL);
+    if (abs || errno != ENOENT)
+        return abs;
+    char *copy = strdup(path), *dir_copy = strdup(path);
+    char *dir = dir_copy ? realpath(dirname(dir_copy), NULL) : NULL;
+    if (copy && dir && asprintf(&abs, "%s/%s", strcmp(dir, "/") ? dir : "", basename(copy)) < 0)
+        abs = NULL;
+    free(dir);
+    free(dir_copy);
+    free(copy);
+    return abs;
+}
+
 /* Adds the options every trajfs mount has: ro unless rw, and the archive
  * as the source and "fuse.trajfs" as the type that mount tables show.
  * With allow_other it adds default_permissions: trajfs checks no
@@ -50,7 +70,7 @@ static int add_mount_options(struct fuse_args *args, const char *archive, bool r
     if (fuse_opt_parse(args, &allow_other, allow_other_opt, note_allow_other) < 0)
         return -1;
     /* A URL is shown without its query: a presigned URL's is a secret. */
-    char *abs = tf_io_display_name(archive);
+    char *abs = tf_io_is_url(archive) ? tf_io_shown_name(archive) : absolute_path(archive);
     char *escaped = NULL, *opts = NULL;
     int rc = fuse_opt_add_opt_escaped(&escaped, abs ? abs : archive);
     free(abs);
@@ -79,19 +99,25 @@ static void log_counts(const fs_state *fs, const char *archive)
 static int serve(fs_state *fs, struct fuse_args *args, const struct fuse_cmdline_opts *cmd,
                  const fs_options *o)
 {
+    /* The session checks libfuse's options: an unknown one fails it
+     * before the archive is opened, or created. */
     struct fuse_session *se = fuse_session_new(args, &fs_ops, sizeof fs_ops, fs);
     if (!se)
         return 1;
     int rc = 1;
-    if (fuse_set_signal_handlers(se) != 0)
+    tf_error e = { 0 };
+    if (fs_state_open(fs, o, &e) < 0) {
+        fprintf(stderr, "trajfs: %s\n", e.msg);
         goto destroy;
+    }
+    if (fuse_set_signal_handlers(se) != 0)
+        goto close;
     if (fuse_session_mount(se, cmd->mountpoint) != 0)
         goto handlers;
     fuse_daemonize(cmd->foreground);
     if (!cmd->foreground)
         fs_log_use_syslog();
     fs_readahead_prepare(&fs->readahead, cmd->mountpoint, o->readahead);
-    tf_error e;
     if (fs_state_serving(fs, se, &e) < 0) {
         fs_log(LOG_ERR, "%s", e.msg);
         goto unmount;
@@ -118,6 +144,10 @@ unmount:
     fuse_session_unmount(se);
 handlers:
     fuse_remove_signal_handlers(se);
+close:
+    if (rc == 0)
+        log_counts(fs, o->archive);
+    fs_state_close(fs);
 destroy:
     fuse_session_destroy(se);
     return rc;
@@ -128,7 +158,6 @@ static int run(struct fuse_args *args)
     fs_options o;
     struct fuse_cmdline_opts cmd = { 0 };
     fs_state fs;
-    tf_error e = { 0 };
     int rc = 1;
     if (fs_options_parse(args, &o) < 0 || fuse_parse_cmdline(args, &cmd) != 0)
         goto out;
@@ -159,17 +188,10 @@ static int run(struct fuse_args *args)
         fprintf(stderr, "Try 'trajfs --help' for the options.\n");
         goto out;
     }
-    if (fs_state_open(&fs, &o, &e) < 0) { /* first: it may create the archive */
-        fprintf(stderr, "trajfs: %s\n", e.msg);
-        goto out;
-    }
     if (add_mount_options(args, o.archive, o.rw) < 0)
         fprintf(stderr, "trajfs: out of memory\n");
     else
         rc = serve(&fs, args, &cmd, &o);
-    if (rc == 0)
-        log_counts(&fs, o.archive);
-    fs_state_close(&fs);
 out:
     free(cmd.mountpoint);
     fs_options_free(&o);

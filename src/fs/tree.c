@@ -129,16 +129,6 @@ const fs_node *fs_tree_by_ino(const fs_tree *t, uint64_t ino)
     return NULL;
 }
 
-const fs_node *fs_tree_by_index(const fs_tree *t, uint64_t i)
-{
-    return i < t->nnodes ? &t->nodes[i] : NULL;
-}
-
-size_t fs_tree_index(const fs_tree *t, const fs_node *n)
-{
-    return (size_t)(n - t->nodes);
-}
-
 const fs_node *fs_tree_child(const fs_tree *t, const fs_node *dir, const char *name)
 {
     const size_t *kids = t->children + dir->first_child;
@@ -174,4 +164,15 @@ int fs_tree_child_path(const fs_node *dir, const char *name, char out[TF_PATH_MA
         return ENAMETOOLONG;
     tf_error e;
     return tf_path_check(out, (size_t)n, &e) < 0 ? e.errnum : 0;
+}
+
+int fs_tree_resolve(const fs_tree *t, uint64_t parent, const char *name, const fs_node **dir,
+                    char path[TF_PATH_MAX + 1])
+{
+    *dir = fs_tree_by_ino(t, parent);
+    if (!*dir)
+        return ENOENT;
+    if (!fs_node_is_dir(*dir))
+        return ENOTDIR;
+    return fs_tree_child_path(*dir, name, path);
 }

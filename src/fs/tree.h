@@ -4,7 +4,7 @@
  * own (root = 1): stable across remounts, as NFS file handles need.
  *
  * A read-write mount builds a new tree after each commit and publishes it
- * in place of the old one (see fs.h). */
+ * in place of the old one (see state.h, view.h). */
 #ifndef TRAJFS_FS_TREE_H
 #define TRAJFS_FS_TREE_H
 
@@ -49,9 +49,6 @@ void fs_tree_free(fs_tree *t);
 
 /* The node with inode number ino, or NULL. */
 const fs_node *fs_tree_by_ino(const fs_tree *t, uint64_t ino);
-/* The node at index i (a file handle), or NULL when out of range. */
-const fs_node *fs_tree_by_index(const fs_tree *t, uint64_t i);
-size_t fs_tree_index(const fs_tree *t, const fs_node *n);
 /* Child `name` of directory dir, or NULL. */
 const fs_node *fs_tree_child(const fs_tree *t, const fs_node *dir, const char *name);
 /* The k-th child of dir in name order, or NULL past the last. */
@@ -62,6 +59,10 @@ const fs_node *fs_tree_parent(const fs_tree *t, const fs_node *n);
  * bytes and a valid archive path: ENAMETOOLONG or EINVAL otherwise).
  * Returns 0 or an errno value. */
 int fs_tree_child_path(const fs_node *dir, const char *name, char out[TF_PATH_MAX + 1]);
+/* The directory of inode parent (*dir) and the archive path of its entry
+ * name: 0, ENOENT, ENOTDIR, or fs_tree_child_path's error. */
+int fs_tree_resolve(const fs_tree *t, uint64_t parent, const char *name, const fs_node **dir,
+                    char path[TF_PATH_MAX + 1]);
 
 static inline bool fs_node_is_dir(const fs_node *n)
 {

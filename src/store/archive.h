@@ -81,11 +81,12 @@ int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_err
  * (takes ownership of its contents). */
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e);
 
-/* What a mounted view does around each commit tf_archive_refresh
- * applies (hooks may be NULL): begin gets the segment, checked, before the catalog and blob
- * table change (the old ones are still there to look at); end comes once
- * they have. */
-typedef struct {
+/* What a mounted view does around each commit applied to the in-memory
+ * catalog, one a reader finds (tf_archive_refresh) or one the archive's
+ * writer makes (tf_write_opts.applied): begin gets the segment, checked,
+ * before the catalog and blob table change (the old ones are still there
+ * to look at); end comes once they have. */
+typedef struct tf_archive_hooks {
     void (*begin)(void *arg, const tf_segment *seg);
     void (*end)(void *arg);
     void *arg;

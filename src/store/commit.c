@@ -37,9 +37,56 @@ static int check_inos(const tf_commit *c, tf_error *e)
     return 0;
 }
 
+bool tf_commit_changes_names(const tf_archive *ar, const tf_entry *ent)
+{
+    if (ent->kind == TF_ENTRY_TOMBSTONE)
+        return true;
+    const tf_entry *old = tf_archive_lookup(ar, ent->path);
+    return !old || old->ino != ent->ino;
+}
+
+/* Whether the commit has an entry at path, or removes a directory above
+ * it. */
+static bool commit_covers(const tf_commit *c, const char *path)
+{
+    for (uint64_t i = 0; i < c->seg.nentries; i++) {
+        const tf_entry *ent = &c->seg.entries[i];
+        size_t n = strlen(ent->path);
+        if (strcmp(ent->path, path) == 0 ||
+            (ent->kind == TF_ENTRY_TOMBSTONE && strncmp(path, ent->path, n) == 0 && path[n] == '/'))
+            return true;
+    }
+    return false;
+}
+
+/* tf_write_opts.dir_times: the directories whose names the commit
+ * changes get its time (the root has no entry: its times are the
+ * archive's). */
+static int touch_directories(tf_commit *c, tf_error *e)
+{
+    struct timespec now;
+    tf_time_of_day(&now);
+    uint64_t n = c->seg.nentries; /* those touched are appended */
+    for (uint64_t i = 0; i < n; i++) {
+        char dir[TF_PATH_MAX + 1];
+        const char *path = c->seg.entries[i].path;
+        const char *slash = strrchr(path, '/');
+        if (!slash || !tf_commit_changes_names(c->ar, &c->seg.entries[i]))
+            continue;
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+        const tf_entry *d = tf_archive_lookup(c->ar, dir);
+        if (d && d->kind == TF_ENTRY_DIR && !commit_covers(c, dir) &&
+            tf_commit_set_attrs(c, dir, d->mode, now, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int tf_commit_finish(tf_commit *c, tf_error *e)
 {
-    int rc = check_inos(c, e);
+    int rc = c->opts->dir_times ? touch_directories(c, e) : 0;
+    if (rc == 0)
+        rc = check_inos(c, e);
     /* Once its trailer is written a commit is part of the archive: what
      * an open would refuse must be refused here, before. */
     if (rc == 0)
@@ -52,12 +99,12 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
                                      c->seg.first_blob + c->seg.nblobs, e);
         tf_buf_free(&raw);
         if (rc == 0) {
-            const tf_write_opts *o = c->opts;
-            if (o->begin_update)
-                o->begin_update(o->update_arg);
+            const tf_archive_hooks *hooks = c->opts->applied;
+            if (hooks)
+                hooks->begin(hooks->arg, &c->seg);
             rc = tf_archive_apply(c->ar, &c->seg, e); /* takes the segment */
-            if (o->end_update)
-                o->end_update(o->update_arg);
+            if (hooks)
+                hooks->end(hooks->arg);
         }
     }
     if (rc < 0)

@@ -22,7 +22,7 @@
 
 typedef struct {
     tf_archive *ar;
-    const tf_write_opts *opts;  /* for the update hooks */
+    const tf_write_opts *opts;  /* for its hooks */
     _Atomic uint64_t *next_ino; /* the writer's inode counter */
     tf_segment seg;
     uint64_t blobs_cap, entries_cap;
@@ -32,7 +32,7 @@ typedef struct {
 void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
                      _Atomic uint64_t *next_ino);
 /* Makes the commit durable, then applies it to the archive's in-memory
- * catalog between opts->begin_update and opts->end_update. Frees the
+ * catalog between the hooks opts->applied. Frees the
  * commit; on failure the archive file is as before. */
 int tf_commit_finish(tf_commit *c, tf_error *e);
 /* Drops the commit and the bytes it appended. */
@@ -46,6 +46,10 @@ tf_entry *tf_commit_entry(tf_commit *c, const char *path, uint8_t kind,
 /* Adds directory entries for the ancestors of path the archive lacks;
  * ENOTDIR when one of them is not a directory. */
 int tf_commit_parents(tf_commit *c, const char *path, tf_error *e);
+
+/* Whether ent, applied to the archive as it is, changes the names in its
+ * directory: a new name, a removal, or another inode under the name. */
+bool tf_commit_changes_names(const tf_archive *ar, const tf_entry *ent);
 
 /* Global index of a blob with this content, stored or appended by this
  * commit, or -1. */

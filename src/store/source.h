@@ -4,6 +4,7 @@
 #ifndef TRAJFS_STORE_SOURCE_H
 #define TRAJFS_STORE_SOURCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -26,6 +27,9 @@ typedef struct tf_growing_file {
      * After a 0 it does not change until the add returns. */
     int (*settle)(void *arg, uint64_t size, uint32_t *mode, struct timespec *mtime,
                   tf_error *e);
+    /* Called once after a settle that returned 0, when the add is over:
+     * the file may change again; added: whether it is in the archive. */
+    void (*release)(void *arg, bool added);
     void *arg;
 } tf_growing_file;
 

@@ -12,6 +12,8 @@
 
 #include "common/error.h"
 
+struct tf_archive_hooks; /* store/archive.h */
+
 #define TF_MAX_CHAIN_DEFAULT 2
 /* Largest prog search budget (expansions per tensor) a writer accepts:
  * far past where programs stop improving (codec/prog/prog.h), and a bound on
@@ -39,13 +41,16 @@ typedef struct {
      * bytes consumed since the previous call (may be NULL). */
     void (*progress)(void *arg, uint64_t bytes);
     void *progress_arg;
-    /* Called on the writer's thread right before and right after each
-     * change of the in-memory catalog (when a commit is durable), so that
-     * other threads reading the archive (a mount) can hold off in between
-     * and update what they derive from it (may be NULL). */
-    void (*begin_update)(void *arg);
-    void (*end_update)(void *arg);
-    void *update_arg;
+    /* Called on the writer's thread around each change of the in-memory
+     * catalog (when a commit is durable), as tf_archive_refresh calls
+     * them for a reader (store/archive.h), so that other threads reading
+     * the archive (a mount) can hold off in between and update what they
+     * derive from it (NULL: none). */
+    const struct tf_archive_hooks *applied;
+    /* A commit that changes the names in a directory (adds, removes or
+     * replaces one) gives that directory's entry the commit's time, as a
+     * file system gives a directory's mtime (a mount's writer). */
+    bool dir_times;
     /* Bytes of reconstructed chunks the writer's reader caches (for a
      * parent that is not the file added just before); 0: 256 MiB. */
     size_t cache_bytes;

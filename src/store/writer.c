@@ -209,9 +209,12 @@ static int add_regular(tf_writer *w, const tf_source *src, const add_how *how, t
     int rc = tf_commit_parents(&c, how->dest, e);
     if (rc == 0)
         rc = add_file(w, &c, how, src, &seeds, e);
+    bool settled = false;
     if (rc == 0 && src->growing)
-        rc = settle(&c, src, e);
+        settled = (rc = settle(&c, src, e)) == 0;
     rc = tf_writer_end_commit(&c, rc, e);
+    if (settled)
+        src->growing->release(src->growing->arg, rc == 0);
     if (rc == 0)
         tf_seeds_plant(&seeds, w->reader);
     tf_seeds_free(&seeds);
