@@ -11,7 +11,6 @@
 
 #include "cli/progress.h"
 #include "cli/walk.h"
-#include "format/container.h"
 #include "store/writer.h"
 
 #define STR_(x) #x

@@ -16,7 +16,6 @@
 #include "cli/progress.h"
 #include "common/cpus.h"
 #include "common/full_io.h"
-#include "format/catalog.h"
 #include "store/prefetch.h"
 #include "store/reader.h"
 

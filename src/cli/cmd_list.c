@@ -7,8 +7,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "codec/codec.h"
-#include "format/catalog.h"
 #include "store/catalog_query.h"
 
 static const char list_usage[] =
@@ -40,12 +38,6 @@ static const struct option list_longopts[] = {
 
 /* Slots of the codec mix: one per known codec and one for unknown ids. */
 #define MIX_SLOTS (TF_CODEC_COUNT + 1)
-
-static const char *codec_name(unsigned id)
-{
-    const tf_codec *c = tf_codec_get(id);
-    return c ? c->name : "?";
-}
 
 /* ---- plain and long listing -------------------------------------------- */
 
@@ -142,9 +134,9 @@ static void format_mix(const tf_entry *ent, const file_cost *fc, char *out, size
         done[best] = true;
         double pct = 100.0 * (double)fc->by_codec[best] / (double)fc->stored;
         int w = pct < 0.5 ? snprintf(out + len, outsz - len, "%s%s <1%%", len ? " " : "",
-                                     codec_name(best))
+                                     tf_codec_name(best))
                           : snprintf(out + len, outsz - len, "%s%s %.0f%%",
-                                     len ? " " : "", codec_name(best), pct);
+                                     len ? " " : "", tf_codec_name(best), pct);
         len += w > 0 ? (size_t)w : 0;
     }
 }
@@ -260,7 +252,7 @@ static void print_blob(const tf_archive *ar, uint64_t b)
     const tf_blob *blob = tf_archive_blob(ar, b);
     printf("%llu\t%llu\t%llu\t%llu\t%s", (unsigned long long)b,
            (unsigned long long)blob->offset, (unsigned long long)blob->enc_len,
-           (unsigned long long)blob->raw_len, codec_name(blob->codec));
+           (unsigned long long)blob->raw_len, tf_codec_name(blob->codec));
     print_blob_index(blob->ref);
     print_blob_index(blob->model);
 }

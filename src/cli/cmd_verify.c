@@ -10,8 +10,6 @@
 
 #include "cli/hint.h"
 #include "cli/progress.h"
-#include "format/catalog.h"
-#include "format/container.h"
 #include "store/catalog_query.h"
 #include "store/entry_check.h"
 #include "store/reader.h"

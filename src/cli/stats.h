@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codec/codec.h"
-#include "codec/ulp/ulp_stats.h"
 #include "common/dtype.h"
 #include "store/archive.h"
+#include "store/blob_stats.h"
+#include "store/catalog_query.h"
 
 #define FORMAT_SLOTS 4 /* format ids 0-2 (0 unused), then "unknown" */
 #define CODEC_SLOTS (TF_CODEC_COUNT + 1) /* the last one: unknown codec ids */
@@ -52,9 +52,8 @@ void stats_print_text(const tf_archive *ar, const size_t *order, const char *arc
 void stats_print_json(const tf_archive *ar, const size_t *order, const char *archive,
                       const stats *st);
 
-/* Names for the rows: "?" for an unknown one. */
+/* The name of a dtype row: "?" for an unknown one. */
 const char *stats_dtype_name(unsigned dt);
-const char *stats_codec_name(unsigned id);
 
 /* One line (or JSON object) per tensor of the selected entries, in
  * order; 0, or -1 when a program could not be read (the others are

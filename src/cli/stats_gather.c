@@ -1,12 +1,11 @@
 /* trajpack stats: charging each blob to its first use and adding up the
  * rows, with the breakdown of ulp chunks. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "cli/stats.h"
-#include "store/blob_io.h"
+#include "store/blob_stats.h"
 #include "store/catalog_query.h"
 #include "store/entry_check.h"
 #include "store/reader.h"
@@ -20,9 +19,8 @@ typedef struct {
     const uint64_t *owners;
     bool *counted; /* per blob: charged already */
     stats *st;
-    tf_reader_ctx *reader; /* what the ulp breakdown decodes a chunk with */
-    tf_buf payload, ref, model;
-    uint64_t model_of; /* blob index + 1 of what `model` holds */
+    tf_reader_ctx *reader;
+    tf_ulp_blobs *ulp; /* the ulp breakdown, with reader */
 } stats_ctx;
 
 /* Bytes that blob b (and the model it needs) add when entry owner_plus1
@@ -55,49 +53,6 @@ static void add_row(stat_row *r, uint64_t weights, uint64_t stored, uint64_t blo
     r->blobs += blobs;
 }
 
-/* ---- ulp breakdown ---- */
-
-/* Blob idx reconstructed into buf. */
-static int reconstruct(stats_ctx *cx, uint64_t idx, tf_buf *buf, tf_error *e)
-{
-    uint64_t len = tf_archive_blob(cx->ar, idx)->raw_len;
-    buf->len = 0;
-    uint8_t *p = len <= SIZE_MAX ? tf_buf_reserve(buf, (size_t)len) : NULL;
-    if (!p)
-        return tf_fail(e, ENOMEM, "out of memory for %llu bytes", (unsigned long long)len);
-    if (tf_reader_blob(cx->reader, idx, p, e) < 0)
-        return -1;
-    tf_buf_commit(buf, (size_t)len);
-    return 0;
-}
-
-/* The stored bytes of a blob, checked against their checksum. */
-static int read_payload(stats_ctx *cx, const tf_blob *blob, tf_error *e)
-{
-    return tf_blob_read_payload(cx->ar, blob, &cx->payload, e);
-}
-
-/* Adds the breakdown of ulp blob b to *bits. The chunks of a tensor share
- * its model, so the last one is kept. */
-static int breakdown_blob(stats_ctx *cx, uint64_t b, tf_ulp_bits *bits, tf_error *e)
-{
-    const tf_blob *blob = tf_archive_blob(cx->ar, b);
-    if (!blob->ref || !blob->model)
-        return tf_fail(e, EIO, "a ulp blob needs a reference and a model");
-    if (cx->model_of != blob->model) {
-        cx->model_of = 0;
-        if (reconstruct(cx, blob->model - 1, &cx->model, e) < 0)
-            return -1;
-        cx->model_of = blob->model;
-    }
-    if (reconstruct(cx, blob->ref - 1, &cx->ref, e) < 0 || read_payload(cx, blob, e) < 0)
-        return -1;
-    tf_codec_ctx ctx = { .dtype = blob->dtype, .ref = cx->ref.data, .ref_len = cx->ref.len,
-                         .model = cx->model.data, .model_len = cx->model.len };
-    return tf_ulp_breakdown(cx->payload.data, cx->payload.len, &ctx, (size_t)blob->raw_len,
-                            bits, e);
-}
-
 /* Breaks down ulp blob b, just charged to entry i with model_bytes of
  * its tensor's model. False (after a message) when it does not decode. */
 static bool account_ulp(stats_ctx *cx, size_t i, unsigned dtype, uint64_t b,
@@ -105,7 +60,7 @@ static bool account_ulp(stats_ctx *cx, size_t i, unsigned dtype, uint64_t b,
 {
     tf_ulp_bits *bits = &cx->st->ulp_by_dtype[dtype];
     tf_error e;
-    if (breakdown_blob(cx, b, bits, &e) < 0) {
+    if (tf_ulp_blobs_breakdown(cx->ulp, b, bits, &e) < 0) {
         cli_error("%s: blob %llu: %s", tf_archive_entry(cx->ar, i)->path,
                   (unsigned long long)b, e.msg);
         return false;
@@ -204,10 +159,8 @@ static void stats_ctx_free(stats_ctx *cx)
 {
     free((void *)cx->owners);
     free(cx->counted);
+    tf_ulp_blobs_free(cx->ulp);
     tf_reader_free(cx->reader);
-    tf_buf_free(&cx->payload);
-    tf_buf_free(&cx->ref);
-    tf_buf_free(&cx->model);
 }
 
 int stats_gather(tf_archive *ar, stats *st)
@@ -218,9 +171,10 @@ int stats_gather(tf_archive *ar, stats *st)
     cx.owners = tf_archive_blob_owners(ar);
     cx.counted = calloc(nblobs ? nblobs : 1, sizeof *cx.counted);
     cx.reader = tf_reader_new(ar, CACHE_BYTES);
+    cx.ulp = cx.reader ? tf_ulp_blobs_new(cx.reader) : NULL;
     st->by_entry = calloc(n ? n : 1, sizeof *st->by_entry);
     st->notes = calloc(n ? n : 1, sizeof *st->notes);
-    if (!cx.owners || !cx.counted || !cx.reader || !st->by_entry || !st->notes) {
+    if (!cx.owners || !cx.counted || !cx.ulp || !st->by_entry || !st->notes) {
         stats_ctx_free(&cx);
         cli_error("out of memory");
         return -1;

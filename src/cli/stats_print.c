@@ -3,24 +3,17 @@
 
 #include "cli/cli.h"
 #include "cli/stats.h"
-#include "format/tensor_format.h"
 
 static const char *format_name(unsigned id)
 {
-    const tf_tensor_format *f = id < FORMAT_SLOTS - 1 ? tf_tensor_format_get(id) : NULL;
-    return f ? f->name : "unknown format";
+    const char *name = id < FORMAT_SLOTS - 1 ? tf_format_name(id) : NULL;
+    return name ? name : "unknown format";
 }
 
 const char *stats_dtype_name(unsigned dt)
 {
     const tf_dtype_info *info = tf_dtype_get(dt);
     return dt != TF_DT_NONE && info ? info->name : "?";
-}
-
-const char *stats_codec_name(unsigned id)
-{
-    const tf_codec *c = tf_codec_get(id);
-    return c ? c->name : "?";
 }
 
 /* Everything in the archive file that is not blob payload: superblock,
@@ -124,7 +117,7 @@ void stats_print_text(const tf_archive *ar, const size_t *order, const char *arc
     puts("by codec:");
     for (unsigned k = 0; k < CODEC_SLOTS; k++) {
         if (st->by_codec[k].weights || st->by_codec[k].stored)
-            text_row(&st->by_codec[k], stats_codec_name(k));
+            text_row(&st->by_codec[k], tf_codec_name(k));
         if (k == TF_CODEC_ULP)
             text_ulp_breakdown(st);
     }
@@ -272,7 +265,7 @@ void stats_print_json(const tf_archive *ar, const size_t *order, const char *arc
     for (unsigned k = 0; k < CODEC_SLOTS; k++) {
         if (!st->by_codec[k].weights && !st->by_codec[k].stored)
             continue;
-        json_row_open(&first, "codec", stats_codec_name(k), &st->by_codec[k]);
+        json_row_open(&first, "codec", tf_codec_name(k), &st->by_codec[k]);
         if (k == TF_CODEC_ULP)
             json_ulp_breakdown(st);
         putchar('}');

@@ -6,8 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/stats.h"
-#include "codec/prog/prog.h"
-#include "store/blob_io.h"
+#include "store/blob_stats.h"
 #include "store/catalog_query.h"
 
 /* Program texts longer than this are cut (a program has at most
@@ -96,20 +95,12 @@ static bool describe_program(tensors_ctx *cx, const tf_entry *ent, const char *t
     if (!tc->first_prog)
         return true;
     uint64_t b = tc->first_prog - 1;
-    const tf_blob *blob = tf_archive_blob(cx->ar, b);
     tf_error e;
-    bool ok = tf_blob_read_payload(cx->ar, blob, &cx->payload, &e) == 0;
-    if (!ok)
-        cli_error("%s: %s: blob %llu: %s", ent->path, tensor, (unsigned long long)b, e.msg);
-    else if (tf_prog_describe_chunk(cx->payload.data, cx->payload.len, blob->dtype,
-                                    (size_t)blob->raw_len, out, outsz) < 0) {
-        cli_error("%s: %s: blob %llu: not a valid program", ent->path, tensor,
-                  (unsigned long long)b);
-        ok = false;
-    }
-    if (!ok)
-        snprintf(out, outsz, "?");
-    return ok;
+    if (tf_blob_program_text(cx->ar, b, &cx->payload, out, outsz, &e) == 0)
+        return true;
+    cli_error("%s: %s: blob %llu: %s", ent->path, tensor, (unsigned long long)b, e.msg);
+    snprintf(out, outsz, "?");
+    return false;
 }
 
 /* The reference of a tensor: two tab-separated columns, file and tensor,
@@ -167,7 +158,7 @@ static void print_tensor(const tf_entry *ent, const char *tensor, const tf_tenso
         if (!tc->chunks[k])
             continue;
         printf(json ? "%s\"%s\": %llu" : "%s%s:%llu", none ? "" : json ? ", " : ",",
-               stats_codec_name(k), (unsigned long long)tc->chunks[k]);
+               tf_codec_name(k), (unsigned long long)tc->chunks[k]);
         none = false;
     }
     if (json) {

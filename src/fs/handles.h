@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "format/catalog.h"
+#include "store/archive.h"
 #include "fs/stream_state.h"
 #include "store/prefetch.h"
 

@@ -13,7 +13,6 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "format/catalog.h"
 #include "store/archive.h"
 
 #define FS_ROOT_INO 1

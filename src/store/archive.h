@@ -10,6 +10,9 @@
 #include <sys/stat.h>
 
 #include "common/error.h"
+/* What the archive's users above store/ get with it: the entries and
+ * blobs it returns (format/catalog.h); the open options and the bounds
+ * of its chunk size, TF_CHUNK_SHIFT_MIN..MAX (format/container.h). */
 #include "format/catalog.h"
 #include "format/container.h"
 

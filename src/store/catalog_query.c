@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/dtype.h"
+#include "format/tensor_format.h"
 #include "store/natsort.h"
 
 typedef struct {
@@ -185,4 +186,16 @@ size_t *tf_archive_natural_order(const tf_archive *ar)
         free(keys[k].key);
     free(keys);
     return order;
+}
+
+const char *tf_format_name(unsigned id)
+{
+    const tf_tensor_format *f = tf_tensor_format_get(id);
+    return f ? f->name : NULL;
+}
+
+const char *tf_codec_name(unsigned id)
+{
+    const tf_codec *c = tf_codec_get(id);
+    return c ? c->name : "?";
 }

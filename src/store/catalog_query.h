@@ -1,12 +1,14 @@
 /* Questions about an archive's catalog that its listing and statistics
  * ask: which entry a blob is charged to, which tensor stored it, the
- * chunks of a tensor, the entries in natural order. */
+ * chunks of a tensor, the entries in natural order, the names of formats
+ * and codecs. */
 #ifndef TRAJFS_STORE_CATALOG_QUERY_H
 #define TRAJFS_STORE_CATALOG_QUERY_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec/codec.h" /* tf_codec_id: what a tf_blob's codec is */
 #include "format/catalog.h"
 #include "store/archive.h"
 
@@ -47,5 +49,13 @@ uint64_t tf_tensor_of_chunk(const tf_archive *ar, const tf_entry *ent, uint64_t 
  * each directory followed by its contents. A malloc'd array of
  * tf_archive_nentries() elements, or NULL when out of memory. */
 size_t *tf_archive_natural_order(const tf_archive *ar);
+
+/* The name of tensor-file format id (a tf_entry's format), e.g.
+ * "safetensors", or NULL for an id this release does not know. */
+const char *tf_format_name(unsigned id);
+
+/* The name of codec id (a tf_blob's codec), e.g. "ulp", or "?" for an id
+ * this release does not know. */
+const char *tf_codec_name(unsigned id);
 
 #endif

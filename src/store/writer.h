@@ -30,8 +30,8 @@ typedef struct {
 
 typedef struct tf_writer tf_writer;
 
-/* Opens (or, with create, creates with chunk_shift) an archive as its
- * single writer. */
+/* Opens (or, with create, creates with chunk_shift, TF_CHUNK_SHIFT_MIN
+ * to TF_CHUNK_SHIFT_MAX) an archive as its single writer. */
 int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
                    const tf_write_opts *opts, tf_writer **out, tf_error *e);
 void tf_writer_close(tf_writer *w);
