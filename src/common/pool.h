@@ -3,10 +3,11 @@
  * for a caller belongs to one:
  *   - short tasks, such as encoding chunks, whose results a caller takes
  *     in order (tf_pool_run_ordered);
- *   - long-lived workers, such as the prefetcher's: a worker is a task
- *     that loops on its owner's own queue until the owner tells it to
- *     stop; a pool of n threads given n such tasks is a set of n
- *     workers, stopped by telling them to, then freeing the pool.
+ *   - long-lived workers, such as the prefetcher's and a remote
+ *     archive's fetchers: a worker is a task that loops on its owner's
+ *     own queue until the owner tells it to stop; a pool of n threads
+ *     given n such tasks is a set of n workers, stopped by telling them
+ *     to, then freeing the pool.
  * A pool given long-lived workers runs nothing else: a task queued
  * behind a worker that never returns would never run. */
 #ifndef TRAJFS_COMMON_POOL_H

@@ -11,6 +11,7 @@
 
 #include "common/buf.h"
 #include "common/hash.h"
+#include "common/pool.h"
 #include "io/http.h"
 #include "io/range_cache.h"
 #include "io/s3.h"
@@ -80,8 +81,7 @@ struct tf_remote {
     pthread_cond_t hinted; /* a hint is pending, or stopping (CLOCK_MONOTONIC) */
     struct timespec last_hint;
     bool stopping;
-    pthread_t *fetchers;
-    unsigned nfetchers;
+    tf_pool *fetchers; /* one fetcher() per thread */
     piece *staged;
     size_t nstaged, cap_staged;
     uint64_t staged_bytes, clock;
@@ -390,7 +390,7 @@ static bool burst_over(const tf_remote *r, struct timespec *until)
  * so that they are on their way when hinted and each read waits only
  * for the batch that holds it. A failed batch is dropped: the read of
  * it fetches it again, and tells the error. */
-static void *fetcher(void *arg)
+static void fetcher(void *arg)
 {
     tf_remote *r = arg;
     span batch[BATCH_MAX + 1];
@@ -413,7 +413,6 @@ static void *fetcher(void *arg)
         (void)fetch_in_flight(r, batch, n, (span){ 0, 0 }, 0, 0, NULL, NULL);
     }
     pthread_mutex_unlock(&r->mu);
-    return NULL;
 }
 
 /* A read that must fetch waits for a round trip; the bytes after its
@@ -668,14 +667,11 @@ static int fetch_ends(tf_remote *r, tf_error *e)
 /* As many fetchers as transfers at once: each has one at a time. */
 static int start_fetchers(tf_remote *r, unsigned n, tf_error *e)
 {
-    if (!(r->fetchers = calloc(n ? n : 1, sizeof *r->fetchers)))
-        return tf_fail(e, ENOMEM, "out of memory");
-    while (r->nfetchers < n) {
-        int err = pthread_create(&r->fetchers[r->nfetchers], NULL, fetcher, r);
-        if (err)
-            return tf_fail(e, err, "cannot start a fetcher thread");
-        r->nfetchers++;
-    }
+    if (n && !(r->fetchers = tf_pool_new(n)))
+        return tf_fail(e, EAGAIN, "cannot start the fetcher threads");
+    for (unsigned i = 0; i < n; i++)
+        if (tf_pool_add(r->fetchers, fetcher, r, e) < 0)
+            return -1;
     return 0;
 }
 
@@ -685,9 +681,7 @@ static void stop_fetchers(tf_remote *r)
     r->stopping = true;
     pthread_cond_broadcast(&r->hinted);
     pthread_mutex_unlock(&r->mu);
-    for (unsigned i = 0; i < r->nfetchers; i++)
-        pthread_join(r->fetchers[i], NULL);
-    free(r->fetchers);
+    tf_pool_free(r->fetchers);
 }
 
 static void free_remote(tf_remote *r);
