@@ -182,7 +182,7 @@ int stats_gather(tf_archive *ar, stats *st)
     for (size_t i = 0; i < n; i++)
         account_entry(&cx, i, tf_archive_entry(ar, i));
     for (uint64_t b = 0; b < nblobs; b++)
-        if (!cx.owners[b])
+        if (!cx.owners[b] && !tf_archive_blob_serves_slot(ar, b))
             st->unused_bytes += tf_archive_blob(ar, b)->enc_len;
     stats_ctx_free(&cx);
     return 0;

@@ -16,13 +16,29 @@ const char *stats_dtype_name(unsigned dt)
     return dt != TF_DT_NONE && info ? info->name : "?";
 }
 
-/* Everything in the archive file that is not blob payload: superblock,
- * catalog segments (paths, safetensors headers, blob tables), trailers. */
+/* Everything in the archive file that is not blob payload, live or
+ * retired: superblock, catalog segments (paths, safetensors headers,
+ * blob tables), trailers. */
 static uint64_t overhead_bytes(const tf_archive *ar, const stats *st)
 {
-    uint64_t payload = st->tensors.stored + st->other.stored + st->unused_bytes;
+    uint64_t payload = st->tensors.stored + st->other.stored + st->unused_bytes +
+                       tf_archive_retired_bytes(ar);
     uint64_t size = tf_archive_file_size(ar);
     return size > payload ? size - payload : 0;
+}
+
+/* The most deltas a read of a live file's chunk decodes. */
+static unsigned longest_chain(const tf_archive *ar)
+{
+    unsigned most = 0;
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        for (uint64_t c = 0; c < ent->nchunks; c++) {
+            unsigned d = tf_archive_chain_depth(ar, ent->chunks[c]);
+            most = d > most ? d : most;
+        }
+    }
+    return most;
 }
 
 static double bits_per_weight(const stat_row *r)
@@ -138,6 +154,13 @@ void stats_print_text(const tf_archive *ar, const size_t *order, const char *arc
     cli_format_size(st->unused_bytes, unused);
     printf("\nother files: %s stored in %s\n", other, other_stored);
     printf("catalog and framing: %s; blobs no file uses: %s\n", overhead, unused);
+    printf("longest reference chain: %u deltas\n", longest_chain(ar));
+    if (tf_archive_retired_bytes(ar)) {
+        char retired[32];
+        cli_format_size(tf_archive_retired_bytes(ar), retired);
+        printf("keyframes replaced by reverse deltas: %s (given back as holes where the file "
+               "system can)\n", retired);
+    }
     for (size_t k = 0; k < tf_archive_nentries(ar); k++)
         if (st->notes[order[k]]) {
             fputs("note: ", stdout);
@@ -282,7 +305,8 @@ void stats_print_json(const tf_archive *ar, const size_t *order, const char *arc
            "\"stored_bytes\": %llu},\n",
            (unsigned long long)st->n_other, (unsigned long long)st->other.weights,
            (unsigned long long)st->other.stored);
-    printf("  \"unused_blob_bytes\": %llu,\n  \"overhead_bytes\": %llu\n}\n",
-           (unsigned long long)st->unused_bytes,
-           (unsigned long long)overhead_bytes(ar, st));
+    printf("  \"unused_blob_bytes\": %llu,\n  \"overhead_bytes\": %llu,\n"
+           "  \"retired_bytes\": %llu,\n  \"longest_chain\": %u\n}\n",
+           (unsigned long long)st->unused_bytes, (unsigned long long)overhead_bytes(ar, st),
+           (unsigned long long)tf_archive_retired_bytes(ar), longest_chain(ar));
 }

@@ -7,10 +7,16 @@
 #include "format/catalog_v1.h"
 #include "common/dtype.h"
 
+/* Version 1: blobs and entries. Version 2 adds the redirect list after
+ * the entries; it is written only by commits with redirects, so that
+ * archives without them stay readable by earlier releases (which refuse
+ * version 2 by its number). */
 #define SEGMENT_VERSION 1
+#define SEGMENT_VERSION_REDIRECTS 2
 /* Smallest serialized sizes, used to bound counts by the bytes present. */
 #define MIN_BLOB_BYTES 31
 #define MIN_ENTRY_BYTES 6
+#define MIN_REDIRECT_BYTES 2
 
 uint64_t tf_chunk_count(uint64_t nbytes, unsigned elem_size, unsigned chunk_shift)
 {
@@ -125,14 +131,28 @@ static int put_entry(tf_buf *o, const tf_entry *ent)
     return rc;
 }
 
+/* Redirects: the count, then per redirect the slot and the distance
+ * from the slot to its blob (blob - slot - 1: the blob is always later). */
+static int put_redirects(tf_buf *o, const tf_segment *s)
+{
+    int rc = tf_buf_varint(o, s->nredirects);
+    for (uint64_t i = 0; i < s->nredirects; i++)
+        rc |= tf_buf_varint(o, s->redirects[i].slot) |
+              tf_buf_varint(o, s->redirects[i].blob - s->redirects[i].slot - 1);
+    return rc;
+}
+
 int tf_segment_encode(const tf_segment *s, tf_buf *out, tf_error *e)
 {
-    int rc = tf_buf_varint(out, SEGMENT_VERSION) | tf_buf_varint(out, s->nblobs);
+    uint64_t version = s->nredirects ? SEGMENT_VERSION_REDIRECTS : SEGMENT_VERSION;
+    int rc = tf_buf_varint(out, version) | tf_buf_varint(out, s->nblobs);
     for (uint64_t i = 0; i < s->nblobs; i++)
         rc |= put_blob(out, &s->blobs[i]);
     rc |= tf_buf_varint(out, s->nentries);
     for (uint64_t i = 0; i < s->nentries; i++)
         rc |= put_entry(out, &s->entries[i]);
+    if (s->nredirects)
+        rc |= put_redirects(out, s);
     return rc ? tf_fail(e, ENOMEM, "catalog: out of memory") : 0;
 }
 
@@ -429,6 +449,45 @@ static int read_entry(decoder *d, tf_entry *ent)
     }
 }
 
+static int cmp_redirect_slot(const void *a, const void *b)
+{
+    uint64_t x = ((const tf_redirect *)a)->slot, y = ((const tf_redirect *)b)->slot;
+    return x < y ? -1 : x > y;
+}
+
+/* The redirect list: each from an earlier commit's slot, to a blob of
+ * this segment, no slot twice. Sorted by slot (store/archive.c looks
+ * slots up by bisection). */
+static int read_redirects(decoder *d, tf_segment *s)
+{
+    if (read_count(d, MIN_REDIRECT_BYTES, "redirects", &s->nredirects) < 0)
+        return -1;
+    if (s->nredirects == 0)
+        return tf_fail(d->e, EIO, "catalog: a version 2 segment without redirects");
+    if (!(s->redirects = calloc(s->nredirects, sizeof *s->redirects)))
+        return tf_fail(d->e, ENOMEM, "catalog: out of memory");
+    for (uint64_t i = 0; i < s->nredirects; i++) {
+        tf_redirect *r = &s->redirects[i];
+        r->slot = tf_read_varint(&d->r);
+        uint64_t gap = tf_read_varint(&d->r);
+        if (d->r.bad)
+            return short_segment(d);
+        if (r->slot >= d->first_blob)
+            return tf_fail(d->e, EIO, "catalog: redirect of blob %llu, not an earlier commit's",
+                           (unsigned long long)r->slot);
+        r->blob = r->slot + 1 + gap;
+        if (gap >= d->total_blobs - r->slot - 1 || r->blob < d->first_blob)
+            return tf_fail(d->e, EIO, "catalog: blob %llu redirected to a blob not of its segment",
+                           (unsigned long long)r->slot);
+    }
+    qsort(s->redirects, s->nredirects, sizeof *s->redirects, cmp_redirect_slot);
+    for (uint64_t i = 1; i < s->nredirects; i++)
+        if (s->redirects[i].slot == s->redirects[i - 1].slot)
+            return tf_fail(d->e, EIO, "catalog: blob %llu redirected twice",
+                           (unsigned long long)s->redirects[i].slot);
+    return 0;
+}
+
 int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob, unsigned chunk_shift,
                       uint64_t file_end, tf_segment *s, tf_error *e)
 {
@@ -438,7 +497,7 @@ int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob, unsigne
     uint64_t version = tf_read_varint(&d.r);
     if (d.r.bad)
         return short_segment(&d);
-    if (version != SEGMENT_VERSION)
+    if (version != SEGMENT_VERSION && version != SEGMENT_VERSION_REDIRECTS)
         return tf_fail(e, EIO, "catalog: segment version %llu is not supported",
                        (unsigned long long)version);
     if (read_count(&d, MIN_BLOB_BYTES, "blobs", &s->nblobs) < 0)
@@ -462,6 +521,8 @@ int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob, unsigne
     for (uint64_t i = 0; i < s->nentries; i++)
         if (read_entry(&d, &s->entries[i]) < 0)
             goto fail;
+    if (version == SEGMENT_VERSION_REDIRECTS && read_redirects(&d, s) < 0)
+        goto fail;
     if (tf_cursor_left(&d.r) != 0) {
         tf_fail(e, EIO, "catalog: %zu unexpected bytes after the entries", tf_cursor_left(&d.r));
         goto fail;
@@ -490,5 +551,6 @@ void tf_segment_free(tf_segment *s)
         tf_entry_free(&s->entries[i]);
     free(s->entries);
     free(s->blobs);
+    free(s->redirects);
     *s = (tf_segment){ 0 };
 }

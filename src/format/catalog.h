@@ -102,12 +102,25 @@ typedef struct {
     char *target;      /* TF_ENTRY_SYMLINK */
 } tf_entry;
 
+/* A redirect: from this commit on, the blob slot `slot` (an earlier
+ * commit's blob, by global index) is served by `blob`, a blob of this
+ * segment with the same id, length and dtype, whose payload replaces the
+ * slot's. Whatever names the slot (entries' chunks, other blobs' `ref`)
+ * follows it, so a keyframe can be re-encoded as a delta against a newer
+ * blob without touching its users (reverse references, trajfs(5)). */
+typedef struct {
+    uint64_t slot;
+    uint64_t blob;
+} tf_redirect;
+
 typedef struct {
     uint64_t first_blob; /* global index of blobs[0] */
     uint64_t nblobs;
     tf_blob *blobs;
     uint64_t nentries;
     tf_entry *entries;
+    uint64_t nredirects; /* a segment with any is of version 2 */
+    tf_redirect *redirects;
 } tf_segment;
 
 /* Whether the entry is a regular file (opaque bytes or a tensor file). */
@@ -149,7 +162,10 @@ int tf_entry_layout(tf_entry *ent, unsigned chunk_shift, uint64_t *nchunks, tf_e
 int tf_segment_encode(const tf_segment *s, tf_buf *out, tf_error *e);
 /* Parses and validates a segment: entry shapes (chunk counts match tensor
  * sizes for chunk_shift, tensor bytes sum to the data size), blob ranges
- * inside [0, file_end), references to earlier blobs only. */
+ * inside [0, file_end), references to earlier blobs only, redirects from
+ * an earlier commit's slot (each once) to a blob of this segment. What
+ * needs the archive (a redirect's blob matching its slot, chains through
+ * redirects) store/archive.c checks. */
 int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob,
                       unsigned chunk_shift, uint64_t file_end, tf_segment *s,
                       tf_error *e);

@@ -323,6 +323,14 @@ void tf_container_rollback(tf_container *c)
         c->file_size = c->end;
 }
 
+int tf_container_punch(tf_container *c, uint64_t off, uint64_t len, tf_error *e)
+{
+    if (off < TF_SUPERBLOCK_SIZE || off > c->end || len > c->end - off)
+        return tf_fail(e, EINVAL, "%s: no committed bytes at %llu+%llu to give back", c->name,
+                       (unsigned long long)off, (unsigned long long)len);
+    return len ? tf_io_punch(c->io, off, len, e) : 0;
+}
+
 int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs,
                         tf_error *e)
 {

@@ -92,5 +92,9 @@ int tf_container_append(tf_container *c, const void *p, size_t len, uint64_t *of
 int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs, tf_error *e);
 /* Drops everything appended since the last commit. */
 void tf_container_rollback(tf_container *c);
+/* Gives back the space of committed bytes [off, off + len) that no
+ * committed state reads (io/io.h punch); ENOTSUP where the storage
+ * cannot. */
+int tf_container_punch(tf_container *c, uint64_t off, uint64_t len, tf_error *e);
 
 #endif

@@ -109,6 +109,17 @@ static int file_truncate(tf_io *io, uint64_t size, tf_error *e)
     return 0;
 }
 
+static int file_punch(tf_io *io, uint64_t off, uint64_t len, tf_error *e)
+{
+    local_file *f = file_of(io);
+    if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0)
+        return 0;
+    /* A file system without holes says so in one of two ways. */
+    if (errno == EOPNOTSUPP || errno == ENOSYS)
+        return tf_fail(e, ENOTSUP, "%s: the file system cannot punch holes", f->path);
+    return sys_fail(e, "cannot punch a hole in", f->path);
+}
+
 static void file_close(tf_io *io)
 {
     local_file *f = file_of(io);
@@ -128,6 +139,7 @@ static const tf_io_ops file_ops = {
     .append = file_append,
     .sync = file_sync,
     .truncate = file_truncate,
+    .punch = file_punch,
     .close = file_close,
 };
 

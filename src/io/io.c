@@ -108,6 +108,11 @@ int tf_io_truncate(tf_io *io, uint64_t size, tf_error *e)
     return io->ops->truncate ? io->ops->truncate(io, size, e) : not_supported(e, "truncate");
 }
 
+int tf_io_punch(tf_io *io, uint64_t off, uint64_t len, tf_error *e)
+{
+    return io->ops->punch ? io->ops->punch(io, off, len, e) : not_supported(e, "punching holes");
+}
+
 void tf_io_cancel(tf_io *io)
 {
     if (io->ops->cancel)

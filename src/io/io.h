@@ -6,7 +6,8 @@
  * Reading: pread, will_need (a hint), poll (size and identity, to follow
  * a file others append to). Writing, a local file only so far: lock
  * (one writer), append after the end, sync (durable), truncate (drop
- * what was appended since). A writer to object storage fits the same
+ * what was appended since), punch (give back the space of committed
+ * bytes no committed state reads any more). A writer to object storage fits the same
  * operations: lock is a conditional create that fails while another
  * writer holds one, append stages bytes as a new object, sync publishes
  * it, truncate drops what was not published.
@@ -65,6 +66,10 @@ typedef struct {
     int (*sync)(tf_io *io, tf_error *e);
     /* Optional (writable): the end is size, what followed dropped. */
     int (*truncate)(tf_io *io, uint64_t size, tf_error *e);
+    /* Optional (writable): gives back the space of [off, off + len),
+     * which then reads as zeros; the size stays. ENOTSUP where the
+     * storage cannot (the caller keeps working without). */
+    int (*punch)(tf_io *io, uint64_t off, uint64_t len, tf_error *e);
     /* Optional: ends the transfers under way at once, and fails every
      * later read that must fetch (ECANCELED): the storage is about to be
      * closed, and no one waits for a slow server's timeouts. */
@@ -121,6 +126,7 @@ int tf_io_lock(tf_io *io, tf_error *e);
 int tf_io_append(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e);
 int tf_io_sync(tf_io *io, tf_error *e);
 int tf_io_truncate(tf_io *io, uint64_t size, tf_error *e);
+int tf_io_punch(tf_io *io, uint64_t off, uint64_t len, tf_error *e);
 void tf_io_cancel(tf_io *io);
 
 #endif

@@ -9,13 +9,26 @@
 #include "common/idmap.h"
 #include "common/dtype.h"
 
+/* What a blob slot is to others (flags, per blob). A slot that serves a
+ * model or another slot, or was redirected already, is never redirected:
+ * its payload must stay what its users decode, and a retired payload is
+ * always the slot's own, used by no other. */
+enum {
+    SLOT_MODEL = 1,      /* some blob names it as its model */
+    SLOT_TARGET = 2,     /* it serves a redirected slot */
+    SLOT_REDIRECTED = 4, /* it is served by a later blob */
+};
+
 struct tf_archive {
     tf_container c;
     uint64_t commits;
-    tf_blob *blobs;
-    uint16_t *depth; /* chain depth per blob */
+    tf_blob *blobs;  /* per slot, the blob that serves it (redirects applied) */
+    uint16_t *above; /* per slot, the longest chain of deltas ending at it */
+    uint8_t *flags;  /* per slot, SLOT_* */
     uint64_t nblobs, blobs_cap;
     tf_idmap ids; /* content id -> blob index */
+    tf_archive_range *retired; /* payloads of redirected slots */
+    size_t nretired, retired_cap;
     tf_entry *entries; /* live entries in path order */
     size_t nentries, entries_cap;
     uint64_t next_ino;
@@ -49,20 +62,49 @@ int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id)
     return tf_idmap_get(&ar->ids, id, &idx) ? (int64_t)idx : -1;
 }
 
-/* Blob idx of the archive as it is once seg is applied: stored, or in seg.
- * (While seg is being applied, every blob below idx is already stored.) */
+/* The redirect of slot idx in seg (its redirects sorted by slot), or NULL. */
+static const tf_redirect *redirect_of(const tf_segment *seg, uint64_t idx)
+{
+    size_t lo = 0, hi = seg ? (size_t)seg->nredirects : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (seg->redirects[mid].slot == idx)
+            return &seg->redirects[mid];
+        if (seg->redirects[mid].slot < idx)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* The blob serving slot idx of the archive as it is once seg (may be
+ * NULL) is applied: stored, in seg, or seg's redirect of a stored slot. */
 static const tf_blob *blob_after(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
+    const tf_redirect *r = redirect_of(seg, idx);
+    if (r)
+        idx = r->blob;
     return idx < ar->nblobs ? &ar->blobs[idx] : &seg->blobs[idx - seg->first_blob];
 }
 
-/* Checks blob idx (in seg, its references and models earlier) and sets
- * *depth to its chain depth; seg_depth holds the depths of seg's blobs
- * below idx that are not stored yet. */
-static int check_blob(const tf_archive *ar, const tf_segment *seg, const uint16_t *seg_depth,
-                      uint64_t idx, uint16_t *depth, tf_error *e)
+/* Number of deltas from slot idx down to a self-contained blob, once seg
+ * is applied; -1 when that is more than TF_CHAIN_MAX (a chain that long,
+ * or one that loops through redirects). */
+static int chain_depth(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
-    const tf_blob *b = blob_after(ar, seg, idx);
+    int depth = 0;
+    for (const tf_blob *b = blob_after(ar, seg, idx); b->ref; b = blob_after(ar, seg, b->ref - 1))
+        if (++depth > TF_CHAIN_MAX)
+            return -1;
+    return depth;
+}
+
+/* Checks blob idx (in seg, its references and models earlier) against
+ * the archive as it is once seg is applied. */
+static int check_blob(const tf_archive *ar, const tf_segment *seg, uint64_t idx, tf_error *e)
+{
+    const tf_blob *b = idx < ar->nblobs ? &ar->blobs[idx] : &seg->blobs[idx - seg->first_blob];
     const tf_codec *codec = tf_codec_get(b->codec);
     if (!codec)
         return tf_fail(e, EIO, "blob %llu: unknown codec %u", (unsigned long long)idx, b->codec);
@@ -78,49 +120,161 @@ static int check_blob(const tf_archive *ar, const tf_segment *seg, const uint16_
     if (m && (m->ref || m->model))
         return tf_fail(e, EIO, "blob %llu: model blob %llu is not self-contained",
                        (unsigned long long)idx, (unsigned long long)(b->model - 1));
-    *depth = 0;
     if (b->ref) {
         uint64_t ri = b->ref - 1;
         const tf_blob *r = blob_after(ar, seg, ri);
         if (r->raw_len != b->raw_len || r->dtype != b->dtype)
             return tf_fail(e, EIO, "blob %llu: reference blob %llu differs in size or dtype",
                            (unsigned long long)idx, (unsigned long long)ri);
-        unsigned d = (ri < ar->nblobs ? ar->depth[ri] : seg_depth[ri - seg->first_blob]) + 1u;
-        if (d > TF_CHAIN_MAX)
+        int d = chain_depth(ar, seg, ri);
+        if (d < 0 || d + 1 > TF_CHAIN_MAX)
             return tf_fail(e, EIO, "blob %llu: reference chain longer than %d",
                            (unsigned long long)idx, TF_CHAIN_MAX);
-        *depth = (uint16_t)d;
     }
     return 0;
 }
 
+/* Whether slot may be served by blob b instead of old, its blob now:
+ * the same content (id, length and dtype), and a slot that may be
+ * redirected (SLOT_* above). */
+static int check_redirect_content(const tf_archive *ar, uint64_t slot, const tf_blob *b,
+                                  tf_error *e)
+{
+    const tf_blob *old = &ar->blobs[slot];
+    if (!tf_blob_id_eq(&old->id, &b->id) || old->raw_len != b->raw_len || old->dtype != b->dtype)
+        return tf_fail(e, EIO, "catalog: blob %llu redirected to a blob of other content",
+                       (unsigned long long)slot);
+    if (ar->flags[slot])
+        return tf_fail(e, EIO, "catalog: blob %llu is a model, serves another or was "
+                       "redirected: it cannot be redirected", (unsigned long long)slot);
+    return 0;
+}
+
+/* The longest chain through slot, `depth` deltas below it and those
+ * above it, within TF_CHAIN_MAX (depth -1: a longer one, or a loop). */
+static int check_chain_through(const tf_archive *ar, uint64_t slot, int depth, tf_error *e)
+{
+    if (depth < 0 || ar->above[slot] + (unsigned)depth > TF_CHAIN_MAX)
+        return tf_fail(e, EIO, "catalog: redirect of blob %llu makes a reference chain longer "
+                       "than %d", (unsigned long long)slot, TF_CHAIN_MAX);
+    return 0;
+}
+
+/* Checks redirect r of seg against the archive as it is once all of seg
+ * is applied. */
+static int check_redirect(const tf_archive *ar, const tf_segment *seg, const tf_redirect *r,
+                          tf_error *e)
+{
+    if (r->slot >= ar->nblobs || r->blob < seg->first_blob ||
+        r->blob - seg->first_blob >= seg->nblobs)
+        return tf_fail(e, EIO, "catalog: redirect of blob %llu out of range",
+                       (unsigned long long)r->slot);
+    if (check_redirect_content(ar, r->slot, &seg->blobs[r->blob - seg->first_blob], e) < 0)
+        return -1;
+    return check_chain_through(ar, r->slot, chain_depth(ar, seg, r->slot), e);
+}
+
+/* The chain of deltas of length `above` ends at slot idx: each slot
+ * below it has at least one more above it. Stops where that holds
+ * already (it then holds further down: see add_blobs). */
+static void raise_above(tf_archive *ar, uint64_t idx, unsigned above)
+{
+    for (unsigned steps = 0; steps <= TF_CHAIN_MAX && ar->above[idx] < above; steps++) {
+        ar->above[idx] = (uint16_t)above++;
+        if (!ar->blobs[idx].ref)
+            return;
+        idx = ar->blobs[idx].ref - 1;
+    }
+}
+
+static int grow_blobs(tf_archive *ar, uint64_t need, tf_error *e)
+{
+    if (need <= ar->blobs_cap)
+        return 0;
+    uint64_t cap = ar->blobs_cap ? ar->blobs_cap : 1024;
+    while (cap < need)
+        cap *= 2;
+    tf_blob *b = realloc(ar->blobs, cap * sizeof *b);
+    if (b)
+        ar->blobs = b;
+    uint16_t *a = realloc(ar->above, cap * sizeof *a);
+    if (a)
+        ar->above = a;
+    uint8_t *f = realloc(ar->flags, cap * sizeof *f);
+    if (f)
+        ar->flags = f;
+    if (!b || !a || !f)
+        return tf_fail(e, ENOMEM, "blob table: out of memory");
+    ar->blobs_cap = cap;
+    return 0;
+}
+
+/* Appends seg's blobs; an invariant kept for raise_above: the slot a
+ * delta references has a longer chain ending at it than the delta. */
 static int add_blobs(tf_archive *ar, const tf_segment *seg, tf_error *e)
 {
     if (seg->first_blob != ar->nblobs)
         return tf_fail(e, EIO, "catalog: segment blobs start at %llu, expected %llu",
                        (unsigned long long)seg->first_blob, (unsigned long long)ar->nblobs);
-    if (ar->nblobs + seg->nblobs > ar->blobs_cap) {
-        uint64_t cap = ar->blobs_cap ? ar->blobs_cap : 1024;
-        while (cap < ar->nblobs + seg->nblobs)
-            cap *= 2;
-        tf_blob *b = realloc(ar->blobs, cap * sizeof *b);
-        if (b)
-            ar->blobs = b;
-        uint16_t *d = realloc(ar->depth, cap * sizeof *d);
-        if (d)
-            ar->depth = d;
-        if (!b || !d)
-            return tf_fail(e, ENOMEM, "blob table: out of memory");
-        ar->blobs_cap = cap;
-    }
+    if (grow_blobs(ar, ar->nblobs + seg->nblobs, e) < 0)
+        return -1;
     for (uint64_t i = 0; i < seg->nblobs; i++) {
-        uint64_t idx = ar->nblobs;
-        if (check_blob(ar, seg, NULL, idx, &ar->depth[idx], e) < 0)
+        uint64_t idx = ar->nblobs++;
+        tf_blob *b = &ar->blobs[idx];
+        *b = seg->blobs[i];
+        ar->above[idx] = 0;
+        ar->flags[idx] = 0;
+        if (check_blob(ar, NULL, idx, e) < 0) {
+            ar->nblobs--;
             return -1;
-        ar->blobs[idx] = seg->blobs[i];
-        if (tf_idmap_put(&ar->ids, &ar->blobs[idx].id, idx) < 0)
+        }
+        if (tf_idmap_put(&ar->ids, &b->id, idx) < 0)
             return tf_fail(e, ENOMEM, "blob index: out of memory");
-        ar->nblobs++;
+        if (b->model)
+            ar->flags[b->model - 1] |= SLOT_MODEL;
+        if (b->ref)
+            raise_above(ar, b->ref - 1, 1);
+    }
+    return 0;
+}
+
+static int add_retired(tf_archive *ar, const tf_blob *old, tf_error *e)
+{
+    if (ar->nretired == ar->retired_cap) {
+        size_t cap = ar->retired_cap ? 2 * ar->retired_cap : 64;
+        tf_archive_range *r = realloc(ar->retired, cap * sizeof *r);
+        if (!r)
+            return tf_fail(e, ENOMEM, "out of memory");
+        ar->retired = r;
+        ar->retired_cap = cap;
+    }
+    ar->retired[ar->nretired++] = (tf_archive_range){ old->offset, old->enc_len };
+    return 0;
+}
+
+/* Serves each redirected slot by its new blob (seg's blobs added), in
+ * order, each checked against the table as it is then; the slot's old
+ * payload is retired. */
+static int apply_redirects(tf_archive *ar, const tf_segment *seg, tf_error *e)
+{
+    for (uint64_t i = 0; i < seg->nredirects; i++) {
+        const tf_redirect *r = &seg->redirects[i];
+        if (r->slot >= seg->first_blob || r->blob < seg->first_blob || r->blob >= ar->nblobs)
+            return tf_fail(e, EIO, "catalog: redirect of blob %llu out of range",
+                           (unsigned long long)r->slot);
+        if (check_redirect_content(ar, r->slot, &ar->blobs[r->blob], e) < 0)
+            return -1;
+        tf_blob old = ar->blobs[r->slot];
+        ar->blobs[r->slot] = ar->blobs[r->blob];
+        if (check_chain_through(ar, r->slot, chain_depth(ar, NULL, r->slot), e) < 0 ||
+            add_retired(ar, &old, e) < 0) {
+            ar->blobs[r->slot] = old;
+            return -1;
+        }
+        ar->flags[r->slot] |= SLOT_REDIRECTED;
+        ar->flags[r->blob] |= SLOT_TARGET;
+        if (ar->blobs[r->slot].ref)
+            raise_above(ar, ar->blobs[r->slot].ref - 1, ar->above[r->slot] + 1u);
     }
     return 0;
 }
@@ -177,15 +331,16 @@ int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_err
     if (seg->first_blob != ar->nblobs)
         return tf_fail(e, EIO, "catalog: segment blobs start at %llu, expected %llu",
                        (unsigned long long)seg->first_blob, (unsigned long long)ar->nblobs);
-    uint16_t *depth = malloc((seg->nblobs ? seg->nblobs : 1) * sizeof *depth);
-    if (!depth)
-        return tf_fail(e, ENOMEM, "out of memory");
+    for (uint64_t i = 1; i < seg->nredirects; i++)
+        if (seg->redirects[i].slot <= seg->redirects[i - 1].slot)
+            return tf_fail(e, EIO, "catalog: redirects not in order of their blobs");
     int rc = 0;
     for (uint64_t i = 0; rc == 0 && i < seg->nblobs; i++)
-        rc = check_blob(ar, seg, depth, ar->nblobs + i, &depth[i], e);
+        rc = check_blob(ar, seg, ar->nblobs + i, e);
+    for (uint64_t i = 0; rc == 0 && i < seg->nredirects; i++)
+        rc = check_redirect(ar, seg, &seg->redirects[i], e);
     for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)
         rc = check_entry(ar, seg, &seg->entries[i], e);
-    free(depth);
     return rc;
 }
 
@@ -281,6 +436,8 @@ static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
 {
     int rc = add_blobs(ar, seg, e);
+    if (rc == 0)
+        rc = apply_redirects(ar, seg, e);
     for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)
         rc = apply_entry(ar, &seg->entries[i], e);
     if (rc == 0)
@@ -559,7 +716,9 @@ void tf_archive_close(tf_archive *ar)
         tf_entry_free(&ar->entries[i]);
     free(ar->entries);
     free(ar->blobs);
-    free(ar->depth);
+    free(ar->above);
+    free(ar->flags);
+    free(ar->retired);
     tf_idmap_free(&ar->ids);
     free(ar);
 }
@@ -586,7 +745,31 @@ size_t tf_archive_nentries(const tf_archive *ar) { return ar->nentries; }
 const tf_entry *tf_archive_entry(const tf_archive *ar, size_t i) { return &ar->entries[i]; }
 uint64_t tf_archive_nblobs(const tf_archive *ar) { return ar->nblobs; }
 const tf_blob *tf_archive_blob(const tf_archive *ar, uint64_t idx) { return &ar->blobs[idx]; }
-unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx) { return ar->depth[idx]; }
+unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx)
+{
+    return (unsigned)chain_depth(ar, NULL, idx); /* applied chains are within TF_CHAIN_MAX */
+}
+
+unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx) { return ar->above[idx]; }
+
+bool tf_archive_blob_serves_slot(const tf_archive *ar, uint64_t idx)
+{
+    return ar->flags[idx] & SLOT_TARGET;
+}
+
+uint64_t tf_archive_retired_bytes(const tf_archive *ar)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < ar->nretired; i++)
+        n += ar->retired[i].len;
+    return n;
+}
+
+const tf_archive_range *tf_archive_retired(const tf_archive *ar, size_t *n)
+{
+    *n = ar->nretired;
+    return ar->retired;
+}
 uint64_t tf_archive_next_ino(const tf_archive *ar) { return ar->next_ino; }
 
 long tf_archive_find(const tf_archive *ar, const char *path)

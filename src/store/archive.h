@@ -66,8 +66,29 @@ uint64_t tf_archive_nblobs(const tf_archive *ar);
 const tf_blob *tf_archive_blob(const tf_archive *ar, uint64_t idx);
 /* Global index of the blob with this id, or -1 when not stored. */
 int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id);
-/* Number of delta steps from blob idx down to a self-contained blob. */
+/* Number of delta steps from blob idx down to a self-contained blob,
+ * following redirects (a walk of that many steps). */
 unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx);
+/* The longest chain of deltas that ends at blob idx (0: none uses it as
+ * a reference), as far as the blobs applied tell: deltas of files since
+ * removed still count. The writer redirects a keyframe slot only while
+ * this plus one keeps within its chain bound. */
+unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx);
+
+/* Whether blob idx serves a redirected slot: its payload is that slot's,
+ * counted there. */
+bool tf_archive_blob_serves_slot(const tf_archive *ar, uint64_t idx);
+
+/* A byte range of the archive file. */
+typedef struct {
+    uint64_t off, len;
+} tf_archive_range;
+/* The payloads that redirects retired, in the order of their commits:
+ * no committed state after theirs reads them, so their space may be
+ * given back (*n of them; valid until the next apply). */
+const tf_archive_range *tf_archive_retired(const tf_archive *ar, size_t *n);
+/* Their bytes, in all. */
+uint64_t tf_archive_retired_bytes(const tf_archive *ar);
 uint64_t tf_archive_next_ino(const tf_archive *ar);
 
 /* Longest reference chain an archive may contain, whatever the writer's

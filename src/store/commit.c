@@ -82,8 +82,37 @@ static int touch_directories(tf_commit *c, tf_error *e)
     return 0;
 }
 
+void tf_commit_give_back(tf_archive *ar, size_t from, bool *reported)
+{
+    size_t n;
+    const tf_archive_range *retired = tf_archive_retired(ar, &n);
+    for (size_t i = from; i < n; i++) {
+        tf_error e;
+        if (tf_container_punch(tf_archive_container(ar), retired[i].off, retired[i].len, &e) == 0)
+            continue;
+        if (!reported || !*reported)
+            fprintf(stderr, "trajfs: %s; the space of payloads that newer ones replaced stays "
+                    "in use until `trajpack gc`\n", e.msg);
+        if (reported)
+            *reported = true;
+        if (e.errnum == ENOTSUP)
+            return;
+    }
+}
+
+static int cmp_redirect(const void *a, const void *b)
+{
+    uint64_t x = ((const tf_redirect *)a)->slot, y = ((const tf_redirect *)b)->slot;
+    return x < y ? -1 : x > y;
+}
+
 int tf_commit_finish(tf_commit *c, tf_error *e)
 {
+    size_t retired_before;
+    tf_archive_retired(c->ar, &retired_before);
+    /* The catalog lists redirects by slot. */
+    if (c->seg.nredirects)
+        qsort(c->seg.redirects, c->seg.nredirects, sizeof *c->seg.redirects, cmp_redirect);
     int rc = c->opts->dir_times ? touch_directories(c, e) : 0;
     if (rc == 0)
         rc = check_inos(c, e);
@@ -105,6 +134,8 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
             rc = tf_archive_apply(c->ar, &c->seg, e); /* takes the segment */
             if (hooks)
                 hooks->end(hooks->arg);
+            /* Durable: no committed state reads what it retired. */
+            tf_commit_give_back(c->ar, retired_before, c->give_back_failed);
         }
     }
     if (rc < 0)
@@ -192,30 +223,74 @@ int64_t tf_commit_find_blob(const tf_commit *c, const tf_blob_id *id)
     return tf_archive_find_blob(c->ar, id);
 }
 
+/* Makes room in the array *p of *cap items of `size` bytes, n of them
+ * used, for one more. */
+static int room_for_one(void **p, uint64_t *cap, uint64_t n, size_t size, tf_error *e)
+{
+    if (n < *cap)
+        return 0;
+    uint64_t more = *cap ? *cap * 2 : 64;
+    void *q = realloc(*p, more * size);
+    if (!q)
+        return tf_fail(e, ENOMEM, "out of memory");
+    *p = q;
+    *cap = more;
+    return 0;
+}
+
+/* Appends a blob's payload and records it in the segment; its index. */
+static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payload, tf_error *e)
+{
+    if (room_for_one((void **)&c->seg.blobs, &c->blobs_cap, c->seg.nblobs, sizeof *c->seg.blobs,
+                     e) < 0)
+        return -1;
+    tf_blob *b = &c->seg.blobs[c->seg.nblobs];
+    *b = *desc;
+    b->enc_len = payload->len;
+    b->enc_hash = tf_hash64(payload->data, payload->len);
+    if (tf_container_append(tf_archive_container(c->ar), payload->data, payload->len,
+                            &b->offset, e) < 0)
+        return -1;
+    return (int64_t)(c->seg.first_blob + c->seg.nblobs++);
+}
+
 int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
                              uint64_t raw_len, uint8_t codec, uint8_t dtype, uint64_t ref,
                              uint64_t model, tf_error *e)
 {
-    if (c->seg.nblobs == c->blobs_cap) {
-        uint64_t cap = c->blobs_cap ? c->blobs_cap * 2 : 64;
-        tf_blob *n = realloc(c->seg.blobs, cap * sizeof *n);
-        if (!n)
-            return tf_fail(e, ENOMEM, "out of memory");
-        c->seg.blobs = n;
-        c->blobs_cap = cap;
-    }
-    tf_blob *b = &c->seg.blobs[c->seg.nblobs];
-    *b = (tf_blob){ .id = *id, .enc_len = payload->len, .raw_len = raw_len,
-                    .enc_hash = tf_hash64(payload->data, payload->len),
-                    .codec = codec, .dtype = dtype, .ref = ref, .model = model };
-    if (tf_container_append(tf_archive_container(c->ar), payload->data, payload->len,
-                            &b->offset, e) < 0)
-        return -1;
-    uint64_t idx = c->seg.first_blob + c->seg.nblobs;
-    if (tf_idmap_put(&c->pending, id, idx) < 0)
+    tf_blob desc = { .id = *id, .raw_len = raw_len, .codec = codec, .dtype = dtype,
+                     .ref = ref, .model = model };
+    int64_t idx = append_blob(c, &desc, payload, e);
+    if (idx >= 0 && tf_idmap_put(&c->pending, id, (uint64_t)idx) < 0)
         return tf_fail(e, ENOMEM, "out of memory");
-    c->seg.nblobs++;
-    return (int64_t)idx;
+    return idx;
+}
+
+static bool redirected(const tf_commit *c, uint64_t slot)
+{
+    for (uint64_t i = c->seg.nredirects; i-- > 0;)
+        if (c->seg.redirects[i].slot == slot)
+            return true;
+    return false;
+}
+
+int tf_commit_redirect(tf_commit *c, uint64_t slot, const tf_buf *payload, uint8_t codec,
+                       uint64_t ref, uint64_t model, tf_error *e)
+{
+    if (redirected(c, slot))
+        return 0;
+    if (room_for_one((void **)&c->seg.redirects, &c->redirects_cap, c->seg.nredirects,
+                     sizeof *c->seg.redirects, e) < 0)
+        return -1;
+    const tf_blob *old = tf_archive_blob(c->ar, slot);
+    /* Not in `pending`: the content's users keep naming the slot. */
+    tf_blob desc = { .id = old->id, .raw_len = old->raw_len, .codec = codec,
+                     .dtype = old->dtype, .ref = ref, .model = model };
+    int64_t idx = append_blob(c, &desc, payload, e);
+    if (idx < 0)
+        return -1;
+    c->seg.redirects[c->seg.nredirects++] = (tf_redirect){ slot, (uint64_t)idx };
+    return 0;
 }
 
 /* ---- edits of the tree ---- */

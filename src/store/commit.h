@@ -25,8 +25,10 @@ typedef struct {
     const tf_write_opts *opts;  /* for its hooks */
     _Atomic uint64_t *next_ino; /* the writer's inode counter */
     tf_segment seg;
-    uint64_t blobs_cap, entries_cap;
+    uint64_t blobs_cap, entries_cap, redirects_cap;
     tf_idmap pending; /* ids of the blobs this commit appends */
+    bool *give_back_failed; /* the writer's: a failure to give space back
+                               was reported (NULL: report every one) */
 } tf_commit;
 
 void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
@@ -37,6 +39,13 @@ void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
 int tf_commit_finish(tf_commit *c, tf_error *e);
 /* Drops the commit and the bytes it appended. */
 void tf_commit_abort(tf_commit *c);
+
+/* Gives back the space of the payloads that redirects retired
+ * (tf_archive_retired), from the from'th on: punched holes, once the
+ * commits that retired them are durable. Storage that cannot punch, or
+ * fails to, keeps the space (trajpack gc gives it back): reported on
+ * stderr once when *reported is false, which it then becomes. */
+void tf_commit_give_back(tf_archive *ar, size_t from, bool *reported);
 
 /* Adds an entry of the given kind at path. attrs NULL: mode 0755, the
  * current time, and a new inode number (a directory added again keeps
@@ -59,6 +68,14 @@ int64_t tf_commit_find_blob(const tf_commit *c, const tf_blob_id *id);
 int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
                              uint64_t raw_len, uint8_t codec, uint8_t dtype, uint64_t ref,
                              uint64_t model, tf_error *e);
+
+/* Appends a new payload for the stored blob `slot` (its content: the
+ * same id, length and dtype) and redirects the slot to it (format/
+ * catalog.h): a keyframe re-encoded as a delta against ref, with model
+ * (blobs + 1, 0 for none). A slot this commit redirected already keeps
+ * its first. Returns 0, or -1. */
+int tf_commit_redirect(tf_commit *c, uint64_t slot, const tf_buf *payload, uint8_t codec,
+                       uint64_t ref, uint64_t model, tf_error *e);
 
 /* ---- edits of the tree (each fails with an errno-style reason) ---- */
 

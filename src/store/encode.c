@@ -1,5 +1,6 @@
 #include "store/encode.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -190,4 +191,33 @@ int tf_fit_model(unsigned codec, const uint8_t *src, const uint8_t *ref, size_t 
                          .fit_opts = opts };
     model->len = 0;
     return c && c->fit ? c->fit(src, len, &ctx, model, NULL) : -1;
+}
+
+int tf_encode_chunk_as(tf_chunk_job *job, unsigned codec, tf_error *e)
+{
+    const tf_codec *c = tf_codec_get(codec);
+    tf_codec_ctx ctx = { .dtype = job->dtype, .ref = job->ref, .ref_len = job->ref ? job->len : 0 };
+    job->out.len = 0;
+    if (!c || c->needs_model || c->delta != (job->ref != NULL))
+        return tf_fail(e, EINVAL, "codec %u does not apply to the chunk", codec);
+    if (c->encode(job->src, job->len, &ctx, &job->out, e) < 0)
+        return -1;
+    job->codec = (uint8_t)codec;
+    return 0;
+}
+
+unsigned tf_newest_keyframe_codec(unsigned dtype)
+{
+    return tf_dtype_is_wide_float(dtype) ? TF_CODEC_BYTEGROUP : TF_CODEC_ZSTD;
+}
+
+int tf_encode_newest_keyframe(tf_chunk_job *job, tf_error *e)
+{
+    const uint8_t *ref = job->ref;
+    job->ref = NULL;
+    int rc = tf_encode_chunk_as(job, tf_newest_keyframe_codec(job->dtype), NULL);
+    if (rc < 0 || job->out.len >= job->len)
+        rc = tf_encode_chunk_as(job, TF_CODEC_RAW, e);
+    job->ref = ref;
+    return rc;
 }

@@ -61,6 +61,19 @@ typedef struct {
  * once. */
 int tf_encode_chunk(tf_chunk_job *job, tf_error *e);
 
+/* Encodes one chunk job with the codec `codec` alone (given the job's
+ * reference, for a delta codec): 0, or -1 when it does not apply. */
+int tf_encode_chunk_as(tf_chunk_job *job, unsigned codec, tf_error *e);
+
+/* The codec of the newest checkpoint's keyframes: fast to encode and to
+ * decode, for keyframes that are re-encoded as deltas once a newer
+ * checkpoint comes (reverse references). */
+unsigned tf_newest_keyframe_codec(unsigned dtype);
+
+/* Encodes one chunk job as the newest checkpoint's keyframe: with
+ * tf_newest_keyframe_codec, or raw where that is no smaller. */
+int tf_encode_newest_keyframe(tf_chunk_job *job, tf_error *e);
+
 /* Fits codec's model on a whole tensor (and its reference, for a delta
  * codec; else NULL) with the codec's options (NULL: its defaults);
  * returns 0 with the model in *model, or -1 when the codec has no fit

@@ -18,6 +18,7 @@
 typedef struct {
     tf_archive *old;
     uint64_t *renumber; /* per old blob: its new index + 1, 0 when dropped */
+    uint64_t *order;    /* per new blob: its old index */
     uint64_t kept;
     tf_container out;
     tf_segment seg;
@@ -25,30 +26,81 @@ typedef struct {
     void *progress_arg;
 } rewrite;
 
-/* Marks the blobs live entries use, then, from the last blob down, the
- * references and models of marked blobs (always earlier blobs, so one
- * pass reaches them all), and numbers the marked ones in order. */
+/* renumber's values before a blob is numbered. */
+#define MARKED (UINT64_MAX - 1) /* live */
+#define NUMBERING UINT64_MAX    /* live, waiting for those it needs */
+
+/* The blobs blob i of the old archive needs to be decoded: its
+ * reference and its model (+ 1, 0 for none). */
+static void needs_of(const rewrite *r, uint64_t i, uint64_t need[2])
+{
+    const tf_blob *b = tf_archive_blob(r->old, i);
+    need[0] = b->ref;
+    need[1] = b->model;
+}
+
+/* Numbers blob i after the blobs it needs (depth first, with the stack
+ * of n entries: a chain is acyclic and visits a blob once): the new
+ * archive has references to earlier blobs only, as its one segment must,
+ * also where redirects made references run to later blobs. */
+static void number_after_needs(rewrite *r, uint64_t i, uint64_t *stack)
+{
+    size_t top = 0;
+    stack[top++] = i;
+    r->renumber[i] = NUMBERING;
+    while (top) {
+        uint64_t b = stack[top - 1], need[2];
+        needs_of(r, b, need);
+        bool pushed = false;
+        for (int k = 0; k < 2 && !pushed; k++)
+            if (need[k] && r->renumber[need[k] - 1] == MARKED) {
+                r->renumber[need[k] - 1] = NUMBERING;
+                stack[top++] = need[k] - 1;
+                pushed = true;
+            }
+        if (pushed)
+            continue;
+        top--;
+        r->order[r->kept] = b;
+        r->renumber[b] = ++r->kept;
+    }
+}
+
+/* Marks the blobs live entries use and, from there, the references and
+ * models of marked blobs, then numbers them in an order
+ * where each follows those it needs. */
 static int mark_live(rewrite *r, tf_error *e)
 {
     uint64_t n = tf_archive_nblobs(r->old);
     r->renumber = calloc(n ? n : 1, sizeof *r->renumber);
-    if (!r->renumber)
+    r->order = calloc(n ? n : 1, sizeof *r->order);
+    uint64_t *stack = calloc(n ? n : 1, sizeof *stack);
+    if (!r->renumber || !r->order || !stack) {
+        free(stack);
         return tf_fail(e, ENOMEM, "out of memory");
+    }
+    size_t top = 0;
     for (size_t i = 0; i < tf_archive_nentries(r->old); i++) {
         const tf_entry *ent = tf_archive_entry(r->old, i);
         for (uint64_t c = 0; c < ent->nchunks; c++)
-            r->renumber[ent->chunks[c]] = 1;
+            if (!r->renumber[ent->chunks[c]]) {
+                r->renumber[ent->chunks[c]] = MARKED;
+                stack[top++] = ent->chunks[c];
+            }
     }
-    for (uint64_t i = n; i-- > 0;) {
-        const tf_blob *b = tf_archive_blob(r->old, i);
-        if (r->renumber[i] && b->ref)
-            r->renumber[b->ref - 1] = 1;
-        if (r->renumber[i] && b->model)
-            r->renumber[b->model - 1] = 1;
+    while (top) {
+        uint64_t need[2];
+        needs_of(r, stack[--top], need);
+        for (int k = 0; k < 2; k++)
+            if (need[k] && !r->renumber[need[k] - 1]) {
+                r->renumber[need[k] - 1] = MARKED;
+                stack[top++] = need[k] - 1;
+            }
     }
     for (uint64_t i = 0; i < n; i++)
-        if (r->renumber[i])
-            r->renumber[i] = ++r->kept;
+        if (r->renumber[i] == MARKED)
+            number_after_needs(r, i, stack);
+    free(stack);
     return 0;
 }
 
@@ -63,9 +115,8 @@ static int copy_blobs(rewrite *r, tf_error *e)
         return tf_fail(e, ENOMEM, "out of memory");
     tf_buf payload = { 0 };
     int rc = 0;
-    for (uint64_t i = 0; rc == 0 && i < tf_archive_nblobs(r->old); i++) {
-        if (!r->renumber[i])
-            continue;
+    for (uint64_t k = 0; rc == 0 && k < r->kept; k++) {
+        uint64_t i = r->order[k];
         tf_blob b = *tf_archive_blob(r->old, i);
         rc = tf_blob_read_payload(r->old, &b, &payload, e);
         if (rc < 0)
@@ -229,6 +280,7 @@ int tf_gc(const char *path, void (*progress)(void *arg, uint64_t bytes), void *p
     }
     tf_segment_free(&r.seg);
     free(r.renumber);
+    free(r.order);
     tf_archive_close(r.old);
     free(tmp);
     free(real);

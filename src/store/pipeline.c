@@ -21,6 +21,10 @@ typedef struct {
     bool stored;    /* its content is in the archive already */
     uint64_t ref_blob; /* parent's chunk blob + 1 when encoded against it */
     tf_chunk_job job;
+    /* A reverse reference: the reference's keyframe chunk (slot + 1, or
+     * 0), re-encoded as a delta against this chunk in rev. */
+    uint64_t rev_slot;
+    tf_chunk_job rev;
     uint64_t blob;  /* the blob that holds it */
 } chunk;
 
@@ -106,8 +110,25 @@ static int read_chunk(file_job *f, chunk *ch, tf_error *e)
 static bool chunk_has_ref(const file_job *f, const tf_span *s, uint64_t c)
 {
     const tf_archive *ar = f->c->ar;
-    return s->ref_blobs && tf_archive_blob(ar, s->ref_blobs[c])->dtype == s->dtype &&
+    return s->ref_blobs && !s->reverse && tf_archive_blob(ar, s->ref_blobs[c])->dtype == s->dtype &&
            tf_archive_chain_depth(ar, s->ref_blobs[c]) + 1u <= f->opts->max_chain;
+}
+
+/* Whether chunk c of span s, a keyframe of the newest checkpoint, makes
+ * its reference chunk a reverse delta: the span's reference is the
+ * newest so far, whose chunk is a keyframe of the same dtype and other
+ * content, and the chains ending at it grow by one within the bound (so
+ * that every max_chain + 1'th checkpoint stays a keyframe). */
+static bool chunk_reverses(const file_job *f, const tf_span *s, const chunk *ch)
+{
+    const tf_archive *ar = f->c->ar;
+    if (!s->reverse || !s->ref_blobs)
+        return false;
+    uint64_t slot = s->ref_blobs[ch->index];
+    const tf_blob *b = tf_archive_blob(ar, slot);
+    return b->dtype == s->dtype && !b->ref && b->raw_len == ch->len &&
+           !tf_blob_id_eq(&b->id, &ch->id) &&
+           tf_archive_chain_above(ar, slot) + 1u <= f->opts->max_chain;
 }
 
 /* The models a codec gets for a chunk of span s, as its row says: with
@@ -130,30 +151,66 @@ static void offer_models(const file_job *f, const tf_span *s, tf_chunk_job *job)
     }
 }
 
+/* The reverse delta of chunk ch (a keyframe of the newest checkpoint):
+ * its reference chunk ref re-encoded against ch's bytes, kept when a
+ * delta wins and, with its model, is smaller than the reference's
+ * keyframe. */
+static int encode_reverse(file_job *f, chunk *ch, const uint8_t *ref, tf_error *e)
+{
+    const tf_span *s = &f->spans[ch->span];
+    uint64_t slot = s->ref_blobs[ch->index];
+    ch->rev = (tf_chunk_job){ .src = ref, .len = ch->len, .dtype = s->dtype, .ref = ch->data,
+                              .estimate = true };
+    ch->rev.fit_chunk[TF_CODEC_ULP] = true;
+    if (tf_encode_chunk(&ch->rev, e) < 0)
+        return -1;
+    if (tf_codec_get(ch->rev.codec)->delta &&
+        ch->rev.out.len + ch->rev.model.len < tf_archive_blob(f->c->ar, slot)->enc_len) {
+        ch->rev_slot = slot + 1;
+        return 0;
+    }
+    tf_buf_free(&ch->rev.out); /* the keyframe stays */
+    tf_buf_free(&ch->rev.model);
+    return 0;
+}
+
 /* Encodes chunk ch (read) with what its span offers: its reference chunk,
- * reconstructed, and the models of offer_models. */
+ * reconstructed, and the models of offer_models; a chunk of a span with
+ * a reverse reference becomes a keyframe, and its reference chunk a
+ * delta against it (encode_reverse). */
 static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
 {
     const tf_span *s = &f->spans[ch->span];
     tf_chunk_job *job = &ch->job;
     *job = (tf_chunk_job){ .src = ch->data, .len = ch->len, .dtype = s->dtype,
                            .estimate = !f->opts->search };
-    offer_models(f, s, job);
+    bool forward = chunk_has_ref(f, s, ch->index), reverse = chunk_reverses(f, s, ch);
+    if (!reverse)
+        offer_models(f, s, job);
     uint8_t *ref = NULL;
-    if (chunk_has_ref(f, s, ch->index)) {
+    if (forward || reverse) {
         if (!(ref = malloc(ch->len)))
             return tf_fail(e, ENOMEM, "out of memory for a reference chunk");
         if (tf_reader_blob_once(f->reader, s->ref_blobs[ch->index], ref, e) < 0) {
             free(ref);
             return -1;
         }
-        job->ref = ref;
-        ch->ref_blob = s->ref_blobs[ch->index] + 1;
     }
-    int rc = tf_encode_chunk(job, e);
+    int rc;
+    if (reverse) {
+        rc = tf_encode_newest_keyframe(job, e);
+        if (rc == 0)
+            rc = encode_reverse(f, ch, ref, e);
+    } else if (s->reverse) {
+        rc = tf_encode_newest_keyframe(job, e);
+    } else {
+        job->ref = ref;
+        ch->ref_blob = forward ? s->ref_blobs[ch->index] + 1 : 0;
+        rc = tf_encode_chunk(job, e);
+        if (rc == 0 && !tf_codec_get(job->codec)->delta)
+            ch->ref_blob = 0;
+    }
     free(ref);
-    if (rc == 0 && !tf_codec_get(job->codec)->delta)
-        ch->ref_blob = 0;
     return rc;
 }
 
@@ -231,6 +288,17 @@ static void keep_seed(tf_seeds *s, uint64_t blob, uint8_t **data, size_t len)
     *data = NULL;
 }
 
+/* The reverse delta of chunk ch (and its model), after its reference,
+ * ch's keyframe; its slot redirected to it. */
+static int store_reverse(file_job *f, chunk *ch, tf_error *e)
+{
+    int64_t model = ch->rev.model.len ? store_model(f->c, f, &ch->rev.model, e) : -1;
+    if (ch->rev.model.len && model < 0)
+        return -1;
+    return tf_commit_redirect(f->c, ch->rev_slot - 1, &ch->rev.out, ch->rev.codec,
+                              ch->blob + 1, (uint64_t)(model + 1), e);
+}
+
 static int chunk_sink(void *arg, size_t i, tf_error *e)
 {
     file_job *f = arg;
@@ -239,10 +307,15 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
      * this file (the same bytes twice in it). */
     int64_t have = tf_commit_find_blob(f->c, &ch->id);
     int rc = 0;
-    if (have >= 0)
+    if (have >= 0) {
         ch->blob = (uint64_t)have;
-    else
+    } else {
         rc = store_chunk(f, ch, e);
+        if (rc == 0 && ch->rev_slot)
+            rc = store_reverse(f, ch, e);
+    }
+    tf_buf_free(&ch->rev.out);
+    tf_buf_free(&ch->rev.model);
     tf_buf_free(&ch->job.out);
     tf_buf_free(&ch->job.model);
     if (rc == 0 && tf_dtype_is_float(f->spans[ch->span].dtype))
@@ -320,6 +393,9 @@ static void mark_search_spans(file_job *f)
     for (size_t i = 0; i < f->nspans; i++) {
         tf_span *s = &f->spans[i];
         if (s->dtype == TF_DT_NONE || !s->has_jobs)
+            continue;
+        /* The newest checkpoint's keyframes are temporary: no search. */
+        if (s->reverse)
             continue;
         bool wants = !s->ref_blobs || s->ref_far || f->opts->all_programs;
         uint64_t n = tf_chunk_count(s->nbytes, elem_size(s), f->chunk_shift);
@@ -444,6 +520,8 @@ static void file_job_free(file_job *f)
 {
     for (size_t k = 0; k < f->nchunks; k++) {
         tf_buf_free(&f->chunks[k].job.out);
+        tf_buf_free(&f->chunks[k].rev.out);
+        tf_buf_free(&f->chunks[k].rev.model);
         tf_buf_free(&f->chunks[k].job.model);
         free(f->chunks[k].data);
     }

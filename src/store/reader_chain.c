@@ -102,6 +102,9 @@ static int walk_chain(tf_reader_ctx *r, uint64_t idx, chain_walk *w, tf_error *e
     w->models = (tf_cache_item **)(w->chain + depth);
     for (uint64_t i = idx;;) {
         const tf_blob *b = tf_archive_blob(r->ar, i);
+        if (w->n == depth) /* the chain changed under us: never the case */
+            return tf_fail(e, EIO, "blob %llu: reference chain changed while read",
+                           (unsigned long long)idx);
         w->chain[w->n] = i;
         w->models[w->n++] = NULL;
         if (b->model) {

@@ -215,84 +215,12 @@ static bool matches(const tf_ref_index *ix, const posting *po, const char *want,
            strcmp(unwrapped(tf_tensor_name(r->ent, po->tensor)), want) == 0;
 }
 
-/* A candidate of the run's earlier checkpoints. */
-typedef struct {
-    rank k;
-    uint64_t tensor;
-} earlier;
-
-/* Nearest checkpoint first; at one step, the file of the same role, then
- * the latest added (better()'s order, total: files without a step, the
- * versions of a run without steps, after those with one). */
-static int cmp_earlier(const void *pa, const void *pb)
-{
-    const rank *a = &((const earlier *)pa)->k, *b = &((const earlier *)pb)->k;
-    const char *sa = a->rec->place.step, *sb = b->rec->place.step;
-    if (!sa != !sb)
-        return sa ? -1 : 1;
-    int c = sa ? tf_natcmp(sb, sa) : 0;
-    if (c)
-        return c;
-    if (a->same_role != b->same_role)
-        return a->same_role ? -1 : 1;
-    return a->rec->ino < b->rec->ino ? 1 : a->rec->ino > b->rec->ino ? -1 : 0;
-}
-
-static bool same_checkpoint(const earlier *a, const earlier *b)
-{
-    const char *sa = a->k.rec->place.step, *sb = b->k.rec->place.step;
-    return sa && sb && tf_natcmp(sa, sb) == 0;
-}
-
-uint64_t tf_ref_skip(uint64_t earlier_ckpts, unsigned max_chain)
-{
-    uint64_t pos = max_chain < 63 ? earlier_ckpts & ((UINT64_C(1) << max_chain) - 1) : earlier_ckpts;
-    return pos ? pos & -pos : 1;
-}
-
-/* The reference among the run's earlier checkpoints holding the tensor
- * (first, the posting p): the tf_ref_skip'th nearest checkpoint. Falls
- * back to the nearest (*nearest) when out of memory. */
-static tf_tensor_ref skip_ref(const tf_ref_index *ix, const tf_ckpt_path *at, uint64_t p,
-                              const char *want, uint8_t dtype, uint64_t nbytes, unsigned max_chain,
-                              tf_tensor_ref nearest)
-{
-    size_t n = 0, cap = 0;
-    earlier *c = NULL;
-    for (; p != NONE; p = ix->postings[p].next) {
-        const posting *po = &ix->postings[p];
-        const record *r = &ix->records[po->record];
-        if (!matches(ix, po, want, dtype, nbytes) || tier_of(r, at) != 3)
-            continue;
-        if (grow((void **)&c, &cap, n + 1, sizeof *c) < 0) {
-            free(c);
-            return nearest;
-        }
-        c[n++] = (earlier){ { 3, r, same(r->place.role, at->role) }, po->tensor };
-    }
-    qsort(c, n, sizeof *c, cmp_earlier);
-    uint64_t ckpts = 0;
-    for (size_t i = 0; i < n; i++)
-        ckpts += i == 0 || !same_checkpoint(&c[i - 1], &c[i]);
-    uint64_t want_ckpt = tf_ref_skip(ckpts, max_chain), k = 0;
-    tf_tensor_ref ref = nearest;
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0 && same_checkpoint(&c[i - 1], &c[i]))
-            continue;
-        if (++k == want_ckpt) {
-            ref = (tf_tensor_ref){ c[i].k.rec->ent, c[i].tensor, false };
-            break;
-        }
-    }
-    free(c);
-    return ref;
-}
-
 tf_tensor_ref tf_ref_find(const tf_ref_index *ix, const tf_ckpt_path *at, const char *name,
-                          uint8_t dtype, uint64_t nbytes, unsigned max_chain)
+                          uint8_t dtype, uint64_t nbytes)
 {
     tf_tensor_ref best = { 0 };
     rank best_rank = { 0 };
+    bool later = false;
     tf_blob_id id = identity(name, dtype, nbytes);
     uint64_t first;
     if (!tf_idmap_get(&ix->by_ident, &id, &first))
@@ -304,13 +232,14 @@ tf_tensor_ref tf_ref_find(const tf_ref_index *ix, const tf_ckpt_path *at, const 
         if (!matches(ix, po, want, dtype, nbytes))
             continue;
         rank k = { tier_of(r, at), r, same(r->place.role, at->role) };
+        later |= k.tier == 2;
         if (k.tier && (!best.ent || better(&k, &best_rank))) {
-            best = (tf_tensor_ref){ r->ent, po->tensor, k.tier == 1 };
+            best = (tf_tensor_ref){ r->ent, po->tensor, k.tier == 1, false };
             best_rank = k;
         }
     }
-    return best_rank.tier == 3 ? skip_ref(ix, at, first, want, dtype, nbytes, max_chain, best)
-                               : best;
+    best.newest = best_rank.tier == 3 && !later;
+    return best;
 }
 
 uint64_t tf_ref_run_files(const tf_ref_index *ix, const tf_ckpt_path *at)

@@ -17,8 +17,7 @@ static tf_tensor_ref find_ref(tf_writer *w, const tf_entry *parent, const tf_ckp
 {
     const tf_tensor_span *ts = &ent->tensors[t];
     if (!parent)
-        return tf_ref_find(w->refs, at, tf_tensor_name(ent, t), ts->dtype, ts->nbytes,
-                           w->opts.max_chain);
+        return tf_ref_find(w->refs, at, tf_tensor_name(ent, t), ts->dtype, ts->nbytes);
     for (uint64_t i = 0; i < parent->ntensors; i++)
         if (parent->tensors[i].dtype == ts->dtype && parent->tensors[i].nbytes == ts->nbytes &&
             strcmp(tf_tensor_name(parent, i), tf_tensor_name(ent, t)) == 0)
@@ -62,6 +61,7 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
             continue;
         rep->referenced_bytes += ts->nbytes;
         s->ref_far = ref.other_run;
+        s->reverse = ref.newest;
         s->ref_blobs = ref.ent->chunks + ref.ent->tensors[ref.tensor].first_chunk;
     }
     tf_ckpt_path_free(&at);

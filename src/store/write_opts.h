@@ -14,7 +14,7 @@
 
 struct tf_archive_hooks; /* store/archive.h */
 
-#define TF_MAX_CHAIN_DEFAULT 2
+#define TF_MAX_CHAIN_DEFAULT 16
 /* Largest prog search budget (expansions per tensor) a writer accepts:
  * far past where programs stop improving (codec/prog/prog.h), and a bound on
  * the time one tensor's search may take. */

@@ -52,6 +52,10 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
         return -1;
     }
     atomic_init(&w->next_ino, tf_archive_next_ino(w->ar));
+    /* A writer that died between a commit and giving back what it
+     * retired left that space in use: punching a hole again costs
+     * little, so every writer gives all of it back when it starts. */
+    tf_commit_give_back(w->ar, 0, &w->give_back_failed);
     w->reader = tf_reader_new(w->ar, cache_bytes(w));
     w->refs = tf_ref_index_new();
     if (!w->reader || !w->refs) {
@@ -114,6 +118,7 @@ void tf_add_report_warning(const tf_add_report *r, char *buf, size_t n)
 void tf_writer_begin_commit(tf_writer *w, tf_commit *c)
 {
     tf_commit_begin(c, w->ar, &w->opts, &w->next_ino);
+    c->give_back_failed = &w->give_back_failed;
 }
 
 int tf_writer_end_commit(tf_commit *c, int rc, tf_error *e)

@@ -20,6 +20,7 @@ struct tf_writer {
     tf_ref_index *refs;
     tf_add_report report; /* of the last file added */
     bool drop_references; /* tf_writer_keep_references(w, false) */
+    bool give_back_failed; /* reported once (tf_commit_give_back) */
     _Atomic uint64_t next_ino;
 };
 

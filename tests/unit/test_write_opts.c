@@ -113,8 +113,8 @@ START_TEST(write_opts_help_spells_every_setting)
         ck_assert_msg(strstr(mount, spelled[i][1]), "no '%s' in:\n%s", spelled[i][1], mount);
     }
     /* A description's next lines start in its column. */
-    ck_assert_ptr_nonnull(strstr(options, "\n                       4096 (default 2)\n"));
-    ck_assert_ptr_nonnull(strstr(mount, "\n                           4096 (default 2)\n"));
+    ck_assert_ptr_nonnull(strstr(options, "\n                       4096 (default 16)\n"));
+    ck_assert_ptr_nonnull(strstr(mount, "\n                           4096 (default 16)\n"));
     free(options);
     free(mount);
 }
