@@ -306,12 +306,33 @@ done:
     return rc;
 }
 
+/* Writes at `at` (file_size or past it: the skipped bytes stay a hole
+ * where they fill blocks, and read as zeros). */
+static int append_at(tf_container *c, uint64_t at, const void *p, size_t len, uint64_t *off,
+                     tf_error *e)
+{
+    if (tf_io_append(c->io, p, len, at, e) < 0)
+        return -1;
+    *off = at;
+    c->file_size = at + len;
+    return 0;
+}
+
 int tf_container_append(tf_container *c, const void *p, size_t len, uint64_t *off, tf_error *e)
 {
-    if (tf_io_append(c->io, p, len, c->file_size, e) < 0)
+    c->retirable_run = false;
+    return append_at(c, c->file_size, p, len, off, e);
+}
+
+int tf_container_append_retirable(tf_container *c, const void *p, size_t len, uint64_t *off,
+                                  tf_error *e)
+{
+    uint64_t at = c->file_size;
+    if (!c->retirable_run)
+        at = (at + TF_PUNCH_BLOCK - 1) / TF_PUNCH_BLOCK * TF_PUNCH_BLOCK;
+    if (append_at(c, at, p, len, off, e) < 0)
         return -1;
-    *off = c->file_size;
-    c->file_size += len;
+    c->retirable_run = true;
     return 0;
 }
 
@@ -321,6 +342,7 @@ void tf_container_rollback(tf_container *c)
      * (a disk filling up mid-write) without counting them in file_size. */
     if (tf_io_truncate(c->io, c->end, NULL) == 0)
         c->file_size = c->end;
+    c->retirable_run = false;
 }
 
 int tf_container_punch(tf_container *c, uint64_t off, uint64_t len, tf_error *e)
@@ -328,7 +350,9 @@ int tf_container_punch(tf_container *c, uint64_t off, uint64_t len, tf_error *e)
     if (off < TF_SUPERBLOCK_SIZE || off > c->end || len > c->end - off)
         return tf_fail(e, EINVAL, "%s: no committed bytes at %llu+%llu to give back", c->name,
                        (unsigned long long)off, (unsigned long long)len);
-    return len ? tf_io_punch(c->io, off, len, e) : 0;
+    uint64_t from = (off + TF_PUNCH_BLOCK - 1) / TF_PUNCH_BLOCK * TF_PUNCH_BLOCK;
+    uint64_t to = (off + len) / TF_PUNCH_BLOCK * TF_PUNCH_BLOCK;
+    return from < to ? tf_io_punch(c->io, from, to - from, e) : 0;
 }
 
 int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs,

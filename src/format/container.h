@@ -20,6 +20,10 @@
 #define TF_CHUNK_SHIFT_DEFAULT 20
 #define TF_CHUNK_SHIFT_MIN 8
 #define TF_CHUNK_SHIFT_MAX 24
+/* The file-system block that given-back space is counted in: a run of
+ * appended bytes that may be given back starts at a multiple of it
+ * (tf_container_append_retirable), and punching gives back whole ones. */
+#define TF_PUNCH_BLOCK 4096u
 
 typedef struct {
     uint64_t seq;          /* commit number, from 1 */
@@ -41,6 +45,7 @@ typedef struct {
     uint64_t searched;   /* read-only: bytes searched for trailers */
     bool has_commit;
     tf_trailer last;     /* valid when has_commit */
+    bool retirable_run;  /* the last append was tf_container_append_retirable's */
 } tf_container;
 
 /* Creates a new, empty archive (fails if path exists). */
@@ -87,14 +92,26 @@ int tf_container_read_catalog(const tf_container *c, const tf_trailer *t, tf_buf
 /* Writer side: appends bytes after `end` (not yet committed); returns the
  * offset they were written at through *off. */
 int tf_container_append(tf_container *c, const void *p, size_t len, uint64_t *off, tf_error *e);
+/* Appends bytes that a later commit may retire (a payload that a
+ * redirect replaces, given back with tf_container_punch), as
+ * tf_container_append does, but a run of them (no other append between)
+ * starts at a multiple of TF_PUNCH_BLOCK: the bytes skipped are never
+ * written, and the blocks the run fills hold no bytes that stay, so
+ * once all of a run is retired all its blocks but its last (shared with
+ * what follows) are given back. Blobs need not be contiguous: a catalog
+ * names each payload by offset and length, and nothing reads the bytes
+ * between (format/catalog.h). */
+int tf_container_append_retirable(tf_container *c, const void *p, size_t len, uint64_t *off,
+                                  tf_error *e);
 /* Commits: fsync, append the compressed segment and trailer, fsync. On
  * failure the appended tail is cut off again and the archive is unchanged. */
 int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs, tf_error *e);
 /* Drops everything appended since the last commit. */
 void tf_container_rollback(tf_container *c);
-/* Gives back the space of committed bytes [off, off + len) that no
- * committed state reads (io/io.h punch); ENOTSUP where the storage
- * cannot. */
+/* Gives back the space of the whole TF_PUNCH_BLOCKs within committed
+ * bytes [off, off + len) that no committed state reads (io/io.h punch);
+ * the partial blocks at either end stay as they are. ENOTSUP where the
+ * storage cannot. */
 int tf_container_punch(tf_container *c, uint64_t off, uint64_t len, tf_error *e);
 
 #endif

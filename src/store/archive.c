@@ -29,6 +29,7 @@ struct tf_archive {
     tf_idmap ids; /* content id -> blob index */
     tf_archive_range *retired; /* payloads of redirected slots */
     size_t nretired, retired_cap;
+    size_t retired_by_last; /* index of the last commit's first one */
     tf_entry *entries; /* live entries in path order */
     size_t nentries, entries_cap;
     uint64_t next_ino;
@@ -435,6 +436,7 @@ static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
 
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
 {
+    ar->retired_by_last = ar->nretired;
     int rc = add_blobs(ar, seg, e);
     if (rc == 0)
         rc = apply_redirects(ar, seg, e);
@@ -763,6 +765,13 @@ uint64_t tf_archive_retired_bytes(const tf_archive *ar)
     for (size_t i = 0; i < ar->nretired; i++)
         n += ar->retired[i].len;
     return n;
+}
+
+size_t tf_archive_retired_by_last(const tf_archive *ar) { return ar->retired_by_last; }
+
+bool tf_blob_may_retire(const tf_blob *b)
+{
+    return !b->ref && b->dtype != TF_DT_NONE;
 }
 
 const tf_archive_range *tf_archive_retired(const tf_archive *ar, size_t *n)

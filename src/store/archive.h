@@ -89,6 +89,13 @@ typedef struct {
 const tf_archive_range *tf_archive_retired(const tf_archive *ar, size_t *n);
 /* Their bytes, in all. */
 uint64_t tf_archive_retired_bytes(const tf_archive *ar);
+/* The index in tf_archive_retired of the first range the last commit
+ * retired (n when it retired none). */
+size_t tf_archive_retired_by_last(const tf_archive *ar);
+/* Whether a later commit may retire blob b's payload, as the writer
+ * retires the newest checkpoint's keyframes: a tensor chunk that
+ * decodes without a reference. */
+bool tf_blob_may_retire(const tf_blob *b);
 uint64_t tf_archive_next_ino(const tf_archive *ar);
 
 /* Longest reference chain an archive may contain, whatever the writer's

@@ -17,6 +17,8 @@ void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
 
 static void commit_free(tf_commit *c)
 {
+    free(c->redirected);
+    c->redirected = NULL;
     tf_segment_free(&c->seg);
     tf_idmap_free(&c->pending);
 }
@@ -82,22 +84,52 @@ static int touch_directories(tf_commit *c, tf_error *e)
     return 0;
 }
 
-void tf_commit_give_back(tf_archive *ar, size_t from, bool *reported)
+static int cmp_range(const void *a, const void *b)
+{
+    uint64_t x = ((const tf_archive_range *)a)->off, y = ((const tf_archive_range *)b)->off;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts n ranges by offset and merges those that touch: a block shared
+ * by two retired payloads (neighbours in a run of them: append_blob) is
+ * given back with both. Returns how many are left. */
+static size_t merge_ranges(tf_archive_range *r, size_t n)
+{
+    qsort(r, n, sizeof *r, cmp_range);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k && r[k - 1].off + r[k - 1].len == r[i].off)
+            r[k - 1].len += r[i].len;
+        else
+            r[k++] = r[i];
+    }
+    return k;
+}
+
+int tf_commit_give_back(tf_archive *ar, size_t from, tf_error *e)
 {
     size_t n;
     const tf_archive_range *retired = tf_archive_retired(ar, &n);
-    for (size_t i = from; i < n; i++) {
-        tf_error e;
-        if (tf_container_punch(tf_archive_container(ar), retired[i].off, retired[i].len, &e) == 0)
+    if (from >= n)
+        return 0;
+    tf_archive_range *r = malloc((n - from) * sizeof *r);
+    if (!r)
+        return tf_fail(e, ENOMEM, "out of memory to give back retired space");
+    memcpy(r, retired + from, (n - from) * sizeof *r);
+    size_t merged = merge_ranges(r, n - from);
+    int rc = 0;
+    for (size_t i = 0; i < merged; i++) {
+        tf_error why;
+        if (tf_container_punch(tf_archive_container(ar), r[i].off, r[i].len, &why) == 0)
             continue;
-        if (!reported || !*reported)
-            fprintf(stderr, "trajfs: %s; the space of payloads that newer ones replaced stays "
-                    "in use until `trajpack gc`\n", e.msg);
-        if (reported)
-            *reported = true;
-        if (e.errnum == ENOTSUP)
-            return;
+        if (rc == 0)
+            *e = why;
+        rc = -1;
+        if (why.errnum == ENOTSUP)
+            break;
     }
+    free(r);
+    return rc;
 }
 
 static int cmp_redirect(const void *a, const void *b)
@@ -110,6 +142,7 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
 {
     size_t retired_before;
     tf_archive_retired(c->ar, &retired_before);
+    c->give_back = (tf_error){ 0 };
     /* The catalog lists redirects by slot. */
     if (c->seg.nredirects)
         qsort(c->seg.redirects, c->seg.nredirects, sizeof *c->seg.redirects, cmp_redirect);
@@ -135,7 +168,7 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
             if (hooks)
                 hooks->end(hooks->arg);
             /* Durable: no committed state reads what it retired. */
-            tf_commit_give_back(c->ar, retired_before, c->give_back_failed);
+            tf_commit_give_back(c->ar, retired_before, &c->give_back);
         }
     }
     if (rc < 0)
@@ -248,8 +281,9 @@ static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payl
     *b = *desc;
     b->enc_len = payload->len;
     b->enc_hash = tf_hash64(payload->data, payload->len);
-    if (tf_container_append(tf_archive_container(c->ar), payload->data, payload->len,
-                            &b->offset, e) < 0)
+    tf_container *ct = tf_archive_container(c->ar);
+    if ((tf_blob_may_retire(b) ? tf_container_append_retirable : tf_container_append)(
+            ct, payload->data, payload->len, &b->offset, e) < 0)
         return -1;
     return (int64_t)(c->seg.first_blob + c->seg.nblobs++);
 }
@@ -266,19 +300,28 @@ int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *p
     return idx;
 }
 
-static bool redirected(const tf_commit *c, uint64_t slot)
+/* Marks slot as redirected by this commit: 1 when it was already, 0
+ * when it is now, -1 without memory (a bit per slot of the archive). */
+static int mark_redirected(tf_commit *c, uint64_t slot, tf_error *e)
 {
-    for (uint64_t i = c->seg.nredirects; i-- > 0;)
-        if (c->seg.redirects[i].slot == slot)
-            return true;
-    return false;
+    if (!c->redirected &&
+        !(c->redirected = calloc(c->seg.first_blob / 64 + 1, sizeof *c->redirected)))
+        return tf_fail(e, ENOMEM, "out of memory");
+    uint64_t bit = UINT64_C(1) << (slot % 64);
+    if (c->redirected[slot / 64] & bit)
+        return 1;
+    c->redirected[slot / 64] |= bit;
+    return 0;
 }
 
 int tf_commit_redirect(tf_commit *c, uint64_t slot, const tf_buf *payload, uint8_t codec,
                        uint64_t ref, uint64_t model, tf_error *e)
 {
-    if (redirected(c, slot))
-        return 0;
+    int was = slot < c->seg.first_blob ? mark_redirected(c, slot, e)
+                                       : tf_fail(e, EINVAL, "blob %llu is not stored yet",
+                                                 (unsigned long long)slot);
+    if (was != 0)
+        return was > 0 ? 0 : -1;
     if (room_for_one((void **)&c->seg.redirects, &c->redirects_cap, c->seg.nredirects,
                      sizeof *c->seg.redirects, e) < 0)
         return -1;

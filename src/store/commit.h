@@ -27,8 +27,11 @@ typedef struct {
     tf_segment seg;
     uint64_t blobs_cap, entries_cap, redirects_cap;
     tf_idmap pending; /* ids of the blobs this commit appends */
-    bool *give_back_failed; /* the writer's: a failure to give space back
-                               was reported (NULL: report every one) */
+    uint64_t *redirected;   /* a bit per stored slot: redirected by this
+                               commit (allocated at its first redirect) */
+    tf_error give_back;     /* after tf_commit_finish: why the space it
+                               retired was not all given back (errnum 0:
+                               it was) */
 } tf_commit;
 
 void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
@@ -41,11 +44,12 @@ int tf_commit_finish(tf_commit *c, tf_error *e);
 void tf_commit_abort(tf_commit *c);
 
 /* Gives back the space of the payloads that redirects retired
- * (tf_archive_retired), from the from'th on: punched holes, once the
- * commits that retired them are durable. Storage that cannot punch, or
- * fails to, keeps the space (trajpack gc gives it back): reported on
- * stderr once when *reported is false, which it then becomes. */
-void tf_commit_give_back(tf_archive *ar, size_t from, bool *reported);
+ * (tf_archive_retired), from the from'th on, once the commits that
+ * retired them are durable: ranges that touch merged, whole blocks
+ * punched (tf_container_punch). Storage that cannot punch, or fails to,
+ * keeps the space (trajpack gc gives it back): -1, the first failure in
+ * e. */
+int tf_commit_give_back(tf_archive *ar, size_t from, tf_error *e);
 
 /* Adds an entry of the given kind at path. attrs NULL: mode 0755, the
  * current time, and a new inode number (a directory added again keeps

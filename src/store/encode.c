@@ -198,9 +198,12 @@ int tf_encode_chunk_as(tf_chunk_job *job, unsigned codec, tf_error *e)
     const tf_codec *c = tf_codec_get(codec);
     tf_codec_ctx ctx = { .dtype = job->dtype, .ref = job->ref, .ref_len = job->ref ? job->len : 0 };
     job->out.len = 0;
-    if (!c || c->needs_model || c->delta != (job->ref != NULL))
+    job->model.len = 0;
+    if (!c || c->delta != (job->ref != NULL) || (c->needs_model && !c->fit_encode))
         return tf_fail(e, EINVAL, "codec %u does not apply to the chunk", codec);
-    if (c->encode(job->src, job->len, &ctx, &job->out, e) < 0)
+    int rc = c->needs_model ? c->fit_encode(job->src, job->len, &ctx, &job->model, &job->out, e)
+                            : c->encode(job->src, job->len, &ctx, &job->out, e);
+    if (rc < 0)
         return -1;
     job->codec = (uint8_t)codec;
     return 0;

@@ -104,31 +104,39 @@ static int mark_live(rewrite *r, tf_error *e)
     return 0;
 }
 
-/* Copies the payloads of the kept blobs into the new archive. A damaged
- * one stops the gc, and the old archive stays as it is: a rewrite must
- * not pass damage on as if it were data (trajpack verify names the files
- * that use it). */
+/* Copies the payloads of the kept blobs into the new archive: first
+ * those a later commit may retire, in one run whose blocks are theirs
+ * alone (tf_container_append_retirable), then the others; a blob's
+ * index and offset need not be in the same order. A damaged one stops
+ * the gc, and the old archive stays as it is: a rewrite must not pass
+ * damage on as if it were data (trajpack verify names the files that
+ * use it). */
 static int copy_blobs(rewrite *r, tf_error *e)
 {
     r->seg.blobs = calloc(r->kept ? r->kept : 1, sizeof *r->seg.blobs);
     if (!r->seg.blobs)
         return tf_fail(e, ENOMEM, "out of memory");
+    r->seg.nblobs = r->kept;
     tf_buf payload = { 0 };
     int rc = 0;
-    for (uint64_t k = 0; rc == 0 && k < r->kept; k++) {
-        uint64_t i = r->order[k];
-        tf_blob b = *tf_archive_blob(r->old, i);
-        rc = tf_blob_read_payload(r->old, &b, &payload, e);
-        if (rc < 0)
-            tf_error_prefix(e, "cannot copy blob %llu", (unsigned long long)i);
-        else
-            rc = tf_container_append(&r->out, payload.data, payload.len, &b.offset, e);
-        b.ref = b.ref ? r->renumber[b.ref - 1] : 0; /* both are index + 1 */
-        b.model = b.model ? r->renumber[b.model - 1] : 0;
-        r->seg.blobs[r->seg.nblobs++] = b;
-        if (rc == 0 && r->progress)
-            r->progress(r->progress_arg, b.enc_len);
-    }
+    for (int retirable = 1; retirable >= 0; retirable--)
+        for (uint64_t k = 0; rc == 0 && k < r->kept; k++) {
+            uint64_t i = r->order[k];
+            tf_blob b = *tf_archive_blob(r->old, i);
+            if (tf_blob_may_retire(&b) != retirable)
+                continue;
+            rc = tf_blob_read_payload(r->old, &b, &payload, e);
+            if (rc < 0)
+                tf_error_prefix(e, "cannot copy blob %llu", (unsigned long long)i);
+            else
+                rc = (retirable ? tf_container_append_retirable : tf_container_append)(
+                    &r->out, payload.data, payload.len, &b.offset, e);
+            b.ref = b.ref ? r->renumber[b.ref - 1] : 0; /* both are index + 1 */
+            b.model = b.model ? r->renumber[b.model - 1] : 0;
+            r->seg.blobs[k] = b;
+            if (rc == 0 && r->progress)
+                r->progress(r->progress_arg, b.enc_len);
+        }
     tf_buf_free(&payload);
     return rc;
 }

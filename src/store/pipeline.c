@@ -40,6 +40,15 @@ typedef struct {
     size_t nchunks;
     unsigned chunk_shift;
     tf_pool *pool;         /* the encoder's threads; NULL: the calling one */
+    /* Reverse deltas encoded, stored once TF_REVERSE_BATCH bytes of them
+     * wait or the file ends (flush_reverse). */
+    struct pending_reverse {
+        uint64_t slot, keyframe; /* the slot redirected; its reference */
+        uint8_t codec;
+        tf_buf out, model;
+    } *reverse;
+    size_t nreverse, reverse_cap;
+    size_t reverse_bytes;
     /* By codec id, for the codecs with a search: the options of every
      * fit (sampled without opts->search; with it, the prior learned from
      * the file's tensors, freed with the file). */
@@ -152,26 +161,22 @@ static void offer_models(const file_job *f, const tf_span *s, tf_chunk_job *job)
 }
 
 /* The reverse delta of chunk ch (a keyframe of the newest checkpoint):
- * its reference chunk ref re-encoded against ch's bytes, kept when a
- * delta wins and, with its model, is smaller than the reference's
- * keyframe. */
-static int encode_reverse(file_job *f, chunk *ch, const uint8_t *ref, tf_error *e)
+ * its reference chunk ref re-encoded with ULP against ch's bytes, kept
+ * when, with its model, it is smaller than the reference's keyframe.
+ * ULP alone: the slot needs a delta (a keyframe stays as it is), and
+ * ULP's is the delta of float checkpoints. */
+static void encode_reverse(file_job *f, chunk *ch, const uint8_t *ref)
 {
     const tf_span *s = &f->spans[ch->span];
     uint64_t slot = s->ref_blobs[ch->index];
-    ch->rev = (tf_chunk_job){ .src = ref, .len = ch->len, .dtype = s->dtype, .ref = ch->data,
-                              .estimate = true };
-    ch->rev.fit_chunk[TF_CODEC_ULP] = true;
-    if (tf_encode_chunk(&ch->rev, e) < 0)
-        return -1;
-    if (tf_codec_get(ch->rev.codec)->delta &&
+    ch->rev = (tf_chunk_job){ .src = ref, .len = ch->len, .dtype = s->dtype, .ref = ch->data };
+    if (tf_encode_chunk_as(&ch->rev, TF_CODEC_ULP, NULL) == 0 &&
         ch->rev.out.len + ch->rev.model.len < tf_archive_blob(f->c->ar, slot)->enc_len) {
         ch->rev_slot = slot + 1;
-        return 0;
+        return;
     }
     tf_buf_free(&ch->rev.out); /* the keyframe stays */
     tf_buf_free(&ch->rev.model);
-    return 0;
 }
 
 /* Encodes chunk ch (read) with what its span offers: its reference chunk,
@@ -185,7 +190,7 @@ static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
     *job = (tf_chunk_job){ .src = ch->data, .len = ch->len, .dtype = s->dtype,
                            .estimate = !f->opts->search };
     bool forward = chunk_has_ref(f, s, ch->index), reverse = chunk_reverses(f, s, ch);
-    if (!reverse)
+    if (!s->reverse)
         offer_models(f, s, job);
     uint8_t *ref = NULL;
     if (forward || reverse) {
@@ -200,7 +205,7 @@ static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
     if (reverse) {
         rc = tf_encode_newest_keyframe(job, e);
         if (rc == 0)
-            rc = encode_reverse(f, ch, ref, e);
+            encode_reverse(f, ch, ref);
     } else if (s->reverse) {
         rc = tf_encode_newest_keyframe(job, e);
     } else {
@@ -288,15 +293,52 @@ static void keep_seed(tf_seeds *s, uint64_t blob, uint8_t **data, size_t len)
     *data = NULL;
 }
 
-/* The reverse delta of chunk ch (and its model), after its reference,
- * ch's keyframe; its slot redirected to it. */
-static int store_reverse(file_job *f, chunk *ch, tf_error *e)
+/* Reverse deltas (permanent) wait to be stored after the file's
+ * keyframes (retired by the file's successor), so that the keyframes
+ * lie in runs that give back whole blocks (tf_container_append_retirable):
+ * at most this many bytes of them, a run's last partial block lost per
+ * batch. */
+#define TF_REVERSE_BATCH ((size_t)32 << 20)
+
+/* Stores the reverse deltas waiting (and their models), each redirecting
+ * its slot, after its reference, the keyframe of the chunk it came with. */
+static int flush_reverse(file_job *f, tf_error *e)
 {
-    int64_t model = ch->rev.model.len ? store_model(f->c, f, &ch->rev.model, e) : -1;
-    if (ch->rev.model.len && model < 0)
-        return -1;
-    return tf_commit_redirect(f->c, ch->rev_slot - 1, &ch->rev.out, ch->rev.codec,
-                              ch->blob + 1, (uint64_t)(model + 1), e);
+    int rc = 0;
+    for (size_t i = 0; i < f->nreverse; i++) {
+        struct pending_reverse *r = &f->reverse[i];
+        int64_t model = rc == 0 && r->model.len ? store_model(f->c, f, &r->model, e) : -1;
+        if (rc == 0 && r->model.len && model < 0)
+            rc = -1;
+        if (rc == 0)
+            rc = tf_commit_redirect(f->c, r->slot, &r->out, r->codec, r->keyframe + 1,
+                                    (uint64_t)(model + 1), e);
+        tf_buf_free(&r->out);
+        tf_buf_free(&r->model);
+    }
+    f->nreverse = 0;
+    f->reverse_bytes = 0;
+    return rc;
+}
+
+/* Queues the reverse delta of chunk ch (its buffers taken), after ch's
+ * keyframe, stored as ch->blob. */
+static int queue_reverse(file_job *f, chunk *ch, tf_error *e)
+{
+    if (f->nreverse == f->reverse_cap) {
+        size_t cap = f->reverse_cap ? 2 * f->reverse_cap : 64;
+        struct pending_reverse *r = realloc(f->reverse, cap * sizeof *r);
+        if (!r)
+            return tf_fail(e, ENOMEM, "out of memory");
+        f->reverse = r;
+        f->reverse_cap = cap;
+    }
+    f->reverse[f->nreverse++] = (struct pending_reverse){
+        ch->rev_slot - 1, ch->blob, ch->rev.codec, ch->rev.out, ch->rev.model };
+    f->reverse_bytes += ch->rev.out.len + ch->rev.model.len;
+    ch->rev.out = (tf_buf){ 0 };
+    ch->rev.model = (tf_buf){ 0 };
+    return f->reverse_bytes >= TF_REVERSE_BATCH ? flush_reverse(f, e) : 0;
 }
 
 static int chunk_sink(void *arg, size_t i, tf_error *e)
@@ -312,7 +354,7 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
     } else {
         rc = store_chunk(f, ch, e);
         if (rc == 0 && ch->rev_slot)
-            rc = store_reverse(f, ch, e);
+            rc = queue_reverse(f, ch, e);
     }
     tf_buf_free(&ch->rev.out);
     tf_buf_free(&ch->rev.model);
@@ -531,6 +573,11 @@ static void file_job_free(file_job *f)
     for (unsigned id = 0; id < TF_CODEC_COUNT; id++)
         if (searching_codec(id) && f->search_opts[id].prior)
             searching_codec(id)->search->prior_free((void *)f->search_opts[id].prior);
+    for (size_t i = 0; i < f->nreverse; i++) {
+        tf_buf_free(&f->reverse[i].out);
+        tf_buf_free(&f->reverse[i].model);
+    }
+    free(f->reverse);
     free(f->chunks);
     tf_pool_free(f->pool);
 }
@@ -553,6 +600,8 @@ int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, const tf_source *sr
     if (rc == 0)
         rc = tf_pool_run_ordered(f.pool, f.nchunks, TF_PIPELINE_WINDOW * (size_t)opts->threads,
                                  chunk_work, chunk_sink, &f, e);
+    if (rc == 0)
+        rc = flush_reverse(&f, e);
     if (rc == 0) {
         ent->nchunks = f.nchunks;
         ent->chunks = malloc((f.nchunks ? f.nchunks : 1) * sizeof *ent->chunks);

@@ -33,6 +33,24 @@ static size_t seeds_bytes(const tf_writer *w)
     return cache_bytes(w) < WRITER_SEEDS_BYTES ? cache_bytes(w) : WRITER_SEEDS_BYTES;
 }
 
+/* A failure to give retired space back is worth one warning a writer:
+ * kept until the report of the add it happened in (or, at open, of the
+ * next add) carries it. */
+static void note_give_back(tf_writer *w, const tf_error *why)
+{
+    if (why->errnum && !w->give_back_warned) {
+        w->give_back_pending = *why;
+        w->give_back_warned = true;
+    }
+}
+
+/* Moves a pending give-back failure into the report of the add. */
+static void report_give_back(tf_writer *w)
+{
+    w->report.give_back = w->give_back_pending;
+    w->give_back_pending = (tf_error){ 0 };
+}
+
 int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
                    const tf_write_opts *opts, tf_writer **out, tf_error *e)
 {
@@ -52,10 +70,16 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
         return -1;
     }
     atomic_init(&w->next_ino, tf_archive_next_ino(w->ar));
-    /* A writer that died between a commit and giving back what it
-     * retired left that space in use: punching a hole again costs
-     * little, so every writer gives all of it back when it starts. */
-    tf_commit_give_back(w->ar, 0, &w->give_back_failed);
+    /* Each commit's writer gives back what the commit retired once it is
+     * durable (tf_commit_finish). One that died in between left that
+     * space in use, and only the last commit's: a writer opens the
+     * archive, and so runs this, before it makes a commit, and every
+     * commit before the last was followed by one, whose writer gave back
+     * the earlier one's when it opened if its own writer had not. A
+     * range given back twice costs a punch of a hole already there. */
+    tf_error why = { 0 };
+    tf_commit_give_back(w->ar, tf_archive_retired_by_last(w->ar), &why);
+    note_give_back(w, &why);
     w->reader = tf_reader_new(w->ar, cache_bytes(w));
     w->refs = tf_ref_index_new();
     if (!w->reader || !w->refs) {
@@ -106,19 +130,31 @@ bool tf_add_report_unmatched(const tf_add_report *r)
     return r->tensor_file && r->run_files > 0 && r->referenced_bytes * 2 < r->tensor_bytes;
 }
 
+bool tf_add_report_warns(const tf_add_report *r)
+{
+    return tf_add_report_unmatched(r) || r->give_back.errnum;
+}
+
 void tf_add_report_warning(const tf_add_report *r, char *buf, size_t n)
 {
-    snprintf(buf, n, "references found for %.0f%% of its float tensor bytes, though its run has "
-             "%llu tensor file%s already (renamed tensors, another dtype or another model?): "
-             "the rest is stored standalone",
-             r->tensor_bytes ? 100.0 * (double)r->referenced_bytes / (double)r->tensor_bytes : 0.0,
-             (unsigned long long)r->run_files, r->run_files == 1 ? "" : "s");
+    int k = 0;
+    if (tf_add_report_unmatched(r))
+        k = snprintf(buf, n, "references found for %.0f%% of its float tensor bytes, though its "
+                     "run has %llu tensor file%s already (renamed tensors, another dtype or "
+                     "another model?): the rest is stored standalone",
+                     r->tensor_bytes ? 100.0 * (double)r->referenced_bytes /
+                                       (double)r->tensor_bytes : 0.0,
+                     (unsigned long long)r->run_files, r->run_files == 1 ? "" : "s");
+    if (r->give_back.errnum && k >= 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, "%s%s; the space of payloads that newer ones replaced "
+                 "stays in use until `trajpack gc`", k ? "; " : "", r->give_back.msg);
+    else if (k == 0 && n)
+        buf[0] = '\0';
 }
 
 void tf_writer_begin_commit(tf_writer *w, tf_commit *c)
 {
     tf_commit_begin(c, w->ar, &w->opts, &w->next_ino);
-    c->give_back_failed = &w->give_back_failed;
 }
 
 int tf_writer_end_commit(tf_commit *c, int rc, tf_error *e)
@@ -218,6 +254,8 @@ static int add_regular(tf_writer *w, const tf_source *src, const add_how *how, t
     if (rc == 0 && src->growing)
         settled = (rc = settle(&c, src, e)) == 0;
     rc = tf_writer_end_commit(&c, rc, e);
+    note_give_back(w, &c.give_back);
+    report_give_back(w);
     if (settled)
         src->growing->release(src->growing->arg, rc == 0);
     if (rc == 0)

@@ -87,6 +87,9 @@ typedef struct {
     uint64_t tensor_bytes;     /* bytes of its float tensors */
     uint64_t referenced_bytes; /* of those, in tensors that found a reference */
     uint64_t run_files;        /* tensor files of its run already stored */
+    /* Why retired space was not given back (store/commit.h), the first
+     * time for the writer; errnum 0 otherwise. */
+    tf_error give_back;
 } tf_add_report;
 
 const tf_add_report *tf_writer_last_report(const tf_writer *w);
@@ -95,7 +98,10 @@ const tf_add_report *tf_writer_last_report(const tf_writer *w);
  * nothing stored (renamed, or of another model), and it is stored
  * standalone. Worth a warning. */
 bool tf_add_report_unmatched(const tf_add_report *r);
-/* The warning for such a report, into buf (n bytes). */
+/* Whether the report is worth a warning: unmatched, or space that could
+ * not be given back. */
+bool tf_add_report_warns(const tf_add_report *r);
+/* The warning for such a report, one line, into buf (n bytes). */
 void tf_add_report_warning(const tf_add_report *r, char *buf, size_t n);
 
 /* Edits of the tree, one commit each; the errors are rename(2)'s and

@@ -20,7 +20,8 @@ struct tf_writer {
     tf_ref_index *refs;
     tf_add_report report; /* of the last file added */
     bool drop_references; /* tf_writer_keep_references(w, false) */
-    bool give_back_failed; /* reported once (tf_commit_give_back) */
+    bool give_back_warned; /* a failure to give space back was noted */
+    tf_error give_back_pending; /* it, until a report carries it */
     _Atomic uint64_t next_ino;
 };
 
