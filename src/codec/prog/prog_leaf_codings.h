@@ -1,7 +1,8 @@
-/* Internal to the literal leaf coder (prog_leaf*.c): one set of functions
- * per entropy coding, over byte symbols. Each *_plan fills plan with its
- * best variant and that variant's exact body size; -1 means out of
- * memory. */
+/* Internal to the literal leaf coder (prog_leaf*.c), and used by the
+ * keyframe codec (codec/keyframe.c), whose byte planes are literals: one
+ * set of functions per entropy coding, over byte symbols. Each *_plan
+ * fills plan with its best variant and that variant's exact body size;
+ * -1 means out of memory. */
 #ifndef TRAJFS_CODEC_PROG_PROG_LEAF_CODINGS_H
 #define TRAJFS_CODEC_PROG_PROG_LEAF_CODINGS_H
 
