@@ -16,6 +16,9 @@
  * more (a constant sign: 7 bits), not for the last percent of a
  * mantissa byte. */
 #define KF_CODE_BITS 7.5
+/* The exponent plane is coded unless its sample takes more than this
+ * many bits a byte (random bytes, which Huffman codes cannot shorten). */
+#define KF_EXPONENT_BITS 7.9
 /* Elements decoded and joined at a time: their planes stay in cache; a
  * multiple of a turn of HUFF4 streams, which decode fastest whole. */
 #define KF_PIECE ((size_t)4096)
@@ -35,47 +38,11 @@ static unsigned width_of(unsigned dtype)
 
 /* ---- encoding ---- */
 
-/* Bytes counted at a time into 32-bit tables. */
-#define COUNT_BLOCK ((size_t)1 << 31)
-
-/* Counts of the n bytes at p in each HUFF4 stream (prog_leaf.h): stream
- * by stream, into eight tables, so that consecutive equal bytes (an
- * exponent's run) do not wait on each other's increments. */
-static int count_streams(const uint8_t *p, size_t n, tf_prog_huff_counts *c, tf_error *e)
-{
-    const size_t seg = TF_PROG_HUFF_SEGMENT, turn = TF_PROG_HUFF_STREAMS * seg;
-    uint32_t(*t)[256] = calloc(8, sizeof *t);
-    if (!t)
-        return tf_fail(e, ENOMEM, "keyframe: out of memory");
-    memset(c, 0, sizeof *c);
-    for (size_t block = 0; block < n; block += COUNT_BLOCK) {
-        const size_t block_end = n - block < COUNT_BLOCK ? n : block + COUNT_BLOCK;
-        for (unsigned s = 0; s < TF_PROG_HUFF_STREAMS; s++) {
-            for (size_t at = block + s * seg; at < block_end; at += turn) {
-                const size_t end = block_end - at < seg ? block_end : at + seg;
-                size_t i = at;
-                for (; i + 8 <= end; i += 8) {
-                    uint64_t x = tf_le64_get(p + i);
-                    for (unsigned k = 0; k < 8; k++)
-                        t[k][x >> 8 * k & 0xff]++;
-                }
-                for (; i < end; i++)
-                    t[0][p[i]]++;
-            }
-            for (unsigned v = 0; v < 256; v++)
-                for (unsigned k = 0; k < 8; k++) {
-                    c->count[s][v] += t[k][v];
-                    t[k][v] = 0;
-                }
-        }
-    }
-    free(t);
-    return 0;
-}
-
-/* Which planes are worth counting for coding (want[p]): the exponent's
- * always, another where its sample's entropy is low enough. */
-static int plan_planes(const uint8_t *src, size_t n, unsigned w, bool *want, tf_error *e)
+/* Byte counts of each plane in the sample (codec/sample.h) of n >= 1
+ * elements, and which planes are worth coding (want[p]): the exponent's
+ * unless it looks random, another where its entropy is low enough. */
+static int plan_planes(const uint8_t *src, size_t n, unsigned w, uint64_t (*count)[256],
+                       bool *want, tf_error *e)
 {
     const size_t runs = tf_sample_runs(n), run = tf_sample_run_len(n), m = runs * run;
     uint8_t *sample = malloc(m * w + 1);
@@ -90,12 +57,12 @@ static int plan_planes(const uint8_t *src, size_t n, unsigned w, bool *want, tf_
             at[p] = plane[p] + k * run;
         tf_keyframe_split(src + tf_sample_run_start(n, k) * w, run, w, at);
     }
-    want[0] = true;
-    for (unsigned p = 1; p < w; p++) {
-        uint64_t count[256] = { 0 };
+    for (unsigned p = 0; p < w; p++) {
+        memset(count[p], 0, sizeof count[p]);
         for (size_t i = 0; i < m; i++)
-            count[plane[p][i]]++;
-        want[p] = tf_rans_entropy_bits(count, 1, 256) <= KF_CODE_BITS * (double)m;
+            count[p][plane[p][i]]++;
+        const double bits = p ? KF_CODE_BITS : KF_EXPONENT_BITS;
+        want[p] = tf_rans_entropy_bits(count[p], 1, 256) <= bits * (double)m;
     }
     free(sample);
     return 0;
@@ -122,29 +89,40 @@ static int put_raw(const uint8_t *plane, size_t n, tf_buf *out, tf_error *e)
                : 0;
 }
 
-/* Plane of n >= 1 bytes, worth coding: constant, in Huffman codes, or
- * raw, whichever is smallest. */
-static int put_coded(const uint8_t *plane, size_t n, tf_buf *out, tf_error *e)
+/* Plane of n >= 1 bytes, worth coding: constant, in Huffman codes or
+ * raw, whichever is smallest. The codes are fitted on the plane's
+ * sample counts, which the byte values of the plane that the sample
+ * missed join with a count below any it saw. */
+static int put_coded(const uint8_t *plane, size_t n, const uint64_t *sample, tf_buf *out,
+                     tf_error *e)
 {
-    tf_prog_huff_counts *c = malloc(sizeof *c);
-    if (!c)
+    uint8_t lo, hi;
+    tf_keyframe_range(plane, n, &lo, &hi);
+    if (lo == hi)
+        return put_const(lo, out, e);
+    uint64_t count[256] = { 0 };
+    for (unsigned v = lo; v <= hi; v++)
+        count[v] = 16 * sample[v] + 1;
+    uint8_t len[256];
+    tf_huff_lengths(count, 256, tf_prog_huff_limit(n), len);
+    /* the body after room for its head, which tells its length */
+    const size_t start = out->len, head = 1 + 10;
+    uint8_t *gap = tf_buf_reserve(out, head + 1);
+    if (!gap)
         return tf_fail(e, ENOMEM, "keyframe: out of memory");
-    int rc = count_streams(plane, n, c, e);
-    const uint64_t all = c->count[0][plane[0]] + c->count[1][plane[0]] +
-                         c->count[2][plane[0]] + c->count[3][plane[0]];
-    tf_prog_lit_plan huff, huff4;
-    if (rc == 0 && all == n)
-        rc = put_const(plane[0], out, e);
-    else if (rc == 0 && tf_prog_huff_plan_counts(c, n, 256, &huff, &huff4) < 0)
-        rc = tf_fail(e, ENOMEM, "keyframe: out of memory");
-    else if (rc == 0 && huff4.size < 1 + n)
-        rc = put_literal_head(TF_PROG_CODE_HUFF4, huff4.size, out, e) < 0
-                 ? -1
-                 : tf_prog_huff_write_counts(plane, n, 256, c, TF_PROG_CODE_HUFF4, out, e);
-    else if (rc == 0)
-        rc = put_raw(plane, n, out, e);
-    free(c);
-    return rc;
+    tf_buf_commit(out, head);
+    tf_buf_u8(out, TF_PROG_CODE_HUFF4);
+    if (tf_prog_huff_write_lengths(plane, n, 256, len, TF_PROG_CODE_HUFF4, out, e) < 0)
+        return -1;
+    const size_t body = out->len - start - head;
+    out->len = start;
+    if (body >= 1 + n) /* codes do not pay */
+        return put_raw(plane, n, out, e);
+    tf_buf_u8(out, PLANE_LITERAL); /* within the room reserved */
+    tf_buf_varint(out, body);
+    memmove(out->data + out->len, out->data + start + head, body);
+    tf_buf_commit(out, body);
+    return 0;
 }
 
 static int keyframe_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,
@@ -155,17 +133,25 @@ static int keyframe_encode(const uint8_t *src, size_t len, const tf_codec_ctx *c
         return tf_fail(e, EINVAL, "keyframe: needs a F16, BF16 or F32 dtype");
     const size_t n = len / w, whole = n * w;
     bool want[4] = { false };
-    if (n && plan_planes(src, n, w, want, e) < 0)
+    uint64_t(*count)[256] = malloc(4 * sizeof *count);
+    if (!count)
+        return tf_fail(e, ENOMEM, "keyframe: out of memory");
+    if (n && plan_planes(src, n, w, count, want, e) < 0) {
+        free(count);
         return -1;
+    }
     /* Planes go lowest first. Those raw ahead of the first one worth
      * coding are split straight into their place in out: room for all
-     * planes raw, so that out does not move while they are split. */
+     * planes raw and for the codes of one at their longest (12 bits a
+     * byte), so that out does not move while they are split, nor, as a
+     * rule, after. */
     unsigned held = 0; /* planes split into planes[] */
     for (unsigned q = 0; q < w; q++)
         held += held || want[w - 1 - q];
     uint8_t *planes = malloc(held * n + 1);
-    if (!planes || !tf_buf_reserve(out, len + 32 * w)) {
+    if (!planes || !tf_buf_reserve(out, len + n / 2 + 64 * w)) {
         free(planes);
+        free(count);
         return tf_fail(e, ENOMEM, "keyframe: out of memory");
     }
     uint8_t *plane[4];
@@ -183,9 +169,10 @@ static int keyframe_encode(const uint8_t *src, size_t len, const tf_codec_ctx *c
     int rc = 0;
     for (unsigned q = w - held; q < w && rc == 0; q++) {
         const unsigned p = w - 1 - q;
-        rc = want[p] ? put_coded(plane[p], n, out, e) : put_raw(plane[p], n, out, e);
+        rc = want[p] ? put_coded(plane[p], n, count[p], out, e) : put_raw(plane[p], n, out, e);
     }
     free(planes);
+    free(count);
     if (rc == 0 && tf_buf_put(out, src + whole, len - whole) < 0)
         rc = tf_fail(e, ENOMEM, "keyframe: out of memory");
     return rc;

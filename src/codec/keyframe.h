@@ -10,10 +10,13 @@
  * as a literal of prog's (prog_leaf.h) of 8-bit words: in four streams
  * of Huffman codes (HUFF4, prog's fastest to decode) where that is
  * smaller, raw otherwise. Huffman codes are tried for the exponent plane
- * always, for another only where its sample (codec/sample.h) is far from
- * uniform (a constant sign, a mantissa of few bits). No dictionary, no
- * match search, no model: a pass to split the planes, one to count, one
- * to code; decoding is the literals' and a pass that joins the planes.
+ * unless its sample (codec/sample.h) looks random, for another plane
+ * only where its sample is far from uniform (a constant sign, a mantissa
+ * of few bits); they are fitted on the sample's counts, every value
+ * between the plane's least and greatest given a code. No dictionary,
+ * no match search, no model, no count of the whole plane: a pass to
+ * split the planes, one for a coded plane's range, one to code it;
+ * decoding is the literals' and a pass that joins the planes.
  *
  * Payload, w = element size, n = len / w:
  *   per plane, the lowest first: p = w - 1 .. 0 (byte w - 1 - p of the

@@ -131,6 +131,27 @@ TF_AVX2_FUNCTION size_t join4_avx2(const uint8_t *const *plane, size_t n, uint8_
     }
     return i;
 }
+
+TF_AVX2_FUNCTION size_t range_avx2(const uint8_t *p, size_t n, uint8_t *lo, uint8_t *hi)
+{
+    if (n < 32)
+        return 0;
+    __m256i least = _mm256_loadu_si256((const __m256i *)p), most = least;
+    size_t i = 32;
+    for (; i + 32 <= n; i += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(p + i));
+        least = _mm256_min_epu8(least, v);
+        most = _mm256_max_epu8(most, v);
+    }
+    uint8_t l[32], m[32];
+    _mm256_storeu_si256((__m256i *)l, least);
+    _mm256_storeu_si256((__m256i *)m, most);
+    for (int k = 0; k < 32; k++) {
+        *lo = l[k] < *lo ? l[k] : *lo;
+        *hi = m[k] > *hi ? m[k] : *hi;
+    }
+    return i;
+}
 #endif
 
 /* The elements an AVX2 loop did, where the CPU has AVX2. */
@@ -154,4 +175,13 @@ void tf_keyframe_join(const uint8_t *const *plane, size_t n, unsigned w, uint8_t
         join_w(plane, AVX2_DONE(join2_avx2(plane, n, dst)), n, 2, dst);
     else
         join_w(plane, AVX2_DONE(join4_avx2(plane, n, dst)), n, 4, dst);
+}
+
+void tf_keyframe_range(const uint8_t *p, size_t n, uint8_t *lo, uint8_t *hi)
+{
+    *lo = *hi = p[0];
+    for (size_t i = AVX2_DONE(range_avx2(p, n, lo, hi)); i < n; i++) {
+        *lo = p[i] < *lo ? p[i] : *lo;
+        *hi = p[i] > *hi ? p[i] : *hi;
+    }
 }

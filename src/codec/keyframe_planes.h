@@ -13,5 +13,7 @@
 void tf_keyframe_split(const uint8_t *src, size_t n, unsigned w, uint8_t *const *plane);
 /* The inverse: n elements to dst from the planes. */
 void tf_keyframe_join(const uint8_t *const *plane, size_t n, unsigned w, uint8_t *dst);
+/* The least and the greatest of the n >= 1 bytes at p. */
+void tf_keyframe_range(const uint8_t *p, size_t n, uint8_t *lo, uint8_t *hi);
 
 #endif
