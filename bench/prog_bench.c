@@ -54,9 +54,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <zstd.h>
 
+#include "bench_util.h"
 #include "codec/entropy/huffman.h"
 #include "codec/entropy/rans.h"
 #include "codec/prog/prog.h"
@@ -97,34 +97,6 @@ typedef struct {
     char text[160];
     size_t count, bytes;
 } program_count;
-
-/* CPU time of this thread: both decoders run single-threaded, and on a
- * shared machine the time others take the core would otherwise count. */
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint8_t *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    uint8_t *data = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long size = ftell(f);
-        data = size >= 0 ? malloc((size_t)size + 1) : NULL;
-        if (data && (fseek(f, 0, SEEK_SET) != 0 || fread(data, 1, (size_t)size, f) != (size_t)size)) {
-            free(data);
-            data = NULL;
-        }
-        *len = size >= 0 ? (size_t)size : 0;
-    }
-    fclose(f);
-    return data;
-}
 
 static unsigned elem_size(unsigned dtype)
 {
@@ -252,10 +224,10 @@ static int encode_tensor(tensor *all, size_t i, const tf_prog_fit_opts *opts, si
                          double *fit_s, double *encode_s, tf_error *e)
 {
     tensor *t = &all[i];
-    double start = now();
+    double start = bench_thread_seconds();
     if (tf_prog_fit(t->data, t->len, t->dtype, opts, &t->model, e) < 0)
         return -1;
-    double fitted = now();
+    double fitted = bench_thread_seconds();
     *fit_s += fitted - start;
     size_t chunk = CHUNK_ELEMS * elem_size(t->dtype);
     t->n_chunks = t->len ? (t->len + chunk - 1) / chunk : 1;
@@ -270,7 +242,7 @@ static int encode_tensor(tensor *all, size_t i, const tf_prog_fit_opts *opts, si
             return -1;
         *bytes += t->copy ? 0 : t->chunks[c].len;
     }
-    *encode_s += now() - fitted;
+    *encode_s += bench_thread_seconds() - fitted;
     return 0;
 }
 
@@ -291,7 +263,7 @@ static int encode_sampled(tensor *t, size_t nt, size_t *bytes, double *seconds, 
             return tf_fail(e, ENOMEM, "out of memory");
         for (size_t c = 0; c < t[i].n_chunks; c++) {
             size_t at = c * chunk, len = t[i].len - at < chunk ? t[i].len - at : chunk;
-            double start = now();
+            double start = bench_thread_seconds();
             model.len = 0;
             if (tf_prog_fit(t[i].data + at, len, t[i].dtype, &opts, &model, NULL) == 0) {
                 tf_codec_ctx ctx = { .dtype = t[i].dtype, .model = model.data,
@@ -299,7 +271,7 @@ static int encode_sampled(tensor *t, size_t nt, size_t *bytes, double *seconds, 
                 if (tf_codec_prog.encode(t[i].data + at, len, &ctx, &t[i].sampled[c], e) < 0)
                     return -1;
             }
-            *seconds += now() - start;
+            *seconds += bench_thread_seconds() - start;
             *bytes += t[i].copy ? 0 : t[i].sampled[c].len ? t[i].sampled[c].len : len;
         }
     }
@@ -358,7 +330,7 @@ static size_t baseline_bytes(const tensor *t, size_t nt, double *seconds)
 {
     tf_buf out = { 0 };
     size_t bytes = 0;
-    double start = now();
+    double start = bench_thread_seconds();
     for (size_t i = 0; i < nt; i++) {
         unsigned w = elem_size(t[i].dtype);
         size_t chunk = CHUNK_ELEMS * w;
@@ -369,7 +341,7 @@ static size_t baseline_bytes(const tensor *t, size_t nt, double *seconds)
             bytes += out.len;
         }
     }
-    *seconds = now() - start;
+    *seconds = bench_thread_seconds() - start;
     tf_buf_free(&out);
     return bytes;
 }
@@ -406,7 +378,7 @@ static bool decoded_exactly(const tensor *t, size_t nt, const uint8_t *out)
 static double decode_all(const tensor *t, size_t nt, bool sampled, uint8_t *out, bool *ok)
 {
     *ok = true;
-    double start = now();
+    double start = bench_thread_seconds();
     for (size_t i = 0; i < nt; i++) {
         size_t chunk = CHUNK_ELEMS * elem_size(t[i].dtype);
         tf_codec_ctx ctx = { .dtype = t[i].dtype };
@@ -422,7 +394,7 @@ static double decode_all(const tensor *t, size_t nt, bool sampled, uint8_t *out,
         }
         out += t[i].len;
     }
-    return now() - start;
+    return bench_thread_seconds() - start;
 }
 
 /* The best time of decode_all over the rounds, each checked. */
@@ -448,9 +420,9 @@ static double zstd_decode_seconds(const uint8_t *file, size_t len, size_t *frame
     uint8_t *out = malloc(len ? len : 1);
     double best = INFINITY, timed = 0;
     for (int r = 0; more_rounds(r, timed) && out && *frame_len; r++) {
-        double start = now();
+        double start = bench_thread_seconds();
         size_t got = ZSTD_decompress(out, len, frame, *frame_len);
-        double s = now() - start;
+        double s = bench_thread_seconds() - start;
         if (ZSTD_isError(got) || got != len)
             break;
         best = s < best ? s : best;
@@ -464,20 +436,11 @@ static double zstd_decode_seconds(const uint8_t *file, size_t len, size_t *frame
 static int bench_file(const char *path, unsigned budget, bool learn_prior)
 {
     size_t file_len;
-    uint8_t *file = read_file(path, &file_len);
     tf_st_header h;
     tf_error e = { 0 };
-    if (!file || file_len < 8) {
-        fprintf(stderr, "%s: cannot read\n", path);
-        free(file);
+    uint8_t *file = bench_read_safetensors(path, &file_len, &h);
+    if (!file)
         return -1;
-    }
-    uint64_t json_len = tf_le64_get(file);
-    if (json_len > file_len - 8 || tf_st_parse(file + 8, json_len, file_len, path, &h, &e) < 0) {
-        fprintf(stderr, "%s: %s\n", path, e.msg[0] ? e.msg : "bad header");
-        free(file);
-        return -1;
-    }
     size_t nt = h.ntensors, raw = 0, prog = 0;
     tensor *t = calloc(nt ? nt : 1, sizeof *t);
     tf_prog_tensor *sample = calloc(nt ? nt : 1, sizeof *sample);
@@ -491,11 +454,11 @@ static int bench_file(const char *path, unsigned budget, bool learn_prior)
     size_t copies = mark_copies(t, nt), distinct = 0;
     for (size_t i = 0; i < nt; i++)
         distinct += t[i].copy ? 0 : t[i].len;
-    double t0 = now();
+    double t0 = bench_thread_seconds();
     tf_prog_prior *prior = NULL;
     if (learn_prior && tf_prog_prior_learn(sample, nt, &prior, &e) < 0)
         fprintf(stderr, "%s: prior: %s\n", path, e.msg);
-    double t1 = now();
+    double t1 = bench_thread_seconds();
     tf_prog_fit_opts opts = { .budget = budget, .prior = prior };
     program_count pc[MAX_PROGRAMS];
     size_t n_pc = 0, largest = 0;
@@ -511,7 +474,7 @@ static int bench_file(const char *path, unsigned budget, bool learn_prior)
         count_program(pc, &n_pc, text, prog - before);
         largest = t[i].len > largest ? t[i].len : largest;
     }
-    double t2 = now();
+    double t2 = bench_thread_seconds();
     uint8_t *decoded = malloc(raw ? raw : 1);
     bool exact = decoded != NULL;
     double decode = best_decode(t, nt, false, decoded, raw, &exact);

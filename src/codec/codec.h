@@ -22,6 +22,7 @@ typedef enum {
     TF_CODEC_BYTEGROUP = 2, /* float bytes grouped by significance, then zstd */
     TF_CODEC_ULP = 3,       /* ULPack delta against a reference chunk */
     TF_CODEC_PROG = 4,      /* Brevis-style program of reversible operators */
+    TF_CODEC_KEYFRAME = 5,  /* float byte planes, each raw or order-0 rANS */
     TF_CODEC_COUNT
 } tf_codec_id;
 
@@ -123,5 +124,11 @@ typedef struct {
 const tf_codec *tf_codec_get(unsigned id);
 /* NULL for an unknown name. */
 const tf_codec *tf_codec_by_name(const char *name);
+/* The codec the writer stores a run's newest checkpoint with, chunk by
+ * chunk, each self-contained: written on every commit and read by every
+ * cold load of that checkpoint, it must be fast both ways and compact
+ * (codec/keyframe.h). keyframe for the floats it handles (F16, BF16,
+ * F32); for other dtypes the fast existing codec that suits them. */
+tf_codec_id tf_codec_newest_keyframe(uint8_t dtype);
 
 #endif

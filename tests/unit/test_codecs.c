@@ -1,4 +1,4 @@
-/* The self-contained codecs (raw, zstd, bytegroup) through the codec
+/* The self-contained codecs (raw, zstd, bytegroup, keyframe) through the codec
  * table: bit-exact round trips on random bytes and on float arrays full of
  * special values, refusal of dtypes a codec does not take, and corrupt
  * payloads that must fail without reading past the bytes given. And what
@@ -13,13 +13,14 @@
 #include "testlib.h"
 
 #include "codec/codec.h"
+#include "codec/keyframe.h"
 #include "codec/prog/prog.h"
 #include "common/dtype.h"
 
 #define MIB ((size_t)1 << 20)
 
-static const unsigned self_contained_codecs[] = { TF_CODEC_RAW, TF_CODEC_ZSTD, TF_CODEC_BYTEGROUP };
-
+static const unsigned self_contained_codecs[] = { TF_CODEC_RAW, TF_CODEC_ZSTD, TF_CODEC_BYTEGROUP,
+                                                 TF_CODEC_KEYFRAME };
 
 static const tf_codec *codec_of(unsigned id)
 {
@@ -31,6 +32,8 @@ static const tf_codec *codec_of(unsigned id)
 /* Whether a codec takes elements of this dtype. */
 static int codec_takes(unsigned codec, unsigned dtype)
 {
+    if (codec == TF_CODEC_KEYFRAME)
+        return tf_keyframe_dtype(dtype);
     if (codec != TF_CODEC_BYTEGROUP)
         return 1;
     return tf_dtype_is_float(dtype) && tf_dtype_get(dtype)->size >= 2;
@@ -64,7 +67,7 @@ static void check_round_trip(unsigned codec_id, unsigned dtype, const uint8_t *s
 static const size_t random_sizes[] = { 0, 1, 2, 7, 12345, MIB + 1 };
 
 /* Dtypes the random bytes are typed as: opaque, and floats of each width
- * (bytegroup takes only the latter). */
+ * (bytegroup takes only the latter, keyframe those of 2 and 4 bytes). */
 static const unsigned random_dtypes[] = { TF_DT_NONE, TF_DT_U8, TF_DT_BF16, TF_DT_F32, TF_DT_F64 };
 
 START_TEST(random_bytes_round_trip)
@@ -324,7 +327,7 @@ END_TEST
 
 START_TEST(codec_table_lookups)
 {
-    static const char *const names[] = { "raw", "zstd", "bytegroup", "ulp", "prog" };
+    static const char *const names[] = { "raw", "zstd", "bytegroup", "ulp", "prog", "keyframe" };
     for (unsigned id = 0; id < ARRAY_LEN(names); id++) {
         const tf_codec *c = tf_codec_get(id);
         ck_assert_ptr_nonnull(c);

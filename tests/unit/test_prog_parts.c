@@ -13,6 +13,7 @@
 #include "codec/entropy/huffman.h"
 #include "codec/prog/prog_exec.h"
 #include "codec/prog/prog_leaf.h"
+#include "codec/prog/prog_leaf_codings.h"
 #include "codec/prog/prog_ops.h"
 #include "codec/prog/prog_serialize.h"
 
@@ -309,6 +310,48 @@ START_TEST(test_empty_literal)
     ck_assert_int_eq(tf_prog_lit_plan_best(NULL, 0, 13, NULL, 0, &best, &e), 0);
     ck_assert_uint_eq(best.coding, TF_PROG_CODE_RAW);
     ck_assert_uint_eq(best.size, 1);
+}
+END_TEST
+
+/* Huffman codes written from the lengths alone (their streams' sizes
+ * known once written) are the bytes written from the counts, in one
+ * stream and in four, for lengths of every turn of streams. */
+START_TEST(test_huffman_from_lengths)
+{
+    static const size_t lens[] = { 1, 255, 256, 1023, 1024, 1025, 3000, 70001 };
+    for (size_t k = 0; k < ARRAY_LEN(lens); k++) {
+        const size_t n = lens[k];
+        uint8_t *sym = malloc(n);
+        ck_assert_ptr_nonnull(sym);
+        rng_state = 90 + k;
+        for (size_t i = 0; i < n; i++) /* skewed: about 3 bits a symbol */
+            sym[i] = (uint8_t)(100 + __builtin_ctzll(rng_next() | 1u << 20));
+        tf_prog_huff_counts *c = malloc(sizeof *c);
+        ck_assert_ptr_nonnull(c);
+        tf_prog_huff_count(sym, n, c);
+        uint64_t count[256] = { 0 };
+        for (unsigned st = 0; st < TF_PROG_HUFF_STREAMS; st++)
+            for (unsigned v = 0; v < 256; v++)
+                count[v] += c->count[st][v];
+        uint8_t len[256];
+        tf_huff_lengths(count, 256, tf_prog_huff_limit(n), len);
+        static const unsigned codings[] = { TF_PROG_CODE_HUFF, TF_PROG_CODE_HUFF4 };
+        for (size_t j = 0; j < ARRAY_LEN(codings); j++) {
+            tf_buf by_counts = { 0 }, by_lengths = { 0 };
+            tf_error e;
+            ck_assert_int_eq(tf_prog_huff_write_counts(sym, n, 256, c, codings[j], &by_counts, &e),
+                             0);
+            ck_assert_int_eq(
+                tf_prog_huff_write_lengths(sym, n, 256, len, codings[j], &by_lengths, &e), 0);
+            ck_assert_msg(by_counts.len == by_lengths.len &&
+                              memcmp(by_counts.data, by_lengths.data, by_counts.len) == 0,
+                          "coding %u of %zu symbols differs", codings[j], n);
+            tf_buf_free(&by_counts);
+            tf_buf_free(&by_lengths);
+        }
+        free(c);
+        free(sym);
+    }
 }
 END_TEST
 
@@ -731,6 +774,7 @@ static Suite *parts_suite(void)
     tcase_add_loop_test(tc, test_self_context, 0, 7);
     tcase_add_test(tc, test_empty_literal);
     tcase_add_test(tc, test_huffman_rejects);
+    tcase_add_test(tc, test_huffman_from_lengths);
     tcase_add_test(tc, test_programs_execute);
     tcase_add_test(tc, test_validation_rejects);
     suite_add_tcase(s, tc);

@@ -1,7 +1,8 @@
-/* Internal to the literal leaf coder (prog_leaf*.c): one set of functions
- * per entropy coding, over byte symbols. Each *_plan fills plan with its
- * best variant and that variant's exact body size; -1 means out of
- * memory. */
+/* Internal to the literal leaf coder (prog_leaf*.c), and used by the
+ * keyframe codec (codec/keyframe.c), whose byte planes are literals: one
+ * set of functions per entropy coding, over byte symbols. Each *_plan
+ * fills plan with its best variant and that variant's exact body size;
+ * -1 means out of memory. */
 #ifndef TRAJFS_CODEC_PROG_PROG_LEAF_CODINGS_H
 #define TRAJFS_CODEC_PROG_PROG_LEAF_CODINGS_H
 
@@ -28,6 +29,16 @@ int tf_prog_huff_plan_counts(const tf_prog_huff_counts *c, size_t n, unsigned n_
 int tf_prog_huff_write_counts(const uint8_t *sym, size_t n, unsigned n_sym,
                               const tf_prog_huff_counts *c, unsigned coding, tf_buf *out,
                               tf_error *e);
+/* The same with the code lengths given, fitted by the caller on a sample
+ * (tf_huff_lengths, at most tf_prog_huff_limit(n) bits): every symbol of
+ * sym must have a code. The streams' lengths are known once written. */
+int tf_prog_huff_write_lengths(const uint8_t *sym, size_t n, unsigned n_sym,
+                               const uint8_t *len, unsigned coding, tf_buf *out, tf_error *e);
+/* The longest code a literal of n words has: at most log2(n / 4) bits
+ * for a short one, so that the decoder fills a table of at most a
+ * quarter as many entries as it reads codes (a cost its few codes would
+ * not repay). */
+unsigned tf_prog_huff_limit(size_t n);
 int tf_prog_huff_open(tf_prog_lit_reader *r, tf_cursor *in, tf_error *e);
 void tf_prog_huff_read(tf_prog_lit_reader *r, uint8_t *out, size_t count);
 /* Whether every stream was consumed exactly. */

@@ -37,20 +37,22 @@ void tf_prog_huff_count(const uint8_t *sym, size_t n, tf_prog_huff_counts *c)
     }
 }
 
-/* Code lengths for the n counted symbols: for a short literal, at most
- * log2(n / 4) bits, so that the decoder fills a table of at most a
- * quarter as many entries as it reads codes (a cost its few codes would
- * not repay). */
+unsigned tf_prog_huff_limit(size_t n)
+{
+    unsigned limit = 1;
+    while (limit < TF_HUFF_MAX_LEN && (size_t)4 << limit <= n)
+        limit++;
+    return limit;
+}
+
+/* Code lengths for the n counted symbols. */
 static void fit_lengths(const tf_prog_huff_counts *c, size_t n, unsigned n_sym, uint8_t *len)
 {
     uint64_t count[TF_HUFF_MAX_SYMBOLS] = { 0 };
     for (unsigned s = 0; s < TF_PROG_HUFF_STREAMS; s++)
         for (unsigned v = 0; v < n_sym; v++)
             count[v] += c->count[s][v];
-    unsigned limit = 1;
-    while (limit < TF_HUFF_MAX_LEN && (size_t)4 << limit <= n)
-        limit++;
-    tf_huff_lengths(count, n_sym, limit, len);
+    tf_huff_lengths(count, n_sym, tf_prog_huff_limit(n), len);
 }
 
 /* Bits of the codes of each of the four streams. */
@@ -167,14 +169,14 @@ static void write_turns4(const uint8_t *sym, size_t n, const uint32_t *code, cod
             put_code(&w[s], code[sym[i]]);
 }
 
-int tf_prog_huff_write_counts(const uint8_t *sym, size_t n, unsigned n_sym,
-                              const tf_prog_huff_counts *c, unsigned coding, tf_buf *out,
-                              tf_error *e)
+/* Appends the code lengths, then the codes of sym[0..n) in the streams
+ * of coding: stream s is written into room[s] bytes (at least what its
+ * codes take) with 8 bytes of slack, past room for the varint lengths
+ * that precede the streams; once the streams are written, their lengths
+ * go in and the streams are moved down behind them. */
+static int write_codes(const uint8_t *sym, size_t n, unsigned n_sym, const uint8_t *len,
+                       unsigned coding, const size_t *room, tf_buf *out, tf_error *e)
 {
-    uint8_t len[TF_HUFF_MAX_SYMBOLS];
-    uint64_t bits[TF_PROG_HUFF_STREAMS];
-    fit_lengths(c, n, n_sym, len);
-    stream_bits(c, n_sym, len, bits);
     if (tf_huff_table_write(len, n_sym, out, e) < 0)
         return -1;
     tf_huff_encoder enc;
@@ -183,25 +185,16 @@ int tf_prog_huff_write_counts(const uint8_t *sym, size_t n, unsigned n_sym,
     for (unsigned v = 0; v < n_sym; v++)
         code[v] = enc.code[v] | (uint32_t)enc.len[v] << 16;
     const unsigned streams = streams_of(coding);
-    if (streams == 1)
-        bits[0] += bits[1] + bits[2] + bits[3];
-    size_t bytes[TF_PROG_HUFF_STREAMS], total = 0;
-    for (unsigned s = 0; s < streams; s++) {
-        bytes[s] = (size_t)((bits[s] + 7) / 8);
-        total += bytes[s];
-    }
-    /* The streams go one after the other, each with its own slack for
-     * the 8-byte stores; the first three are moved down over the slack
-     * of those before once their lengths are written. */
-    int rc = 0;
-    for (unsigned s = 0; s + 1 < streams; s++)
-        rc |= tf_buf_varint(out, bytes[s]);
-    uint8_t *base = rc ? NULL : tf_buf_reserve(out, total + 8 * streams);
+    const size_t gap = 10 * (streams - 1); /* the longest varints */
+    size_t total = gap;
+    for (unsigned s = 0; s < streams; s++)
+        total += room[s] + 8;
+    uint8_t *base = tf_buf_reserve(out, total);
     if (!base)
         return tf_fail(e, ENOMEM, "prog: out of memory for codes");
     code_writer w[TF_PROG_HUFF_STREAMS];
     uint8_t *start[TF_PROG_HUFF_STREAMS];
-    for (unsigned s = 0, off = 0; s < streams; off += (unsigned)bytes[s] + 8, s++)
+    for (size_t s = 0, off = gap; s < streams; off += room[s] + 8, s++)
         w[s] = (code_writer){ .p = start[s] = base + off };
     if (streams == 1) {
         size_t i = 0;
@@ -211,14 +204,55 @@ int tf_prog_huff_write_counts(const uint8_t *sym, size_t n, unsigned n_sym,
             put_code(&w[0], code[sym[i]]);
     } else
         write_turns4(sym, n, code, w);
-    uint8_t *to = base;
+    size_t bytes[TF_PROG_HUFF_STREAMS];
     for (unsigned s = 0; s < streams; s++) {
         flush_codes(&w[s]);
-        memmove(to, start[s], bytes[s]);
-        to += bytes[s];
+        bytes[s] = (size_t)(w[s].p - start[s]);
     }
-    tf_buf_commit(out, total);
+    for (unsigned s = 0; s + 1 < streams; s++) /* within the room reserved */
+        tf_buf_varint(out, bytes[s]);
+    for (unsigned s = 0; s < streams; s++) {
+        memmove(out->data + out->len, start[s], bytes[s]);
+        tf_buf_commit(out, bytes[s]);
+    }
     return 0;
+}
+
+int tf_prog_huff_write_counts(const uint8_t *sym, size_t n, unsigned n_sym,
+                              const tf_prog_huff_counts *c, unsigned coding, tf_buf *out,
+                              tf_error *e)
+{
+    uint8_t len[TF_HUFF_MAX_SYMBOLS];
+    uint64_t bits[TF_PROG_HUFF_STREAMS];
+    fit_lengths(c, n, n_sym, len);
+    stream_bits(c, n_sym, len, bits);
+    if (streams_of(coding) == 1)
+        bits[0] += bits[1] + bits[2] + bits[3];
+    size_t room[TF_PROG_HUFF_STREAMS];
+    for (unsigned s = 0; s < TF_PROG_HUFF_STREAMS; s++)
+        room[s] = (size_t)((bits[s] + 7) / 8);
+    return write_codes(sym, n, n_sym, len, coding, room, out, e);
+}
+
+int tf_prog_huff_write_lengths(const uint8_t *sym, size_t n, unsigned n_sym,
+                               const uint8_t *len, unsigned coding, tf_buf *out, tf_error *e)
+{
+    unsigned longest = 0;
+    for (unsigned v = 0; v < n_sym; v++)
+        longest = len[v] > longest ? len[v] : longest;
+    /* the words of each stream (all in one), times the longest code */
+    const size_t turn = (size_t)TF_PROG_HUFF_STREAMS * TF_PROG_HUFF_SEGMENT;
+    size_t room[TF_PROG_HUFF_STREAMS] = { n };
+    for (unsigned s = 0; s < TF_PROG_HUFF_STREAMS && streams_of(coding) > 1; s++) {
+        const size_t rest = n % turn, before = (size_t)s * TF_PROG_HUFF_SEGMENT;
+        room[s] = n / turn * TF_PROG_HUFF_SEGMENT +
+                  (rest > before ? (rest - before < TF_PROG_HUFF_SEGMENT ? rest - before
+                                                                         : TF_PROG_HUFF_SEGMENT)
+                                 : 0);
+    }
+    for (unsigned s = 0; s < TF_PROG_HUFF_STREAMS; s++)
+        room[s] = (room[s] * longest + 7) / 8;
+    return write_codes(sym, n, n_sym, len, coding, room, out, e);
 }
 
 int tf_prog_huff_write(const uint8_t *sym, size_t n, unsigned n_sym, unsigned coding,
