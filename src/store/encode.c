@@ -209,16 +209,11 @@ int tf_encode_chunk_as(tf_chunk_job *job, unsigned codec, tf_error *e)
     return 0;
 }
 
-unsigned tf_newest_keyframe_codec(unsigned dtype)
-{
-    return tf_dtype_is_wide_float(dtype) ? TF_CODEC_BYTEGROUP : TF_CODEC_ZSTD;
-}
-
 int tf_encode_newest_keyframe(tf_chunk_job *job, tf_error *e)
 {
     const uint8_t *ref = job->ref;
     job->ref = NULL;
-    int rc = tf_encode_chunk_as(job, tf_newest_keyframe_codec(job->dtype), NULL);
+    int rc = tf_encode_chunk_as(job, tf_codec_newest_keyframe((uint8_t)job->dtype), NULL);
     if (rc < 0 || job->out.len >= job->len)
         rc = tf_encode_chunk_as(job, TF_CODEC_RAW, e);
     job->ref = ref;

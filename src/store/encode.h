@@ -66,13 +66,9 @@ int tf_encode_chunk(tf_chunk_job *job, tf_error *e);
  * the chunk, into job->model): 0, or -1 when it does not apply. */
 int tf_encode_chunk_as(tf_chunk_job *job, unsigned codec, tf_error *e);
 
-/* The codec of the newest checkpoint's keyframes: fast to encode and to
- * decode, for keyframes that are re-encoded as deltas once a newer
- * checkpoint comes (reverse references). */
-unsigned tf_newest_keyframe_codec(unsigned dtype);
-
 /* Encodes one chunk job as the newest checkpoint's keyframe: with
- * tf_newest_keyframe_codec, or raw where that is no smaller. */
+ * tf_codec_newest_keyframe (codec/codec.h), or raw where that is no
+ * smaller. */
 int tf_encode_newest_keyframe(tf_chunk_job *job, tf_error *e);
 
 /* Fits codec's model on a whole tensor (and its reference, for a delta
