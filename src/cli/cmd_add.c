@@ -45,10 +45,10 @@ static const char usage_tail[] =
     "                       of under its base name (a directory's contents\n"
     "                       then land below NAME)\n"
     "      --parent APATH   encode the single file PATH as a delta against the\n"
-    "                       archive file APATH (default: each tensor's skip\n"
-    "                       reference, the same tensor a power of two\n"
-    "                       checkpoints back in its run: trajpack(1),\n"
-    "                       REFERENCE CHAINS)\n"
+    "                       archive file APATH, re-encoding nothing (default:\n"
+    "                       the newest checkpoint of a series is keyframes,\n"
+    "                       the one before it re-encoded as deltas against\n"
+    "                       it: trajpack(1), REFERENCE CHAINS)\n"
     "  -q, --quiet          no progress bar\n"
     "  -h, --help           show this help\n";
 

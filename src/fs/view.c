@@ -16,22 +16,45 @@
 /* Bytes copied per step when a spool file is filled. */
 #define FILL_STEP ((size_t)4 << 20)
 
+/* One read of a file version under the view lock: into out, or, where
+ * v is given, as spans. */
+static ssize_t read_locked(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
+                           uint8_t *out, tf_read_spans *v, tf_error *e)
+{
+    pthread_rwlock_rdlock(&fs->view_lock);
+    ssize_t got = v ? tf_reader_pread_spans(fs->reader, ent, off, len, v, e)
+                    : tf_reader_pread(fs->reader, ent, off, len, out, e);
+    pthread_rwlock_unlock(&fs->view_lock);
+    return got;
+}
+
+/* read_locked, once more where a following mount's read failed on
+ * stored bytes (EIO) and commits came that it had not applied when the
+ * read began: a newer checkpoint's commit may have retired the payload
+ * it read, whose space the writer then gave back (reverse references,
+ * trajfs(5)); applied, the commit serves that blob by its new payload.
+ * The follow thread applies them (fs_follow_look_now): with no lock
+ * held here, as its hooks take the view lock exclusively. */
+static ssize_t read_view(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
+                         uint8_t *out, tf_read_spans *v, tf_error *e)
+{
+    uint64_t applied = fs_follow_applied(&fs->follower);
+    ssize_t got = read_locked(fs, ent, off, len, out, v, e);
+    if (got < 0 && e->errnum == EIO && fs_follow_look_now(&fs->follower, applied))
+        got = read_locked(fs, ent, off, len, out, v, e);
+    return got;
+}
+
 ssize_t fs_read_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
                       uint8_t *out, tf_error *e)
 {
-    pthread_rwlock_rdlock(&fs->view_lock);
-    ssize_t got = tf_reader_pread(fs->reader, ent, off, len, out, e);
-    pthread_rwlock_unlock(&fs->view_lock);
-    return got;
+    return read_view(fs, ent, off, len, out, NULL, e);
 }
 
 ssize_t fs_view_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
                       tf_read_spans *v, tf_error *e)
 {
-    pthread_rwlock_rdlock(&fs->view_lock);
-    ssize_t got = tf_reader_pread_spans(fs->reader, ent, off, len, v, e);
-    pthread_rwlock_unlock(&fs->view_lock);
-    return got;
+    return read_view(fs, ent, off, len, NULL, v, e);
 }
 
 int fs_fill_spool(fs_state *fs, int fd, const tf_entry *ent, uint64_t len, tf_error *e)

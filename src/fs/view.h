@@ -13,7 +13,9 @@
 #include "fs/state.h"
 
 /* tf_reader_pread of a file version (a catalog entry, or a handle's
- * copy of one) under the view lock. */
+ * copy of one) under the view lock. In a following mount, a read that
+ * fails on stored bytes is read again once the commits that came since
+ * it began are applied (a payload it met may have been retired). */
 ssize_t fs_read_entry(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
                       uint8_t *out, tf_error *e);
 

@@ -271,8 +271,9 @@ assert got == open(sys.argv[2]).read().split(), got
 
 # list -l: the delta share of a checkpoint is the share of its tensor
 # bytes in chunks with a reference blob (list --blobs: raw_len, ref), of
-# all its tensor bytes (stats --tensors: bytes): 0% for the first
-# checkpoint, more for the later ones; "-" for a file without tensors.
+# all its tensor bytes (stats --tensors: bytes): 0% for the newest
+# checkpoint (keyframes), more for the earlier ones (deltas against their
+# successors: reverse references); "-" for a file without tensors.
 "$TRAJPACK" list --blobs "$nat_archive" > "$TEST_TMP/nat.blobs" || fail "list --blobs failed"
 "$TRAJPACK" stats --tensors "$nat_archive" > "$TEST_TMP/nat.tensors" ||
     fail "stats --tensors failed"
@@ -298,27 +299,28 @@ for n in 2 20 100; do
     [ "$shown" = "$(delta_expected "$f")" ] ||
         fail "list -l shows '$shown' for $f, expected '$(delta_expected "$f")'"
 done
-[ "$(delta_shown nat/checkpoint-2/model.safetensors)" = "delta 0%" ] ||
-    fail "the first checkpoint shows deltas: $(cat "$TEST_TMP/nat.long")"
-case $(delta_shown nat/checkpoint-20/model.safetensors) in
-"delta 0%" | none | "") fail "the second checkpoint shows no deltas: $(cat "$TEST_TMP/nat.long")" ;;
-esac
+[ "$(delta_shown nat/checkpoint-100/model.safetensors)" = "delta 0%" ] ||
+    fail "the newest checkpoint shows deltas: $(cat "$TEST_TMP/nat.long")"
+for n in 2 20; do
+    case $(delta_shown nat/checkpoint-$n/model.safetensors) in
+    "delta 0%" | none | "") fail "checkpoint-$n shows no deltas: $(cat "$TEST_TMP/nat.long")" ;;
+    esac
+done
 [ "$(delta_shown nat/checkpoint-2-notes.txt)" = none ] ||
     fail "a file without tensors shows a delta share: $(cat "$TEST_TMP/nat.long")"
 
 # stats --tensors: the reference of each tensor of checkpoint-N with
-# deltas is the same tensor of the checkpoint the skip references name
-# (the second checkpoint references the first, the third two back: the
-# first too); every ulp tensor (always a delta) has one; the first
-# checkpoint has none.
+# deltas is the same tensor of the next checkpoint (reverse references:
+# the first references the second, the second the third); every ulp
+# tensor (always a delta) has one; the newest checkpoint has none.
 awk -F '\t' '
     BEGIN {
-        prev["nat/checkpoint-20/model.safetensors"] = "nat/checkpoint-2/model.safetensors"
-        prev["nat/checkpoint-100/model.safetensors"] = "nat/checkpoint-2/model.safetensors"
+        prev["nat/checkpoint-2/model.safetensors"] = "nat/checkpoint-20/model.safetensors"
+        prev["nat/checkpoint-20/model.safetensors"] = "nat/checkpoint-100/model.safetensors"
     }
     NF != 9 { print "fields: " $0; exit 1 }
-    $1 == "nat/checkpoint-2/model.safetensors" && ($8 != "-" || $9 != "-") {
-        print "a reference in the first checkpoint: " $0; exit 1
+    $1 == "nat/checkpoint-100/model.safetensors" && ($8 != "-" || $9 != "-") {
+        print "a reference in the newest checkpoint: " $0; exit 1
     }
     $6 ~ /ulp/ && $8 == "-" { print "a delta without a reference: " $0; exit 1 }
     $8 != "-" && ($8 != prev[$1] || $9 != $2) { print "another reference: " $0; exit 1 }
@@ -340,14 +342,13 @@ for x in tensors:
     if not files or files[-1] != x["file"]:
         files.append(x["file"])
 assert files == open(sys.argv[2]).read().split(), files
-# skip references (trajpack(1), REFERENCE CHAINS; max_chain 3): file i
-# references file i - (the lowest set bit of i mod 8), or i - 1
-back = lambda i: (i % 8) & -(i % 8) or 1
-prev = {f: files[i - back(i)] for i, f in enumerate(files) if i}
+# reverse references (trajpack(1), REFERENCE CHAINS): file i
+# references file i + 1, the newest none
+prev = {f: files[i + 1] for i, f in enumerate(files[:-1])}
 refs = 0
 for x in tensors:
     r = x["reference"]
-    assert r is None or x["file"] != files[0], x
+    assert r is None or x["file"] != files[-1], x
     assert r is not None or "ulp" not in x["chunks"], x
     if r is not None:
         assert set(r) == {"blob", "file", "tensor"} and isinstance(r["blob"], int), r
@@ -358,28 +359,28 @@ assert refs, "no references"
     fail "stats --tensors --json: bad references"
 
 # A reference whose file was replaced is in no file any more: "?" and
-# "-", and null file and tensor in JSON (checkpoint-100 references
-# checkpoint-2; a tensor that did not change from checkpoint-2 to
-# checkpoint-20 is one blob, which checkpoint-20 still holds and names).
+# "-", and null file and tensor in JSON (checkpoint-2 references
+# checkpoint-20; a tensor that did not change from checkpoint-20 to
+# checkpoint-100 is one blob, which checkpoint-100 still holds and names).
 # The float32 replacement of a bfloat16 checkpoint finds no reference in
 # its run: stored, with a warning.
 "$TRAJPACK" add -q "$nat_archive" "$TEST_TMP/run/fp32/step-000004.safetensors" \
-    --as nat/checkpoint-2/model.safetensors 2> "$TEST_TMP/err" || fail "add of the replacement failed"
-grep -q "^trajpack: warning: nat/checkpoint-2/model.safetensors: references found for 0% of its float tensor bytes" \
+    --as nat/checkpoint-20/model.safetensors 2> "$TEST_TMP/err" || fail "add of the replacement failed"
+grep -q "^trajpack: warning: nat/checkpoint-20/model.safetensors: references found for 0% of its float tensor bytes" \
     "$TEST_TMP/err" || fail "add of an unmatched checkpoint did not warn: $(cat "$TEST_TMP/err")"
-"$TRAJPACK" stats --tensors "$nat_archive" nat/checkpoint-100 > "$TEST_TMP/nat.gone" ||
+"$TRAJPACK" stats --tensors "$nat_archive" nat/checkpoint-2 > "$TEST_TMP/nat.gone" ||
     fail "stats --tensors failed"
-awk -F '\t' '$6 ~ /ulp/ && !($8 == "?" && $9 == "-" || $8 == "nat/checkpoint-20/model.safetensors") { exit 1 }' \
+awk -F '\t' '$6 ~ /ulp/ && !($8 == "?" && $9 == "-" || $8 == "nat/checkpoint-100/model.safetensors") { exit 1 }' \
     "$TEST_TMP/nat.gone" && grep -q "$(printf '\t?\t-$')" "$TEST_TMP/nat.gone" ||
     fail "stats --tensors names a replaced file as reference: $(cat "$TEST_TMP/nat.gone")"
-"$TRAJPACK" stats --tensors --json "$nat_archive" nat/checkpoint-100 > "$TEST_TMP/nat.gone.json" ||
+"$TRAJPACK" stats --tensors --json "$nat_archive" nat/checkpoint-2 > "$TEST_TMP/nat.gone.json" ||
     fail "stats --tensors --json failed"
 "$PYTHON" -c '
 import json, sys
 refs = [x["reference"] for x in json.load(open(sys.argv[1]))["tensors"] if x["reference"]]
 gone = [r for r in refs if r["file"] is None]
 assert gone and all(r["tensor"] is None for r in gone), refs
-assert all(r["file"] in (None, "nat/checkpoint-20/model.safetensors") for r in refs), refs
+assert all(r["file"] in (None, "nat/checkpoint-100/model.safetensors") for r in refs), refs
 ' "$TEST_TMP/nat.gone.json" || fail "stats --tensors --json names a replaced file as reference"
 
 # ---- a file that looks like a tensor file but is not one --------------------

@@ -2,7 +2,9 @@
 # Crash safety and damage containment.
 # 1. An archive cut anywhere inside its last commit (a crash, a full disk)
 #    opens as the commit before: `list` shows exactly its files and
-#    `verify` passes; `add` to such an archive continues from there.
+#    `verify` passes; `add` to such an archive continues from there. (The
+#    bytes before the commit are as they were: the keyframes it re-encodes
+#    are given back only once it is durable, trajfs(5).)
 # 2. One flipped bit inside one tensor's stored bytes: `verify` exits 1 and
 #    names exactly that tensor; every other file extracts byte-identical.
 set -eu
@@ -12,11 +14,14 @@ traj=$TEST_TMP/traj
 archive=$TEST_TMP/a.traj
 generate_tiny_trajectory "$traj"
 
-# One commit per `trajpack add`; remember the size and listing after each.
+# One commit per `trajpack add`; remember the archive and its listing
+# before the last.
 "$TRAJPACK" create -q "$archive" "$traj/config.json" || fail "create failed"
+before=$TEST_TMP/before.traj
 for step in 2 4 6; do
     prev_size=$(file_size "$archive")
     "$TRAJPACK" list "$archive" > "$TEST_TMP/prev.list"
+    cp "$archive" "$before"
     "$TRAJPACK" add -q "$archive" "$traj/bf16/step-00000$step.safetensors" ||
         fail "add of step $step failed"
 done
@@ -27,6 +32,13 @@ cmp -s "$TEST_TMP/prev.list" "$TEST_TMP/full.list" && fail "the last add changed
 
 # ---- 1. torn last commit -----------------------------------------------------
 
+# The archive as a crash after its first POS bytes leaves it: the bytes
+# before the last commit as they were then, and the start of the commit.
+tail -c +$((prev_size + 1)) "$archive" > "$TEST_TMP/last"
+torn_at() { # POS
+    { cat "$before"; head -c $(($1 - prev_size)) "$TEST_TMP/last"; } > "$cut"
+}
+
 # 200 cut positions from the end of the previous commit to one byte short
 # of the end of the file.
 positions=$(awk -v a="$prev_size" -v b="$end_size" \
@@ -34,7 +46,7 @@ positions=$(awk -v a="$prev_size" -v b="$end_size" \
 cut=$TEST_TMP/cut.traj
 count=0
 for pos in $positions; do
-    head -c "$pos" "$archive" > "$cut"
+    torn_at "$pos"
     "$TRAJPACK" list "$cut" > "$TEST_TMP/cut.list" 2> "$TEST_TMP/err" ||
         fail "cut at $pos: list failed: $(cat "$TEST_TMP/err")"
     cmp -s "$TEST_TMP/prev.list" "$TEST_TMP/cut.list" ||
@@ -46,17 +58,18 @@ done
 [ "$count" -eq 200 ] || fail "tried $count cut positions, not 200"
 
 # Adding to a torn archive drops the torn tail and goes on.
-head -c "$(( (prev_size + end_size) / 2 ))" "$archive" > "$cut"
+torn_at $(((prev_size + end_size) / 2))
 "$TRAJPACK" add -q "$cut" "$traj/bf16/step-000006.safetensors" || fail "add to a torn archive failed"
 "$TRAJPACK" list "$cut" | cmp -s - "$TEST_TMP/full.list" || fail "add to a torn archive lists other files"
 "$TRAJPACK" verify -q "$cut" > /dev/null || fail "verify after adding to a torn archive failed"
 
 # ---- 2. one flipped bit --------------------------------------------------------
 
-# A blob of the last checkpoint that only one tensor uses and that no blob
-# depends on (as reference or model): the largest such one.
+# A blob of the first checkpoint (deltas against the next: reverse
+# references) that only one tensor uses and that no blob depends on (as
+# reference or model): the largest such one.
 "$TRAJPACK" list --blobs "$archive" > "$TEST_TMP/blobs" || fail "list --blobs failed"
-target=step-000006.safetensors
+target=step-000002.safetensors
 victim=$(awk -F '\t' -v target="$target" '
     NR == 1 { next }
     { uses[$1]++; if ($6 != "-") needed[$6] = 1; if ($7 != "-") needed[$7] = 1
@@ -107,7 +120,7 @@ grep -qF "$target: tensor $tensor" "$TEST_TMP/err" ||
     fail "extract does not name the damaged tensor: $(cat "$TEST_TMP/err")"
 [ ! -e "$out/$target" ] || fail "extract left the damaged file behind"
 cmp "$traj/config.json" "$out/config.json" || fail "config.json differs"
-for step in 2 4; do
+for step in 4 6; do
     cmp "$traj/bf16/step-00000$step.safetensors" "$out/step-00000$step.safetensors" ||
         fail "step $step differs"
 done

@@ -100,13 +100,14 @@ if [ "$(id -u)" = 0 ]; then
         fail "directory handle stale after a remount"
 fi
 
-# ---- each blob decoded at most once, reading in step order ----
+# ---- each blob decoded at most once, reading the newest first ----
 # The steps of a chain below the blob read are decoded but not kept: in a
-# fresh mount, the run's checkpoints first (misc/a/copy.safetensors is a
-# copy of one of them, read after it).
+# fresh mount, the run's checkpoints first, the newest first, as chains
+# run from older checkpoints to newer ones (reverse references;
+# misc/a/copy.safetensors is a copy of one of them, read after it).
 stop_mount "$mnt"
 start_mount "$archive" "$mnt" -o cache_size=256M
-{ list_files "$src" | grep '^run/'; list_files "$src" | grep -v '^run/'; } |
+{ list_files "$src" | grep '^run/' | LC_ALL=C sort -r; list_files "$src" | grep -v '^run/'; } |
     while IFS= read -r p; do cat "$mnt/$p"; done > /dev/null
 stop_mount "$mnt"
 decoded=$(decoded_blobs "$mnt")

@@ -1,10 +1,10 @@
 #!/bin/sh
 # Loading single checkpoints through fresh mounts (nothing decoded yet:
-# what the prefetcher is for). An archive of 12 checkpoints with skip
-# references and --max-chain 3 (keyframes at the 1st and 9th, chains of
-# at most 3 deltas; the default, 2, gives at most 2):
+# what the prefetcher is for). An archive of 12 checkpoints with reverse
+# references and --max-chain 3 (keyframes at the 4th, the 8th and the
+# 12th, the newest; chains of at most 3 deltas; the default, 16, gives 11):
 #   - no chain is longer than 3 deltas, and some are 3 long (with the
-#     default: 2);
+#     default: 11);
 #   - every checkpoint read alone through a fresh mount is byte-identical,
 #     with the prefetcher and without it (-o prefetch=0), and so is
 #     `trajpack extract -O`;
@@ -28,7 +28,7 @@ mkdir "$src"
 archive=$TEST_TMP/a.traj
 "$TRAJPACK" create -q "$TEST_TMP/default.traj" "$src" || fail "create failed"
 depth=$(max_chain_depth "$TEST_TMP/default.traj")
-[ "$depth" -eq 2 ] || fail "the default max_chain (2) made chains of at most $depth deltas"
+[ "$depth" -eq 11 ] || fail "the default max_chain (16) made chains of at most $depth deltas"
 "$TRAJPACK" create -q --max-chain 3 "$archive" "$src" || fail "create --max-chain 3 failed"
 depth=$(max_chain_depth "$archive")
 [ "$depth" -le 3 ] || fail "a chain of $depth deltas with --max-chain 3"

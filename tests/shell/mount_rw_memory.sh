@@ -2,10 +2,10 @@
 # A writable mount commits in memory that does not grow with the file:
 # two checkpoints of one bf16 tensor of 2^26 elements (128 MiB each, the
 # second a small update of the first) copied into a mount with a 16 MiB
-# cache are committed, the second as deltas, while the daemon's peak
-# resident memory (VmHWM) stays under 128 MiB (holding a file and its
-# parent whole, as the committer once did, takes 256 MiB); both read back
-# byte-identical.
+# cache are committed, the first re-encoded as deltas against the second
+# when it comes, while the daemon's peak resident memory (VmHWM) stays
+# under 128 MiB (holding a file and its parent whole, as the committer
+# once did, takes 256 MiB); both read back byte-identical.
 set -eu
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mountlib.sh"
@@ -28,8 +28,9 @@ done
 stop_mount "$mnt"
 echo "$TEST_NAME: committed 2 x 128 MiB with a 16 MiB cache: peak RSS $((peak_kib / 1024)) MiB"
 [ "$peak_kib" -lt $((128 * 1024)) ] || fail "the daemon's peak RSS was $peak_kib KiB"
-# step 2 is stored as deltas: about a third of step 1's bytes
+# step 1 was re-encoded as deltas against step 2, the newest (reverse
+# references): about a third of step 2's bytes
 "$TRAJPACK" list -l "$archive" > "$TEST_TMP/list" || fail "trajpack list failed"
-awk '$NF == "step-2.safetensors" { print }' "$TEST_TMP/list" | grep -q ulp ||
-    fail "step 2 is not stored as deltas: $(cat "$TEST_TMP/list")"
+awk '$NF == "step-1.safetensors" { print }' "$TEST_TMP/list" | grep -q ulp ||
+    fail "step 1 is not stored as deltas: $(cat "$TEST_TMP/list")"
 exit 0

@@ -59,11 +59,12 @@ stop_mount "$mnt"
 # ---- the archive ----
 "$TRAJPACK" verify -q "$archive" > /dev/null || fail "verify failed"
 "$TRAJPACK" list -l "$archive" > "$TEST_TMP/list"
-# The rsync'd checkpoints were encoded under their temporary names, with
-# the parent of their final names: deltas.
-grep 'run/bf16/step-000006.safetensors' "$TEST_TMP/list" | grep -q ulp ||
+# The rsync'd checkpoints were encoded under their temporary names as
+# checkpoints of the run of their final names: each but the newest
+# became deltas against the next (reverse references).
+grep 'run/bf16/step-000004.safetensors' "$TEST_TMP/list" | grep -q ulp ||
     fail "rsync'd checkpoints are not stored as deltas: $(cat "$TEST_TMP/list")"
-grep 'py/step-6.safetensors' "$TEST_TMP/list" | grep -q ulp ||
+grep 'py/step-5.safetensors' "$TEST_TMP/list" | grep -q ulp ||
     fail "checkpoints written by Python are not stored as deltas: $(cat "$TEST_TMP/list")"
 ! grep -q 'bad.safetensors' "$TEST_TMP/list" || fail "the invalid file is listed"
 depth=$(max_chain_depth "$archive")

@@ -6,20 +6,11 @@ WRITE_CHECKPOINTS=$top_srcdir/tests/tools/write_checkpoints.py
 "$PYTHON" -c 'import numpy' 2> /dev/null ||
     fail "$PYTHON cannot import numpy (apt-get install python3-numpy)"
 
-# The longest chain of deltas from any blob of ARCHIVE down to a
-# self-contained one (refs always name earlier blobs).
+# The longest chain of deltas that a read of a file of ARCHIVE decodes,
+# down to a self-contained blob (trajpack stats; references follow
+# redirects, so they may name later blobs).
 max_chain_depth() {
-    "$TRAJPACK" list --blobs "$1" | awk -F'\t' '
-        NR > 1 { ref[$1] = $6; if ($1 + 0 > last) last = $1 + 0 }
-        END {
-            m = 0
-            for (i = 0; i <= last; i++) {
-                if (!(i in ref)) continue
-                d[i] = ref[i] == "-" ? 0 : d[ref[i]] + 1
-                if (d[i] > m) m = d[i]
-            }
-            print m
-        }'
+    "$TRAJPACK" stats --json "$1" | sed -n 's/.*"longest_chain": \([0-9]*\).*/\1/p'
 }
 
 # Inode number and path of everything below DIR, sorted by path.

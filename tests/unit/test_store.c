@@ -141,12 +141,20 @@ START_TEST(test_roundtrip_and_codecs)
     ck_assert_ptr_nonnull(last);
     ck_assert_ptr_nonnull(tf_archive_lookup(ar, "run"));
     ck_assert_int_eq(tf_archive_lookup(ar, "run")->kind, TF_ENTRY_DIR);
-    /* step-4 rereads the source just written; its BF16 chunks are deltas. */
+    /* step-4, the newest, is keyframes; step-3's BF16 chunks were
+     * re-encoded as deltas against step-4's (reverse references). */
     write_checkpoint(tmp(1, "unused")); /* keeps rng in step with nothing */
-    bool saw_ulp = false;
+    const tf_entry *prev = tf_archive_lookup(ar, "run/step-3.safetensors");
+    ck_assert_ptr_nonnull(prev);
     for (uint64_t c = 0; c < last->nchunks; c++)
-        saw_ulp |= tf_archive_blob(ar, last->chunks[c])->codec == TF_CODEC_ULP;
-    ck_assert(saw_ulp);
+        ck_assert_uint_eq(tf_archive_blob(ar, last->chunks[c])->ref, 0);
+    const tf_tensor_span *big3 = &prev->tensors[2], *big4 = &last->tensors[2];
+    ck_assert_str_eq(tf_tensor_name(prev, 2), "big");
+    for (uint64_t c = 0; c < 2; c++) { /* "big" is two chunks */
+        const tf_blob *b = tf_archive_blob(ar, prev->chunks[big3->first_chunk + c]);
+        ck_assert_uint_eq(b->codec, TF_CODEC_ULP);
+        ck_assert_uint_eq(b->ref, last->chunks[big4->first_chunk + c] + 1);
+    }
     /* tied copy: same blobs as "big" */
     ck_assert_uint_eq(last->chunks[last->tensors[2].first_chunk],
                       last->chunks[last->tensors[4].first_chunk]);
@@ -273,7 +281,7 @@ START_TEST(test_prefetch_decodes_what_comes_next)
     tf_prefetch_wait(p);
     ck_assert_uint_eq(decoded(r), 0);
 
-    const tf_tensor_span *big_span = &ent->tensors[2]; /* two chunks, both deltas */
+    const tf_tensor_span *big_span = &ent->tensors[2]; /* two chunks */
     ck_assert_str_eq(tf_tensor_name(ent, 2), "big");
     tf_prefetch_read(p, ent, &cur, big_span->file_off + 1, 1);
     tf_prefetch_wait(p);
@@ -390,27 +398,34 @@ END_TEST
 
 /* The steps of a chain below the blob read are decoded but not kept:
  * reading a checkpoint whose chunks are 2 deltas deep, then its
- * reference, decodes the reference again; reading them in step order
- * decodes each blob once. */
+ * reference, decodes the reference again; reading them from the newest
+ * down (the order references run in) decodes each blob once. */
 START_TEST(test_chain_steps_are_not_kept)
 {
     const char *a = tmp(0, "steps.traj");
-    make_trajectory(a, 4, 2, 2); /* step 4: position 3, 2 deltas deep */
+    /* With max_chain 2: step 1 -> step 2 -> step 3, a keyframe for good
+     * (its chain would be 3 long); step 4 the newest keyframe. */
+    make_trajectory(a, 4, 2, 2);
     tf_archive *ar = open_archive(a);
-    const tf_entry *last = tf_archive_lookup(ar, "run/step-4.safetensors");
-    const tf_entry *ref = tf_archive_lookup(ar, "run/step-3.safetensors");
-    size_t n4, n3;
-    uint8_t *want4 = test_read_whole_file(tmp(1, "step-4.safetensors"), &n4);
-    uint8_t *want3 = test_read_whole_file(tmp(2, "step-3.safetensors"), &n3);
+    const tf_entry *oldest = tf_archive_lookup(ar, "run/step-1.safetensors");
+    const tf_entry *ref = tf_archive_lookup(ar, "run/step-2.safetensors");
+    unsigned deepest = 0;
+    for (uint64_t c = 0; c < oldest->nchunks; c++)
+        if (tf_archive_chain_depth(ar, oldest->chunks[c]) > deepest)
+            deepest = tf_archive_chain_depth(ar, oldest->chunks[c]);
+    ck_assert_uint_eq(deepest, 2);
+    size_t n1, n2;
+    uint8_t *want1 = test_read_whole_file(tmp(1, "step-1.safetensors"), &n1);
+    uint8_t *want2 = test_read_whole_file(tmp(2, "step-2.safetensors"), &n2);
     tf_reader_ctx *r = tf_reader_new(ar, 64 << 20);
-    expect_bytes(r, last, want4, 0, n4);
+    expect_bytes(r, oldest, want1, 0, n1);
     uint64_t first = decoded(r);
-    expect_bytes(r, ref, want3, 0, n3);
+    expect_bytes(r, ref, want2, 0, n2);
     ck_assert_uint_gt(decoded(r), first);
     tf_reader_free(r);
 
     r = tf_reader_new(ar, 64 << 20);
-    for (int k = 1; k <= 4; k++) {
+    for (int k = 4; k >= 1; k--) {
         char path[64], name[64];
         snprintf(path, sizeof path, "run/step-%d.safetensors", k);
         snprintf(name, sizeof name, "step-%d.safetensors", k);
@@ -422,8 +437,8 @@ START_TEST(test_chain_steps_are_not_kept)
     ck_assert_uint_le(decoded(r), tf_archive_nblobs(ar));
     tf_reader_free(r);
     tf_archive_close(ar);
-    free(want4);
-    free(want3);
+    free(want1);
+    free(want2);
 }
 END_TEST
 
@@ -503,7 +518,10 @@ END_TEST
 START_TEST(test_truncation_inside_last_commit)
 {
     const char *a = tmp(0, "trunc.traj");
-    make_trajectory(a, 2, 1, 16);
+    /* max_chain 0: step-2 leaves step-1 keyframes. A commit that redirects
+     * gives the retired payloads back once durable, so the state before
+     * it is gone for good and cutting it off could not read step-1. */
+    make_trajectory(a, 2, 1, 0);
     tf_archive *ar = open_archive(a);
     ck_assert_uint_eq(tf_archive_commits(ar), 2); /* step-1 (with run/), step-2 */
     tf_archive_close(ar);

@@ -1,8 +1,9 @@
 /* The writer and the prog codec: structured tensors (a mask, position
  * ids, a constant, repeated rows) stored as programs in a few bytes, read
- * back bit-exact and described; keyframe chunks offered a program, and
- * with all_programs every chunk, while the search offers none to a chunk
- * with a reference. */
+ * back bit-exact and described; keyframe chunks offered a program (but
+ * not the newest checkpoint's, which a newer one re-encodes), and with
+ * all_programs every chunk, while the search offers none to a chunk with
+ * a reference. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,13 +153,16 @@ START_TEST(test_structured_tensors_are_programs)
 }
 END_TEST
 
-/* Adds step-1.safetensors and step-2.safetensors through w, then closes
- * it: each one float32 tensor of CONSTS elements, `name`, that fill
- * makes for the step into consts[]. */
-static void add_two_steps(tf_writer *w, const char *name, void (*fill)(int step, float *v))
+/* Adds step-1.safetensors and step-2.safetensors through w, in the
+ * order given (first[0] first), then closes it: each one float32 tensor
+ * of CONSTS elements, `name`, that fill makes for the step into
+ * consts[] (left holding the step added last). */
+static void add_two_steps(tf_writer *w, const char *name, void (*fill)(int step, float *v),
+                          const int order[2])
 {
     char src[TEST_PATH_MAX];
-    for (int step = 1; step <= 2; step++) {
+    for (int k = 0; k < 2; k++) {
+        int step = order[k];
         fill(step, consts);
         const test_tensor t[] = { { name, "F32", "[5000]", consts, sizeof consts } };
         char dest[64];
@@ -169,45 +173,68 @@ static void add_two_steps(tf_writer *w, const char *name, void (*fill)(int step,
     tf_writer_close(w);
 }
 
+static const int in_order[2] = { 1, 2 }, out_of_order[2] = { 2, 1 };
+
 static void fill_scale(int step, float *v)
 {
     for (int i = 0; i < CONSTS; i++)
         v[i] = 0.5f / (float)step;
 }
 
+/* The blob of the one chunk of ent's first tensor. */
+static const tf_blob *only_chunk(tf_archive *ar, const tf_entry *ent)
+{
+    return tf_archive_blob(ar, ent->chunks[ent->tensors[0].first_chunk]);
+}
+
 START_TEST(test_keyframe_chunk_gets_a_program)
 {
-    /* With max_chain 0, step 2's chunk is a keyframe although its parent's
-     * is there to delta against. A constant is smallest as a program. */
+    /* Added after step 2 (out of order), step 1 references it forwards;
+     * with max_chain 0 its chunk is a keyframe although step 2's is there
+     * to delta against. A constant is smallest as a program. */
     char archive[TEST_PATH_MAX];
     test_path("a.traj", archive);
-    add_two_steps(test_open_writer(archive, true, CHUNK_SHIFT, 2, 0), "scale", fill_scale);
-
+    add_two_steps(test_open_writer(archive, true, CHUNK_SHIFT, 2, 0), "scale", fill_scale,
+                  out_of_order);
     const tf_entry *ent;
-    tf_archive *ar = open_entry(archive, "step-2.safetensors", &ent);
-    const tf_blob *b = tf_archive_blob(ar, ent->chunks[ent->tensors[0].first_chunk]);
+    tf_archive *ar = open_entry(archive, "step-1.safetensors", &ent);
+    const tf_blob *b = only_chunk(ar, ent);
     ck_assert_uint_eq(b->codec, TF_CODEC_PROG);
     ck_assert_uint_eq(b->ref, 0);
     ck_assert_uint_lt(b->enc_len, 32);
     const test_tensor t[] = { { "scale", "F32", "[5000]", consts, sizeof consts } };
     check_tensors(ar, ent, t, 1);
     tf_archive_close(ar);
+
+    /* In order, step 2 is the newest: a keyframe of the fast codec,
+     * which a newer checkpoint would replace, so no program search. */
+    test_path("b.traj", archive);
+    add_two_steps(test_open_writer(archive, true, CHUNK_SHIFT, 2, 0), "scale", fill_scale,
+                  in_order);
+    ar = open_entry(archive, "step-2.safetensors", &ent);
+    b = only_chunk(ar, ent);
+    ck_assert_uint_eq(b->ref, 0);
+    ck_assert_msg(b->codec == TF_CODEC_BYTEGROUP || b->codec == TF_CODEC_RAW, "codec %u",
+                  b->codec);
+    check_tensors(ar, ent, t, 1);
+    tf_archive_close(ar);
 }
 END_TEST
 
-/* Noise, then a constant, whose delta against the noise loses. */
-static void fill_noise_then_constant(int step, float *v)
+/* Noise at step 2, a constant at step 1: added out of order, step 1's
+ * delta against the noise loses. */
+static void fill_constant_below_noise(int step, float *v)
 {
     uint32_t x = 12345;
     for (int i = 0; i < CONSTS; i++) {
         x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-        v[i] = step == 1 ? (float)x / 4e9f - 0.5f : 0.25f;
+        v[i] = step == 2 ? (float)x / 4e9f - 0.5f : 0.25f;
     }
 }
 
-/* The codec and the stored bytes of step 2's tensor of
- * fill_noise_then_constant, written with the settings given (search,
- * all_programs). */
+/* The codec and the stored bytes of step 1's tensor of
+ * fill_constant_below_noise, added after step 2 and written with the
+ * settings given (search, all_programs). */
 static unsigned stored_codec(bool search, bool all_programs, uint64_t *bytes)
 {
     char archive[TEST_PATH_MAX];
@@ -220,9 +247,9 @@ static unsigned stored_codec(bool search, bool all_programs, uint64_t *bytes)
     tf_writer *w = NULL;
     tf_error e = { 0 };
     ck_assert_msg(tf_writer_open(archive, true, CHUNK_SHIFT, &o, &w, &e) == 0, "%s", e.msg);
-    add_two_steps(w, "exp_avg", fill_noise_then_constant);
+    add_two_steps(w, "exp_avg", fill_constant_below_noise, out_of_order);
     const tf_entry *ent;
-    tf_archive *ar = open_entry(archive, "step-2.safetensors", &ent);
+    tf_archive *ar = open_entry(archive, "step-1.safetensors", &ent);
     unsigned codec = 0;
     *bytes = stored_bytes(ar, ent, 0, &codec);
     const test_tensor t[] = { { "exp_avg", "F32", "[5000]", consts, sizeof consts } };
@@ -231,9 +258,9 @@ static unsigned stored_codec(bool search, bool all_programs, uint64_t *bytes)
     return codec;
 }
 
-/* A tensor whose delta loses: the search gives it no program (it has a
- * reference), so the byte-grouped codec's bytes; all_programs, a
- * program's, which is smaller; choosing from samples, a program of its
+/* A tensor whose (forward) delta loses: the search gives it no program
+ * (it has a reference), so the byte-grouped codec's bytes; all_programs,
+ * a program's, which is smaller; choosing from samples, a program of its
  * fields, as small. */
 START_TEST(test_all_programs)
 {

@@ -172,7 +172,8 @@ static uint64_t peak_rss(void)
 
 /* Two checkpoints of a bfloat16 tensor of 2^26 elements (128 MiB each;
  * chunks of 2^16): with a cache of 8 MiB, the writer's memory stays a
- * small part of one file. */
+ * small part of one file, also while it re-encodes the first as deltas
+ * against the second. */
 START_TEST(test_memory_bounded_by_the_cache)
 {
     const uint64_t n = (uint64_t)1 << 26;
@@ -193,9 +194,15 @@ START_TEST(test_memory_bounded_by_the_cache)
                   "adding 2 x 128 MiB took %llu MiB of memory",
                   (unsigned long long)((peak - before) >> 20));
 #endif
+    /* step-2, the newest, is keyframes, and step-1 was re-encoded as
+     * deltas against it in the same bounded memory. */
     tf_archive *ar = open_archive(archive);
+    check_file(ar, "step-1.safetensors", s1);
     check_file(ar, "step-2.safetensors", s2);
-    const tf_entry *ent = tf_archive_lookup(ar, "step-2.safetensors");
+    const tf_entry *newest = tf_archive_lookup(ar, "step-2.safetensors");
+    for (uint64_t c = 0; c < newest->nchunks; c++)
+        ck_assert_uint_eq(tf_archive_blob(ar, newest->chunks[c])->ref, 0);
+    const tf_entry *ent = tf_archive_lookup(ar, "step-1.safetensors");
     unsigned deltas = 0;
     for (uint64_t c = 0; c < ent->nchunks; c++)
         deltas += tf_archive_blob(ar, ent->chunks[c])->codec == TF_CODEC_ULP;
