@@ -63,8 +63,9 @@ same_files() {
 
 # ---- 1. to --max-chain 1 and back ------------------------------------------------
 
+# Six checkpoints a run: room for chains of 2 and more at the default.
 chain_default=$(longest_chain "$archive")
-[ "$chain_default" -eq 2 ] || fail "the default archive's longest chain is $chain_default, not 2"
+[ "$chain_default" -ge 2 ] || fail "the default archive's longest chain is $chain_default"
 "$TRAJPACK" repack -q --max-chain 1 "$archive" > "$TEST_TMP/out.txt" 2> "$TEST_TMP/err" ||
     fail "repack --max-chain 1 failed: $(cat "$TEST_TMP/err")"
 grep -qE '^repack: 19 files, .* -> .* \(allocated .* -> .*\)$' "$TEST_TMP/out.txt" ||
