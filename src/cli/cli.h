@@ -36,6 +36,7 @@ int cmd_list(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_repack(int argc, char **argv);
 
 /* ---- messages ---------------------------------------------------------- */
 
@@ -92,6 +93,11 @@ void cli_put_quoted(FILE *f, const char *s);
 
 /* Opens an archive read-only; prints "trajpack: ARCHIVE: why" on failure. */
 tf_archive *cli_open_archive(const char *path);
+
+/* The bytes the disk holds of a local archive's file (st_blocks: less
+ * than its size where the file has holes). False for a remote archive,
+ * or when the file system does not say. */
+bool cli_archive_allocated(const tf_archive *ar, uint64_t *bytes);
 
 /* Normalizes a path given on the command line into an archive path:
  * drops leading "./" and "/", repeated and trailing slashes. Returns a new

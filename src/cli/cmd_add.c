@@ -11,10 +11,8 @@
 
 #include "cli/progress.h"
 #include "cli/walk.h"
+#include "cli/write_options.h"
 #include "store/writer.h"
-
-#define STR_(x) #x
-#define STR(x) STR_(x)
 
 #define WALK_TEXT \
     "Each PATH is stored under its base name, like cp and tar do: a file\n" \
@@ -30,8 +28,7 @@ static const char create_head[] =
     "Create ARCHIVE, which must not exist, from files and directories.\n"
     WALK_TEXT
     "\nOptions:\n"
-    "      --chunk-shift N  tensor chunks of 2^N elements, " STR(TF_CHUNK_SHIFT_MIN)
-    " to " STR(TF_CHUNK_SHIFT_MAX) " (default " STR(TF_CHUNK_SHIFT_DEFAULT) ")\n";
+    CLI_CHUNK_SHIFT_HELP " (default " CLI_STR(TF_CHUNK_SHIFT_DEFAULT) ")\n";
 
 static const char add_head[] =
     "Usage: trajpack add [OPTIONS] ARCHIVE PATH...\n"
@@ -52,35 +49,11 @@ static const char usage_tail[] =
     "  -q, --quiet          no progress bar\n"
     "  -h, --help           show this help\n";
 
-/* The --help text: the verb's own lines around those of the writer's
- * settings, which trajfs's help shares. NULL when out of memory. */
-static char *usage_text(bool create)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return NULL;
-    fputs(create ? create_head : add_head, f);
-    tf_write_opts_help(f, TF_WRITE_OPTS_OPTIONS);
-    fputs(usage_tail, f);
-    if (fclose(f) != 0) {
-        free(text);
-        return NULL;
-    }
-    return text;
-}
-
-enum { OPT_MAX_CHAIN = 256, OPT_BUDGET, OPT_SEARCH, OPT_ALL_PROGRAMS, OPT_CHUNK_SHIFT, OPT_AS,
-       OPT_PARENT };
+enum { OPT_AS = CLI_OPT_VERB, OPT_PARENT };
 
 static const struct option add_longopts[] = {
-    { "threads", required_argument, NULL, 'T' },
-    { "max-chain", required_argument, NULL, OPT_MAX_CHAIN },
-    { "budget", required_argument, NULL, OPT_BUDGET },
-    { "search", no_argument, NULL, OPT_SEARCH },
-    { "all-programs", no_argument, NULL, OPT_ALL_PROGRAMS },
-    { "chunk-shift", required_argument, NULL, OPT_CHUNK_SHIFT },
+    CLI_WRITE_LONGOPTS,
+    { "chunk-shift", required_argument, NULL, CLI_OPT_CHUNK_SHIFT },
     { "as", required_argument, NULL, OPT_AS },
     { "parent", required_argument, NULL, OPT_PARENT },
     { "quiet", no_argument, NULL, 'q' },
@@ -114,35 +87,15 @@ static int parse_archive_path(const char *verb, const char *opt, const char *arg
     return 0;
 }
 
-/* Sets the writer setting given as option opt (value NULL for a flag). */
-static int set_writer_option(add_args *a, const char *setting, const char *opt,
-                             const char *value)
+/* An option of create or add other than the writer's settings. */
+static int parse_option(void *arg, int c)
 {
-    tf_error e;
-    if (tf_write_opts_set(&a->wopts, setting, value, &e) < 0) {
-        cli_usage_error(a->verb, "%s: %s", opt, e.msg);
-        return -1;
-    }
-    return 0;
-}
-
-static int parse_option(add_args *a, int c)
-{
+    add_args *a = arg;
     switch (c) {
-    case 'T':
-        return set_writer_option(a, "threads", "--threads", optarg);
-    case OPT_MAX_CHAIN:
-        return set_writer_option(a, "max_chain", "--max-chain", optarg);
-    case OPT_BUDGET:
-        return set_writer_option(a, "prog_budget", "--budget", optarg);
-    case OPT_SEARCH:
-        return set_writer_option(a, "search", "--search", NULL);
-    case OPT_ALL_PROGRAMS:
-        return set_writer_option(a, "all_programs", "--all-programs", NULL);
-    case OPT_CHUNK_SHIFT:
+    case CLI_OPT_CHUNK_SHIFT:
         if (!a->create) {
             cli_usage_error(a->verb, "--chunk-shift is only for create: an archive's "
-                            "chunk size is fixed when it is created");
+                            "chunk size is fixed when it is created (repack changes it)");
             return -1;
         }
         return cli_parse_uint(a->verb, "--chunk-shift", optarg, TF_CHUNK_SHIFT_MIN,
@@ -162,25 +115,10 @@ static int parse_option(add_args *a, int c)
 /* Returns -1 to go on, or the exit status when parsing ends the run. */
 static int parse_args(add_args *a, int argc, char **argv)
 {
-    char *usage = usage_text(a->create);
-    if (!usage) {
-        cli_error("out of memory");
-        return CLI_EXIT_FAIL;
-    }
-    const cli_cmd cmd = {
-        .verb = a->verb,
-        .usage = usage,
-        .shortopts = "T:qh",
-        .longopts = add_longopts,
-    };
-    int c, status = -1;
-    while (status < 0 && (c = cli_getopt(argc, argv, &cmd)) != -1) {
-        if (c == CLI_OPT_HELP)
-            status = CLI_EXIT_OK;
-        else if (c == CLI_OPT_BAD || parse_option(a, c) < 0)
-            status = CLI_EXIT_USAGE;
-    }
-    free(usage); /* cli_getopt is done with it */
+    const cli_write_cmd cmd = { .verb = a->verb, .head = a->create ? create_head : add_head,
+                                .tail = usage_tail, .shortopts = "T:qh",
+                                .longopts = add_longopts, .own_option = parse_option, .arg = a };
+    int status = cli_parse_write_options(argc, argv, &cmd, &a->wopts);
     if (status >= 0)
         return status;
     if (argc - optind < 2)

@@ -18,9 +18,11 @@ static const char list_usage[] =
     "  -l, --long   also show mode, size, stored size, compression ratio, the\n"
     "               share of a tensor file's tensor bytes stored as deltas\n"
     "               (e.g. \"delta 93%\") and the codecs of the stored bytes,\n"
-    "               and a total line. A file's stored size counts the blobs\n"
-    "               that no file committed before it uses: a fully\n"
-    "               deduplicated file stores 0 bytes.\n"
+    "               and a total line with the archive's size and the bytes\n"
+    "               its disk holds (allocated: less where the file has\n"
+    "               holes). A file's stored size counts the blobs that no\n"
+    "               file committed before it uses: a fully deduplicated file\n"
+    "               stores 0 bytes.\n"
     "      --blobs  debugging listing, one tab-separated line per use of a\n"
     "               stored blob: blob index, payload offset, encoded and raw\n"
     "               length, codec, reference and model blob, file, tensor and\n"
@@ -197,7 +199,8 @@ static void print_long(const tf_archive *ar, const tf_entry *ent, const file_cos
 static void print_total(const tf_archive *ar, const bool *selected, const file_cost *cost)
 {
     uint64_t files = 0, size = 0, stored = 0;
-    char size_s[CLI_SIZE_LEN], stored_s[CLI_SIZE_LEN], archive_s[CLI_SIZE_LEN], ratio[32];
+    char size_s[CLI_SIZE_LEN], stored_s[CLI_SIZE_LEN], archive_s[CLI_SIZE_LEN],
+        allocated_s[CLI_SIZE_LEN], ratio[32];
     for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
         const tf_entry *ent = tf_archive_entry(ar, i);
         if (!selected[i] || !tf_entry_is_regular(ent))
@@ -210,9 +213,14 @@ static void print_total(const tf_archive *ar, const bool *selected, const file_c
     cli_format_size(stored, stored_s);
     cli_format_size(tf_archive_file_size(ar), archive_s);
     format_ratio(size, stored, ratio, sizeof ratio);
-    printf("total: %llu files, %s, stored %s (%s); archive %s in %llu commits\n",
-           (unsigned long long)files, size_s, stored_s, ratio, archive_s,
-           (unsigned long long)tf_archive_commits(ar));
+    printf("total: %llu files, %s, stored %s (%s); archive %s", (unsigned long long)files,
+           size_s, stored_s, ratio, archive_s);
+    uint64_t allocated;
+    if (cli_archive_allocated(ar, &allocated)) {
+        cli_format_size(allocated, allocated_s);
+        printf(" (%s allocated)", allocated_s);
+    }
+    printf(" in %llu commits\n", (unsigned long long)tf_archive_commits(ar));
 }
 
 static int print_entries(const tf_archive *ar, const size_t *order, const bool *selected,

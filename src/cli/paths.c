@@ -1,6 +1,7 @@
 /* Archives and archive paths named on the command line. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 
@@ -21,6 +22,16 @@ tf_archive *cli_open_archive(const char *path)
     if (!ar)
         cli_file_error(path, e.msg);
     return ar;
+}
+
+bool cli_archive_allocated(const tf_archive *ar, uint64_t *bytes)
+{
+    struct stat st;
+    tf_error e;
+    if (tf_archive_is_remote(ar) || tf_archive_stat(ar, &st, &e) < 0)
+        return false;
+    *bytes = (uint64_t)st.st_blocks * 512; /* st_blocks counts 512-byte units */
+    return true;
 }
 
 char *cli_archive_path(const char *arg)

@@ -40,6 +40,12 @@ typedef struct {
     uint64_t n_other, n_dirs, n_symlinks;
     uint64_t logical_bytes;        /* all file sizes */
     uint64_t unused_bytes;         /* blobs no live file uses */
+    bool allocated_known;          /* a local archive: */
+    uint64_t allocated_bytes;      /* what its disk holds (cli_archive_allocated) */
+    /* Reference chains of the tensor chunks of live files: deltas
+     * decoded to read each (tf_archive_chain_depth). */
+    uint64_t chain_chunks, chain_sum;
+    unsigned chain_longest;
 } stats;
 
 /* Charges every blob of ar to its first use and adds up the rows; 0, or

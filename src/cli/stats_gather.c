@@ -69,11 +69,23 @@ static bool account_ulp(stats_ctx *cx, size_t i, unsigned dtype, uint64_t b,
     return true;
 }
 
+/* The chain of tensor chunk blob b, one use of it. */
+static void account_chain(stats *st, const tf_archive *ar, uint64_t b)
+{
+    if (b >= tf_archive_nblobs(ar))
+        return;
+    unsigned depth = tf_archive_chain_depth(ar, b);
+    st->chain_chunks++;
+    st->chain_sum += depth;
+    st->chain_longest = depth > st->chain_longest ? depth : st->chain_longest;
+}
+
 static void account_chunk(stats_ctx *cx, size_t i, unsigned dtype, uint64_t b,
                           uint64_t weights)
 {
     uint64_t blobs = 0, model_bytes = 0, bytes = charge(cx, b, i + 1, &blobs, &model_bytes);
     stats *st = cx->st;
+    account_chain(st, cx->ar, b);
     add_row(&st->tensors, weights, bytes, blobs);
     add_row(&st->by_dtype[dtype], weights, bytes, blobs);
     add_row(&st->by_entry[i], weights, bytes, blobs);
@@ -179,6 +191,7 @@ int stats_gather(tf_archive *ar, stats *st)
         cli_error("out of memory");
         return -1;
     }
+    st->allocated_known = cli_archive_allocated(ar, &st->allocated_bytes);
     for (size_t i = 0; i < n; i++)
         account_entry(&cx, i, tf_archive_entry(ar, i));
     for (uint64_t b = 0; b < nblobs; b++)

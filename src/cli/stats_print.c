@@ -111,7 +111,13 @@ void stats_print_text(const tf_archive *ar, const size_t *order, const char *arc
     uint64_t archive_bytes = tf_archive_file_size(ar);
     cli_format_size(st->logical_bytes, logical);
     cli_format_size(archive_bytes, size);
-    printf("archive %s: %s, %llu commits, chunks of 2^%u elements\n", archive, size,
+    printf("archive %s: %s", archive, size);
+    if (st->allocated_known) {
+        char allocated[CLI_SIZE_LEN];
+        cli_format_size(st->allocated_bytes, allocated);
+        printf(" (%s allocated)", allocated);
+    }
+    printf(", %llu commits, chunks of 2^%u elements\n",
            (unsigned long long)tf_archive_commits(ar), tf_archive_chunk_shift(ar));
     fputs("files:", stdout);
     for (unsigned f = 1; f < FORMAT_SLOTS; f++)
@@ -124,6 +130,10 @@ void stats_print_text(const tf_archive *ar, const size_t *order, const char *arc
         printf("%.2fx\n", (double)st->logical_bytes / (double)archive_bytes);
     else
         puts("-");
+    if (st->chain_chunks)
+        printf("reference chains: longest %u, mean %.2f deltas over %llu tensor chunks\n",
+               st->chain_longest, (double)st->chain_sum / (double)st->chain_chunks,
+               (unsigned long long)st->chain_chunks);
 
     printf("\n  %14s %10s %9s\n", "weights", "stored", "bits/wt");
     puts("by dtype:");
@@ -245,9 +255,17 @@ void stats_print_json(const tf_archive *ar, const size_t *order, const char *arc
     uint64_t archive_bytes = tf_archive_file_size(ar);
     fputs("{\n  \"archive\": ", stdout);
     cli_put_quoted(stdout, archive);
-    printf(",\n  \"archive_bytes\": %llu,\n  \"commits\": %llu,\n  \"chunk_shift\": %u,\n",
-           (unsigned long long)archive_bytes, (unsigned long long)tf_archive_commits(ar),
-           tf_archive_chunk_shift(ar));
+    printf(",\n  \"archive_bytes\": %llu,\n  \"allocated_bytes\": ",
+           (unsigned long long)archive_bytes);
+    if (st->allocated_known)
+        printf("%llu", (unsigned long long)st->allocated_bytes);
+    else
+        fputs("null", stdout);
+    printf(",\n  \"commits\": %llu,\n  \"chunk_shift\": %u,\n",
+           (unsigned long long)tf_archive_commits(ar), tf_archive_chunk_shift(ar));
+    printf("  \"chains\": {\"chunks\": %llu, \"longest\": %u, \"mean\": %.6f},\n",
+           (unsigned long long)st->chain_chunks, st->chain_longest,
+           st->chain_chunks ? (double)st->chain_sum / (double)st->chain_chunks : 0.0);
     fputs("  \"files\": {", stdout);
     for (unsigned f = 1; f < FORMAT_SLOTS; f++)
         if (f < FORMAT_SLOTS - 1 || st->n_tensor_files[f])

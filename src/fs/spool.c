@@ -2,33 +2,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/full_io.h"
+#include "common/tmpfile.h"
 
 int fs_spool_create(int dirfd)
 {
-    int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
-        return fd >= 0 ? fd : -errno;
-    /* A file system without O_TMPFILE: a named file, unlinked at once
-     * (a crash in between leaves it behind, named for what it is). */
-    char name[64];
-    static _Atomic unsigned counter;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        snprintf(name, sizeof name, ".trajfs-spool-%ld-%u", (long)getpid(), counter++);
-        fd = openat(dirfd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            unlinkat(dirfd, name, 0);
-            return fd;
-        }
-        if (errno != EEXIST)
-            break;
-    }
-    return -errno;
+    return tf_tmpfile_create(dirfd, "trajfs-spool");
 }
 
 int fs_spool_open_dir(const char *dir, tf_error *e)

@@ -1,19 +1,15 @@
 #include "store/gc.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/buf.h"
 #include "format/catalog.h"
 #include "format/container.h"
 #include "store/archive.h"
 #include "store/blob_io.h"
+#include "store/rewrite.h"
 
 typedef struct {
     tf_archive *old;
@@ -141,29 +137,19 @@ static int copy_blobs(rewrite *r, tf_error *e)
     return rc;
 }
 
-/* The live entries with their chunks renumbered, after a tombstone that
- * carries the highest inode number ever given when no live entry does:
- * applied to the empty archive it removes nothing, but numbers below it
- * are never given again. */
+/* The live entries with their chunks renumbered, after the tombstone
+ * that keeps the inode counter when one is needed
+ * (tf_rewrite_ino_keeper). */
 static int copy_entries(rewrite *r, tf_error *e)
 {
     size_t n = tf_archive_nentries(r->old);
     r->seg.entries = calloc(n + 1, sizeof *r->seg.entries);
     if (!r->seg.entries)
         return tf_fail(e, ENOMEM, "out of memory");
-    uint64_t max_ino = 1;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t ino = tf_archive_entry(r->old, i)->ino;
-        max_ino = ino > max_ino ? ino : max_ino;
-    }
-    uint64_t next_ino = tf_archive_next_ino(r->old);
-    if (next_ino > max_ino + 1) {
-        tf_entry *keep = &r->seg.entries[r->seg.nentries++];
-        *keep = (tf_entry){ .kind = TF_ENTRY_TOMBSTONE, .ino = next_ino - 1,
-                            .path = strdup("inode-counter") };
-        if (!keep->path)
-            return tf_fail(e, ENOMEM, "out of memory");
-    }
+    int keeper = tf_rewrite_ino_keeper(r->old, &r->seg.entries[0], e);
+    if (keeper < 0)
+        return -1;
+    r->seg.nentries = (uint64_t)keeper;
     for (size_t i = 0; i < n; i++) {
         tf_entry *ent = &r->seg.entries[r->seg.nentries++];
         if (tf_entry_clone(tf_archive_entry(r->old, i), NULL, ent, e) < 0)
@@ -174,50 +160,25 @@ static int copy_entries(rewrite *r, tf_error *e)
     return 0;
 }
 
-/* The new archive reads back with every entry and blob. */
-static int check_written(const char *tmp, const rewrite *r, tf_error *e)
+/* The new archive has every live entry and every kept blob. */
+static int check_written(void *arg, const tf_archive *written, tf_error *e)
 {
-    tf_archive *ar;
-    if (tf_archive_open(tmp, NULL, &ar, e) < 0)
-        return -1;
-    bool ok = tf_archive_nentries(ar) == tf_archive_nentries(r->old) &&
-              tf_archive_nblobs(ar) == r->kept &&
-              tf_archive_next_ino(ar) == tf_archive_next_ino(r->old);
-    tf_archive_close(ar);
-    return ok ? 0 : tf_fail(e, EIO, "%s: the rewritten archive does not read back whole", tmp);
-}
-
-/* The old file's owner and permissions, given to the new file tmp: a gc
- * must not hand the archive to whoever ran it. */
-static int copy_owner(const tf_archive *old, const char *tmp, tf_error *e)
-{
-    struct stat st;
-    if (tf_archive_stat(old, &st, e) < 0)
-        return -1;
-    int fd = open(tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    int rc = 0;
-    if (fd < 0)
-        rc = tf_fail(e, errno, "%s: %s", tmp, strerror(errno));
-    else if ((st.st_uid != geteuid() || st.st_gid != getegid()) && fchown(fd, st.st_uid, st.st_gid) < 0)
-        rc = tf_fail(e, errno, "cannot give the rewritten archive its owner: %s", strerror(errno));
-    else if (fchmod(fd, st.st_mode & 07777) < 0)
-        rc = tf_fail(e, errno, "cannot give the rewritten archive its mode: %s", strerror(errno));
-    if (fd >= 0)
-        close(fd);
-    return rc;
+    const rewrite *r = arg;
+    if (tf_archive_nblobs(written) != r->kept)
+        return tf_fail(e, EIO, "%llu blobs, not %llu",
+                       (unsigned long long)tf_archive_nblobs(written), (unsigned long long)r->kept);
+    return tf_rewrite_check_entries(r->old, written, e);
 }
 
 /* Writes the new archive at tmp, durable (tf_container_commit syncs). */
-static int write_archive(rewrite *r, const char *tmp, tf_error *e)
+static int write_archive(void *arg, const char *tmp, tf_error *e)
 {
+    rewrite *r = arg;
     tf_open_opts writable = { .writable = true };
-    if (tf_container_create(tmp, tf_archive_chunk_shift(r->old), e) < 0 ||
-        tf_container_open(&r->out, tmp, &writable, e) < 0)
+    if (tf_container_open(&r->out, tmp, &writable, e) < 0)
         return -1;
     tf_buf raw = { 0 };
-    int rc = copy_owner(r->old, tmp, e);
-    if (rc == 0)
-        rc = copy_blobs(r, e);
+    int rc = copy_blobs(r, e);
     if (rc == 0)
         rc = copy_entries(r, e);
     if (rc == 0)
@@ -229,68 +190,30 @@ static int write_archive(rewrite *r, const char *tmp, tf_error *e)
     return rc;
 }
 
-/* The rename must be durable too. */
-static int sync_dir_of(const char *path, tf_error *e)
-{
-    char *copy = strdup(path);
-    if (!copy)
-        return tf_fail(e, ENOMEM, "out of memory");
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = fd >= 0 && fsync(fd) == 0
-             ? 0 : tf_fail(e, errno, "cannot sync the directory of %s: %s", path, strerror(errno));
-    if (fd >= 0)
-        close(fd);
-    free(copy);
-    return rc;
-}
-
-static uint64_t size_of(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-}
-
 int tf_gc(const char *path, void (*progress)(void *arg, uint64_t bytes), void *progress_arg,
           tf_gc_stats *stats, tf_error *e)
 {
-    char *real = realpath(path, NULL), *tmp = NULL;
-    if (!real)
-        return tf_fail(e, errno, "%s: %s", path, strerror(errno));
-    rewrite r = { .progress = progress, .progress_arg = progress_arg };
-    tf_open_opts writable = { .writable = true };
-    int rc = tf_archive_open(real, &writable, &r.old, e); /* the writer's lock, held to the end */
-    if (rc == 0) {
-        *stats = (tf_gc_stats){ .blobs_before = tf_archive_nblobs(r.old),
-                                .bytes_before = tf_archive_file_size(r.old),
-                                .commits_before = tf_archive_commits(r.old) };
-        rc = mark_live(&r, e);
-    }
+    tf_rewrite rw;
+    if (tf_rewrite_open(&rw, path, "gc", ".gc-tmp", e) < 0)
+        return -1;
+    rewrite r = { .old = rw.old, .progress = progress, .progress_arg = progress_arg };
+    *stats = (tf_gc_stats){ .blobs_before = tf_archive_nblobs(r.old),
+                            .bytes_before = tf_archive_file_size(r.old),
+                            .commits_before = tf_archive_commits(r.old) };
+    int rc = mark_live(&r, e);
     bool nothing_to_do = rc == 0 && r.kept == stats->blobs_before && stats->commits_before <= 1;
-    if (rc == 0 && !nothing_to_do && asprintf(&tmp, "%s.gc-tmp", real) < 0) {
-        tmp = NULL;
-        rc = tf_fail(e, ENOMEM, "out of memory");
-    }
-    if (tmp) {
-        unlink(tmp); /* left by a gc that died: nobody else writes it under our lock */
-        rc = write_archive(&r, tmp, e);
-        if (rc == 0)
-            rc = check_written(tmp, &r, e);
-        if (rc == 0 && rename(tmp, real) < 0)
-            rc = tf_fail(e, errno, "cannot rename %s to %s: %s", tmp, real, strerror(errno));
-        if (rc == 0)
-            rc = sync_dir_of(real, e);
-        else
-            unlink(tmp);
+    struct stat after = { .st_size = (off_t)stats->bytes_before };
+    if (rc == 0 && !nothing_to_do) {
+        const tf_rewrite_steps steps = { .write = write_archive, .check = check_written, .arg = &r };
+        rc = tf_rewrite_replace(&rw, tf_archive_chunk_shift(r.old), &steps, &after, e);
     }
     if (rc == 0) {
         stats->blobs_after = r.kept;
-        stats->bytes_after = nothing_to_do ? stats->bytes_before : size_of(real);
+        stats->bytes_after = (uint64_t)after.st_size;
     }
     tf_segment_free(&r.seg);
     free(r.renumber);
     free(r.order);
-    tf_archive_close(r.old);
-    free(tmp);
-    free(real);
+    tf_rewrite_close(&rw);
     return rc;
 }
