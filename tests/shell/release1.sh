@@ -1,8 +1,8 @@
 #!/bin/sh
 # Archives written by release 1 (safetensors entries with an inline
 # header) still open and read byte-identical, through extract and a
-# mount; a checkpoint added to one finds its references in the old
-# entries; a rename in a writable mount keeps an old entry readable.
+# mount; a checkpoint added to one is the run's newest, one added out
+# of order finds its references in the old entries; a rename in a writable mount keeps an old entry readable.
 # tests/fixtures/release1.trajfs was made by release 1 with
 # `trajpack create --chunk-shift 12 release1.trajfs run`, where run/ held
 # examples/tiny-run/step-000002.safetensors, step-000004.safetensors and
@@ -43,15 +43,35 @@ start_mount "$archive" "$TEST_TMP/mnt"
 same_files "$TEST_TMP/mnt/run"
 stop_mount "$TEST_TMP/mnt"
 
-# A new checkpoint deltas against the old entries' tensors (the third
-# checkpoint of the run references the first: skip references).
+# A new checkpoint is the run's newest: keyframes of its own. One added
+# out of order (a step between an old entry's and the newest) is a delta against the
+# nearest earlier release-1 entry's tensors.
 "$TRAJPACK" add -q --as run/step-000006.safetensors "$archive" "$tiny/step-000006.safetensors" ||
     fail "add to the release-1 archive failed"
 "$TRAJPACK" extract -q -O "$archive" run/step-000006.safetensors > "$TEST_TMP/step6"
 cmp "$tiny/step-000006.safetensors" "$TEST_TMP/step6" || fail "step 6 reads back differently"
 "$TRAJPACK" stats --tensors "$archive" run/step-000006.safetensors > "$TEST_TMP/tensors"
-grep -q "run/step-000002.safetensors" "$TEST_TMP/tensors" ||
-    { cat "$TEST_TMP/tensors" >&2; fail "step 6 found no reference in the release-1 step 2"; }
+grep -q "keyframe:" "$TEST_TMP/tensors" ||
+    { cat "$TEST_TMP/tensors" >&2; fail "the newest checkpoint is not stored as keyframes"; }
+# Step 5: step 4 with one element of its last tensor changed, so that
+# the tensor is new and the others are step 4's.
+cp "$tiny/step-000004.safetensors" "$TEST_TMP/step5.in"
+python3 - "$TEST_TMP/step5.in" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(-2, 2)
+    low = f.read(1)[0]
+    f.seek(-2, 2)
+    f.write(bytes([low ^ 1]))
+PY
+"$TRAJPACK" add -q --as run/step-000005.safetensors "$archive" "$TEST_TMP/step5.in" ||
+    fail "an out-of-order add to the release-1 archive failed"
+"$TRAJPACK" extract -q -O "$archive" run/step-000005.safetensors > "$TEST_TMP/step5"
+cmp "$TEST_TMP/step5.in" "$TEST_TMP/step5" || fail "step 5 reads back differently"
+"$TRAJPACK" stats --tensors "$archive" run/step-000005.safetensors > "$TEST_TMP/tensors"
+grep -q "run/step-000004.safetensors" "$TEST_TMP/tensors" ||
+    { cat "$TEST_TMP/tensors" >&2; fail "step 5 found no reference in the release-1 step 4"; }
+"$TRAJPACK" verify -q "$archive" || fail "verify after the adds failed"
 
 # A rename writes the old entry again, its header still inline.
 start_mount "$archive" "$TEST_TMP/mnt" -o rw
