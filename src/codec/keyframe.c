@@ -107,8 +107,7 @@ static int put_coded(const uint8_t *plane, size_t n, const uint64_t *sample, tf_
     tf_huff_lengths(count, 256, tf_prog_huff_limit(n), len);
     /* the body after room for its head, which tells its length */
     const size_t start = out->len, head = 1 + 10;
-    uint8_t *gap = tf_buf_reserve(out, head + 1);
-    if (!gap)
+    if (!tf_buf_reserve(out, head + 1))
         return tf_fail(e, ENOMEM, "keyframe: out of memory");
     tf_buf_commit(out, head);
     tf_buf_u8(out, TF_PROG_CODE_HUFF4);
