@@ -43,15 +43,23 @@ start_mount "$archive" "$TEST_TMP/mnt"
 same_files "$TEST_TMP/mnt/run"
 stop_mount "$TEST_TMP/mnt"
 
-# A new checkpoint deltas against the old entries' tensors (the third
-# checkpoint of the run references the first: skip references).
-"$TRAJPACK" add -q --as run/step-000006.safetensors "$archive" "$tiny/step-000006.safetensors" ||
-    fail "add to the release-1 archive failed"
+# A new checkpoint finds its references in the old entries' tensors (no
+# warning of a checkpoint that matches nothing in its run). It is the
+# newest: keyframes. The old step 4, whose chunks are deltas against step
+# 2 (release 1 chained nearest references), is not re-encoded: reverse
+# references re-encode keyframes only.
+"$TRAJPACK" add -q --as run/step-000006.safetensors "$archive" "$tiny/step-000006.safetensors" \
+    2> "$TEST_TMP/add.err" || fail "add to the release-1 archive failed"
+[ ! -s "$TEST_TMP/add.err" ] ||
+    fail "step 6 found no references in the release-1 checkpoints: $(cat "$TEST_TMP/add.err")"
 "$TRAJPACK" extract -q -O "$archive" run/step-000006.safetensors > "$TEST_TMP/step6"
 cmp "$tiny/step-000006.safetensors" "$TEST_TMP/step6" || fail "step 6 reads back differently"
-"$TRAJPACK" stats --tensors "$archive" run/step-000006.safetensors > "$TEST_TMP/tensors"
-grep -q "run/step-000002.safetensors" "$TEST_TMP/tensors" ||
-    { cat "$TEST_TMP/tensors" >&2; fail "step 6 found no reference in the release-1 step 2"; }
+"$TRAJPACK" stats --tensors "$archive" run > "$TEST_TMP/tensors"
+awk -F '\t' '$1 == "run/step-000006.safetensors" && $8 != "-" { exit 1 }' "$TEST_TMP/tensors" ||
+    { cat "$TEST_TMP/tensors" >&2; fail "step 6, the newest, has references"; }
+grep -q "^run/step-000004.safetensors.*run/step-000002.safetensors" "$TEST_TMP/tensors" ||
+    { cat "$TEST_TMP/tensors" >&2; fail "the release-1 step 4 lost its references to step 2"; }
+"$TRAJPACK" verify -q "$archive" || fail "verify after adding step 6 failed"
 
 # A rename writes the old entry again, its header still inline.
 start_mount "$archive" "$TEST_TMP/mnt" -o rw
