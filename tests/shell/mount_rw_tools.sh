@@ -81,12 +81,17 @@ depth=$(max_chain_depth "$TEST_TMP/b.traj")
 [ "$depth" -eq 1 ] || fail "trajpack create --max-chain 1 made chains of $depth deltas"
 
 # -o all_programs reaches the writer: the AdamW state of the example's
-# second checkpoint, whose deltas lose, is stored as programs (by default
-# it is partly bytegroup), and reads back the same.
+# step 4, written after step 6 (out of order: deltas against step 6, where
+# many lose), is stored as programs (with the search alone it is partly
+# bytegroup), and reads back the same. (The newest checkpoint's keyframes get no
+# program search: the next checkpoint re-encodes them.)
 tiny=$top_srcdir/examples/tiny-run
 start_mount "$TEST_TMP/c.traj" "$TEST_TMP/mnt2" -o rw,all_programs
-cp -r "$tiny" "$TEST_TMP/mnt2/" || fail "cp into the all_programs mount failed"
-diff -r "$tiny" "$TEST_TMP/mnt2/tiny-run" > /dev/null || fail "the all_programs mount gives other files"
+mkdir "$TEST_TMP/mnt2/tiny-run"
+for f in step-000006.optim.safetensors step-000004.optim.safetensors; do
+    cp "$tiny/$f" "$TEST_TMP/mnt2/tiny-run/" || fail "cp of $f into the all_programs mount failed"
+    cmp "$tiny/$f" "$TEST_TMP/mnt2/tiny-run/$f" || fail "the all_programs mount gives another $f"
+done
 stop_mount "$TEST_TMP/mnt2"
 "$TRAJPACK" list -l "$TEST_TMP/c.traj" > "$TEST_TMP/list"
 line=$(grep 'step-000004.optim.safetensors' "$TEST_TMP/list")

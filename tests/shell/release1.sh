@@ -43,18 +43,26 @@ start_mount "$archive" "$TEST_TMP/mnt"
 same_files "$TEST_TMP/mnt/run"
 stop_mount "$TEST_TMP/mnt"
 
-# A new checkpoint is the run's newest: keyframes of its own. One added
-# out of order (a step between an old entry's and the newest) is a delta against the
-# nearest earlier release-1 entry's tensors.
-"$TRAJPACK" add -q --as run/step-000006.safetensors "$archive" "$tiny/step-000006.safetensors" ||
-    fail "add to the release-1 archive failed"
+# A new checkpoint finds its references in the old entries' tensors (no
+# warning of a checkpoint that matches nothing in its run). It is the
+# newest: keyframes. The old step 4, whose chunks are deltas against step
+# 2 (release 1 chained nearest references), is not re-encoded: reverse
+# references re-encode keyframes only.
+"$TRAJPACK" add -q --as run/step-000006.safetensors "$archive" "$tiny/step-000006.safetensors" \
+    2> "$TEST_TMP/add.err" || fail "add to the release-1 archive failed"
+[ ! -s "$TEST_TMP/add.err" ] ||
+    fail "step 6 found no references in the release-1 checkpoints: $(cat "$TEST_TMP/add.err")"
 "$TRAJPACK" extract -q -O "$archive" run/step-000006.safetensors > "$TEST_TMP/step6"
 cmp "$tiny/step-000006.safetensors" "$TEST_TMP/step6" || fail "step 6 reads back differently"
-"$TRAJPACK" stats --tensors "$archive" run/step-000006.safetensors > "$TEST_TMP/tensors"
-grep -q "keyframe:" "$TEST_TMP/tensors" ||
-    { cat "$TEST_TMP/tensors" >&2; fail "the newest checkpoint is not stored as keyframes"; }
-# Step 5: step 4 with one element of its last tensor changed, so that
-# the tensor is new and the others are step 4's.
+"$TRAJPACK" stats --tensors "$archive" run > "$TEST_TMP/tensors"
+awk -F '\t' '$1 == "run/step-000006.safetensors" && $8 != "-" { exit 1 }' "$TEST_TMP/tensors" ||
+    { cat "$TEST_TMP/tensors" >&2; fail "step 6, the newest, has references"; }
+grep -q "^run/step-000004.safetensors.*run/step-000002.safetensors" "$TEST_TMP/tensors" ||
+    { cat "$TEST_TMP/tensors" >&2; fail "the release-1 step 4 lost its references to step 2"; }
+"$TRAJPACK" verify -q "$archive" || fail "verify after adding step 6 failed"
+# An out-of-order add, step 5: step 4 with one element of its last tensor changed, so that
+# the tensor is new and the others are step 4's; the new tensor is a
+# delta against the nearest earlier entry's, release-1 step 4.
 cp "$tiny/step-000004.safetensors" "$TEST_TMP/step5.in"
 python3 - "$TEST_TMP/step5.in" <<'PY'
 import sys

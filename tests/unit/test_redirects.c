@@ -346,6 +346,13 @@ static void twice_in_one_commit(history *h)
 static void again_in_a_later_commit(history *h) { third_commit(h, h->blobs[1][1], 0); }
 static void slot_serving_another(history *h) { third_commit(h, h->blobs[1][1], 3); }
 static void slot_of_a_model(history *h) { third_commit(h, h->blobs[1][0], 2); }
+/* Commit 2 names A's slot as a model and redirects it (to a raw copy). */
+static void slot_named_a_model_by_its_commit(history *h)
+{
+    h->blobs[1][0] = raw_blob(at_a, CHUNK, TF_DT_BF16);
+    h->blobs[1][1] = delta_blob(chunk_b, at_delta_b, len_delta_b, 1, 0);
+    h->redirects[1][0] = (tf_redirect){ 0, 2 };
+}
 
 static const struct {
     const char *why;
@@ -363,6 +370,8 @@ static const struct {
     { "a slot again in a later commit", again_in_a_later_commit, "blob 0 is a model, serves another or was redirected" },
     { "a slot serving another", slot_serving_another, "blob 3 is a model, serves another or was redirected" },
     { "a model's slot", slot_of_a_model, "blob 2 is a model, serves another or was redirected" },
+    { "a slot its own commit names a model", slot_named_a_model_by_its_commit,
+      "blob 0 is a model, serves another or was redirected" },
 };
 
 START_TEST(bad_redirect_is_refused)
