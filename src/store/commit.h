@@ -29,6 +29,13 @@ typedef struct {
     tf_idmap pending; /* ids of the blobs this commit appends */
     uint64_t *redirected;   /* a bit per stored slot: redirected by this
                                commit (allocated at its first redirect) */
+    /* Small payloads held back from a run of retirable ones
+     * (tf_blob_in_retirable_run): their bytes, one after another, and
+     * their indices in seg.blobs; written before the next payload that
+     * stays and is not small, or at the commit. */
+    tf_buf held;
+    uint64_t *held_blobs;
+    uint64_t nheld, held_cap;
     tf_error give_back;     /* after tf_commit_finish: why the space it
                                retired was not all given back (errnum 0:
                                it was) */
