@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/dtype.h"
 #include "common/hash.h"
 
 void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
@@ -319,8 +320,11 @@ static int write_held(tf_commit *c, tf_error *e)
  * A small payload that stays (a keyframe too small to give back, whose
  * delta was no smaller; a model) coming while a run of retirable ones is
  * open is held back (write_held), so that it does not share the run's
- * blocks. */
-static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payload, tf_error *e)
+ * blocks; one that the next commit is likely to retire (retire_soon)
+ * goes in the run whatever its size, to be given back with its
+ * neighbours. */
+static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payload,
+                           bool retire_soon, tf_error *e)
 {
     if (room_for_one((void **)&c->seg.blobs, &c->blobs_cap, c->seg.nblobs, sizeof *c->seg.blobs,
                      e) < 0)
@@ -331,7 +335,7 @@ static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payl
     b->enc_hash = tf_hash64(payload->data, payload->len);
     tf_container *ct = tf_archive_container(c->ar);
     int rc;
-    if (tf_blob_in_retirable_run(b))
+    if (retire_soon || tf_blob_in_retirable_run(b))
         rc = tf_container_append_retirable(ct, payload->data, payload->len, &b->offset, e);
     else if (ct->retirable_run && payload->len < TF_GIVE_BACK_MIN && c->held.len < TF_HELD_MAX)
         rc = hold(c, payload, e);
@@ -340,16 +344,31 @@ static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payl
     return rc < 0 ? -1 : (int64_t)(c->seg.first_blob + c->seg.nblobs++);
 }
 
+/* Appends a blob (append_blob) that later ones may name by its id. */
+static int64_t store_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payload,
+                          bool retire_soon, tf_error *e)
+{
+    int64_t idx = append_blob(c, desc, payload, retire_soon, e);
+    if (idx >= 0 && tf_idmap_put(&c->pending, &desc->id, (uint64_t)idx) < 0)
+        return tf_fail(e, ENOMEM, "out of memory");
+    return idx;
+}
+
 int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
                              uint64_t raw_len, uint8_t codec, uint8_t dtype, uint64_t ref,
                              uint64_t model, tf_error *e)
 {
     tf_blob desc = { .id = *id, .raw_len = raw_len, .codec = codec, .dtype = dtype,
                      .ref = ref, .model = model };
-    int64_t idx = append_blob(c, &desc, payload, e);
-    if (idx >= 0 && tf_idmap_put(&c->pending, id, (uint64_t)idx) < 0)
-        return tf_fail(e, ENOMEM, "out of memory");
-    return idx;
+    return store_blob(c, &desc, payload, false, e);
+}
+
+int64_t tf_commit_store_keyframe(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
+                                 uint64_t raw_len, uint8_t codec, uint8_t dtype,
+                                 bool retire_soon, tf_error *e)
+{
+    tf_blob desc = { .id = *id, .raw_len = raw_len, .codec = codec, .dtype = dtype };
+    return store_blob(c, &desc, payload, retire_soon && dtype != TF_DT_NONE, e);
 }
 
 /* Marks slot as redirected by this commit: 1 when it was already, 0
@@ -381,7 +400,7 @@ int tf_commit_redirect(tf_commit *c, uint64_t slot, const tf_buf *payload, uint8
     /* Not in `pending`: the content's users keep naming the slot. */
     tf_blob desc = { .id = old->id, .raw_len = old->raw_len, .codec = codec,
                      .dtype = old->dtype, .ref = ref, .model = model };
-    int64_t idx = append_blob(c, &desc, payload, e);
+    int64_t idx = append_blob(c, &desc, payload, false, e);
     if (idx < 0)
         return -1;
     c->seg.redirects[c->seg.nredirects++] = (tf_redirect){ slot, (uint64_t)idx };

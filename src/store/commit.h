@@ -79,6 +79,14 @@ int64_t tf_commit_find_blob(const tf_commit *c, const tf_blob_id *id);
 int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
                              uint64_t raw_len, uint8_t codec, uint8_t dtype, uint64_t ref,
                              uint64_t model, tf_error *e);
+/* Stores a self-contained tensor chunk (no reference, no model) of the
+ * newest checkpoint. With retire_soon (the writer expects the next
+ * commit to retire it: its predecessor's was), a chunk too small to be
+ * in the run of retirable payloads by itself (tf_blob_in_retirable_run)
+ * goes there all the same, to be given back with its neighbours. */
+int64_t tf_commit_store_keyframe(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
+                                 uint64_t raw_len, uint8_t codec, uint8_t dtype,
+                                 bool retire_soon, tf_error *e);
 
 /* Appends a new payload for the stored blob `slot` (its content: the
  * same id, length and dtype) and redirects the slot to it (format/

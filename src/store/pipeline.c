@@ -267,8 +267,14 @@ static int store_chunk(file_job *f, chunk *ch, tf_error *e)
             return -1;
         model = (uint64_t)m + 1;
     }
-    int64_t idx = tf_commit_store_blob(f->c, &ch->id, &job->out, job->len, job->codec,
-                                       (uint8_t)job->dtype, ch->ref_blob, model, e);
+    /* A newest keyframe whose predecessor's chunk the file retires
+     * (rev_slot) is likely to be retired by the next file in turn. */
+    int64_t idx =
+        f->spans[ch->span].newest && !model
+            ? tf_commit_store_keyframe(f->c, &ch->id, &job->out, job->len, job->codec,
+                                       (uint8_t)job->dtype, ch->rev_slot != 0, e)
+            : tf_commit_store_blob(f->c, &ch->id, &job->out, job->len, job->codec,
+                                   (uint8_t)job->dtype, ch->ref_blob, model, e);
     if (idx < 0)
         return -1;
     ch->blob = (uint64_t)idx;
