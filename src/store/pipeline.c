@@ -208,6 +208,13 @@ static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
             encode_reverse(f, ch, ref);
     } else if (s->newest) {
         rc = tf_encode_newest_keyframe(job, e);
+        /* A chunk the keyframe codec codes in under a bit a byte is
+         * structured (a mask, constants) and never changes, usually: it
+         * stays, and a program or zstd often codes it in far less. */
+        if (rc == 0 && job->out.len * 8 < job->len) {
+            offer_models(f, s, job);
+            rc = tf_encode_chunk(job, e);
+        }
     } else {
         job->ref = ref;
         ch->ref_blob = forward ? s->ref_blobs[ch->index] + 1 : 0;
