@@ -769,9 +769,9 @@ uint64_t tf_archive_retired_bytes(const tf_archive *ar)
 
 size_t tf_archive_retired_by_last(const tf_archive *ar) { return ar->retired_by_last; }
 
-bool tf_blob_may_retire(const tf_blob *b)
+bool tf_blob_in_retirable_run(const tf_blob *b)
 {
-    return !b->ref && b->dtype != TF_DT_NONE;
+    return !b->ref && b->dtype != TF_DT_NONE && b->enc_len >= TF_GIVE_BACK_MIN;
 }
 
 const tf_archive_range *tf_archive_retired(const tf_archive *ar, size_t *n)

@@ -92,10 +92,17 @@ uint64_t tf_archive_retired_bytes(const tf_archive *ar);
 /* The index in tf_archive_retired of the first range the last commit
  * retired (n when it retired none). */
 size_t tf_archive_retired_by_last(const tf_archive *ar);
-/* Whether a later commit may retire blob b's payload, as the writer
- * retires the newest checkpoint's keyframes: a tensor chunk that
- * decodes without a reference. */
-bool tf_blob_may_retire(const tf_blob *b);
+/* Payloads smaller than this are too small to give back: a few blocks
+ * at most, and their delta is often no smaller, so that they stay. */
+#define TF_GIVE_BACK_MIN ((uint64_t)16 << 10)
+/* Whether blob b is written in a run of payloads that a later commit may
+ * retire and give back whole blocks of (tf_container_append_retirable),
+ * as the writer retires the newest checkpoint's keyframes: a tensor
+ * chunk that decodes without a reference, of TF_GIVE_BACK_MIN bytes or
+ * more. A smaller one is written with the payloads that stay, after the
+ * run, so that a run's blocks hold only what may be given back; if it is
+ * retired, only the whole blocks inside it are given back. */
+bool tf_blob_in_retirable_run(const tf_blob *b);
 uint64_t tf_archive_next_ino(const tf_archive *ar);
 
 /* Longest reference chain an archive may contain, whatever the writer's

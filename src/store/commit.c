@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/dtype.h"
 #include "common/hash.h"
 
 void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
@@ -19,6 +20,10 @@ static void commit_free(tf_commit *c)
 {
     free(c->redirected);
     c->redirected = NULL;
+    tf_buf_free(&c->held);
+    free(c->held_blobs);
+    c->held_blobs = NULL;
+    c->nheld = c->held_cap = 0;
     tf_segment_free(&c->seg);
     tf_idmap_free(&c->pending);
 }
@@ -138,6 +143,8 @@ static int cmp_redirect(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int write_held(tf_commit *c, tf_error *e); /* with the blobs, below */
+
 int tf_commit_finish(tf_commit *c, tf_error *e)
 {
     size_t retired_before;
@@ -146,7 +153,9 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
     /* The catalog lists redirects by slot. */
     if (c->seg.nredirects)
         qsort(c->seg.redirects, c->seg.nredirects, sizeof *c->seg.redirects, cmp_redirect);
-    int rc = c->opts->dir_times ? touch_directories(c, e) : 0;
+    int rc = write_held(c, e);
+    if (rc == 0 && c->opts->dir_times)
+        rc = touch_directories(c, e);
     if (rc == 0)
         rc = check_inos(c, e);
     /* Once its trailer is written a commit is part of the archive: what
@@ -271,8 +280,51 @@ static int room_for_one(void **p, uint64_t *cap, uint64_t n, size_t size, tf_err
     return 0;
 }
 
-/* Appends a blob's payload and records it in the segment; its index. */
-static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payload, tf_error *e)
+/* Bytes of small payloads a commit holds back at most: past them, they
+ * are written at once, where the run then ends. */
+#define TF_HELD_MAX ((size_t)4 << 20)
+
+/* Holds back the payload of the blob being appended (seg.blobs[nblobs]),
+ * written by write_held. */
+static int hold(tf_commit *c, const tf_buf *payload, tf_error *e)
+{
+    if (room_for_one((void **)&c->held_blobs, &c->held_cap, c->nheld, sizeof *c->held_blobs,
+                     e) < 0)
+        return -1;
+    if (tf_buf_put(&c->held, payload->data, payload->len) < 0)
+        return tf_fail(e, ENOMEM, "out of memory");
+    c->held_blobs[c->nheld++] = c->seg.nblobs;
+    return 0;
+}
+
+/* Writes the payloads held back, with those that stay: after the run of
+ * retirable ones they were held back from. */
+static int write_held(tf_commit *c, tf_error *e)
+{
+    if (!c->nheld)
+        return 0;
+    uint64_t off;
+    if (tf_container_append(tf_archive_container(c->ar), c->held.data, c->held.len, &off, e) < 0)
+        return -1;
+    for (uint64_t i = 0; i < c->nheld; i++) {
+        tf_blob *b = &c->seg.blobs[c->held_blobs[i]];
+        b->offset = off;
+        off += b->enc_len;
+    }
+    c->nheld = 0;
+    c->held.len = 0;
+    return 0;
+}
+
+/* Appends a blob's payload and records it in the segment; its index.
+ * A small payload that stays (a keyframe too small to give back, whose
+ * delta was no smaller; a model) coming while a run of retirable ones is
+ * open is held back (write_held), so that it does not share the run's
+ * blocks; one that the next commit is likely to retire (retire_soon)
+ * goes in the run whatever its size, to be given back with its
+ * neighbours. */
+static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payload,
+                           bool retire_soon, tf_error *e)
 {
     if (room_for_one((void **)&c->seg.blobs, &c->blobs_cap, c->seg.nblobs, sizeof *c->seg.blobs,
                      e) < 0)
@@ -282,10 +334,24 @@ static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payl
     b->enc_len = payload->len;
     b->enc_hash = tf_hash64(payload->data, payload->len);
     tf_container *ct = tf_archive_container(c->ar);
-    if ((tf_blob_may_retire(b) ? tf_container_append_retirable : tf_container_append)(
-            ct, payload->data, payload->len, &b->offset, e) < 0)
-        return -1;
-    return (int64_t)(c->seg.first_blob + c->seg.nblobs++);
+    int rc;
+    if (retire_soon || tf_blob_in_retirable_run(b))
+        rc = tf_container_append_retirable(ct, payload->data, payload->len, &b->offset, e);
+    else if (ct->retirable_run && payload->len < TF_GIVE_BACK_MIN && c->held.len < TF_HELD_MAX)
+        rc = hold(c, payload, e);
+    else if ((rc = write_held(c, e)) == 0)
+        rc = tf_container_append(ct, payload->data, payload->len, &b->offset, e);
+    return rc < 0 ? -1 : (int64_t)(c->seg.first_blob + c->seg.nblobs++);
+}
+
+/* Appends a blob (append_blob) that later ones may name by its id. */
+static int64_t store_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payload,
+                          bool retire_soon, tf_error *e)
+{
+    int64_t idx = append_blob(c, desc, payload, retire_soon, e);
+    if (idx >= 0 && tf_idmap_put(&c->pending, &desc->id, (uint64_t)idx) < 0)
+        return tf_fail(e, ENOMEM, "out of memory");
+    return idx;
 }
 
 int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
@@ -294,10 +360,15 @@ int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *p
 {
     tf_blob desc = { .id = *id, .raw_len = raw_len, .codec = codec, .dtype = dtype,
                      .ref = ref, .model = model };
-    int64_t idx = append_blob(c, &desc, payload, e);
-    if (idx >= 0 && tf_idmap_put(&c->pending, id, (uint64_t)idx) < 0)
-        return tf_fail(e, ENOMEM, "out of memory");
-    return idx;
+    return store_blob(c, &desc, payload, false, e);
+}
+
+int64_t tf_commit_store_keyframe(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
+                                 uint64_t raw_len, uint8_t codec, uint8_t dtype,
+                                 bool retire_soon, tf_error *e)
+{
+    tf_blob desc = { .id = *id, .raw_len = raw_len, .codec = codec, .dtype = dtype };
+    return store_blob(c, &desc, payload, retire_soon && dtype != TF_DT_NONE, e);
 }
 
 /* Marks slot as redirected by this commit: 1 when it was already, 0
@@ -329,7 +400,7 @@ int tf_commit_redirect(tf_commit *c, uint64_t slot, const tf_buf *payload, uint8
     /* Not in `pending`: the content's users keep naming the slot. */
     tf_blob desc = { .id = old->id, .raw_len = old->raw_len, .codec = codec,
                      .dtype = old->dtype, .ref = ref, .model = model };
-    int64_t idx = append_blob(c, &desc, payload, e);
+    int64_t idx = append_blob(c, &desc, payload, false, e);
     if (idx < 0)
         return -1;
     c->seg.redirects[c->seg.nredirects++] = (tf_redirect){ slot, (uint64_t)idx };

@@ -29,6 +29,13 @@ typedef struct {
     tf_idmap pending; /* ids of the blobs this commit appends */
     uint64_t *redirected;   /* a bit per stored slot: redirected by this
                                commit (allocated at its first redirect) */
+    /* Small payloads held back from a run of retirable ones
+     * (tf_blob_in_retirable_run): their bytes, one after another, and
+     * their indices in seg.blobs; written before the next payload that
+     * stays and is not small, or at the commit. */
+    tf_buf held;
+    uint64_t *held_blobs;
+    uint64_t nheld, held_cap;
     tf_error give_back;     /* after tf_commit_finish: why the space it
                                retired was not all given back (errnum 0:
                                it was) */
@@ -72,6 +79,14 @@ int64_t tf_commit_find_blob(const tf_commit *c, const tf_blob_id *id);
 int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
                              uint64_t raw_len, uint8_t codec, uint8_t dtype, uint64_t ref,
                              uint64_t model, tf_error *e);
+/* Stores a self-contained tensor chunk (no reference, no model) of the
+ * newest checkpoint. With retire_soon (the writer expects the next
+ * commit to retire it: its predecessor's was), a chunk too small to be
+ * in the run of retirable payloads by itself (tf_blob_in_retirable_run)
+ * goes there all the same, to be given back with its neighbours. */
+int64_t tf_commit_store_keyframe(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
+                                 uint64_t raw_len, uint8_t codec, uint8_t dtype,
+                                 bool retire_soon, tf_error *e);
 
 /* Appends a new payload for the stored blob `slot` (its content: the
  * same id, length and dtype) and redirects the slot to it (format/

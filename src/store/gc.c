@@ -101,8 +101,8 @@ static int mark_live(rewrite *r, tf_error *e)
 }
 
 /* Copies the payloads of the kept blobs into the new archive: first
- * those a later commit may retire, in one run whose blocks are theirs
- * alone (tf_container_append_retirable), then the others; a blob's
+ * those a later commit may retire and give back (tf_blob_in_retirable_run),
+ * in one run whose blocks are theirs alone, then the others; a blob's
  * index and offset need not be in the same order. A damaged one stops
  * the gc, and the old archive stays as it is: a rewrite must not pass
  * damage on as if it were data (trajpack verify names the files that
@@ -119,7 +119,7 @@ static int copy_blobs(rewrite *r, tf_error *e)
         for (uint64_t k = 0; rc == 0 && k < r->kept; k++) {
             uint64_t i = r->order[k];
             tf_blob b = *tf_archive_blob(r->old, i);
-            if (tf_blob_may_retire(&b) != retirable)
+            if (tf_blob_in_retirable_run(&b) != retirable)
                 continue;
             rc = tf_blob_read_payload(r->old, &b, &payload, e);
             if (rc < 0)

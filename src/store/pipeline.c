@@ -119,7 +119,7 @@ static int read_chunk(file_job *f, chunk *ch, tf_error *e)
 static bool chunk_has_ref(const file_job *f, const tf_span *s, uint64_t c)
 {
     const tf_archive *ar = f->c->ar;
-    return s->ref_blobs && !s->reverse && tf_archive_blob(ar, s->ref_blobs[c])->dtype == s->dtype &&
+    return s->ref_blobs && !s->newest && tf_archive_blob(ar, s->ref_blobs[c])->dtype == s->dtype &&
            tf_archive_chain_depth(ar, s->ref_blobs[c]) + 1u <= f->opts->max_chain;
 }
 
@@ -131,7 +131,7 @@ static bool chunk_has_ref(const file_job *f, const tf_span *s, uint64_t c)
 static bool chunk_reverses(const file_job *f, const tf_span *s, const chunk *ch)
 {
     const tf_archive *ar = f->c->ar;
-    if (!s->reverse || !s->ref_blobs)
+    if (!s->newest || !s->ref_blobs)
         return false;
     uint64_t slot = s->ref_blobs[ch->index];
     const tf_blob *b = tf_archive_blob(ar, slot);
@@ -180,8 +180,8 @@ static void encode_reverse(file_job *f, chunk *ch, const uint8_t *ref)
 }
 
 /* Encodes chunk ch (read) with what its span offers: its reference chunk,
- * reconstructed, and the models of offer_models; a chunk of a span with
- * a reverse reference becomes a keyframe, and its reference chunk a
+ * reconstructed, and the models of offer_models; a chunk of the newest
+ * file of its series becomes a keyframe, and its reference chunk a
  * delta against it (encode_reverse). */
 static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
 {
@@ -190,7 +190,7 @@ static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
     *job = (tf_chunk_job){ .src = ch->data, .len = ch->len, .dtype = s->dtype,
                            .estimate = !f->opts->search };
     bool forward = chunk_has_ref(f, s, ch->index), reverse = chunk_reverses(f, s, ch);
-    if (!s->reverse)
+    if (!s->newest)
         offer_models(f, s, job);
     uint8_t *ref = NULL;
     if (forward || reverse) {
@@ -206,8 +206,15 @@ static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
         rc = tf_encode_newest_keyframe(job, e);
         if (rc == 0)
             encode_reverse(f, ch, ref);
-    } else if (s->reverse) {
+    } else if (s->newest) {
         rc = tf_encode_newest_keyframe(job, e);
+        /* A chunk the keyframe codec codes in under a bit a byte is
+         * structured (a mask, constants) and never changes, usually: it
+         * stays, and a program or zstd often codes it in far less. */
+        if (rc == 0 && job->out.len * 8 < job->len) {
+            offer_models(f, s, job);
+            rc = tf_encode_chunk(job, e);
+        }
     } else {
         job->ref = ref;
         ch->ref_blob = forward ? s->ref_blobs[ch->index] + 1 : 0;
@@ -267,8 +274,14 @@ static int store_chunk(file_job *f, chunk *ch, tf_error *e)
             return -1;
         model = (uint64_t)m + 1;
     }
-    int64_t idx = tf_commit_store_blob(f->c, &ch->id, &job->out, job->len, job->codec,
-                                       (uint8_t)job->dtype, ch->ref_blob, model, e);
+    /* A newest keyframe whose predecessor's chunk the file retires
+     * (rev_slot) is likely to be retired by the next file in turn. */
+    int64_t idx =
+        f->spans[ch->span].newest && !model
+            ? tf_commit_store_keyframe(f->c, &ch->id, &job->out, job->len, job->codec,
+                                       (uint8_t)job->dtype, ch->rev_slot != 0, e)
+            : tf_commit_store_blob(f->c, &ch->id, &job->out, job->len, job->codec,
+                                   (uint8_t)job->dtype, ch->ref_blob, model, e);
     if (idx < 0)
         return -1;
     ch->blob = (uint64_t)idx;
@@ -437,7 +450,7 @@ static void mark_search_spans(file_job *f)
         if (s->dtype == TF_DT_NONE || !s->has_jobs)
             continue;
         /* The newest checkpoint's keyframes are temporary: no search. */
-        if (s->reverse)
+        if (s->newest)
             continue;
         bool wants = !s->ref_blobs || s->ref_far || f->opts->all_programs;
         uint64_t n = tf_chunk_count(s->nbytes, elem_size(s), f->chunk_shift);

@@ -4,9 +4,10 @@
  * smallest of the applicable codecs (a delta against the span's
  * reference chunk, a program, the dtype's standalone codec, raw; chosen
  * from estimates on samples, or, with opts->search, by trying them all),
- * and stored in order into the commit. A chunk of a span with a reverse
- * reference is a keyframe of the newest keyframe codec, and the
- * reference's chunk, where it is a keyframe, gets a delta against it.
+ * and stored in order into the commit. A chunk of the newest file of a
+ * series is a keyframe of the newest keyframe codec, and its reference
+ * chunk (the newest so far), where it is a keyframe, gets a delta
+ * against it.
  *
  * Memory does not grow with the file: the chunks in flight are at most
  * TF_PIPELINE_WINDOW per thread, each holding its bytes, its reference
@@ -43,14 +44,17 @@ typedef struct {
     const uint64_t *ref_blobs; /* the reference tensor's chunk blobs, or NULL */
     bool ref_far;              /* the reference is another run's: it may
                                   well lose, so a program competes too */
-    bool reverse;              /* the reference is the newest checkpoint
-                                  so far and this file is newer: its
-                                  chunks are keyframes (the newest loads
-                                  without a chain), and the reference's
-                                  keyframe chunks are re-encoded as deltas
-                                  against them and redirected, in the
-                                  same commit, while the chain bound
-                                  allows (reverse references) */
+    bool newest;               /* this file is the newest of the
+                                  tensor's series: its chunks are
+                                  keyframes of the newest keyframe codec
+                                  (the newest loads without a chain; no
+                                  search: the next checkpoint retires
+                                  them). With a reference (the newest so
+                                  far), the reference's keyframe chunks
+                                  are re-encoded as deltas against them
+                                  and redirected, in the same commit,
+                                  while the chain bound allows (reverse
+                                  references) */
     /* With opts->search: */
     bool has_jobs;     /* some chunk is new content, to be encoded */
     bool wants_search; /* the codecs with a search fit it (codec/codec.h) */

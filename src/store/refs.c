@@ -242,13 +242,27 @@ tf_tensor_ref tf_ref_find(const tf_ref_index *ix, const tf_ckpt_path *at, const 
     return best;
 }
 
-uint64_t tf_ref_run_files(const tf_ref_index *ix, const tf_ckpt_path *at)
+/* Number of tensor files of the run of `at` at other steps than its
+ * (with `later`: at later ones only). */
+static uint64_t run_files(const tf_ref_index *ix, const tf_ckpt_path *at, bool later)
 {
     uint64_t n = 0;
     for (size_t i = 0; at->step && i < ix->nrecords; i++) {
         const record *r = &ix->records[i];
-        n += r->ent && r->place.step && strcmp(r->place.run, at->run) == 0 &&
-             tf_natcmp(r->place.step, at->step) != 0;
+        if (!r->ent || !r->place.step || strcmp(r->place.run, at->run) != 0)
+            continue;
+        int c = tf_natcmp(r->place.step, at->step);
+        n += later ? c > 0 : c != 0;
     }
     return n;
+}
+
+uint64_t tf_ref_run_files(const tf_ref_index *ix, const tf_ckpt_path *at)
+{
+    return run_files(ix, at, false);
+}
+
+bool tf_ref_run_has_later(const tf_ref_index *ix, const tf_ckpt_path *at)
+{
+    return run_files(ix, at, true) > 0;
 }

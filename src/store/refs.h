@@ -49,5 +49,8 @@ tf_tensor_ref tf_ref_find(const tf_ref_index *ix, const tf_ckpt_path *at, const 
 /* Number of tensor files of the run of `at` in its other checkpoints (0
  * for a path without a step: its run has no checkpoints to count). */
 uint64_t tf_ref_run_files(const tf_ref_index *ix, const tf_ckpt_path *at);
+/* Whether the run of `at` has a tensor file at a later step: then the
+ * file at `at` is added out of order, not the newest of its series. */
+bool tf_ref_run_has_later(const tf_ref_index *ix, const tf_ckpt_path *at);
 
 #endif

@@ -49,6 +49,7 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
         return tf_fail(e, ENOMEM, "out of memory");
     tf_add_report *rep = &w->report;
     rep->run_files = tf_ref_run_files(w->refs, &at);
+    bool newest_file = !parent && !tf_ref_run_has_later(w->refs, &at);
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         const tf_tensor_span *ts = &ent->tensors[t];
         tf_span *s = &spans[t + 1];
@@ -57,11 +58,16 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
             continue;
         rep->tensor_bytes += ts->nbytes;
         tf_tensor_ref ref = find_ref(w, parent, &at, ent, t);
-        if (!ref.ent)
+        if (!ref.ent) {
+            /* The first of its series is the newest too: keyframes that
+             * the next checkpoint retires, as it retires any newest's.
+             * Out of order, it stays: its codec is chosen as usual. */
+            s->newest = newest_file;
             continue;
+        }
         rep->referenced_bytes += ts->nbytes;
         s->ref_far = ref.other_run;
-        s->reverse = ref.newest;
+        s->newest = ref.newest;
         s->ref_blobs = ref.ent->chunks + ref.ent->tensors[ref.tensor].first_chunk;
     }
     tf_ckpt_path_free(&at);
