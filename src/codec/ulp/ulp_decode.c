@@ -684,8 +684,10 @@ ULP_AVX512_INLINE __m512i avx512_residuals16(avx2_round round, const uint8_t **b
     __m128i ends = _mm_mullo_epi64(counts, _mm_set1_epi64x(0x0101010101010101));
     const __m128i low_total = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 7, 7, 7, 7, 7, 7, 7, 7);
     ends = _mm_add_epi8(ends, _mm_shuffle_epi8(ends, low_total)); /* lanes 8-15 after 0-7 */
+    /* the bit offset joins after the total is taken: the offset's chain
+     * from one call to the next stays in general registers */
+    unsigned total = (unsigned)_mm_extract_epi8(ends, 15) + *bit;
     ends = _mm_add_epi8(ends, _mm_set1_epi8((char)*bit));
-    unsigned total = (unsigned)_mm_extract_epi8(ends, 15);
     __m512i start = _mm512_cvtepu8_epi32(_mm_sub_epi8(ends, counts));
     __m512i window = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)*base));
     *base += total >> 3;
