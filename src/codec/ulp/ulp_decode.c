@@ -244,12 +244,30 @@ ULP_ALWAYS_INLINE uint64_t residual_of(uint32_t slot, bit_reader *r, bool checke
     return lead | low | bits_take(r, high_bits) << 32;
 }
 
+/* A chunk's rANS streams (ulp.h: one, or ULP_STREAMS taking turns by
+ * rounds of their lanes), all with the same number of lanes. */
+typedef struct {
+    tf_rans_stream s[ULP_STREAMS];
+    unsigned k;
+} chunk_streams;
+
+/* The stream and lane of element i. */
+ULP_ALWAYS_INLINE tf_rans_stream *stream_of(chunk_streams *cs, size_t i, unsigned *lane)
+{
+    unsigned lanes = cs->s[0].lanes;
+    *lane = (unsigned)(i % lanes);
+    return &cs->s[i / lanes % cs->k];
+}
+
 /* A round may skip bounds checks when every lane has a word and the raw
  * bits have 8 readable bytes for each refill (a refill advances at most
  * 7 bytes; F64 refills twice per element). */
-ULP_ALWAYS_INLINE bool round_is_safe(const tf_rans_stream *s, const bit_reader *r)
+ULP_ALWAYS_INLINE bool round_is_safe(const chunk_streams *cs, const bit_reader *r, unsigned k)
 {
-    return tf_rans_words_suffice(s, ULP_LANES) && (size_t)(r->end - r->p) >= 16 * ULP_LANES + 8;
+    for (unsigned t = 0; t < k; t++)
+        if (!tf_rans_words_suffice(&cs->s[t], ULP_LANES))
+            return false;
+    return (size_t)(r->end - r->p) >= 16 * ULP_LANES * k + 8;
 }
 
 /* Decodes element i; returns its slot (for the poison check). */
@@ -271,59 +289,66 @@ ULP_ALWAYS_INLINE uint32_t min_u32(uint32_t a, uint32_t b)
     return a < b ? a : b;
 }
 
-/* Whole rounds while no bounds check is needed; returns the elements
- * done. The stream and reader live in locals (registers) meanwhile. */
-ULP_ALWAYS_INLINE size_t decode_rounds(const uint32_t *const *row_of, tf_rans_stream *stream,
+/* Whole rounds of k streams of ULP_LANES lanes while no bounds check is
+ * needed; returns the elements done. The streams and reader live in
+ * locals (registers) meanwhile. */
+ULP_ALWAYS_INLINE size_t decode_rounds(const uint32_t *const *row_of, chunk_streams *streams,
                                        bit_reader *reader, const uint8_t *ref, uint8_t *dst,
-                                       size_t n, uint32_t *min_slot, unsigned bytes,
+                                       size_t n, uint32_t *min_slot, unsigned k, unsigned bytes,
                                        unsigned man, unsigned exp)
 {
-    tf_rans_stream s = *stream;
+    chunk_streams cs = *streams;
     bit_reader br = *reader;
     uint32_t low = *min_slot;
+    const unsigned round = k * ULP_LANES;
     size_t i = 0;
-    for (; i + ULP_LANES <= n && round_is_safe(&s, &br); i += ULP_LANES) {
-#pragma GCC unroll 16
-        for (unsigned l = 0; l < ULP_LANES; l++) {
-            if (bytes < 8 && l % elems_per_56_bits(bytes) == 0)
+    for (; i + round <= n && round_is_safe(&cs, &br, k); i += round) {
+#pragma GCC unroll 32
+        for (unsigned j = 0; j < round; j++) {
+            if (bytes < 8 && j % elems_per_56_bits(bytes) == 0)
                 bits_refill_fast(&br);
-            low = min_u32(low, decode_one(row_of, &s, &br, ref, dst, i + l, l, false, bytes,
-                                          man, exp));
+            low = min_u32(low, decode_one(row_of, &cs.s[j / ULP_LANES], &br, ref, dst, i + j,
+                                          j % ULP_LANES, false, bytes, man, exp));
         }
     }
-    *stream = s;
+    *streams = cs;
     *reader = br;
     *min_slot = low;
     return i;
 }
 
 /* Every element from the first; rounds of ULP_LANES lanes where they are
- * safe, then element by element with checks (a stream of other than
- * ULP_LANES lanes, a small chunk, goes that way throughout). Returns the
+ * safe, then element by element with checks (streams of other than
+ * ULP_LANES lanes, a small chunk, go that way throughout). Returns the
  * lowest slot met. */
-ULP_ALWAYS_INLINE uint32_t decode_sized(const uint32_t *const *row_of, tf_rans_stream *s,
+ULP_ALWAYS_INLINE uint32_t decode_sized(const uint32_t *const *row_of, chunk_streams *cs,
                                         bit_reader *br, const uint8_t *ref, uint8_t *dst,
                                         size_t n, unsigned bytes, unsigned man, unsigned exp)
 {
     uint32_t low = ~0u;
     size_t i = 0;
-    if (s->lanes == ULP_LANES)
-        i = decode_rounds(row_of, s, br, ref, dst, n, &low, bytes, man, exp);
-    for (; i < n; i++)
-        low = min_u32(low, decode_one(row_of, s, br, ref, dst, i, (unsigned)(i % s->lanes), true,
-                                      bytes, man, exp));
+    if (cs->s[0].lanes == ULP_LANES)
+        i = cs->k == 1 ? decode_rounds(row_of, cs, br, ref, dst, n, &low, 1, bytes, man, exp)
+                       : decode_rounds(row_of, cs, br, ref, dst, n, &low, ULP_STREAMS, bytes,
+                                       man, exp);
+    for (; i < n; i++) {
+        unsigned lane;
+        tf_rans_stream *s = stream_of(cs, i, &lane);
+        low = min_u32(low, decode_one(row_of, s, br, ref, dst, i, lane, true, bytes, man, exp));
+    }
     return low;
 }
 
 #ifdef TF_X86_SIMD
 /* ---- AVX2 decoding ----
- * The rounds of decode_rounds, sixteen elements each, with lanes 0-7 and
- * 8-15 as two groups of eight 32-bit vector lanes. Each group takes its
- * words and raw bits in lane order, group 0-7 first, exactly as the
- * scalar loop does: the output is the same. The rANS lookup is one gather
- * per group (a row's address is arithmetic, so no second gather finds it,
- * and the slot carries the symbol's raw bit count and lead bits), and the
- * two groups' independent dependency chains overlap its latency. Its
+ * The rounds of decode_rounds, sixteen elements per stream, with lanes
+ * 0-7 and 8-15 of each stream as two groups of eight 32-bit vector lanes.
+ * Each group takes its words and raw bits in lane order, group 0-7 first,
+ * exactly as the scalar loop does: the output is the same. The rANS
+ * lookup is one gather per group (a row's address is arithmetic, so no
+ * second gather finds it, and the slot carries the symbol's raw bit count
+ * and lead bits), and the groups' independent dependency chains overlap
+ * its latency. Its
  * rows are 8 KiB: on real BF16 data the hot ones exceed a 32 KiB L1, and
  * the gathers then wait on L2, which the format's 2^11 slots per row fix
  * (with 1 row instead of 16 in use, the rANS steps alone take 54 cycles
@@ -479,49 +504,62 @@ TF_AVX2_INLINE __m256i avx2_rows32(__m256i r, ctx_span span, unsigned man, unsig
     return _mm256_min_epu32(_mm256_sub_epi32(ctx, avx2_set(span.lo)), avx2_set(span.n));
 }
 
-/* A round of sixteen elements is two stages: the rANS steps of both
- * groups give their slots, from which the raw bits and the elements
- * follow. The loop runs the first stage of a round before the second
- * stage of the round before it: the rANS steps are a chain of long
- * latency (a gather, a multiply, the renormalization), and the other
- * stage's work, ready to run, fills its wait instead of queueing behind
- * it. (Measured on an AMD Zen 4: BF16 decoding 1.1x, F32 1.2x as fast.) */
+/* A round is sixteen elements per stream (k streams, 2k groups of eight
+ * lanes), in two stages: the rANS steps of all groups give their slots,
+ * from which the raw bits and the elements follow. The loop runs the
+ * first stage of a round before the second stage of the round before it:
+ * the rANS steps are a chain of long latency (a gather, a multiply, the
+ * renormalization), and the other stage's work, ready to run, fills its
+ * wait instead of queueing behind it. (Measured on an AMD Zen 4: BF16
+ * decoding 1.1x, F32 1.2x as fast.) A second stream doubles the chains
+ * that overlap, and gives the words a second pointer: with the raw bits'
+ * offset off the vector registers' chain (avx512_residuals16), BF16
+ * decoding 1.3x as fast again, where each change alone measured within
+ * noise of neither (a Zen 4 VM; four streams measured no faster than
+ * two). */
+#define AVX2_MAX_GROUPS (2 * ULP_STREAMS)
+
 typedef struct {
-    __m256i slot0, slot1;
+    __m256i slot[AVX2_MAX_GROUPS];
 } avx2_round;
 
 /* The loop's state, in registers. */
 typedef struct {
     const avx2_tables *t;
-    __m256i x0, x1, min_slot;
-    const uint8_t *words, *words_end, *base, *raw_end;
+    __m256i x[AVX2_MAX_GROUPS], min_slot;
+    const uint8_t *words[ULP_STREAMS], *words_end[ULP_STREAMS], *base, *raw_end;
     unsigned bit;
 } avx2_loop;
 
-/* The rows of a round's sixteen reference elements, by group. */
-TF_AVX2_INLINE void avx2_round_rows(const avx2_tables *t, const uint8_t *ref, __m256i *row0,
-                                    __m256i *row1, unsigned bytes, unsigned man, unsigned exp)
+/* The rows of a round's reference elements, by group. */
+TF_AVX2_INLINE void avx2_round_rows(const avx2_tables *t, const uint8_t *ref, __m256i *row,
+                                    unsigned k, unsigned bytes, unsigned man, unsigned exp)
 {
-    if (bytes == 2) {
-        __m256i r = _mm256_loadu_si256((const __m256i *)ref);
-        __m256i ctx = _mm256_and_si256(_mm256_srli_epi16(r, (int)man),
-                                       avx2_set16((uint16_t)((1u << exp) - 1)));
-        __m256i row = _mm256_min_epu16(_mm256_sub_epi16(ctx, avx2_set16((uint16_t)t->span.lo)),
-                                       avx2_set16((uint16_t)t->span.n));
-        *row0 = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(row));
-        *row1 = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(row, 1));
-    } else {
-        *row0 = avx2_rows32(_mm256_loadu_si256((const __m256i *)ref), t->span, man, exp);
-        *row1 = avx2_rows32(_mm256_loadu_si256((const __m256i *)(ref + 32)), t->span, man, exp);
+#pragma GCC unroll 4
+    for (unsigned g = 0; g < 2 * k; g += 2, ref += 16 * bytes) {
+        if (bytes == 2) {
+            __m256i r = _mm256_loadu_si256((const __m256i *)ref);
+            __m256i ctx = _mm256_and_si256(_mm256_srli_epi16(r, (int)man),
+                                           avx2_set16((uint16_t)((1u << exp) - 1)));
+            __m256i rows = _mm256_min_epu16(
+                _mm256_sub_epi16(ctx, avx2_set16((uint16_t)t->span.lo)),
+                avx2_set16((uint16_t)t->span.n));
+            row[g] = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(rows));
+            row[g + 1] = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(rows, 1));
+        } else {
+            row[g] = avx2_rows32(_mm256_loadu_si256((const __m256i *)ref), t->span, man, exp);
+            row[g + 1] = avx2_rows32(_mm256_loadu_si256((const __m256i *)(ref + 32)), t->span,
+                                     man, exp);
+        }
     }
 }
 
-/* The second stage. */
-TF_AVX2_INLINE void avx2_round_elements(avx2_loop *lp, avx2_round round, const uint8_t *ref,
-                                        uint8_t *dst, unsigned bytes)
+/* The second stage for sixteen elements, whose slots are slot0 and slot1. */
+TF_AVX2_INLINE void avx2_sixteen_elements(avx2_loop *lp, __m256i slot0, __m256i slot1,
+                                          const uint8_t *ref, uint8_t *dst, unsigned bytes)
 {
-    __m256i z0 = avx2_residuals(round.slot0, &lp->base, &lp->bit, bytes);
-    __m256i z1 = avx2_residuals(round.slot1, &lp->base, &lp->bit, bytes);
+    __m256i z0 = avx2_residuals(slot0, &lp->base, &lp->bit, bytes);
+    __m256i z1 = avx2_residuals(slot1, &lp->base, &lp->bit, bytes);
     if (bytes == 2) {
         /* residuals of 16-bit formats are below 2^16: packus keeps them */
         __m256i z = _mm256_permute4x64_epi64(_mm256_packus_epi32(z0, z1), 0xd8);
@@ -535,118 +573,150 @@ TF_AVX2_INLINE void avx2_round_elements(avx2_loop *lp, avx2_round round, const u
     _mm256_storeu_si256((__m256i *)(dst + 32), avx2_unresidual32(z1, r1));
 }
 
-/* Raw bytes the second stage of a round may read from its first raw
- * bit's byte on: 16-bit formats read 32 bytes from at most 29 bytes in
- * (AVX2: two windows of 16, the second from at most (7 + 8 * 13) / 8
+/* Raw bytes the second stage of sixteen elements may read from its first
+ * raw bit's byte on: 16-bit formats read 32 bytes from at most 29 bytes
+ * in (AVX2: two windows of 16, the second from at most (7 + 8 * 13) / 8
  * bytes on; AVX-512: one of 32 from the start); F32 reads two windows of
  * 16, from at most 15 bytes into the group, from groups at most 29 bytes
- * in: 60 bytes. */
+ * in: 60 bytes. Sixteen elements' raw bits take fewer than 64 bytes, so a
+ * round of k streams reads at most k times this. */
 #define AVX2_RAW_MARGIN 64
 
 /* Whether the loop may start: at least the last round is left to the
  * scalar loop, with the raw bits of the one before it (which keeps the
  * scalar code exercised on every machine, by every chunk). */
 TF_AVX2_INLINE bool avx2_loop_begin(avx2_loop *lp, const avx2_tables *t,
-                                    const tf_rans_stream *s, const bit_reader *br, size_t n)
+                                    const chunk_streams *cs, const bit_reader *br, size_t n,
+                                    unsigned k)
 {
-    *lp = (avx2_loop){ .t = t, .words = s->p, .words_end = s->end, .base = br->p,
-                       .raw_end = br->end };
-    lp->x0 = _mm256_loadu_si256((const __m256i *)s->x);
-    lp->x1 = _mm256_loadu_si256((const __m256i *)(s->x + 8));
+    *lp = (avx2_loop){ .t = t, .base = br->p, .raw_end = br->end };
+    bool words = true;
+#pragma GCC unroll 4
+    for (unsigned g = 0; g < 2 * k; g++)
+        lp->x[g] = _mm256_loadu_si256((const __m256i *)(cs->s[g / 2].x + 8 * (g % 2)));
+#pragma GCC unroll 4
+    for (unsigned j = 0; j < k; j++) {
+        lp->words[j] = cs->s[j].p;
+        lp->words_end[j] = cs->s[j].end;
+        words &= (size_t)(cs->s[j].end - cs->s[j].p) >= 2 * ULP_LANES;
+    }
     lp->min_slot = _mm256_set1_epi32(-1);
-    return n >= 2 * ULP_LANES && (size_t)(s->end - s->p) >= 2 * ULP_LANES;
+    return n >= 2 * k * ULP_LANES && words;
 }
 
 /* Whether the round from element i may run, with the second stage of
  * the round before it: the rANS steps need 2 bytes of words per lane
- * (their 16-byte loads stay within them), the raw bits AVX2_RAW_MARGIN
- * bytes. */
-TF_AVX2_INLINE bool avx2_loop_round_fits(const avx2_loop *lp, size_t i, size_t n)
+ * (their 16-byte loads stay within them), the raw bits k *
+ * AVX2_RAW_MARGIN bytes. */
+TF_AVX2_INLINE bool avx2_loop_round_fits(const avx2_loop *lp, size_t i, size_t n, unsigned k)
 {
-    return i + 2 * ULP_LANES <= n && (size_t)(lp->words_end - lp->words) >= 2 * ULP_LANES &&
-           (size_t)(lp->raw_end - lp->base) >= AVX2_RAW_MARGIN;
+    bool words = true;
+#pragma GCC unroll 4
+    for (unsigned t = 0; t < k; t++)
+        words &= (size_t)(lp->words_end[t] - lp->words[t]) >= 2 * ULP_LANES;
+    return i + 2 * k * ULP_LANES <= n && words &&
+           (size_t)(lp->raw_end - lp->base) >= k * AVX2_RAW_MARGIN;
 }
 
-/* Hands the stream and reader back, and the elements of the pending
+/* Hands the streams and reader back, and the elements of the pending
  * round (from element `at`) to checked scalar code: the loop's raw bound
  * held for the rounds before it, not necessarily for this one. */
 TF_AVX2_INLINE void avx2_loop_end(avx2_loop *lp, avx2_round pending, size_t at,
-                                  tf_rans_stream *s, bit_reader *br, const uint8_t *ref,
-                                  uint8_t *dst, uint32_t *min_slot, unsigned bytes)
+                                  chunk_streams *cs, bit_reader *br, const uint8_t *ref,
+                                  uint8_t *dst, uint32_t *min_slot, unsigned k, unsigned bytes)
 {
-    _mm256_storeu_si256((__m256i *)s->x, lp->x0);
-    _mm256_storeu_si256((__m256i *)(s->x + 8), lp->x1);
-    s->p = lp->words;
+    uint32_t slots[8 * AVX2_MAX_GROUPS];
+#pragma GCC unroll 4
+    for (unsigned g = 0; g < 2 * k; g++) {
+        _mm256_storeu_si256((__m256i *)(cs->s[g / 2].x + 8 * (g % 2)), lp->x[g]);
+        _mm256_storeu_si256((__m256i *)(slots + 8 * g), pending.slot[g]);
+    }
+    for (unsigned t = 0; t < k; t++)
+        cs->s[t].p = lp->words[t];
     uint32_t lanes[8];
     _mm256_storeu_si256((__m256i *)lanes, lp->min_slot);
     for (int l = 0; l < 8; l++)
         *min_slot = min_u32(*min_slot, lanes[l]);
     *br = (bit_reader){ .p = lp->base, .end = lp->raw_end };
     bits_get_checked(br, lp->bit);
-    uint32_t slots[ULP_LANES];
-    _mm256_storeu_si256((__m256i *)slots, pending.slot0);
-    _mm256_storeu_si256((__m256i *)(slots + 8), pending.slot1);
-    for (size_t l = 0; l < ULP_LANES; l++, at++) {
+    for (size_t j = 0; j < 16 * k; j++, at++) {
         uint64_t r = tf_le_get(ref + at * bytes, bytes);
-        uint64_t z = residual_of(slots[l], br, true, bytes);
+        uint64_t z = residual_of(slots[j], br, true, bytes);
         tf_le_put(dst + at * bytes, tf_ulp_unresidual(z, r, 8 * bytes), bytes);
     }
 }
 
 /* The decoding loop of one instruction set: ULP_SIMD_ROUNDS(isa,
- * INLINE, FUNCTION, renormalize, round_elements) defines
+ * INLINE, FUNCTION, renormalize, sixteen_elements) defines
  *   isa_round_slots: the first stage of the round of elements at ref,
  *       with `renormalize` for the rANS states;
  *   isa_rounds_sized: the loop, from the start of a chunk, with
- *       `round_elements` its second stage; returns the elements done;
- *   isa_rounds: the loop for the formats it handles (BF16, F16, F32).
+ *       `sixteen_elements` its second stage, per stream; returns the
+ *       elements done;
+ *   isa_rounds: the loop for the formats it handles (BF16, F16, F32) and
+ *       chunks of 1 or ULP_STREAMS streams.
  * A macro, not a function: each instance must be compiled for its own
  * target, and a function of one target cannot inline another's code. */
-#define ULP_SIMD_ROUNDS(isa, INLINE, FUNCTION, renormalize, round_elements)                     \
-    INLINE avx2_round isa##_round_slots(avx2_loop *lp, const uint8_t *ref, unsigned bytes,        \
-                                        unsigned man, unsigned exp)                               \
+#define ULP_SIMD_ROUNDS(isa, INLINE, FUNCTION, renormalize, sixteen_elements)                   \
+    INLINE avx2_round isa##_round_slots(avx2_loop *lp, const uint8_t *ref, unsigned k,            \
+                                        unsigned bytes, unsigned man, unsigned exp)               \
     {                                                                                             \
-        __m256i row0, row1;                                                                       \
+        __m256i row[AVX2_MAX_GROUPS];                                                             \
         avx2_round round;                                                                         \
-        avx2_round_rows(lp->t, ref, &row0, &row1, bytes, man, exp);                               \
-        lp->x0 = renormalize(avx2_rans_step(lp->x0, row0, lp->t, &round.slot0), &lp->words);      \
-        lp->x1 = renormalize(avx2_rans_step(lp->x1, row1, lp->t, &round.slot1), &lp->words);      \
-        lp->min_slot = _mm256_min_epu32(lp->min_slot, _mm256_min_epu32(round.slot0, round.slot1)); \
+        avx2_round_rows(lp->t, ref, row, k, bytes, man, exp);                                     \
+        _Pragma("GCC unroll 4") for (unsigned g = 0; g < 2 * k; g++) {                            \
+            lp->x[g] = renormalize(avx2_rans_step(lp->x[g], row[g], lp->t, &round.slot[g]),       \
+                                   &lp->words[g / 2]);                                            \
+            lp->min_slot = _mm256_min_epu32(lp->min_slot, round.slot[g]);                         \
+        }                                                                                         \
         return round;                                                                             \
     }                                                                                             \
                                                                                                   \
-    INLINE size_t isa##_rounds_sized(const avx2_tables *t, tf_rans_stream *s, bit_reader *br,     \
+    INLINE size_t isa##_rounds_sized(const avx2_tables *t, chunk_streams *cs, bit_reader *br,     \
                                      const uint8_t *ref, uint8_t *dst, size_t n,                  \
-                                     uint32_t *min_slot, unsigned bytes, unsigned man,            \
-                                     unsigned exp)                                                \
+                                     uint32_t *min_slot, unsigned k, unsigned bytes,              \
+                                     unsigned man, unsigned exp)                                  \
     {                                                                                             \
         avx2_loop lp;                                                                             \
-        if (!avx2_loop_begin(&lp, t, s, br, n))                                                   \
+        const size_t round = k * ULP_LANES;                                                       \
+        if (!avx2_loop_begin(&lp, t, cs, br, n, k))                                               \
             return 0;                                                                             \
-        avx2_round pending = isa##_round_slots(&lp, ref, bytes, man, exp);                        \
-        size_t i = ULP_LANES; /* the next round's first element */                                \
-        for (; avx2_loop_round_fits(&lp, i, n); i += ULP_LANES) {                                 \
-            avx2_round next = isa##_round_slots(&lp, ref + i * bytes, bytes, man, exp);           \
-            round_elements(&lp, pending, ref + (i - ULP_LANES) * bytes,                           \
-                           dst + (i - ULP_LANES) * bytes, bytes);                                 \
+        avx2_round pending = isa##_round_slots(&lp, ref, k, bytes, man, exp);                     \
+        size_t i = round; /* the next round's first element */                                    \
+        for (; avx2_loop_round_fits(&lp, i, n, k); i += round) {                                  \
+            avx2_round next = isa##_round_slots(&lp, ref + i * bytes, k, bytes, man, exp);        \
+            _Pragma("GCC unroll 2") for (unsigned g = 0; g < 2 * k; g += 2) {                     \
+                size_t at = (i - round + 8 * g) * bytes;                                          \
+                sixteen_elements(&lp, pending.slot[g], pending.slot[g + 1], ref + at, dst + at,   \
+                                 bytes);                                                          \
+            }                                                                                     \
             pending = next;                                                                       \
         }                                                                                         \
-        avx2_loop_end(&lp, pending, i - ULP_LANES, s, br, ref, dst, min_slot, bytes);             \
+        avx2_loop_end(&lp, pending, i - round, cs, br, ref, dst, min_slot, k, bytes);             \
         return i;                                                                                 \
     }                                                                                             \
                                                                                                   \
-    FUNCTION size_t isa##_rounds(unsigned dtype, const avx2_tables *t, tf_rans_stream *s,         \
+    INLINE size_t isa##_rounds_streams(unsigned dtype, const avx2_tables *t, chunk_streams *cs,   \
+                                       bit_reader *br, const uint8_t *ref, uint8_t *dst,          \
+                                       size_t n, uint32_t *min_slot, unsigned k)                  \
+    {                                                                                             \
+        switch (dtype) {                                                                          \
+        case TF_DT_BF16: return isa##_rounds_sized(t, cs, br, ref, dst, n, min_slot, k, 2, 7, 8); \
+        case TF_DT_F16: return isa##_rounds_sized(t, cs, br, ref, dst, n, min_slot, k, 2, 10, 5); \
+        default: return isa##_rounds_sized(t, cs, br, ref, dst, n, min_slot, k, 4, 23, 8);       \
+        }                                                                                         \
+    }                                                                                             \
+                                                                                                  \
+    FUNCTION size_t isa##_rounds(unsigned dtype, const avx2_tables *t, chunk_streams *cs,         \
                                  bit_reader *br, const uint8_t *ref, uint8_t *dst, size_t n,      \
                                  uint32_t *min_slot)                                              \
     {                                                                                             \
-        switch (dtype) {                                                                          \
-        case TF_DT_BF16: return isa##_rounds_sized(t, s, br, ref, dst, n, min_slot, 2, 7, 8);     \
-        case TF_DT_F16: return isa##_rounds_sized(t, s, br, ref, dst, n, min_slot, 2, 10, 5);     \
-        default: return isa##_rounds_sized(t, s, br, ref, dst, n, min_slot, 4, 23, 8);            \
-        }                                                                                         \
+        return cs->k == 1                                                                         \
+                   ? isa##_rounds_streams(dtype, t, cs, br, ref, dst, n, min_slot, 1)             \
+                   : isa##_rounds_streams(dtype, t, cs, br, ref, dst, n, min_slot, ULP_STREAMS);  \
     }
 
-ULP_SIMD_ROUNDS(avx2, TF_AVX2_INLINE, TF_AVX2_FUNCTION, avx2_renormalize, avx2_round_elements)
+ULP_SIMD_ROUNDS(avx2, TF_AVX2_INLINE, TF_AVX2_FUNCTION, avx2_renormalize, avx2_sixteen_elements)
 
 #define ULP_AVX512_TARGET "avx2,popcnt,avx512f,avx512vl,avx512bw,avx512dq,avx512vbmi"
 #define ULP_AVX512_INLINE static inline __attribute__((always_inline, target(ULP_AVX512_TARGET)))
@@ -669,16 +739,17 @@ ULP_AVX512_INLINE __m256i avx512_renormalize(__m256i next, const uint8_t **words
                                 _mm256_maskz_expand_epi32(need, word));
 }
 
-/* The raw bits of a round of a 16-bit format, and its residuals. At most
+/* The raw bits of sixteen elements of a 16-bit format, and their
+ * residuals. At most
  * 13 raw bits per lane after a bit offset below 8: all lie in the 32
  * bytes from *base, and every lane's start fits a byte. The starts are
  * prefix sums of the bit counts as bytes, which one multiply per eight
  * lanes gives (each byte of x * 0x0101010101010101 sums the bytes of x
  * up to it); each lane then picks its 4 bytes with a byte permutation. */
-ULP_AVX512_INLINE __m512i avx512_residuals16(avx2_round round, const uint8_t **base,
-                                             unsigned *bit)
+ULP_AVX512_INLINE __m512i avx512_residuals16(__m256i slot0, __m256i slot1,
+                                             const uint8_t **base, unsigned *bit)
 {
-    __m512i slot = _mm512_inserti64x4(_mm512_castsi256_si512(round.slot0), round.slot1, 1);
+    __m512i slot = _mm512_inserti64x4(_mm512_castsi256_si512(slot0), slot1, 1);
     __m512i n_raw = _mm512_and_si512(_mm512_srli_epi32(slot, 3), _mm512_set1_epi32(63));
     __m128i counts = _mm512_cvtepi32_epi8(n_raw);
     __m128i ends = _mm_mullo_epi64(counts, _mm_set1_epi64x(0x0101010101010101));
@@ -705,20 +776,20 @@ ULP_AVX512_INLINE __m512i avx512_residuals16(avx2_round round, const uint8_t **b
 }
 
 /* The second stage: 16-bit formats the AVX-512 way, F32 as AVX2 does. */
-ULP_AVX512_INLINE void avx512_round_elements(avx2_loop *lp, avx2_round round, const uint8_t *ref,
-                                             uint8_t *dst, unsigned bytes)
+ULP_AVX512_INLINE void avx512_sixteen_elements(avx2_loop *lp, __m256i slot0, __m256i slot1,
+                                               const uint8_t *ref, uint8_t *dst, unsigned bytes)
 {
     if (bytes != 2) {
-        avx2_round_elements(lp, round, ref, dst, bytes);
+        avx2_sixteen_elements(lp, slot0, slot1, ref, dst, bytes);
         return;
     }
-    __m256i z = _mm512_cvtepi32_epi16(avx512_residuals16(round, &lp->base, &lp->bit));
+    __m256i z = _mm512_cvtepi32_epi16(avx512_residuals16(slot0, slot1, &lp->base, &lp->bit));
     __m256i r = _mm256_loadu_si256((const __m256i *)ref);
     _mm256_storeu_si256((__m256i *)dst, avx2_unresidual16(z, r));
 }
 
 ULP_SIMD_ROUNDS(avx512, ULP_AVX512_INLINE, ULP_AVX512_FUNCTION, avx512_renormalize,
-                avx512_round_elements)
+                avx512_sixteen_elements)
 
 /* fill_row's runs, eight slots per store. */
 TF_AVX2_FUNCTION void fill_row_avx2(uint32_t *row, const uint16_t *freq, unsigned n_sym)
@@ -763,13 +834,13 @@ static void fill_row(uint32_t *row, const uint16_t *freq, unsigned n_sym, bool a
 }
 
 /* Decodes every element; returns the lowest slot met. */
-static uint32_t decode_elems(unsigned dtype, const slot_table *st, bool avx2, tf_rans_stream *s,
+static uint32_t decode_elems(unsigned dtype, const slot_table *st, bool avx2, chunk_streams *s,
                              bit_reader *br, const uint8_t *ref, uint8_t *dst, size_t n)
 {
     size_t done = 0;
     uint32_t low = ~0u;
 #ifdef TF_X86_SIMD
-    if (avx2 && s->lanes == ULP_LANES) {
+    if (avx2 && s->s[0].lanes == ULP_LANES) {
         const avx2_tables t = { st->slots, st->span };
         done = tf_simd_level_get() >= TF_SIMD_AVX512
                    ? avx512_rounds(dtype, &t, s, br, ref, dst, n, &low)
@@ -792,34 +863,46 @@ static uint32_t decode_elems(unsigned dtype, const slot_table *st, bool avx2, tf
     return low;
 }
 
-/* A chunk is its rANS stream, then its raw bits up to the end. */
-static int open_chunk(const uint8_t *enc, size_t enc_len, tf_rans_stream *s, bit_reader *br,
+/* A chunk is its rANS streams, then its raw bits up to the end. */
+static int open_chunk(const uint8_t *enc, size_t enc_len, chunk_streams *cs, bit_reader *br,
                       tf_error *e)
 {
     tf_cursor r = tf_cursor_make(enc, enc_len);
-    if (tf_rans_stream_open(s, &r, e) < 0)
-        return -1;
+    for (unsigned t = 0; t < cs->k; t++) {
+        if (tf_rans_stream_open(&cs->s[t], &r, e) < 0)
+            return -1;
+        if (cs->s[t].lanes != cs->s[0].lanes)
+            return tf_fail(e, EIO, "ulp: the streams of a chunk have different lane counts");
+    }
     *br = (bit_reader){ .p = enc + r.pos, .end = enc + enc_len };
     return 0;
+}
+
+static int close_chunk(const chunk_streams *cs, const bit_reader *br, tf_error *e)
+{
+    for (unsigned t = 0; t < cs->k; t++)
+        if (tf_rans_stream_close(&cs->s[t], e) < 0)
+            return -1;
+    return bits_finish(br, e);
 }
 
 static int decode_chunk(const ulp_format *f, const tf_rans_table *t, const uint8_t *enc,
                         size_t enc_len, const uint8_t *ref, uint8_t *dst, size_t n,
                         tf_error *e)
 {
-    tf_rans_stream s;
+    chunk_streams cs = { .k = streams_of_chunk(f, n) };
     bit_reader br;
-    if (open_chunk(enc, enc_len, &s, &br, e) < 0)
+    if (open_chunk(enc, enc_len, &cs, &br, e) < 0)
         return -1;
     const bool avx2 = use_avx2(f->bytes);
     slot_table st;
     if (slot_table_build(&st, f, t, ref, n, avx2, e) < 0)
         return -1;
-    uint32_t low = decode_elems(f->dtype, &st, avx2, &s, &br, ref, dst, n);
+    uint32_t low = decode_elems(f->dtype, &st, avx2, &cs, &br, ref, dst, n);
     slot_table_free(&st);
     if (n && low < SLOT_MIN)
         return tf_fail(e, EIO, "ulp: the reference has exponents the model has no row for");
-    return tf_rans_stream_close(&s, e) < 0 || bits_finish(&br, e) < 0 ? -1 : 0;
+    return close_chunk(&cs, &br, e);
 }
 
 int tf_ulp_decode(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx, uint8_t *dst,
