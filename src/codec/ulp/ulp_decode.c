@@ -523,13 +523,13 @@ typedef struct {
     __m256i slot[AVX2_MAX_GROUPS];
 } avx2_round;
 
-/* The loop's state, in registers. */
+/* Where the loop is in the words and the raw bits (the lanes' states
+ * are the loop's own, in registers of its width). */
 typedef struct {
     const avx2_tables *t;
-    __m256i x[AVX2_MAX_GROUPS], min_slot;
     const uint8_t *words[ULP_STREAMS], *words_end[ULP_STREAMS], *base, *raw_end;
     unsigned bit;
-} avx2_loop;
+} simd_cursor;
 
 /* The rows of a round's reference elements, by group. */
 TF_AVX2_INLINE void avx2_round_rows(const avx2_tables *t, const uint8_t *ref, __m256i *row,
@@ -555,7 +555,7 @@ TF_AVX2_INLINE void avx2_round_rows(const avx2_tables *t, const uint8_t *ref, __
 }
 
 /* The second stage for sixteen elements, whose slots are slot0 and slot1. */
-TF_AVX2_INLINE void avx2_sixteen_elements(avx2_loop *lp, __m256i slot0, __m256i slot1,
+TF_AVX2_INLINE void avx2_sixteen_elements(simd_cursor *lp, __m256i slot0, __m256i slot1,
                                           const uint8_t *ref, uint8_t *dst, unsigned bytes)
 {
     __m256i z0 = avx2_residuals(slot0, &lp->base, &lp->bit, bytes);
@@ -585,60 +585,51 @@ TF_AVX2_INLINE void avx2_sixteen_elements(avx2_loop *lp, __m256i slot0, __m256i 
 /* Whether the loop may start: at least the last round is left to the
  * scalar loop, with the raw bits of the one before it (which keeps the
  * scalar code exercised on every machine, by every chunk). */
-TF_AVX2_INLINE bool avx2_loop_begin(avx2_loop *lp, const avx2_tables *t,
-                                    const chunk_streams *cs, const bit_reader *br, size_t n,
-                                    unsigned k)
+static inline bool simd_cursor_begin(simd_cursor *c, const avx2_tables *t,
+                                     const chunk_streams *cs, const bit_reader *br, size_t n,
+                                     unsigned k)
 {
-    *lp = (avx2_loop){ .t = t, .base = br->p, .raw_end = br->end };
+    *c = (simd_cursor){ .t = t, .base = br->p, .raw_end = br->end };
     bool words = true;
-#pragma GCC unroll 4
-    for (unsigned g = 0; g < 2 * k; g++)
-        lp->x[g] = _mm256_loadu_si256((const __m256i *)(cs->s[g / 2].x + 8 * (g % 2)));
-#pragma GCC unroll 4
     for (unsigned j = 0; j < k; j++) {
-        lp->words[j] = cs->s[j].p;
-        lp->words_end[j] = cs->s[j].end;
+        c->words[j] = cs->s[j].p;
+        c->words_end[j] = cs->s[j].end;
         words &= (size_t)(cs->s[j].end - cs->s[j].p) >= 2 * ULP_LANES;
     }
-    lp->min_slot = _mm256_set1_epi32(-1);
     return n >= 2 * k * ULP_LANES && words;
 }
 
 /* Whether the round from element i may run, with the second stage of
  * the round before it: the rANS steps need 2 bytes of words per lane
- * (their 16-byte loads stay within them), the raw bits k *
+ * (their 32-byte loads stay within them), the raw bits k *
  * AVX2_RAW_MARGIN bytes. */
-TF_AVX2_INLINE bool avx2_loop_round_fits(const avx2_loop *lp, size_t i, size_t n, unsigned k)
+ULP_ALWAYS_INLINE bool simd_cursor_round_fits(const simd_cursor *c, size_t i, size_t n,
+                                              unsigned k)
 {
     bool words = true;
 #pragma GCC unroll 4
     for (unsigned t = 0; t < k; t++)
-        words &= (size_t)(lp->words_end[t] - lp->words[t]) >= 2 * ULP_LANES;
+        words &= (size_t)(c->words_end[t] - c->words[t]) >= 2 * ULP_LANES;
     return i + 2 * k * ULP_LANES <= n && words &&
-           (size_t)(lp->raw_end - lp->base) >= k * AVX2_RAW_MARGIN;
+           (size_t)(c->raw_end - c->base) >= k * AVX2_RAW_MARGIN;
 }
 
-/* Hands the streams and reader back, and the elements of the pending
- * round (from element `at`) to checked scalar code: the loop's raw bound
- * held for the rounds before it, not necessarily for this one. */
-TF_AVX2_INLINE void avx2_loop_end(avx2_loop *lp, avx2_round pending, size_t at,
-                                  chunk_streams *cs, bit_reader *br, const uint8_t *ref,
-                                  uint8_t *dst, uint32_t *min_slot, unsigned k, unsigned bytes)
+/* Hands the words and the reader back (the loop has stored the lanes'
+ * states), folds the lowest slots of its vector lanes low[0..n_low) into
+ * *min_slot, and gives the elements of the pending round (from element
+ * `at`, their slots in `slots`) to checked scalar code: the loop's raw
+ * bound held for the rounds before it, not necessarily for this one. */
+static void simd_cursor_end(const simd_cursor *c, const uint32_t *slots, const uint32_t *low,
+                            unsigned n_low, size_t at, chunk_streams *cs, bit_reader *br,
+                            const uint8_t *ref, uint8_t *dst, uint32_t *min_slot, unsigned k,
+                            unsigned bytes)
 {
-    uint32_t slots[8 * AVX2_MAX_GROUPS];
-#pragma GCC unroll 4
-    for (unsigned g = 0; g < 2 * k; g++) {
-        _mm256_storeu_si256((__m256i *)(cs->s[g / 2].x + 8 * (g % 2)), lp->x[g]);
-        _mm256_storeu_si256((__m256i *)(slots + 8 * g), pending.slot[g]);
-    }
     for (unsigned t = 0; t < k; t++)
-        cs->s[t].p = lp->words[t];
-    uint32_t lanes[8];
-    _mm256_storeu_si256((__m256i *)lanes, lp->min_slot);
-    for (int l = 0; l < 8; l++)
-        *min_slot = min_u32(*min_slot, lanes[l]);
-    *br = (bit_reader){ .p = lp->base, .end = lp->raw_end };
-    bits_get_checked(br, lp->bit);
+        cs->s[t].p = c->words[t];
+    for (unsigned l = 0; l < n_low; l++)
+        *min_slot = min_u32(*min_slot, low[l]);
+    *br = (bit_reader){ .p = c->base, .end = c->raw_end };
+    bits_get_checked(br, c->bit);
     for (size_t j = 0; j < 16 * k; j++, at++) {
         uint64_t r = tf_le_get(ref + at * bytes, bytes);
         uint64_t z = residual_of(slots[j], br, true, bytes);
@@ -646,98 +637,90 @@ TF_AVX2_INLINE void avx2_loop_end(avx2_loop *lp, avx2_round pending, size_t at,
     }
 }
 
-/* The decoding loop of one instruction set: ULP_SIMD_ROUNDS(isa,
- * INLINE, FUNCTION, renormalize, sixteen_elements) defines
- *   isa_round_slots: the first stage of the round of elements at ref,
- *       with `renormalize` for the rANS states;
- *   isa_rounds_sized: the loop, from the start of a chunk, with
- *       `sixteen_elements` its second stage, per stream; returns the
- *       elements done;
- *   isa_rounds: the loop for the formats it handles (BF16, F16, F32) and
- *       chunks of 1 or ULP_STREAMS streams.
- * A macro, not a function: each instance must be compiled for its own
- * target, and a function of one target cannot inline another's code. */
-#define ULP_SIMD_ROUNDS(isa, INLINE, FUNCTION, renormalize, sixteen_elements)                   \
-    INLINE avx2_round isa##_round_slots(avx2_loop *lp, const uint8_t *ref, unsigned k,            \
-                                        unsigned bytes, unsigned man, unsigned exp)               \
-    {                                                                                             \
-        __m256i row[AVX2_MAX_GROUPS];                                                             \
-        avx2_round round;                                                                         \
-        avx2_round_rows(lp->t, ref, row, k, bytes, man, exp);                                     \
-        _Pragma("GCC unroll 4") for (unsigned g = 0; g < 2 * k; g++) {                            \
-            lp->x[g] = renormalize(avx2_rans_step(lp->x[g], row[g], lp->t, &round.slot[g]),       \
-                                   &lp->words[g / 2]);                                            \
-            lp->min_slot = _mm256_min_epu32(lp->min_slot, round.slot[g]);                         \
-        }                                                                                         \
-        return round;                                                                             \
-    }                                                                                             \
-                                                                                                  \
-    INLINE size_t isa##_rounds_sized(const avx2_tables *t, chunk_streams *cs, bit_reader *br,     \
-                                     const uint8_t *ref, uint8_t *dst, size_t n,                  \
-                                     uint32_t *min_slot, unsigned k, unsigned bytes,              \
-                                     unsigned man, unsigned exp)                                  \
-    {                                                                                             \
-        avx2_loop lp;                                                                             \
-        const size_t round = k * ULP_LANES;                                                       \
-        if (!avx2_loop_begin(&lp, t, cs, br, n, k))                                               \
-            return 0;                                                                             \
-        avx2_round pending = isa##_round_slots(&lp, ref, k, bytes, man, exp);                     \
-        size_t i = round; /* the next round's first element */                                    \
-        for (; avx2_loop_round_fits(&lp, i, n, k); i += round) {                                  \
-            avx2_round next = isa##_round_slots(&lp, ref + i * bytes, k, bytes, man, exp);        \
-            _Pragma("GCC unroll 2") for (unsigned g = 0; g < 2 * k; g += 2) {                     \
-                size_t at = (i - round + 8 * g) * bytes;                                          \
-                sixteen_elements(&lp, pending.slot[g], pending.slot[g + 1], ref + at, dst + at,   \
-                                 bytes);                                                          \
-            }                                                                                     \
-            pending = next;                                                                       \
-        }                                                                                         \
-        avx2_loop_end(&lp, pending, i - round, cs, br, ref, dst, min_slot, k, bytes);             \
-        return i;                                                                                 \
-    }                                                                                             \
-                                                                                                  \
-    INLINE size_t isa##_rounds_streams(unsigned dtype, const avx2_tables *t, chunk_streams *cs,   \
-                                       bit_reader *br, const uint8_t *ref, uint8_t *dst,          \
-                                       size_t n, uint32_t *min_slot, unsigned k)                  \
-    {                                                                                             \
-        switch (dtype) {                                                                          \
-        case TF_DT_BF16: return isa##_rounds_sized(t, cs, br, ref, dst, n, min_slot, k, 2, 7, 8); \
-        case TF_DT_F16: return isa##_rounds_sized(t, cs, br, ref, dst, n, min_slot, k, 2, 10, 5); \
-        default: return isa##_rounds_sized(t, cs, br, ref, dst, n, min_slot, k, 4, 23, 8);       \
-        }                                                                                         \
-    }                                                                                             \
-                                                                                                  \
-    FUNCTION size_t isa##_rounds(unsigned dtype, const avx2_tables *t, chunk_streams *cs,         \
-                                 bit_reader *br, const uint8_t *ref, uint8_t *dst, size_t n,      \
-                                 uint32_t *min_slot)                                              \
-    {                                                                                             \
-        return cs->k == 1                                                                         \
-                   ? isa##_rounds_streams(dtype, t, cs, br, ref, dst, n, min_slot, 1)             \
-                   : isa##_rounds_streams(dtype, t, cs, br, ref, dst, n, min_slot, ULP_STREAMS);  \
-    }
+/* The loop `sized` (isa_rounds_sized) of a chunk of dtype (BF16, F16 or
+ * F32) and k streams, called from isa_rounds with its arguments. */
+#define SIMD_ROUNDS_OF(sized, dtype, k)                                        \
+    ((dtype) == TF_DT_BF16  ? sized(t, cs, br, ref, dst, n, min_slot, k, 2, 7, 8)  \
+     : (dtype) == TF_DT_F16 ? sized(t, cs, br, ref, dst, n, min_slot, k, 2, 10, 5) \
+                            : sized(t, cs, br, ref, dst, n, min_slot, k, 4, 23, 8))
 
-ULP_SIMD_ROUNDS(avx2, TF_AVX2_INLINE, TF_AVX2_FUNCTION, avx2_renormalize, avx2_sixteen_elements)
+/* The first stage of the round of elements at ref. */
+TF_AVX2_INLINE avx2_round avx2_round_slots(simd_cursor *c, __m256i *x, __m256i *low,
+                                           const uint8_t *ref, unsigned k, unsigned bytes,
+                                           unsigned man, unsigned exp)
+{
+    __m256i row[AVX2_MAX_GROUPS];
+    avx2_round round;
+    avx2_round_rows(c->t, ref, row, k, bytes, man, exp);
+#pragma GCC unroll 4
+    for (unsigned g = 0; g < 2 * k; g++) {
+        x[g] = avx2_renormalize(avx2_rans_step(x[g], row[g], c->t, &round.slot[g]),
+                                &c->words[g / 2]);
+        *low = _mm256_min_epu32(*low, round.slot[g]);
+    }
+    return round;
+}
+
+/* The loop from the start of a chunk of k streams; returns the elements
+ * done. */
+TF_AVX2_INLINE size_t avx2_rounds_sized(const avx2_tables *t, chunk_streams *cs, bit_reader *br,
+                                        const uint8_t *ref, uint8_t *dst, size_t n,
+                                        uint32_t *min_slot, unsigned k, unsigned bytes,
+                                        unsigned man, unsigned exp)
+{
+    simd_cursor c;
+    const size_t round = k * ULP_LANES;
+    if (!simd_cursor_begin(&c, t, cs, br, n, k))
+        return 0;
+    __m256i x[AVX2_MAX_GROUPS], low = _mm256_set1_epi32(-1);
+#pragma GCC unroll 4
+    for (unsigned g = 0; g < 2 * k; g++)
+        x[g] = _mm256_loadu_si256((const __m256i *)(cs->s[g / 2].x + 8 * (g % 2)));
+    avx2_round pending = avx2_round_slots(&c, x, &low, ref, k, bytes, man, exp);
+    size_t i = round; /* the next round's first element */
+    for (; simd_cursor_round_fits(&c, i, n, k); i += round) {
+        avx2_round next = avx2_round_slots(&c, x, &low, ref + i * bytes, k, bytes, man, exp);
+#pragma GCC unroll 2
+        for (unsigned g = 0; g < 2 * k; g += 2) {
+            size_t at = (i - round + 8 * g) * bytes;
+            avx2_sixteen_elements(&c, pending.slot[g], pending.slot[g + 1], ref + at, dst + at,
+                                  bytes);
+        }
+        pending = next;
+    }
+    uint32_t slots[8 * AVX2_MAX_GROUPS], lows[8];
+    for (unsigned g = 0; g < 2 * k; g++) {
+        _mm256_storeu_si256((__m256i *)(cs->s[g / 2].x + 8 * (g % 2)), x[g]);
+        _mm256_storeu_si256((__m256i *)(slots + 8 * g), pending.slot[g]);
+    }
+    _mm256_storeu_si256((__m256i *)lows, low);
+    simd_cursor_end(&c, slots, lows, 8, i - round, cs, br, ref, dst, min_slot, k, bytes);
+    return i;
+}
+
+/* The loop for the formats it handles (BF16, F16, F32) and chunks of 1
+ * or ULP_STREAMS streams. */
+TF_AVX2_FUNCTION size_t avx2_rounds(unsigned dtype, const avx2_tables *t, chunk_streams *cs,
+                                    bit_reader *br, const uint8_t *ref, uint8_t *dst, size_t n,
+                                    uint32_t *min_slot)
+{
+    return cs->k == 1 ? SIMD_ROUNDS_OF(avx2_rounds_sized, dtype, 1)
+                      : SIMD_ROUNDS_OF(avx2_rounds_sized, dtype, ULP_STREAMS);
+}
 
 #define ULP_AVX512_TARGET "avx2,popcnt,avx512f,avx512vl,avx512bw,avx512dq,avx512vbmi"
 #define ULP_AVX512_INLINE static inline __attribute__((always_inline, target(ULP_AVX512_TARGET)))
 #define ULP_AVX512_FUNCTION __attribute__((target(ULP_AVX512_TARGET))) static
 
 /* ---- AVX-512 decoding ----
- * The AVX2 loop with two steps done the AVX-512 way. The renormalization
- * (on 256-bit vectors) compares into a mask and expands the words into
- * the lanes it selects, where AVX2 needs the mask in a general register,
- * a table lookup and a permutation; that step is on the rANS steps'
- * chain, and on an AMD Zen 4 the round is a sixth shorter. The raw bits
- * of 16-bit formats are taken for all sixteen lanes at once. */
-
-ULP_AVX512_INLINE __m256i avx512_renormalize(__m256i next, const uint8_t **words)
-{
-    __mmask8 need = _mm256_cmplt_epu32_mask(next, avx2_set(TF_RANS_L));
-    __m256i word = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)*words));
-    *words += 2 * (unsigned)_mm_popcnt_u32(need);
-    return _mm256_mask_or_epi32(next, need, _mm256_slli_epi32(next, 16),
-                                _mm256_maskz_expand_epi32(need, word));
-}
+ * The AVX2 loop's rounds with each stream's sixteen lanes in one 512-bit
+ * vector: a gather, a multiply and a renormalization per stream instead
+ * of two of each (on an AMD Zen 5, which runs 512-bit operations at full
+ * width, BF16 decoding 1.15 to 1.35x as fast as on 256-bit halves, a
+ * loaded VM). The renormalization compares into a mask and expands the
+ * words into the lanes it selects, in lane order, where AVX2 needs the
+ * mask in a general register, a table lookup and a permutation. The raw bits of 16-bit formats are taken for all sixteen
+ * lanes at once. */
 
 /* The raw bits of sixteen elements of a 16-bit format, and their
  * residuals. At most
@@ -746,10 +729,8 @@ ULP_AVX512_INLINE __m256i avx512_renormalize(__m256i next, const uint8_t **words
  * prefix sums of the bit counts as bytes, which one multiply per eight
  * lanes gives (each byte of x * 0x0101010101010101 sums the bytes of x
  * up to it); each lane then picks its 4 bytes with a byte permutation. */
-ULP_AVX512_INLINE __m512i avx512_residuals16(__m256i slot0, __m256i slot1,
-                                             const uint8_t **base, unsigned *bit)
+ULP_AVX512_INLINE __m512i avx512_residuals16(__m512i slot, const uint8_t **base, unsigned *bit)
 {
-    __m512i slot = _mm512_inserti64x4(_mm512_castsi256_si512(slot0), slot1, 1);
     __m512i n_raw = _mm512_and_si512(_mm512_srli_epi32(slot, 3), _mm512_set1_epi32(63));
     __m128i counts = _mm512_cvtepi32_epi8(n_raw);
     __m128i ends = _mm_mullo_epi64(counts, _mm_set1_epi64x(0x0101010101010101));
@@ -775,21 +756,115 @@ ULP_AVX512_INLINE __m512i avx512_residuals16(__m256i slot0, __m256i slot1,
     return _mm512_or_si512(lead, _mm512_and_si512(bits, keep));
 }
 
-/* The second stage: 16-bit formats the AVX-512 way, F32 as AVX2 does. */
-ULP_AVX512_INLINE void avx512_sixteen_elements(avx2_loop *lp, __m256i slot0, __m256i slot1,
-                                               const uint8_t *ref, uint8_t *dst, unsigned bytes)
+/* The round's rows of a stream's sixteen reference elements at ref. */
+ULP_AVX512_INLINE __m512i avx512_rows(const avx2_tables *t, const uint8_t *ref, unsigned bytes,
+                                      unsigned man, unsigned exp)
+{
+    __m512i r = bytes == 2 ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)ref))
+                           : _mm512_loadu_si512((const void *)ref);
+    __m512i ctx = _mm512_and_si512(_mm512_srli_epi32(r, man),
+                                   _mm512_set1_epi32((int)((1u << exp) - 1)));
+    return _mm512_min_epu32(_mm512_sub_epi32(ctx, _mm512_set1_epi32((int)t->span.lo)),
+                            _mm512_set1_epi32((int)t->span.n));
+}
+
+/* slot_get_fast for the sixteen lanes x of a stream, in rows `row`:
+ * returns their slots. */
+ULP_AVX512_INLINE __m512i avx512_rans_step(__m512i *x, __m512i row, const uint32_t *slots,
+                                           const uint8_t **words)
+{
+    /* row << ULP_PREC | (x & mask): 0xf8 is a | (b & c) */
+    __m512i index = _mm512_ternarylogic_epi32(_mm512_slli_epi32(row, ULP_PREC), *x,
+                                              _mm512_set1_epi32((1 << ULP_PREC) - 1), 0xf8);
+    __m512i slot = _mm512_i32gather_epi32(index, (const void *)slots, 4);
+    __m512i freq = _mm512_srli_epi32(slot, 20);
+    __m512i bias = _mm512_and_si512(_mm512_srli_epi32(slot, 9), _mm512_set1_epi32(0x7ff));
+    __m512i next =
+        _mm512_add_epi32(_mm512_mullo_epi32(freq, _mm512_srli_epi32(*x, ULP_PREC)), bias);
+    __mmask16 need = _mm512_cmplt_epu32_mask(next, _mm512_set1_epi32(TF_RANS_L));
+    __m512i word = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)*words));
+    *words += 2 * (unsigned)_mm_popcnt_u32(need);
+    *x = _mm512_mask_or_epi32(next, need, _mm512_slli_epi32(next, 16),
+                              _mm512_maskz_expand_epi32(need, word));
+    return slot;
+}
+
+typedef struct {
+    __m512i slot[ULP_STREAMS];
+} avx512_round;
+
+/* The first stage of the round of elements at ref. */
+ULP_AVX512_INLINE avx512_round avx512_round_slots(simd_cursor *c, __m512i *x, __m512i *low,
+                                                  const uint8_t *ref, unsigned k, unsigned bytes,
+                                                  unsigned man, unsigned exp)
+{
+    avx512_round round;
+#pragma GCC unroll 4
+    for (unsigned j = 0; j < k; j++) {
+        __m512i row = avx512_rows(c->t, ref + j * ULP_LANES * bytes, bytes, man, exp);
+        round.slot[j] = avx512_rans_step(&x[j], row, c->t->slots, &c->words[j]);
+        *low = _mm512_min_epu32(*low, round.slot[j]);
+    }
+    return round;
+}
+
+/* The second stage for a stream's sixteen elements: 16-bit formats the
+ * AVX-512 way, F32 as AVX2 does. */
+ULP_AVX512_INLINE void avx512_sixteen_elements(simd_cursor *c, __m512i slot, const uint8_t *ref,
+                                               uint8_t *dst, unsigned bytes)
 {
     if (bytes != 2) {
-        avx2_sixteen_elements(lp, slot0, slot1, ref, dst, bytes);
+        avx2_sixteen_elements(c, _mm512_castsi512_si256(slot),
+                              _mm512_extracti64x4_epi64(slot, 1), ref, dst, bytes);
         return;
     }
-    __m256i z = _mm512_cvtepi32_epi16(avx512_residuals16(slot0, slot1, &lp->base, &lp->bit));
+    __m256i z = _mm512_cvtepi32_epi16(avx512_residuals16(slot, &c->base, &c->bit));
     __m256i r = _mm256_loadu_si256((const __m256i *)ref);
     _mm256_storeu_si256((__m256i *)dst, avx2_unresidual16(z, r));
 }
 
-ULP_SIMD_ROUNDS(avx512, ULP_AVX512_INLINE, ULP_AVX512_FUNCTION, avx512_renormalize,
-                avx512_sixteen_elements)
+/* avx2_rounds_sized with 512-bit vectors: the same output. */
+ULP_AVX512_INLINE size_t avx512_rounds_sized(const avx2_tables *t, chunk_streams *cs,
+                                             bit_reader *br, const uint8_t *ref, uint8_t *dst,
+                                             size_t n, uint32_t *min_slot, unsigned k,
+                                             unsigned bytes, unsigned man, unsigned exp)
+{
+    __m512i x[ULP_STREAMS], low = _mm512_set1_epi32(-1);
+#pragma GCC unroll 4
+    for (unsigned j = 0; j < k; j++)
+        x[j] = _mm512_loadu_si512((const void *)cs->s[j].x);
+    simd_cursor c;
+    const size_t round = k * ULP_LANES;
+    if (!simd_cursor_begin(&c, t, cs, br, n, k))
+        return 0;
+    avx512_round pending = avx512_round_slots(&c, x, &low, ref, k, bytes, man, exp);
+    size_t i = round; /* the next round's first element */
+    for (; simd_cursor_round_fits(&c, i, n, k); i += round) {
+        avx512_round next = avx512_round_slots(&c, x, &low, ref + i * bytes, k, bytes, man, exp);
+#pragma GCC unroll 4
+        for (unsigned j = 0; j < k; j++) {
+            size_t at = (i - round + j * ULP_LANES) * bytes;
+            avx512_sixteen_elements(&c, pending.slot[j], ref + at, dst + at, bytes);
+        }
+        pending = next;
+    }
+    uint32_t slots[ULP_LANES * ULP_STREAMS], lows[ULP_LANES];
+    for (unsigned j = 0; j < k; j++) {
+        _mm512_storeu_si512((void *)cs->s[j].x, x[j]);
+        _mm512_storeu_si512((void *)(slots + ULP_LANES * j), pending.slot[j]);
+    }
+    _mm512_storeu_si512((void *)lows, low);
+    simd_cursor_end(&c, slots, lows, ULP_LANES, i - round, cs, br, ref, dst, min_slot, k, bytes);
+    return i;
+}
+
+ULP_AVX512_FUNCTION size_t avx512_rounds(unsigned dtype, const avx2_tables *t,
+                                         chunk_streams *cs, bit_reader *br, const uint8_t *ref,
+                                         uint8_t *dst, size_t n, uint32_t *min_slot)
+{
+    return cs->k == 1 ? SIMD_ROUNDS_OF(avx512_rounds_sized, dtype, 1)
+                      : SIMD_ROUNDS_OF(avx512_rounds_sized, dtype, ULP_STREAMS);
+}
 
 /* fill_row's runs, eight slots per store. */
 TF_AVX2_FUNCTION void fill_row_avx2(uint32_t *row, const uint16_t *freq, unsigned n_sym)
