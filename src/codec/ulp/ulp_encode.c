@@ -582,18 +582,10 @@ static int encode_f64(const tf_rans_table *t, unsigned k, const uint8_t *src, co
 static int encode_streams(const tf_rans_indexed *ix, unsigned k, const uint16_t *idx, size_t n,
                           tf_buf *out, tf_error *e)
 {
-    if (k == 1)
-        return tf_rans_encode_indexed(ix, idx, n, lanes_of(n), out, e);
-    uint16_t *mine = malloc((n + 1) * sizeof *mine);
-    if (!mine)
-        return tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
-    int rc = 0;
-    for (unsigned j = 0; j < k && rc == 0; j++) {
-        size_t m = stream_elements(idx, n, sizeof *idx, lanes_of(n), k, j, mine);
-        rc = tf_rans_encode_indexed(ix, mine, m, lanes_of(n), out, e);
-    }
-    free(mine);
-    return rc;
+    for (unsigned j = 0; j < k; j++)
+        if (tf_rans_encode_indexed_turn(ix, idx, n, lanes_of(n), k, j, out, e) < 0)
+            return -1;
+    return 0;
 }
 
 static int encode_indexed(const ulp_format *f, const tf_rans_table *t, const uint8_t *src,
