@@ -398,6 +398,14 @@ START_TEST(test_simd_cap)
 }
 END_TEST
 
+/* A precision 11 table fit on s, and its coding indexes of sym_bits. */
+static void fit_indexed(const sample *s, unsigned sym_bits, tf_rans_table *t, tf_rans_indexed *ix)
+{
+    tf_error e;
+    ck_assert_int_eq(tf_rans_table_fit(t, s->n_ctx, s->n_sym, 11, s->counts, &e), 0);
+    ck_assert_int_eq(tf_rans_indexed_init(ix, t, sym_bits, &e), 0);
+}
+
 START_TEST(test_indexed_encoder_writes_the_same_bytes)
 {
     /* Every size around the 16-lane rounds, every lane count, with and
@@ -454,8 +462,7 @@ START_TEST(test_turn_streams_are_the_streams_of_their_rounds)
     tf_rans_table t;
     tf_rans_indexed ix;
     tf_error e;
-    ck_assert_int_eq(tf_rans_table_fit(&t, s.n_ctx, s.n_sym, 11, s.counts, &e), 0);
-    ck_assert_int_eq(tf_rans_indexed_init(&ix, &t, 6, &e), 0);
+    fit_indexed(&s, 6, &t, &ix);
     uint16_t *idx = malloc(s.n * sizeof *idx), *mine = malloc(s.n * sizeof *mine);
     ck_assert(idx && mine);
     for (size_t i = 0; i < s.n; i++)
@@ -513,8 +520,7 @@ START_TEST(test_indexed_encoder_refuses_uncovered_symbols)
     tf_rans_table t;
     tf_rans_indexed ix;
     tf_error e;
-    ck_assert_int_eq(tf_rans_table_fit(&t, s.n_ctx, s.n_sym, 11, s.counts, &e), 0);
-    ck_assert_int_eq(tf_rans_indexed_init(&ix, &t, 5, &e), 0);
+    fit_indexed(&s, 5, &t, &ix);
     ck_assert_uint_eq(ix.ctx_lo, 2);
     ck_assert_uint_eq(ix.n_rows, 10);
     uint16_t *idx = malloc(s.n * sizeof *idx);
