@@ -20,8 +20,8 @@
 # against `zstd -3 --single-thread` of the same file. Times are CPU time
 # (user + sys, less sensitive than wall time to other work on the
 # machine), best of $BENCH_REPEAT runs (default 3), trajpack and zstd
-# taking turns; MB/s is 10^6 file bytes per CPU second. Sizes: each
-# archive, and the pair's against what `trajpack create` of the pair
+# taking turns; MB/s is 10^6 file bytes per CPU second. Sizes: the
+# bytes the disk holds for each archive, and the pair's against what `trajpack create` of the pair
 # stored before sample-based encoding (TODAY_BF16, TODAY_F32), or
 # against the archive of BASELINE (a trajpack binary) when given.
 #
@@ -82,6 +82,12 @@ file_size() {
     stat -c %s "$1"
 }
 
+# held_bytes ARCHIVE: the bytes the disk holds for it (st_blocks * 512):
+# less than its size where retired keyframes were given back as holes.
+held_bytes() {
+    stat -c '%b %B' "$1" | awk '{ print $1 * $2 }'
+}
+
 name() {
     printf 'step-%06d%s.safetensors' "$1" "$2"
 }
@@ -106,16 +112,16 @@ row() {
     done
     sa=$(best $sa) sd=$(best $sd) sp=$(best $sp) za=$(best $za) zb=$(best $zb)
     inc=$(awk -v p="$sp" -v a="$sa" 'BEGIN { printf "%.3f", p - a }')
-    pair=$(file_size "$work/p.traj")
-    report "$label standalone" "$bytes_a" "$sa" "$za" "$(file_size "$work/s.traj")" "$(file_size "$work/a.zst")"
+    pair=$(held_bytes "$work/p.traj")
+    report "$label standalone" "$bytes_a" "$sa" "$za" "$(held_bytes "$work/s.traj")" "$(file_size "$work/a.zst")"
     report "$label delta, add" "$bytes_b" "$sd" "$zb" \
-        $(($(file_size "$work/d.traj") - $(file_size "$work/s.traj"))) "$(file_size "$work/b.zst")"
+        $(($(held_bytes "$work/d.traj") - $(held_bytes "$work/s.traj"))) "$(file_size "$work/b.zst")"
     report "$label delta, in create" "$bytes_b" "$inc" "$zb" \
-        $((pair - $(file_size "$work/s.traj"))) "$(file_size "$work/b.zst")"
+        $((pair - $(held_bytes "$work/s.traj"))) "$(file_size "$work/b.zst")"
     if [ -n "${BASELINE:-}" ]; then
         rm -f "$work/base.traj"
         "$BASELINE" create -q -T 1 "$work/base.traj" "$a" "$b" || die "$BASELINE failed"
-        today=$(file_size "$work/base.traj")
+        today=$(held_bytes "$work/base.traj")
     elif [ "$suffix" = "" ]; then
         today=$today_bf16
     else
@@ -154,7 +160,7 @@ big_bytes=$(($(file_size "$work/big/step-1.safetensors") + $(file_size "$work/bi
 for t in 1 2; do
     rm -f "$work/big.traj"
     s=$(cpu "$TRAJPACK" create -q -T $t "$work/big.traj" "$work/big")
-    awk -v t="$t" -v s="$s" -v r="$(cat "$work/rss")" -v b="$big_bytes" -v a="$(file_size "$work/big.traj")" 'BEGIN {
+    awk -v t="$t" -v s="$s" -v r="$(cat "$work/rss")" -v b="$big_bytes" -v a="$(held_bytes "$work/big.traj")" 'BEGIN {
         printf "  trajpack create -T %d: %.2f GB in %.2f GB, %.1f CPU s, peak RSS %.0f MiB\n",
             t, b / 1e9, a / 1e9, s, r / 1024 }'
 done
@@ -164,6 +170,6 @@ mount_daemon "$TRAJFS" "$work/mount.traj" "$mnt" -f -o rw,threads=2
 cp -r "$work/big" "$mnt/" || die "cp into the mount failed"
 peak_kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$daemon/status")
 unmount || die "trajfs exited with status $?"
-awk -v r="$peak_kib" -v b="$big_bytes" -v a="$(file_size "$work/mount.traj")" 'BEGIN {
+awk -v r="$peak_kib" -v b="$big_bytes" -v a="$(held_bytes "$work/mount.traj")" 'BEGIN {
     printf "  cp into a mount (-o rw,threads=2): %.2f GB in %.2f GB, daemon peak RSS %.0f MiB\n",
         b / 1e9, a / 1e9, r / 1024 }'
