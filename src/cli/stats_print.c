@@ -27,20 +27,6 @@ static uint64_t overhead_bytes(const tf_archive *ar, const stats *st)
     return size > payload ? size - payload : 0;
 }
 
-/* The most deltas a read of a live file's chunk decodes. */
-static unsigned longest_chain(const tf_archive *ar)
-{
-    unsigned most = 0;
-    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
-        const tf_entry *ent = tf_archive_entry(ar, i);
-        for (uint64_t c = 0; c < ent->nchunks; c++) {
-            unsigned d = tf_archive_chain_depth(ar, ent->chunks[c]);
-            most = d > most ? d : most;
-        }
-    }
-    return most;
-}
-
 static double bits_per_weight(const stat_row *r)
 {
     return (double)r->stored * 8 / (double)r->weights;
@@ -164,7 +150,6 @@ void stats_print_text(const tf_archive *ar, const size_t *order, const char *arc
     cli_format_size(st->unused_bytes, unused);
     printf("\nother files: %s stored in %s\n", other, other_stored);
     printf("catalog and framing: %s; blobs no file uses: %s\n", overhead, unused);
-    printf("longest reference chain: %u deltas\n", longest_chain(ar));
     if (tf_archive_retired_bytes(ar)) {
         char retired[32];
         cli_format_size(tf_archive_retired_bytes(ar), retired);
@@ -324,7 +309,7 @@ void stats_print_json(const tf_archive *ar, const size_t *order, const char *arc
            (unsigned long long)st->n_other, (unsigned long long)st->other.weights,
            (unsigned long long)st->other.stored);
     printf("  \"unused_blob_bytes\": %llu,\n  \"overhead_bytes\": %llu,\n"
-           "  \"retired_bytes\": %llu,\n  \"longest_chain\": %u\n}\n",
+           "  \"retired_bytes\": %llu\n}\n",
            (unsigned long long)st->unused_bytes, (unsigned long long)overhead_bytes(ar, st),
-           (unsigned long long)tf_archive_retired_bytes(ar), longest_chain(ar));
+           (unsigned long long)tf_archive_retired_bytes(ar));
 }

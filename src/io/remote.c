@@ -24,8 +24,11 @@
 #define HEAD_WANT ((uint64_t)4 << 10)
 #define TAIL_WANT ((uint64_t)64 << 10)
 /* Ranges this close are fetched as one (the gap's bytes are wasted):
- * consecutive chunks of a tensor sit side by side in their commit. */
-#define MERGE_GAP 4096
+ * consecutive chunks of a tensor sit side by side in their commit, or
+ * across the payloads that their commit or a later one retired and gave
+ * back (a checkpoint's deltas lie after its keyframes, which the next
+ * checkpoint retires), and across small blobs of other files. */
+#define MERGE_GAP ((uint64_t)64 << 10)
 /* A batch of hints fetched as one range spans at most this many bytes
  * (a hint longer than that goes alone), and holds at most BATCH_MAX
  * hints: small enough that a read waits for little more than its own

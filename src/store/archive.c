@@ -135,6 +135,12 @@ static int check_blob(const tf_archive *ar, const tf_segment *seg, uint64_t idx,
     return 0;
 }
 
+static int refuse_slot(uint64_t slot, tf_error *e)
+{
+    return tf_fail(e, EIO, "catalog: blob %llu is a model, serves another or was "
+                   "redirected: it cannot be redirected", (unsigned long long)slot);
+}
+
 /* Whether slot may be served by blob b instead of old, its blob now:
  * the same content (id, length and dtype), and a slot that may be
  * redirected (SLOT_* above). */
@@ -146,8 +152,7 @@ static int check_redirect_content(const tf_archive *ar, uint64_t slot, const tf_
         return tf_fail(e, EIO, "catalog: blob %llu redirected to a blob of other content",
                        (unsigned long long)slot);
     if (ar->flags[slot])
-        return tf_fail(e, EIO, "catalog: blob %llu is a model, serves another or was "
-                       "redirected: it cannot be redirected", (unsigned long long)slot);
+        return refuse_slot(slot, e);
     return 0;
 }
 
@@ -173,6 +178,27 @@ static int check_redirect(const tf_archive *ar, const tf_segment *seg, const tf_
     if (check_redirect_content(ar, r->slot, &seg->blobs[r->blob - seg->first_blob], e) < 0)
         return -1;
     return check_chain_through(ar, r->slot, chain_depth(ar, seg, r->slot), e);
+}
+
+/* Checks seg's redirects against the archive as it is once all of seg is
+ * applied, seg's blobs not yet added: an apply checks them so before it
+ * changes anything, and so cannot fail half way for what a check of the
+ * segment let through. A slot a blob of seg names as its model stays:
+ * the model must stand alone, not become a delta. */
+static int check_redirects(const tf_archive *ar, const tf_segment *seg, tf_error *e)
+{
+    for (uint64_t i = 1; i < seg->nredirects; i++)
+        if (seg->redirects[i].slot <= seg->redirects[i - 1].slot)
+            return tf_fail(e, EIO, "catalog: redirects not in order of their blobs");
+    for (uint64_t i = 0; i < seg->nblobs; i++) {
+        uint64_t model = seg->blobs[i].model;
+        if (model && redirect_of(seg, model - 1))
+            return refuse_slot(model - 1, e);
+    }
+    for (uint64_t i = 0; i < seg->nredirects; i++)
+        if (check_redirect(ar, seg, &seg->redirects[i], e) < 0)
+            return -1;
+    return 0;
 }
 
 /* The chain of deltas of length `above` ends at slot idx: each slot
@@ -225,7 +251,7 @@ static int add_blobs(tf_archive *ar, const tf_segment *seg, tf_error *e)
         *b = seg->blobs[i];
         ar->above[idx] = 0;
         ar->flags[idx] = 0;
-        if (check_blob(ar, NULL, idx, e) < 0) {
+        if (check_blob(ar, seg, idx, e) < 0) {
             ar->nblobs--;
             return -1;
         }
@@ -253,25 +279,16 @@ static int add_retired(tf_archive *ar, const tf_blob *old, tf_error *e)
     return 0;
 }
 
-/* Serves each redirected slot by its new blob (seg's blobs added), in
- * order, each checked against the table as it is then; the slot's old
- * payload is retired. */
+/* Serves each redirected slot by its new blob (seg's blobs added, its
+ * redirects checked by check_redirects); the slot's old payload is
+ * retired. */
 static int apply_redirects(tf_archive *ar, const tf_segment *seg, tf_error *e)
 {
     for (uint64_t i = 0; i < seg->nredirects; i++) {
         const tf_redirect *r = &seg->redirects[i];
-        if (r->slot >= seg->first_blob || r->blob < seg->first_blob || r->blob >= ar->nblobs)
-            return tf_fail(e, EIO, "catalog: redirect of blob %llu out of range",
-                           (unsigned long long)r->slot);
-        if (check_redirect_content(ar, r->slot, &ar->blobs[r->blob], e) < 0)
+        if (add_retired(ar, &ar->blobs[r->slot], e) < 0)
             return -1;
-        tf_blob old = ar->blobs[r->slot];
         ar->blobs[r->slot] = ar->blobs[r->blob];
-        if (check_chain_through(ar, r->slot, chain_depth(ar, NULL, r->slot), e) < 0 ||
-            add_retired(ar, &old, e) < 0) {
-            ar->blobs[r->slot] = old;
-            return -1;
-        }
         ar->flags[r->slot] |= SLOT_REDIRECTED;
         ar->flags[r->blob] |= SLOT_TARGET;
         if (ar->blobs[r->slot].ref)
@@ -332,14 +349,9 @@ int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_err
     if (seg->first_blob != ar->nblobs)
         return tf_fail(e, EIO, "catalog: segment blobs start at %llu, expected %llu",
                        (unsigned long long)seg->first_blob, (unsigned long long)ar->nblobs);
-    for (uint64_t i = 1; i < seg->nredirects; i++)
-        if (seg->redirects[i].slot <= seg->redirects[i - 1].slot)
-            return tf_fail(e, EIO, "catalog: redirects not in order of their blobs");
-    int rc = 0;
+    int rc = check_redirects(ar, seg, e);
     for (uint64_t i = 0; rc == 0 && i < seg->nblobs; i++)
         rc = check_blob(ar, seg, ar->nblobs + i, e);
-    for (uint64_t i = 0; rc == 0 && i < seg->nredirects; i++)
-        rc = check_redirect(ar, seg, &seg->redirects[i], e);
     for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)
         rc = check_entry(ar, seg, &seg->entries[i], e);
     return rc;
@@ -437,7 +449,9 @@ static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
 {
     ar->retired_by_last = ar->nretired;
-    int rc = add_blobs(ar, seg, e);
+    int rc = check_redirects(ar, seg, e);
+    if (rc == 0)
+        rc = add_blobs(ar, seg, e);
     if (rc == 0)
         rc = apply_redirects(ar, seg, e);
     for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)

@@ -280,10 +280,6 @@ static int room_for_one(void **p, uint64_t *cap, uint64_t n, size_t size, tf_err
     return 0;
 }
 
-/* Bytes of small payloads a commit holds back at most: past them, they
- * are written at once, where the run then ends. */
-#define TF_HELD_MAX ((size_t)4 << 20)
-
 /* Holds back the payload of the blob being appended (seg.blobs[nblobs]),
  * written by write_held. */
 static int hold(tf_commit *c, const tf_buf *payload, tf_error *e)
@@ -337,7 +333,8 @@ static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payl
     int rc;
     if (retire_soon || tf_blob_in_retirable_run(b))
         rc = tf_container_append_retirable(ct, payload->data, payload->len, &b->offset, e);
-    else if (ct->retirable_run && payload->len < TF_GIVE_BACK_MIN && c->held.len < TF_HELD_MAX)
+    else if (ct->retirable_run && payload->len < TF_GIVE_BACK_MIN &&
+             c->held.len + payload->len <= tf_write_opts_held_bytes(c->opts) / 8)
         rc = hold(c, payload, e);
     else if ((rc = write_held(c, e)) == 0)
         rc = tf_container_append(ct, payload->data, payload->len, &b->offset, e);

@@ -40,8 +40,8 @@ typedef struct {
     size_t nchunks;
     unsigned chunk_shift;
     tf_pool *pool;         /* the encoder's threads; NULL: the calling one */
-    /* Reverse deltas encoded, stored once TF_REVERSE_BATCH bytes of them
-     * wait or the file ends (flush_reverse). */
+    /* Reverse deltas encoded, stored once their buffers take
+     * tf_write_opts_held_bytes or the file ends (flush_reverse). */
     struct pending_reverse {
         uint64_t slot, keyframe; /* the slot redirected; its reference */
         uint8_t codec;
@@ -309,9 +309,8 @@ static void keep_seed(tf_seeds *s, uint64_t blob, uint8_t **data, size_t len)
 /* Reverse deltas (permanent) wait to be stored after the file's
  * keyframes (retired by the file's successor), so that the keyframes
  * lie in runs that give back whole blocks (tf_container_append_retirable):
- * at most this many bytes of them, a run's last partial block lost per
- * batch. */
-#define TF_REVERSE_BATCH ((size_t)32 << 20)
+ * a batch at a time (tf_write_opts_held_bytes), a run's last partial
+ * block lost per batch. */
 
 /* Stores the reverse deltas waiting (and their models), each redirecting
  * its slot, after its reference, the keyframe of the chunk it came with. */
@@ -348,10 +347,11 @@ static int queue_reverse(file_job *f, chunk *ch, tf_error *e)
     }
     f->reverse[f->nreverse++] = (struct pending_reverse){
         ch->rev_slot - 1, ch->blob, ch->rev.codec, ch->rev.out, ch->rev.model };
-    f->reverse_bytes += ch->rev.out.len + ch->rev.model.len;
+    /* Their buffers' room, not just their length: that is the memory. */
+    f->reverse_bytes += ch->rev.out.cap + ch->rev.model.cap;
     ch->rev.out = (tf_buf){ 0 };
     ch->rev.model = (tf_buf){ 0 };
-    return f->reverse_bytes >= TF_REVERSE_BATCH ? flush_reverse(f, e) : 0;
+    return f->reverse_bytes >= tf_write_opts_held_bytes(f->opts) ? flush_reverse(f, e) : 0;
 }
 
 static int chunk_sink(void *arg, size_t i, tf_error *e)

@@ -55,6 +55,13 @@ void tf_write_opts_default(tf_write_opts *o)
                           .max_chain = TF_MAX_CHAIN_DEFAULT };
 }
 
+size_t tf_write_opts_held_bytes(const tf_write_opts *o)
+{
+    size_t cache = o->cache_bytes ? o->cache_bytes : TF_WRITE_CACHE_DEFAULT;
+    size_t most = (size_t)32 << 20;
+    return cache / 8 < most ? cache / 8 : most;
+}
+
 static int parse_number(const setting *s, const char *value, unsigned *out, tf_error *e)
 {
     char *end = NULL;

@@ -52,9 +52,19 @@ typedef struct {
      * file system gives a directory's mtime (a mount's writer). */
     bool dir_times;
     /* Bytes of reconstructed chunks the writer's reader caches (for a
-     * parent that is not the file added just before); 0: 256 MiB. */
+     * parent that is not the file added just before); 0:
+     * TF_WRITE_CACHE_DEFAULT. */
     size_t cache_bytes;
 } tf_write_opts;
+
+#define TF_WRITE_CACHE_DEFAULT ((size_t)256 << 20)
+
+/* Bytes of encoded payloads a commit holds back, to write them after the
+ * run of keyframes they came with (reverse deltas; the small payloads
+ * that stay get an eighth of it), counted as the memory they take: an
+ * eighth of the cache, at most 32 MiB, so that memory stays bounded by
+ * the cache (small caches are asked for to bound it). */
+size_t tf_write_opts_held_bytes(const tf_write_opts *o);
 
 /* One encoder thread per online CPU (at most TF_WRITE_THREADS_MAX),
  * chains of TF_MAX_CHAIN_DEFAULT, the prog codec's own budget, programs

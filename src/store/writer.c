@@ -14,8 +14,6 @@
 #include "store/pipeline.h"
 #include "store/writer_impl.h"
 
-/* Cache for reconstructing the references of the tensors being added. */
-#define WRITER_CACHE_BYTES ((size_t)256 << 20)
 /* Of a file being added, the chunks kept for the cache until the file is
  * committed (tf_seeds): as many as the cache holds, at most this many
  * bytes (a mount's cache, for its readers too, may be much larger). */
@@ -23,7 +21,7 @@
 
 static size_t cache_bytes(const tf_writer *w)
 {
-    return w->opts.cache_bytes ? w->opts.cache_bytes : WRITER_CACHE_BYTES;
+    return w->opts.cache_bytes ? w->opts.cache_bytes : TF_WRITE_CACHE_DEFAULT;
 }
 
 static size_t seeds_bytes(const tf_writer *w)

@@ -10,7 +10,7 @@ WRITE_CHECKPOINTS=$top_srcdir/tests/tools/write_checkpoints.py
 # down to a self-contained blob (trajpack stats; references follow
 # redirects, so they may name later blobs).
 max_chain_depth() {
-    "$TRAJPACK" stats --json "$1" | sed -n 's/.*"longest_chain": \([0-9]*\).*/\1/p'
+    "$TRAJPACK" stats --json "$1" | sed -n 's/.*"chains": {.*"longest": \([0-9]*\).*/\1/p'
 }
 
 # Inode number and path of everything below DIR, sorted by path.

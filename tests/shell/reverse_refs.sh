@@ -33,7 +33,7 @@ for max in 1 2 default; do
         check_series "$archive" "$src" "$([ "$max" = default ] && echo 16 || echo "$max")" grown \
             $added
     done
-    echo "--max-chain $max: longest chain $(stats_number "$archive" longest_chain)," \
+    echo "--max-chain $max: longest chain $(stats_number "$archive" longest)," \
         "$(stats_number "$archive" retired_bytes) bytes of keyframes retired," \
         "archive $(file_size "$archive") bytes"
 done

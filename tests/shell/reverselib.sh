@@ -66,7 +66,7 @@ check_series() {
         fi
     done
     [ "$_cs_want" != grown ] || _cs_want=$(($# - 1 < _cs_max ? $# - 1 : _cs_max))
-    _cs_chain=$(stats_number "$_cs_archive" longest_chain)
+    _cs_chain=$(stats_number "$_cs_archive" longest)
     [ "$_cs_chain" = "$_cs_want" ] ||
         fail "longest chain $_cs_chain after $# checkpoints with --max-chain $_cs_max, expected $_cs_want"
 }
