@@ -22,7 +22,7 @@ typedef enum {
     TF_CODEC_BYTEGROUP = 2, /* float bytes grouped by significance, then zstd */
     TF_CODEC_ULP = 3,       /* ULPack delta against a reference chunk */
     TF_CODEC_PROG = 4,      /* Brevis-style program of reversible operators */
-    TF_CODEC_KEYFRAME = 5,  /* float byte planes, each raw or order-0 rANS */
+    TF_CODEC_KEYFRAME = 5,  /* float byte planes, each constant, raw or in Huffman codes */
     TF_CODEC_COUNT
 } tf_codec_id;
 

@@ -13,6 +13,7 @@
 
 #include "codec/codec.h"
 #include "codec/prog/prog.h"
+#include "common/dtype.h"
 #include "format/container.h"
 #include "store/reader.h"
 #include "store/writer.h"
@@ -115,8 +116,13 @@ START_TEST(test_structured_tensors_are_programs)
         { "scale", "F32", "[5000]", consts, sizeof consts },
         { "rows", "F32", "[512,16]", rows, sizeof rows },
     };
+    /* The file is step 1 of a run whose step 2 (other tensors) is there
+     * already: not the run's newest, whose tensors are keyframes of the
+     * fast codec, but a file whose tensors get the codecs' choice. */
+    static const float other[4] = { 1.0f, 2.0f, 3.0f, 4.0f };
+    const test_tensor later[] = { { "other", "F32", "[4]", other, sizeof other } };
     char src[TEST_PATH_MAX], archive[TEST_PATH_MAX];
-    test_write_safetensors(test_path("model.safetensors", src), t, ARRAY_LEN(t));
+    test_write_safetensors(test_path("step-2.safetensors", src), later, 1);
     /* choosing from samples (_i 0), and with the search */
     tf_write_opts o;
     tf_write_opts_default(&o);
@@ -126,11 +132,13 @@ START_TEST(test_structured_tensors_are_programs)
     tf_error e = { 0 };
     ck_assert_msg(tf_writer_open(test_path("a.traj", archive), true, CHUNK_SHIFT, &o, &w, &e) == 0,
                   "%s", e.msg);
-    test_add(w, src, "model.safetensors");
+    test_add(w, src, "step-2.safetensors");
+    test_write_safetensors(test_path("model.safetensors", src), t, ARRAY_LEN(t));
+    test_add(w, src, "step-1.safetensors");
     tf_writer_close(w);
 
     const tf_entry *ent;
-    tf_archive *ar = open_entry(archive, "model.safetensors", &ent);
+    tf_archive *ar = open_entry(archive, "step-1.safetensors", &ent);
     check_tensors(ar, ent, t, ARRAY_LEN(t));
     for (size_t i = 0; i < ARRAY_LEN(t); i++) {
         unsigned codec = 0;
@@ -206,16 +214,43 @@ START_TEST(test_keyframe_chunk_gets_a_program)
     check_tensors(ar, ent, t, 1);
     tf_archive_close(ar);
 
-    /* In order, step 2 is the newest: a keyframe of the fast codec,
-     * which a newer checkpoint would replace, so no program search. */
+}
+END_TEST
+
+/* Weights of step 1 as noise, each later step a small update of it. */
+static void fill_updated_noise(int step, float *v)
+{
+    uint32_t x = 2024;
+    for (int i = 0; i < CONSTS; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        v[i] = (float)x / 4e9f - 0.5f + (float)step * 1e-4f;
+    }
+}
+
+START_TEST(test_newest_is_a_keyframe_until_the_next)
+{
+    /* In order, step 2 is the newest: a keyframe of the fast codec, no
+     * program search (a newer checkpoint will replace it). Step 1, the
+     * newest when it came, was such a keyframe too; step 2's commit
+     * re-encoded it as a delta against step 2 and redirected its slot. */
+    char archive[TEST_PATH_MAX];
     test_path("b.traj", archive);
-    add_two_steps(test_open_writer(archive, true, CHUNK_SHIFT, 2, 0), "scale", fill_scale,
-                  in_order);
-    ar = open_entry(archive, "step-2.safetensors", &ent);
-    b = only_chunk(ar, ent);
+    add_two_steps(test_open_writer(archive, true, CHUNK_SHIFT, 2, TF_MAX_CHAIN_DEFAULT),
+                  "weight", fill_updated_noise, in_order);
+    const test_tensor t[] = { { "weight", "F32", "[5000]", consts, sizeof consts } };
+    const tf_entry *ent;
+    tf_archive *ar = open_entry(archive, "step-2.safetensors", &ent);
+    const tf_blob *b = only_chunk(ar, ent);
     ck_assert_uint_eq(b->ref, 0);
-    ck_assert_msg(b->codec == TF_CODEC_BYTEGROUP || b->codec == TF_CODEC_RAW, "codec %u",
-                  b->codec);
+    ck_assert_uint_eq(b->codec, tf_codec_newest_keyframe(TF_DT_F32));
+    check_tensors(ar, ent, t, 1);
+    tf_archive_close(ar);
+
+    ar = open_entry(archive, "step-1.safetensors", &ent);
+    b = only_chunk(ar, ent);
+    ck_assert_uint_eq(b->codec, TF_CODEC_ULP);
+    ck_assert_uint_ne(b->ref, 0);
+    fill_updated_noise(1, consts);
     check_tensors(ar, ent, t, 1);
     tf_archive_close(ar);
 }
@@ -281,6 +316,7 @@ int main(void)
     tcase_add_checked_fixture(tc, test_dir_make, test_dir_remove);
     tcase_add_loop_test(tc, test_structured_tensors_are_programs, 0, 2);
     tcase_add_test(tc, test_keyframe_chunk_gets_a_program);
+    tcase_add_test(tc, test_newest_is_a_keyframe_until_the_next);
     tcase_add_test(tc, test_all_programs);
     suite_add_tcase(s, tc);
     return run_suite(s);
