@@ -33,10 +33,6 @@ assert_same_tree "$src" "$TEST_TMP/out/src"
 # How many depends on how the fetchers and the reader are scheduled (a
 # read that comes before the fetcher of its hint fetches its own batch),
 # so each gets up to three tries: one within the bound shows the merging.
-# The bound is a third of the blobs: with reverse references an older
-# file's deltas lie in the next commit's region and its chain ends in the
-# newest's, so a file's blobs span two or three regions, each its own
-# request (one request per blob would be three times the bound).
 requests() { sed -n 's/.* \([0-9]*\) requests, .*/\1/p' "$1"; }
 TRAJFS_REMOTE_STATS=1 "$TRAJPACK" verify -q "$url" > "$TEST_TMP/verify.out" 2> /dev/null
 blobs=$(sed -n 's/.* files, \([0-9]*\) blobs.*/\1/p' "$TEST_TMP/verify.out")
@@ -49,7 +45,7 @@ for what in verify extract; do
         esac || fail "trajpack $what $url failed"
         n=$(requests "$TEST_TMP/$what.err")
         echo "trajpack $what of $blobs blobs, try $try: $n requests"
-        [ -n "$n" ] && [ "$n" -le $((blobs / 3)) ] && break
+        [ -n "$n" ] && [ "$n" -le $((blobs / 4)) ] && break
         [ "$try" = 3 ] && fail "trajpack $what sent $n requests for $blobs blobs (three tries)"
     done
 done
