@@ -17,6 +17,7 @@
 #include "common/cpus.h"
 #include "common/full_io.h"
 #include "store/prefetch.h"
+#include "store/read_order.h"
 #include "store/reader.h"
 
 #define BLOCK_BYTES (4u << 20)    /* one tf_reader_pread / write */
@@ -54,6 +55,10 @@ typedef struct {
     tf_reader_ctx *reader;
     tf_prefetch *prefetch;
     uint8_t *buf; /* BLOCK_BYTES */
+    const uint64_t *blobs; /* the blobs of the files extracted, in the order read */
+    size_t nblobs;
+    cli_hint hint;   /* over blobs: their bytes stand for the files' */
+    uint64_t copied; /* bytes of the files extracted so far */
     cli_progress *bar;
     bool force;
     int root_fd;        /* the target directory */
@@ -66,11 +71,11 @@ static int copy_content(extractor *ex, const tf_entry *ent, int fd)
 {
     tf_error e;
     tf_prefetch_cursor ahead = { 0 };
-    cli_hint hint = { 0 }; /* over the chunks: their bytes stand for the file's */
     for (uint64_t off = 0; off < ent->size;) {
         uint64_t left = ent->size - off;
         size_t want = left < BLOCK_BYTES ? (size_t)left : BLOCK_BYTES;
-        cli_hint_until(&hint, ex->reader, ex->ar, ent->chunks, ent->nchunks, off + want + CLI_HINT_WINDOW);
+        cli_hint_until(&ex->hint, ex->reader, ex->ar, ex->blobs, ex->nblobs,
+                       ex->copied + want + CLI_HINT_WINDOW);
         tf_prefetch_read(ex->prefetch, ent, &ahead, off, want);
         ssize_t n = tf_reader_pread(ex->reader, ent, off, want, ex->buf, &e);
         if (n < 0) {
@@ -89,6 +94,7 @@ static int copy_content(extractor *ex, const tf_entry *ent, int fd)
         }
         cli_progress_add(ex->bar, (uint64_t)n);
         off += (uint64_t)n;
+        ex->copied += (uint64_t)n;
     }
     return 0;
 }
@@ -247,20 +253,36 @@ static int extract_selected(extractor *ex, const bool *selected)
 {
     size_t n = tf_archive_nentries(ex->ar);
     int status = CLI_EXIT_OK;
+    size_t nfiles = 0, nread;
+    size_t *files = tf_read_order(ex->ar, &nread); /* references before their deltas */
+    for (size_t i = 0; files && i < nread; i++)
+        if (selected[files[i]])
+            files[nfiles++] = files[i];
+    uint64_t *blobs = files ? cli_blob_order(ex->ar, files, nfiles, &ex->nblobs) : NULL;
     bool *made_dir = calloc(n ? n : 1, sizeof *made_dir);
-    if (!made_dir) {
+    if (!made_dir || !blobs) {
         cli_error("out of memory");
+        free(made_dir);
+        free(blobs);
+        free(files);
         return CLI_EXIT_FAIL;
     }
+    ex->blobs = blobs;
+    /* Directories and links in archive order, then the files. */
     for (size_t i = 0; i < n; i++) {
-        if (!selected[i])
-            continue;
         const tf_entry *ent = tf_archive_entry(ex->ar, i);
+        if (!selected[i] || tf_entry_is_regular(ent))
+            continue;
         if (extract_entry(ex, ent) < 0)
-            status = CLI_EXIT_FAIL; /* go on: one bad file spoils nothing else */
+            status = CLI_EXIT_FAIL; /* go on: one bad entry spoils nothing else */
         else if (ent->kind == TF_ENTRY_DIR)
             made_dir[i] = true;
     }
+    for (size_t i = 0; i < nfiles; i++)
+        if (extract_entry(ex, tf_archive_entry(ex->ar, files[i])) < 0)
+            status = CLI_EXIT_FAIL;
+    free(blobs);
+    free(files);
     /* Deepest first, so setting a directory's mtime is not undone by
      * fixing one of its subdirectories. */
     for (size_t i = n; i-- > 0;)
@@ -281,6 +303,8 @@ static int extract_to_stdout(extractor *ex, const char *path)
         cli_error("%s: not a regular file (--stdout writes one file)", path);
         return CLI_EXIT_FAIL;
     }
+    ex->blobs = ent->chunks;
+    ex->nblobs = ent->nchunks;
     if (copy_content(ex, ent, STDOUT_FILENO) < 0)
         return CLI_EXIT_FAIL;
     return CLI_EXIT_OK;

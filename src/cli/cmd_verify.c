@@ -12,6 +12,7 @@
 #include "cli/progress.h"
 #include "store/catalog_query.h"
 #include "store/entry_check.h"
+#include "store/read_order.h"
 #include "store/reader.h"
 
 #define CACHE_BYTES (256u << 20) /* keeps references of the next step's deltas */
@@ -121,32 +122,18 @@ static void verify_file(verifier *v, const tf_entry *ent)
     v->bytes += ent->size;
 }
 
-/* Sizes the work before starting: the raw bytes of the distinct blobs the
- * files use (for the progress bar), the largest one (for the buffer) and
- * the order they are checked in (order: nblobs entries, for the hints). */
-static void measure(const tf_archive *ar, uint64_t *total, uint64_t *largest, uint64_t *order,
-                    size_t *norder)
+/* Sizes the work before starting: the raw bytes of the blobs checked
+ * (for the progress bar) and the largest one (for the buffer). */
+static void measure(const tf_archive *ar, const uint64_t *blobs, size_t n, uint64_t *total,
+                    uint64_t *largest)
 {
-    uint64_t nblobs = tf_archive_nblobs(ar);
-    bool *seen = calloc(nblobs ? nblobs : 1, sizeof *seen);
     *total = *largest = 0;
-    *norder = 0;
-    for (size_t i = 0; seen && i < tf_archive_nentries(ar); i++) {
-        const tf_entry *ent = tf_archive_entry(ar, i);
-        for (uint64_t c = 0; tf_entry_is_regular(ent) && c < ent->nchunks; c++) {
-            uint64_t b = ent->chunks[c];
-            if (b >= nblobs || seen[b])
-                continue;
-            seen[b] = true;
-            if (order)
-                order[(*norder)++] = b;
-            uint64_t raw = tf_archive_blob(ar, b)->raw_len;
-            *total += raw;
-            if (raw <= MAX_RAW_BYTES && raw > *largest)
-                *largest = raw;
-        }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t raw = tf_archive_blob(ar, blobs[i])->raw_len;
+        *total += raw;
+        if (raw <= MAX_RAW_BYTES && raw > *largest)
+            *largest = raw;
     }
-    free(seen);
 }
 
 static void print_summary(const verifier *v, const char *archive)
@@ -173,21 +160,22 @@ static void print_summary(const verifier *v, const char *archive)
 static int verify_archive(tf_archive *ar, const char *archive, bool quiet)
 {
     verifier v = { .ar = ar };
-    uint64_t total, largest, nblobs = tf_archive_nblobs(ar);
-    v.order = malloc((nblobs ? nblobs : 1) * sizeof *v.order);
-    measure(ar, &total, &largest, v.order, &v.norder);
+    uint64_t total = 0, largest = 0, nblobs = tf_archive_nblobs(ar);
+    size_t nfiles;
+    size_t *files = tf_read_order(ar, &nfiles); /* references before their deltas */
+    if (files && (v.order = cli_blob_order(ar, files, nfiles, &v.norder)))
+        measure(ar, v.order, v.norder, &total, &largest);
     v.reader = tf_reader_new(ar, CACHE_BYTES);
     v.buf = malloc(largest ? largest : 1);
     v.state = calloc(nblobs ? nblobs : 1, sizeof *v.state);
     v.why = calloc(nblobs ? nblobs : 1, sizeof *v.why);
     int status = CLI_EXIT_FAIL;
-    if (!v.reader || !v.buf || !v.state || !v.why || !v.order) {
+    if (!files || !v.reader || !v.buf || !v.state || !v.why || !v.order) {
         cli_error("out of memory");
     } else {
         v.bar = cli_progress_start("verify", total, quiet);
-        for (size_t i = 0; i < tf_archive_nentries(ar); i++)
-            if (tf_entry_is_regular(tf_archive_entry(ar, i)))
-                verify_file(&v, tf_archive_entry(ar, i));
+        for (size_t i = 0; i < nfiles; i++)
+            verify_file(&v, tf_archive_entry(ar, files[i]));
         cli_progress_end(v.bar);
         print_summary(&v, archive);
         status = v.blobs_bad || v.headers_bad ? CLI_EXIT_FAIL : CLI_EXIT_OK;
@@ -196,6 +184,7 @@ static int verify_archive(tf_archive *ar, const char *archive, bool quiet)
         free(v.why[b]);
     free(v.why);
     free(v.order);
+    free(files);
     free(v.state);
     free(v.buf);
     if (v.reader)

@@ -20,6 +20,11 @@ typedef struct {
     uint64_t raw; /* reconstructed bytes of the blobs hinted so far */
 } cli_hint;
 
+/* The distinct blobs that the regular files files[0..nfiles) (entry
+ * indices) have as chunks, in the order reading the files in that order
+ * reads them: a malloc'd array of *n elements, NULL when out of memory. */
+uint64_t *cli_blob_order(const tf_archive *ar, const size_t *files, size_t nfiles, size_t *n);
+
 /* Hints blobs[h->next...] (of n) until the hinted ones reconstruct to
  * `until` bytes (counted from the sequence's start) or more. */
 void cli_hint_until(cli_hint *h, tf_reader_ctx *r, const tf_archive *ar, const uint64_t *blobs,
