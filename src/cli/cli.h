@@ -36,6 +36,7 @@ int cmd_list(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_repack(int argc, char **argv);
 
 /* ---- messages ---------------------------------------------------------- */
 

@@ -95,7 +95,7 @@ static int parse_option(void *arg, int c)
     case CLI_OPT_CHUNK_SHIFT:
         if (!a->create) {
             cli_usage_error(a->verb, "--chunk-shift is only for create: an archive's "
-                            "chunk size is fixed when it is created");
+                            "chunk size is fixed when it is created (repack changes it)");
             return -1;
         }
         return cli_parse_uint(a->verb, "--chunk-shift", optarg, TF_CHUNK_SHIFT_MIN,

@@ -14,6 +14,7 @@ static const cli_verb verbs[] = {
     { "verify", "check every stored blob of every file", cmd_verify },
     { "stats", "bits per weight by dtype, codec and checkpoint, or per tensor", cmd_stats },
     { "gc", "rewrite an archive without data no file uses any more", cmd_gc },
+    { "repack", "rewrite an archive with other settings, every file encoded again", cmd_repack },
 };
 
 #define NVERBS (sizeof verbs / sizeof verbs[0])

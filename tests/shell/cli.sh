@@ -27,10 +27,12 @@ options_of() {
     verify) echo -q --quiet -h --help ;;
     stats) echo --json --tensors -h --help ;;
     gc) echo -q --quiet -h --help ;;
+    repack) echo -T --threads --max-chain --budget --search --all-programs --chunk-shift -q --quiet \
+        -h --help ;;
     esac
 }
 
-verbs="create add extract list verify stats gc"
+verbs="create add extract list verify stats gc repack"
 "$TRAJPACK" --help > "$TEST_TMP/help" 2> "$TEST_TMP/err" || fail "trajpack --help failed"
 [ ! -s "$TEST_TMP/err" ] || fail "trajpack --help wrote to stderr"
 for verb in $verbs; do
@@ -75,6 +77,7 @@ quiet "$TRAJPACK" list -l "$archive"
 quiet "$TRAJPACK" verify -q "$archive"
 quiet "$TRAJPACK" stats --json "$archive"
 quiet "$TRAJPACK" gc -q "$archive"
+quiet "$TRAJPACK" repack -q "$archive"
 
 # --budget: what is not a whole number from 1 to 4096 is refused (status
 # 2, a message naming the option, no archive); a budget in range writes

@@ -18,6 +18,35 @@ kill_skip() {
     fi
 }
 
+# reap_kill GROUP WATCHED SKIP DELAY ARCHIVE WHAT: kills the process group
+# GROUP (started with setsid) at write SKIP + 1 of WATCHED, a file or a
+# directory (killonwrite), when SKIP >= 0, else after DELAY seconds;
+# waits for it, then for ARCHIVE's writer lock. Sets reaped to the
+# group leader's exit status (137: killed), and counts a kill timed by
+# the writes in aimed_kills.
+aimed_kills=0
+reap_kill() {
+    if [ "$3" -ge 0 ]; then
+        # The watch starts while the process reads its input; a write
+        # before it only moves the kill to a later one.
+        _rc=0
+        "$KILLONWRITE" "$2" "-$1" "$3" 5000 > /dev/null || _rc=$?
+        [ "$_rc" -le 1 ] || fail "$6: killonwrite failed"
+        [ "$_rc" -ne 0 ] || aimed_kills=$((aimed_kills + 1))
+    else
+        sleep "$4"
+        kill -9 "-$1" 2> /dev/null || true # dash: no "kill -s KILL --"
+    fi
+    reaped=0
+    wait "$1" 2> /dev/null || reaped=$? # (dash reports "Killed")
+    # wait reaps only the leader; a writer may still be exiting, holding
+    # the writer's lock. Its main thread showing as a zombie is not
+    # enough: a process's files close as the last of its threads exits,
+    # and encoder threads may outlive the main thread by a moment. The
+    # next trial needs the lock, so wait for the lock itself.
+    flock -w 10 "$5" true || fail "$6: the archive's lock is still held 10 s after the kill"
+}
+
 # Mounts and loop devices set up here, undone by fault_cleanup in this
 # order.
 DISK_MOUNT="" LOOP="" BACK_MOUNT="" SMALL_MOUNT=""

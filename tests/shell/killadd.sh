@@ -73,7 +73,7 @@ per_add=$(( ($(date +%s%N) - start) / 4 )) # ns
 awk -v n="$TRIALS" -v span="$per_add" -v k="$PER_TRIAL" \
     'BEGIN { srand(7); for (i = 0; i < n; i++) printf "%.4f\n", rand() * 0.75 * k * span / 1e9 }' \
     > "$TEST_TMP/delays"
-killed=0 torn=0 archives=1 trial=0 aimed=0
+killed=0 torn=0 archives=1 trial=0
 while IFS= read -r delay; do
     trial=$((trial + 1))
     skip=$(kill_skip "$trial") # the kill's moment: write $skip + 1 of the archive, or $delay
@@ -94,26 +94,8 @@ while IFS= read -r delay; do
             echo "$f" >> "$log"
         done' killadd "$TRAJPACK" "$archive" "$traj" "$log" $next 2> "$TEST_TMP/add.err" &
     group=$!
-    if [ "$skip" -ge 0 ]; then
-        # The watch starts while the first add reads its checkpoint; a
-        # write before it only moves the kill to a later one.
-        rc=0
-        "$KILLONWRITE" "$archive" "-$group" "$skip" 5000 > /dev/null || rc=$?
-        [ "$rc" -le 1 ] || fail "trial $trial: killonwrite failed"
-        [ "$rc" -ne 0 ] || aimed=$((aimed + 1))
-    else
-        sleep "$delay"
-        kill -9 "-$group" 2> /dev/null || true # dash: no "kill -s KILL --"
-    fi
-    status=0
-    wait "$group" 2> /dev/null || status=$? # (dash reports "Killed")
-    # wait reaps only the shell; its add may still be exiting, holding the
-    # writer's lock. Its main thread showing as a zombie is not enough: a
-    # process's files close as the last of its threads exits, and encoder
-    # threads may outlive the main thread by a moment. The next trial
-    # needs the lock, so wait for the lock itself.
-    flock -w 10 "$archive" true ||
-        fail "trial $trial: the archive's lock is still held 10 s after the adds ended"
+    reap_kill "$group" "$archive" "$skip" "$delay" "$archive" "trial $trial"
+    status=$reaped
     case $status in
     0) ;;
     137) killed=$((killed + 1)) ;;
@@ -134,7 +116,7 @@ done < "$TEST_TMP/delays"
 [ "$killed" -ge $((TRIALS / 10)) ] || fail "only $killed of $TRIALS kills hit a running add"
 [ "$TRIALS" -lt 50 ] || [ "$torn" -ge 1 ] ||
     fail "no kill left a torn commit behind: the moments are too coarse"
-echo "killadd: $TRIALS kills ($aimed timed by the archive's writes; $killed during adds, $torn left a torn commit; an add takes $((per_add / 1000000)) ms), $archives archives, $bytes_checked bytes compared"
+echo "killadd: $TRIALS kills ($aimed_kills timed by the archive's writes; $killed during adds, $torn left a torn commit; an add takes $((per_add / 1000000)) ms), $archives archives, $bytes_checked bytes compared"
 
 # ---- 2. ENOSPC on a tiny tmpfs ---------------------------------------------------
 

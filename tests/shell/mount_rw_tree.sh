@@ -7,7 +7,8 @@
 # path both complete and the last close wins; writers of different files
 # run side by side; inode numbers survive renames and remounts. Then
 # `trajpack gc`: a smaller archive with the same files and inode numbers,
-# and no inode number given twice afterwards.
+# and no inode number given twice afterwards; the same of `trajpack
+# repack`.
 set -eu
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mountlib.sh"
@@ -105,6 +106,16 @@ cmp -s "$TEST_TMP/inodes.1" "$TEST_TMP/inodes.2" ||
 stop_mount "$mnt"
 
 # ---- gc ----
+# kept_after WHAT INODES: the mount at $mnt has the inode numbers listed
+# in INODES (inode_list) and steps 1 to 3 as they were written.
+kept_after() {
+    inode_list "$mnt" > "$TEST_TMP/inodes.now"
+    cmp -s "$2" "$TEST_TMP/inodes.now" ||
+        { diff "$2" "$TEST_TMP/inodes.now" >&2; fail "$1 changed inode numbers"; }
+    for i in 1 2 3; do
+        cmp "$plain/step-$i.safetensors" "$mnt/c/par-$i.safetensors" || fail "step $i differs after $1"
+    done
+}
 before=$(file_size "$archive")
 if ! start_mount "$archive" "$mnt" -o rw ||
    "$TRAJPACK" gc -q "$archive" > /dev/null 2> "$TEST_TMP/err"; then
@@ -121,14 +132,29 @@ grep -q '^gc: .* -> .*, [1-9][0-9]* of [0-9]* blobs dropped$' "$TEST_TMP/gc.out"
 ls "$TEST_TMP"/a.traj.* 2> /dev/null && fail "gc left a temporary file"
 "$TRAJPACK" gc "$archive" | grep -q '^gc: nothing to collect' || fail "a second gc found work"
 start_mount "$archive" "$mnt" -o rw
-inode_list "$mnt" > "$TEST_TMP/inodes.3"
-cmp -s "$TEST_TMP/inodes.1" "$TEST_TMP/inodes.3" ||
-    { diff "$TEST_TMP/inodes.1" "$TEST_TMP/inodes.3" >&2; fail "gc changed inode numbers"; }
-for i in 1 2 3; do
-    cmp "$plain/step-$i.safetensors" "$mnt/c/par-$i.safetensors" || fail "step $i differs after gc"
-done
+kept_after gc "$TEST_TMP/inodes.1"
 : > "$mnt/new"
 new_ino=$(stat -c %i "$mnt/new")
 [ "$new_ino" -gt "$gone_ino" ] || fail "inode $new_ino after gc: numbers up to $gone_ino were given before"
+
+# ---- repack ----
+# The newest inode number removed, so that no live entry carries the
+# counter; refused beside a rw mount; then every file re-encoded keeps
+# its inode number, and no number given before is given again.
+rm "$mnt/new"
+inode_list "$mnt" > "$TEST_TMP/inodes.4"
+if "$TRAJPACK" repack -q "$archive" > /dev/null 2> "$TEST_TMP/err"; then
+    fail "repack ran beside a rw mount"
+fi
+grep -q 'another writer' "$TEST_TMP/err" || fail "repack beside a rw mount said: $(cat "$TEST_TMP/err")"
+stop_mount "$mnt"
+"$TRAJPACK" repack -q --max-chain 1 "$archive" > /dev/null 2> "$TEST_TMP/err" ||
+    fail "repack failed: $(cat "$TEST_TMP/err")"
+"$TRAJPACK" verify -q "$archive" > /dev/null || fail "verify after repack failed"
+start_mount "$archive" "$mnt" -o rw
+kept_after repack "$TEST_TMP/inodes.4"
+: > "$mnt/newer"
+[ "$(stat -c %i "$mnt/newer")" -gt "$new_ino" ] ||
+    fail "inode $(stat -c %i "$mnt/newer") after repack: numbers up to $new_ino were given before"
 stop_mount "$mnt"
 exit 0
