@@ -166,20 +166,8 @@ damaged=$TEST_TMP/damaged.traj
 cp "$archive" "$damaged"
 echo note > "$TEST_TMP/note.txt"
 quiet "$TRAJPACK" add -q "$damaged" "$TEST_TMP/note.txt"
-set -- $("$TRAJPACK" list --blobs "$damaged" |
-         awk -F '\t' 'NR > 1 && $3 > len { len = $3; blob = $1; at = $2 + int($3 / 2) }
-                      END { print blob, at }')
-[ $# = 2 ] || fail "list --blobs gave no blob to damage"
-byte=$(od -An -tu1 -j "$2" -N1 "$damaged" | tr -d ' ')
-printf "\\$(printf %03o $((byte ^ 0xff)))" | dd of="$damaged" bs=1 seek="$2" conv=notrunc 2> /dev/null
-cp "$damaged" "$TEST_TMP/damaged.before"
-status=0
-"$TRAJPACK" gc -q "$damaged" > /dev/null 2> "$TEST_TMP/err" || status=$?
-[ "$status" -eq 1 ] || fail "gc of a damaged archive: status $status, expected 1"
-grep -q "cannot copy blob $1: checksum mismatch (stored bytes are damaged)" "$TEST_TMP/err" ||
-    fail "gc of a damaged archive said: $(cat "$TEST_TMP/err")"
-cmp -s "$damaged" "$TEST_TMP/damaged.before" || fail "gc changed the damaged archive"
-ls "$damaged".* 2> /dev/null && fail "gc left a temporary file"
+blob=$(damage_blob "$damaged")
+rewrite_refused gc "$damaged" "cannot copy blob $blob: checksum mismatch (stored bytes are damaged)"
 
 # trajfs reads the writer's settings as trajpack create and add do: the
 # same message for a bad value, before anything is mounted (the mount

@@ -80,6 +80,34 @@ assert_same_tree() {
     done < "$TEST_TMP/tree.a"
 }
 
+# damage_blob ARCHIVE: flips one byte in the middle of the payload of the
+# archive's largest blob; prints the blob's index.
+damage_blob() {
+    set -- "$1" $("$TRAJPACK" list --blobs "$1" |
+                  awk -F '\t' 'NR > 1 && $3 > len { len = $3; blob = $1; at = $2 + int($3 / 2) }
+                               END { print blob, at }')
+    [ $# = 3 ] || fail "list --blobs gave no blob to damage"
+    _byte=$(od -An -tu1 -j "$3" -N1 "$1" | tr -d ' ')
+    printf "\\$(printf %03o $((_byte ^ 0xff)))" | dd of="$1" bs=1 seek="$3" conv=notrunc 2> /dev/null
+    echo "$2"
+}
+
+# rewrite_refused VERB ARCHIVE PATTERN [WRAPPER...]: `WRAPPER... trajpack
+# VERB -q ARCHIVE` (gc, repack) fails with status 1 and a message that
+# PATTERN (grep) matches, and leaves ARCHIVE as it was, with no temporary
+# file beside it.
+rewrite_refused() {
+    _verb=$1 _archive=$2 _pattern=$3
+    shift 3
+    cp "$_archive" "$TEST_TMP/refused.before"
+    _status=0
+    "$@" "$TRAJPACK" "$_verb" -q "$_archive" > /dev/null 2> "$TEST_TMP/err" || _status=$?
+    [ "$_status" -eq 1 ] || fail "$_verb of $_archive: status $_status, expected 1"
+    grep -q "$_pattern" "$TEST_TMP/err" || fail "$_verb of $_archive said: $(cat "$TEST_TMP/err")"
+    cmp -s "$_archive" "$TEST_TMP/refused.before" || fail "the refused $_verb changed $_archive"
+    ! ls "$_archive".* 2> /dev/null || fail "the refused $_verb left a temporary file"
+}
+
 # make_seed_archive: sets archive, an archive of one small file
 # ($TEST_TMP/seed.txt), and before, a copy of it for showing that what
 # was refused left the archive byte-identical.

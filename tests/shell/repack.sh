@@ -7,10 +7,11 @@
 #    stats shows follows the setting, and the result is byte for byte the
 #    archive `trajpack create` with the same settings makes of the files
 #    (--chunk-shift too).
-# 2. Refused: a remote archive, and an archive another writer has (its
-#    lock held by flock(1)); a second writer during a repack (stopped
-#    while it writes its temporary file) gets a clear busy error, and the
-#    repack then completes.
+# 2. Refused: a remote archive, an archive with damaged stored bytes (left
+#    as it was), and an archive another writer has (its lock held by
+#    flock(1)); a second writer during a repack (stopped while it writes
+#    its temporary file) gets a clear busy error, and the repack then
+#    completes.
 # 3. kill -9 at random moments of repacks (every KILL_AIM-th at the 1st to
 #    8th write in the archive's directory, tests/tools/killonwrite): the
 #    archive opens, verifies and extracts every file byte-identical. The
@@ -101,12 +102,16 @@ status=0
 "$TRAJPACK" repack -q --max-chain 5000 "$archive" > /dev/null 2> "$TEST_TMP/err" || status=$?
 [ "$status" -eq 2 ] || fail "repack --max-chain 5000: status $status, expected 2"
 
-cp "$archive" "$TEST_TMP/before.traj"
-status=0
-flock "$archive" "$TRAJPACK" repack -q "$archive" > /dev/null 2> "$TEST_TMP/err" || status=$?
-[ "$status" -eq 1 ] || fail "repack of a locked archive: status $status, expected 1"
-grep -q 'another writer' "$TEST_TMP/err" || fail "repack of a locked archive said: $(cat "$TEST_TMP/err")"
-cmp -s "$archive" "$TEST_TMP/before.traj" || fail "a refused repack changed the archive"
+# Damaged stored bytes stop the repack (status 1, a message naming the
+# file), and the archive stays as it was: a rewrite does not pass damage
+# on.
+cp "$archive" "$TEST_TMP/damaged.traj"
+damage_blob "$TEST_TMP/damaged.traj" > /dev/null
+rewrite_refused repack "$TEST_TMP/damaged.traj" \
+    "cannot read traj/.*checksum mismatch (stored bytes are damaged)"
+
+# flock(1) holds the lock a writer takes.
+rewrite_refused repack "$archive" "another writer" flock "$archive"
 
 # A writer while a repack writes its temporary file (the repack stopped
 # there: then it holds the lock for sure). A repack that ended before it
