@@ -37,16 +37,7 @@ squashfs=${3:-${TMPDIR:-/tmp}/trajfs-bench-$name.sqfs}
 repeat=${BENCH_REPEAT:-3}
 
 . "$here/bench/benchlib.sh"
-bench_init bench_coldload
-[ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
-bench_corpus "$corpus"
-[ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
-command -v squashfuse > /dev/null && command -v mksquashfs > /dev/null ||
-    die "needs squashfuse and mksquashfs (Debian: apt-get install squashfs-tools squashfuse)"
-
-stale() { # FILE: missing, or older than the corpus
-    [ ! -f "$1" ] || [ -n "$(find "$corpus" -newer "$1" | head -1)" ]
-}
+bench_cold_init bench_coldload "$squashfs"
 
 if stale "$archive"; then
     echo "packing $corpus into $archive ..."
@@ -55,47 +46,12 @@ if stale "$archive"; then
     "$TRAJPACK" create -q ${TRAJPACK_CREATE_ARGS:-} "$archive" "$corpus" ||
         die "trajpack create failed"
 fi
-if stale "$squashfs"; then
-    echo "building $squashfs (zstd -19, 1 MiB blocks) ..."
-    rm -f "$squashfs"
-    mksquashfs "$corpus" "$squashfs" -comp zstd -Xcompression-level 19 -b 1M -quiet \
-        -no-progress > /dev/null || die "mksquashfs failed"
-fi
 
 weights=$(cd "$corpus" && find . -name '*.safetensors' ! -name '*optim*' | sed 's|^\./||' | sort -V)
 latest=$(echo "$weights" | tail -1)
 middle=$(echo "$weights" | sed -n "$(( ($(echo "$weights" | wc -l) + 1) / 2 ))p")
 optim=$(cd "$corpus" && find . -name '*optim*.safetensors' | sed 's|^\./||' | sort -V | tail -1)
 [ -n "$latest" ] && [ -n "$optim" ] || die "$corpus holds no weights and optimizer files"
-
-mount_trajfs() {
-    mount_daemon "$TRAJFS" "$archive" "$mnt" -f
-}
-
-mount_squashfuse() {
-    mount_daemon squashfuse -f "$squashfs" "$mnt"
-}
-
-read_file() {
-    cat "$1" > /dev/null
-}
-
-# disk_read PID: bytes the process has read from storage.
-disk_read() {
-    awk '$1 == "read_bytes:" { print $2 }' "/proc/$1/io"
-}
-
-# through_mount MOUNT_FUNCTION PATH: "SECONDS BYTES_READ" of a cold read
-# of PATH (under the mount point) through a fresh mount.
-through_mount() {
-    "$1"
-    drop_caches
-    _before=$(disk_read "$daemon")
-    _t=$(timed read_file "$mnt/$2") || die "reading $2 through $1 failed: $(cat "$work/daemon.log")"
-    _read=$(( $(disk_read "$daemon") - _before ))
-    unmount || true
-    echo "$_t $_read"
-}
 
 # extract_cold FILE: "WALL CPU" seconds of a cold `trajpack extract -O`.
 extract_cold() {
@@ -110,9 +66,9 @@ extract_cold() {
 bench_file() {
     _f=$1 _tf="" _sq="" _cat="" _ex="" _cpu="" _tfb=0 _sqb=0
     for _ in $(seq "$repeat"); do
-        set -- $(through_mount mount_trajfs "$name/$_f")
+        set -- $(through_mount "$name/$_f" mount_trajfs "$archive")
         _tf="$_tf $1" _tfb=$2
-        set -- $(through_mount mount_squashfuse "$_f")
+        set -- $(through_mount "$_f" mount_squashfuse "$squashfs")
         _sq="$_sq $1" _sqb=$2
         drop_caches
         _cat="$_cat $(timed read_file "$corpus/$_f")"

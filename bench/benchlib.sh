@@ -100,3 +100,62 @@ drop_caches() {
     sync
     echo 3 > /proc/sys/vm/drop_caches
 }
+
+# stale FILE: FILE is missing, or older than the corpus $corpus.
+stale() {
+    [ ! -f "$1" ] || [ -n "$(find "$corpus" -newer "$1" | head -1)" ]
+}
+
+# bench_cold_init NAME SQUASHFS: bench_init NAME for a script that
+# loads files of the corpus $corpus cold, through trajfs and through
+# squashfuse: the built programs, the corpus (made at first use), root
+# for dropping the page cache, and the squashfs image (bench_squashfs).
+bench_cold_init() {
+    bench_init "$1"
+    [ -x "$TRAJFS" ] && [ -x "$TRAJPACK" ] || die "build trajfs and trajpack first (or set BUILDDIR)"
+    bench_corpus "$corpus"
+    [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
+    bench_squashfs "$2"
+}
+
+# bench_squashfs SQUASHFS: the squashfuse baseline of the corpus $corpus
+# (`mksquashfs DIR X -comp zstd -Xcompression-level 19 -b 1M`), built
+# when stale. Needs squashfuse and mksquashfs.
+bench_squashfs() {
+    command -v squashfuse > /dev/null && command -v mksquashfs > /dev/null ||
+        die "needs squashfuse and mksquashfs (Debian: apt-get install squashfs-tools squashfuse)"
+    stale "$1" || return 0
+    echo "building $1 (zstd -19, 1 MiB blocks) ..."
+    rm -f "$1"
+    mksquashfs "$corpus" "$1" -comp zstd -Xcompression-level 19 -b 1M -quiet \
+        -no-progress > /dev/null || die "mksquashfs failed"
+}
+
+mount_trajfs() { # ARCHIVE
+    mount_daemon "$TRAJFS" "$1" "$mnt" -f
+}
+
+mount_squashfuse() { # SQUASHFS
+    mount_daemon squashfuse -f "$1" "$mnt"
+}
+
+read_file() {
+    cat "$1" > /dev/null
+}
+
+# disk_read PID: bytes the process has read from storage.
+disk_read() {
+    awk '$1 == "read_bytes:" { print $2 }' "/proc/$1/io"
+}
+
+# through_mount PATH MOUNT_FUNCTION IMAGE: "SECONDS BYTES_READ" of a cold
+# read of PATH (under the mount point) through a fresh mount of IMAGE.
+through_mount() {
+    "$2" "$3"
+    drop_caches
+    _before=$(disk_read "$daemon")
+    _t=$(timed read_file "$mnt/$1") || die "reading $1 through $2 failed: $(cat "$work/daemon.log")"
+    _read=$(( $(disk_read "$daemon") - _before ))
+    unmount || true
+    echo "$_t $_read"
+}
