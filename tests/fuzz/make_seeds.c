@@ -170,6 +170,9 @@ static void codec_seeds(void)
             /* Chunks of 2048 elements and more code 16 rANS lanes (ulp). */
             if (tf_dtype_get(dtype)->size <= 2)
                 codec_seed(codecs[c], dtype, 2053);
+            /* From 2^15 elements, two streams (ulp). */
+            if (dtype == TF_DT_BF16)
+                codec_seed(codecs[c], dtype, 32773);
         }
     for (size_t c = 0; c < ncodecs; c++) {
         mask_seed(codecs[c], TF_DT_U8, 45, 1, 0);

@@ -398,6 +398,14 @@ START_TEST(test_simd_cap)
 }
 END_TEST
 
+/* A precision 11 table fit on s, and its coding indexes of sym_bits. */
+static void fit_indexed(const sample *s, unsigned sym_bits, tf_rans_table *t, tf_rans_indexed *ix)
+{
+    tf_error e;
+    ck_assert_int_eq(tf_rans_table_fit(t, s->n_ctx, s->n_sym, 11, s->counts, &e), 0);
+    ck_assert_int_eq(tf_rans_indexed_init(ix, t, sym_bits, &e), 0);
+}
+
 START_TEST(test_indexed_encoder_writes_the_same_bytes)
 {
     /* Every size around the 16-lane rounds, every lane count, with and
@@ -443,6 +451,66 @@ START_TEST(test_indexed_encoder_writes_the_same_bytes)
 }
 END_TEST
 
+START_TEST(test_turn_streams_are_the_streams_of_their_rounds)
+{
+    /* Stream j of k taking turns by rounds of `lanes` is what
+     * tf_rans_encode_indexed writes for the symbols of its rounds copied
+     * out in order: sizes ending in any stream's round, part rounds
+     * included, every SIMD cap. */
+    const size_t sizes[] = { 0, 5, 16, 47, 64, 129, 1000, 4099, 33000 };
+    sample s = spread_contexts(make_sample(37, 60, 33000, 77));
+    tf_rans_table t;
+    tf_rans_indexed ix;
+    tf_error e;
+    fit_indexed(&s, 6, &t, &ix);
+    uint16_t *idx = malloc(s.n * sizeof *idx), *mine = malloc(s.n * sizeof *mine);
+    ck_assert(idx && mine);
+    for (size_t i = 0; i < s.n; i++)
+        idx[i] = (uint16_t)tf_rans_index(&ix, s.ctx[i], s.sym[i]);
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        for (unsigned lanes = 1; lanes <= TF_RANS_MAX_LANES; lanes *= 4) {
+            for (unsigned k = 1; k <= 3; k++) {
+                for (unsigned j = 0; j < k; j++) {
+                    size_t m = 0;
+                    for (size_t i = 0; i < sizes[z]; i++)
+                        if (i / lanes % k == j)
+                            mine[m++] = idx[i];
+                    tf_buf want = { 0 };
+                    ck_assert_int_eq(tf_rans_encode_indexed(&ix, mine, m, lanes, &want, &e), 0);
+                    for (size_t v = 0; v < N_SIMD_CAPS; v++) {
+                        tf_buf got = { 0 };
+                        tf_simd_level_cap(simd_caps[v]);
+                        int rc = tf_rans_encode_indexed_turn(&ix, idx, sizes[z], lanes, k, j,
+                                                             &got, &e);
+                        tf_simd_level_cap(TF_SIMD_AVX512);
+                        ck_assert_int_eq(rc, 0);
+                        ck_assert_msg(got.len == want.len &&
+                                          memcmp(got.data, want.data, got.len) == 0,
+                                      "n %zu lanes %u stream %u of %u simd cap %d", sizes[z],
+                                      lanes, j, k, (int)simd_caps[v]);
+                        tf_buf_free(&got);
+                    }
+                    tf_buf_free(&want);
+                }
+            }
+        }
+    }
+    /* A symbol without a frequency is refused by its stream alone. */
+    idx[16 * 7 + 3] = (uint16_t)tf_rans_index(&ix, 0, 0); /* context 0 has no row */
+    for (unsigned j = 0; j < 2; j++) {
+        tf_buf out = { 0 };
+        ck_assert_int_eq(tf_rans_encode_indexed_turn(&ix, idx, 4099, 16, 2, j, &out, &e),
+                         j == 1 ? -1 : 0);
+        tf_buf_free(&out);
+    }
+    free(idx);
+    free(mine);
+    tf_rans_indexed_free(&ix);
+    tf_rans_table_free(&t);
+    free_sample(&s);
+}
+END_TEST
+
 START_TEST(test_indexed_encoder_refuses_uncovered_symbols)
 {
     /* Contexts 2, 5, 8, ... are occupied; a symbol without frequency, or
@@ -452,8 +520,7 @@ START_TEST(test_indexed_encoder_refuses_uncovered_symbols)
     tf_rans_table t;
     tf_rans_indexed ix;
     tf_error e;
-    ck_assert_int_eq(tf_rans_table_fit(&t, s.n_ctx, s.n_sym, 11, s.counts, &e), 0);
-    ck_assert_int_eq(tf_rans_indexed_init(&ix, &t, 5, &e), 0);
+    fit_indexed(&s, 5, &t, &ix);
     ck_assert_uint_eq(ix.ctx_lo, 2);
     ck_assert_uint_eq(ix.n_rows, 10);
     uint16_t *idx = malloc(s.n * sizeof *idx);
@@ -558,6 +625,7 @@ static Suite *rans_suite(void)
     tcase_add_test(tc, test_simd_cap);
     tcase_add_test(tc, test_indexed_encoder_writes_the_same_bytes);
     tcase_add_test(tc, test_indexed_encoder_refuses_uncovered_symbols);
+    tcase_add_test(tc, test_turn_streams_are_the_streams_of_their_rounds);
     tcase_add_test(tc, test_decode_rejects_truncation);
     tcase_add_test(tc, test_decode_survives_corruption);
     suite_add_tcase(s, tc);

@@ -141,20 +141,41 @@ static int decode_copy(unsigned dtype, const uint8_t *enc, size_t enc_len, const
     return rc;
 }
 
-/* Fits, encodes and decodes x against reference r: the same len bytes
- * must come back (what names the case in a failure). */
+/* A model as the given version: version 1 (release 1: one rANS stream a
+ * chunk) has the same bytes but the first, and encoding with it writes
+ * release 1's chunks. */
+static void set_model_version(tf_buf *model, uint8_t version)
+{
+    model->data[0] = version;
+}
+
+/* Fits, encodes and decodes x against reference r, with a model of each
+ * version, decoding at every SIMD level: the same len bytes must come
+ * back (what names the case in a failure). */
 static void check_roundtrip(unsigned dtype, const uint8_t *x, const uint8_t *r, size_t len,
                             const char *what)
 {
+    static const tf_simd_level levels[] = { TF_SIMD_NONE, TF_SIMD_AVX2, TF_SIMD_AVX512 };
     uint8_t *got = malloc(len + 1);
-    tf_buf model, enc = { 0 };
+    tf_buf model;
     fit(dtype, x, r, len, &model);
-    encode(dtype, x, r, len, &model, &enc);
-    ck_assert_msg(decode_copy(dtype, enc.data, enc.len, r, model.data, model.len, got, len) == 0,
-                  "%s: decoding failed", what);
-    ck_assert_msg(len == 0 || memcmp(got, x, len) == 0, "%s: other bytes", what);
+    for (uint8_t version = 1; version <= 2; version++) {
+        tf_buf enc = { 0 };
+        set_model_version(&model, version);
+        encode(dtype, x, r, len, &model, &enc);
+        for (size_t l = 0; l < ARRAY_LEN(levels); l++) {
+            tf_simd_level_cap(levels[l]);
+            int rc = decode_copy(dtype, enc.data, enc.len, r, model.data, model.len, got, len);
+            tf_simd_level_cap(TF_SIMD_AVX512);
+            ck_assert_msg(rc == 0, "%s, model version %u, SIMD level %d: decoding failed", what,
+                          version, (int)levels[l]);
+            ck_assert_msg(len == 0 || memcmp(got, x, len) == 0,
+                          "%s, model version %u, SIMD level %d: other bytes", what, version,
+                          (int)levels[l]);
+        }
+        tf_buf_free(&enc);
+    }
     tf_buf_free(&model);
-    tf_buf_free(&enc);
     free(got);
 }
 
@@ -239,7 +260,8 @@ END_TEST
 
 START_TEST(test_roundtrip_all_dtypes)
 {
-    const size_t sizes[] = { 0, 1, 2, 7, 8, 9, 17, 1000, 65537 };
+    /* from 2^15 elements two streams, the last round ending in each */
+    const size_t sizes[] = { 0, 1, 2, 7, 8, 9, 17, 1000, 32775, 32789, 65537 };
     const pattern pats[] = { PAT_RANDOM, PAT_SPECIAL, PAT_TRAJECTORY, PAT_SAME };
     for (size_t d = 0; d < N_TEST_FLOAT_DTYPES; d++)
         for (size_t p = 0; p < 4; p++)
@@ -311,15 +333,16 @@ END_TEST
 START_TEST(test_same_as_reference_is_tiny)
 {
     /* z = 0 everywhere: every row has one symbol and costs no bits; what
-     * is left is the stream header (length, lane count, 16 lane states;
-     * a single lane for small chunks). */
+     * is left are the stream headers (length, lane count, 16 lane states;
+     * two streams from 2^15 elements, one with a single lane for small
+     * chunks). */
     const size_t n = 100000, len = 2 * n;
     uint8_t *x = malloc(len), *r = malloc(len);
     make_pair(TF_DT_BF16, PAT_SAME, n, 5, x, r);
     tf_buf model, enc = { 0 };
     fit(TF_DT_BF16, x, r, len, &model);
     encode(TF_DT_BF16, x, r, len, &model, &enc);
-    ck_assert_uint_eq(enc.len, 1 + 1 + 4 * 16);
+    ck_assert_uint_eq(enc.len, 2 * (1 + 1 + 4 * 16));
     tf_buf small = { 0 };
     encode(TF_DT_BF16, x, r, 2 * 100, &model, &small);
     ck_assert_uint_eq(small.len, 1 + 1 + 4);
@@ -438,16 +461,17 @@ START_TEST(test_estimate_near_the_size)
 END_TEST
 
 /* XXH3-64 of model || chunk || chunk ... for a fixed pseudo-random
- * tensor of each dtype, recorded from the original implementation: the
- * coded bytes must never change (archives exist), however fit and encode
- * are optimized. The tensor mixes trajectory-like steps, special values
- * and random bit patterns (wide residuals, every raw-bit length); its
- * chunks include a one-lane one and ragged 16-lane ones. */
-static uint64_t pinned_output_hash(unsigned dtype)
+ * tensor of each dtype, with a model of the given version, recorded from
+ * the original implementation of that version: the coded bytes must
+ * never change (archives exist), however fit and encode are optimized.
+ * The tensor mixes trajectory-like steps, special values and random bit
+ * patterns (wide residuals, every raw-bit length); its chunks include a
+ * one-lane one, ragged 16-lane ones and one of two streams (version 2). */
+static uint64_t pinned_output_hash(unsigned dtype, uint8_t version)
 {
-    const size_t parts[] = { 60000, 3000, 2001 }; /* elements per pattern */
+    const size_t parts[] = { 130000, 3000, 2001 }; /* elements per pattern */
     const pattern pats[] = { PAT_TRAJECTORY, PAT_SPECIAL, PAT_RANDOM };
-    const size_t chunks[] = { 40000, 1500, 2049, 21452 };
+    const size_t chunks[] = { 40000, 1500, 2049, 21452, 70000 };
     size_t size = tf_dtype_get(dtype)->size, n = parts[0] + parts[1] + parts[2], len = n * size;
     uint8_t *x = malloc(len), *r = malloc(len);
     ck_assert(x && r);
@@ -455,8 +479,9 @@ static uint64_t pinned_output_hash(unsigned dtype)
         make_pair(dtype, pats[p], parts[p], 77 + p, x + at * size, r + at * size);
     tf_buf model, all = { 0 };
     fit(dtype, x, r, len, &model);
+    set_model_version(&model, version);
     tf_buf_put(&all, model.data, model.len);
-    for (size_t c = 0, at = 0; c < 4; at += chunks[c], c++)
+    for (size_t c = 0, at = 0; c < ARRAY_LEN(chunks); at += chunks[c], c++)
         encode(dtype, x + at * size, r + at * size, chunks[c] * size, &model, &all);
     uint64_t h = tf_hash64(all.data, all.len);
     tf_buf_free(&model);
@@ -470,14 +495,14 @@ START_TEST(test_encode_output_is_pinned)
 {
     static const struct {
         unsigned dtype;
-        uint64_t hash;
+        uint64_t hash[2]; /* model version 1, 2 */
     } pinned[] = {
-        { TF_DT_BF16, 0xe0c4d0cab30b8096ull },
-        { TF_DT_F16, 0x8076de0eb9985d98ull },
-        { TF_DT_F32, 0x78e1bb27eca7305cull },
-        { TF_DT_F64, 0x5ecc7f81652b0d5cull },
-        { TF_DT_F8_E4M3, 0x09c9c477de222216ull },
-        { TF_DT_F8_E5M2, 0xa973a1c8ad4e4cfdull },
+        { TF_DT_BF16, { 0x16e6741d060869cdull, 0xe8fd3a28c9147ca6ull } },
+        { TF_DT_F16, { 0xc993e6c2d82e3593ull, 0xb3500bf5fa802e5eull } },
+        { TF_DT_F32, { 0xef4cd799ed90ede7ull, 0xd8124687b4aac972ull } },
+        { TF_DT_F64, { 0x44ce2b54e9ba0190ull, 0x673b93dad7be5ea1ull } },
+        { TF_DT_F8_E4M3, { 0x3591e8cbd15449b1ull, 0x804a008ce7133d48ull } },
+        { TF_DT_F8_E5M2, { 0x904c8d26584a915eull, 0x304da3d7e04c94c2ull } },
     };
     /* every SIMD level the encoder has, from none up */
     static const tf_simd_level levels[] = { TF_SIMD_NONE, TF_SIMD_AVX2, TF_SIMD_AVX512 };
@@ -485,12 +510,16 @@ START_TEST(test_encode_output_is_pinned)
     for (size_t l = 0; l < ARRAY_LEN(levels); l++) {
         tf_simd_level_cap(levels[l]);
         for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) {
-            uint64_t h = pinned_output_hash(pinned[i].dtype);
-            if (h != pinned[i].hash) /* every dtype reported, not just the first */
-                fprintf(stderr, "%s at SIMD level %d: output hash 0x%016llx, pinned 0x%016llx\n",
-                        tf_dtype_get(pinned[i].dtype)->name, (int)levels[l],
-                        (unsigned long long)h, (unsigned long long)pinned[i].hash);
-            differ += h != pinned[i].hash;
+            for (uint8_t v = 1; v <= 2; v++) {
+                uint64_t h = pinned_output_hash(pinned[i].dtype, v), want = pinned[i].hash[v - 1];
+                if (h != want) /* every case reported, not just the first */
+                    fprintf(stderr,
+                            "%s, model version %u, at SIMD level %d: output hash 0x%016llx, "
+                            "pinned 0x%016llx\n",
+                            tf_dtype_get(pinned[i].dtype)->name, v, (int)levels[l],
+                            (unsigned long long)h, (unsigned long long)want);
+                differ += h != want;
+            }
         }
     }
     tf_simd_level_cap(TF_SIMD_AVX512);
@@ -692,11 +721,15 @@ START_TEST(test_bad_model_tables)
 {
     fixture f = make_fixture(TF_DT_F16, 100, 13);
     const uint8_t *table = f.model.data + 2; /* after version and dtype */
-    uint8_t bad[8];
-    /* Wrong version. */
-    memcpy(bad, f.model.data, 2);
-    bad[0] = 2;
-    ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, bad, 2), -1);
+    /* Versions there never were. */
+    uint8_t *bad = malloc(f.model.len);
+    memcpy(bad, f.model.data, f.model.len);
+    const uint8_t never[] = { 0, 3 };
+    for (size_t i = 0; i < ARRAY_LEN(never); i++) {
+        bad[0] = never[i];
+        ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, bad, f.model.len), -1);
+    }
+    free(bad);
     /* No rows at all, though the reference needs some. */
     const uint8_t empty[] = { 1, TF_DT_F16, table[0], 0 };
     ck_assert_int_eq(decode_fixture(&f, f.enc.data, f.enc.len, empty, sizeof empty), -1);

@@ -151,6 +151,13 @@ static inline unsigned tf_rans_index(const tf_rans_indexed *ix, unsigned ctx, un
  * it and `lanes` is 16). */
 int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_t n,
                            unsigned lanes, tf_buf *out, tf_error *e);
+/* Stream `turn` (below k) of k streams that take turns by rounds
+ * of `lanes` symbols: symbol i of idx[0..n) is on stream (i / lanes) % k
+ * (as tf_rans_decode_rows reads them). The bytes tf_rans_encode_indexed
+ * gives for those symbols in order, without copying them out. */
+int tf_rans_encode_indexed_turn(const tf_rans_indexed *ix, const uint16_t *idx, size_t n,
+                                unsigned lanes, unsigned k, unsigned turn, tf_buf *out,
+                                tf_error *e);
 
 typedef struct {
     unsigned n_ctx, prec;

@@ -271,11 +271,18 @@ static inline uint32_t put_packed(uint32_t x, uint64_t entry, unsigned prec, uin
     return x + (hi >> 4 & 0x7ff) + q * ((1u << prec) - freq);
 }
 
+/* Where symbol i of a stream is in the coding indexes of k streams
+ * taking turns by rounds of `lanes` (tf_rans_encode_indexed_turn). */
+static inline size_t turn_pos(size_t i, unsigned lanes, unsigned k, unsigned turn)
+{
+    return (i / lanes * k + turn) * lanes + (i & (lanes - 1));
+}
+
 /* Symbols [from, to) backwards, one lane each in turn; returns whether
  * all were codable. (A state that runs wild after an uncodable symbol is
  * harmless: the stream is discarded.) */
-static bool put_range(const tf_rans_indexed *ix, const uint16_t *idx, size_t from, size_t to,
-                      uint32_t *lane_x, unsigned lanes, uint8_t **words)
+static bool put_range(const tf_rans_indexed *ix, const uint16_t *idx, unsigned k, unsigned turn,
+                      size_t from, size_t to, uint32_t *lane_x, unsigned lanes, uint8_t **words)
 {
     /* Local copies: stores of bytes through w could alias *words and
      * lane_x, which would then go back to memory after each one. */
@@ -284,7 +291,7 @@ static bool put_range(const tf_rans_indexed *ix, const uint16_t *idx, size_t fro
     memcpy(x, lane_x, sizeof x);
     bool codable = true;
     for (size_t i = to; i-- > from;) {
-        uint64_t entry = ix->entry[idx[i]];
+        uint64_t entry = ix->entry[idx[turn_pos(i, lanes, k, turn)]];
         codable &= entry != 0;
         x[i & (lanes - 1)] = put_packed(x[i & (lanes - 1)], entry, ix->prec, &w);
     }
@@ -364,19 +371,20 @@ TF_AVX2_INLINE __m256i avx2_put8(__m256i *x, const uint16_t *idx, const uint64_t
     return hi;
 }
 
-/* Whole rounds of 16 symbols [0, rounds * 16), backwards; lanes 8-15
- * of a round go first, as in the scalar loop. */
+/* Whole rounds of 16 symbols [0, rounds * 16), backwards, round r's
+ * indexes at idx + r * stride; lanes 8-15 of a round go first, as in the
+ * scalar loop. */
 TF_AVX2_FUNCTION uint32_t
-avx2_put_rounds(const tf_rans_indexed *ix, const uint16_t *idx, size_t rounds, uint32_t *x,
-                uint8_t **words)
+avx2_put_rounds(const tf_rans_indexed *ix, const uint16_t *idx, size_t rounds, size_t stride,
+                uint32_t *x, uint8_t **words)
 {
     __m256i x0 = _mm256_loadu_si256((const __m256i *)x);
     __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + 8));
     __m256i all = _mm256_set1_epi32(-1);
     uint8_t *w = *words;
     for (size_t r = rounds; r-- > 0;) {
-        all = _mm256_min_epu32(all, avx2_put8(&x1, idx + 16 * r + 8, ix->entry, ix->prec, &w));
-        all = _mm256_min_epu32(all, avx2_put8(&x0, idx + 16 * r, ix->entry, ix->prec, &w));
+        all = _mm256_min_epu32(all, avx2_put8(&x1, idx + stride * r + 8, ix->entry, ix->prec, &w));
+        all = _mm256_min_epu32(all, avx2_put8(&x0, idx + stride * r, ix->entry, ix->prec, &w));
     }
     _mm256_storeu_si256((__m256i *)x, x0);
     _mm256_storeu_si256((__m256i *)(x + 8), x1);
@@ -434,13 +442,15 @@ RANS_AVX512_INLINE __m512i avx512_put16(__m512i *x, const uint16_t *idx, const u
 
 /* avx2_put_rounds with AVX-512: the same words. */
 RANS_AVX512_FUNCTION uint32_t avx512_put_rounds(const tf_rans_indexed *ix, const uint16_t *idx,
-                                                size_t rounds, uint32_t *x, uint8_t **words)
+                                                size_t rounds, size_t stride, uint32_t *x,
+                                                uint8_t **words)
 {
     __m512i lanes = _mm512_loadu_si512(x);
     __m512i all = _mm512_set1_epi32(-1);
     uint8_t *w = *words;
     for (size_t r = rounds; r-- > 0;)
-        all = _mm512_min_epu32(all, avx512_put16(&lanes, idx + 16 * r, ix->entry, ix->prec, &w));
+        all = _mm512_min_epu32(all,
+                               avx512_put16(&lanes, idx + stride * r, ix->entry, ix->prec, &w));
     _mm512_storeu_si512(x, lanes);
     *words = w;
     /* codable: every entry's freq (the top 12 bits) is positive */
@@ -448,32 +458,45 @@ RANS_AVX512_FUNCTION uint32_t avx512_put_rounds(const tf_rans_indexed *ix, const
 }
 #endif
 
-int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_t n,
-                           unsigned lanes, tf_buf *out, tf_error *e)
+int tf_rans_encode_indexed_turn(const tf_rans_indexed *ix, const uint16_t *idx, size_t n,
+                                unsigned lanes, unsigned k, unsigned turn, tf_buf *out,
+                                tf_error *e)
 {
+    /* the symbols of this stream: whole rounds, and a part of its last */
+    size_t rounds = n / lanes, m = (rounds / k + (turn < rounds % k)) * lanes;
+    if (rounds % k == turn)
+        m += n % lanes;
     stream_writer sw;
-    if (stream_begin(&sw, n, lanes, out, e) < 0)
+    if (stream_begin(&sw, m, lanes, out, e) < 0)
         return -1;
     uint8_t *words = sw.top;
     size_t vector_end = 0; /* symbols below it go to the vector loop */
 #ifdef TF_X86_SIMD
-    if (lanes == 16 && n >= 64 && tf_simd_level_get() >= TF_SIMD_AVX2)
-        vector_end = n & ~(size_t)15;
+    if (lanes == 16 && m >= 64 && tf_simd_level_get() >= TF_SIMD_AVX2)
+        vector_end = m & ~(size_t)15;
 #endif
-    bool codable = put_range(ix, idx, vector_end, n, sw.x, lanes, &words);
+    bool codable = put_range(ix, idx, k, turn, vector_end, m, sw.x, lanes, &words);
 #ifdef TF_X86_SIMD
+    const uint16_t *mine = idx + (size_t)turn * lanes;
     if (vector_end && tf_simd_level_get() >= TF_SIMD_AVX512)
-        codable &= avx512_put_rounds(ix, idx, vector_end / 16, sw.x, &words) != 0;
+        codable &= avx512_put_rounds(ix, mine, vector_end / 16, 16 * k, sw.x, &words) != 0;
     else if (vector_end)
-        codable &= avx2_put_rounds(ix, idx, vector_end / 16, sw.x, &words) != 0;
+        codable &= avx2_put_rounds(ix, mine, vector_end / 16, 16 * k, sw.x, &words) != 0;
 #endif
     if (!codable) {
         size_t i = 0;
-        while (i < n && ix->entry[idx[i]])
+        while (i < m && ix->entry[idx[turn_pos(i, lanes, k, turn)]])
             i++;
         return tf_fail(e, EINVAL, "rans: symbol index %u at %zu has no frequency",
-                       i < n ? idx[i] : 0, i);
+                       i < m ? idx[turn_pos(i, lanes, k, turn)] : 0,
+                       i < m ? turn_pos(i, lanes, k, turn) : i);
     }
     stream_end(&sw, words, lanes, out);
     return 0;
+}
+
+int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_t n,
+                           unsigned lanes, tf_buf *out, tf_error *e)
+{
+    return tf_rans_encode_indexed_turn(ix, idx, n, lanes, 1, 0, out, e);
 }

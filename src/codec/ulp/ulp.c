@@ -7,7 +7,7 @@
 
 int tf_ulp_format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_error *e)
 {
-    *f = (ulp_format){ .dtype = ctx->dtype };
+    *f = (ulp_format){ .dtype = ctx->dtype, .version = ULP_MODEL_VERSION };
     switch (ctx->dtype) {
 #define X(dt, size, man, exp, sb)                 \
     case dt:                                      \
@@ -27,16 +27,16 @@ int tf_ulp_format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_erro
     return 0;
 }
 
-static int read_model(const tf_codec_ctx *ctx, const ulp_format *f, tf_rans_table *t,
-                      tf_error *e)
+static int read_model(const tf_codec_ctx *ctx, ulp_format *f, tf_rans_table *t, tf_error *e)
 {
     if (!ctx->model)
         return tf_fail(e, EINVAL, "ulp: no model");
     tf_cursor r = tf_cursor_make(ctx->model, ctx->model_len);
     unsigned version = tf_read_u8(&r), dtype = tf_read_u8(&r);
-    if (r.bad || version != ULP_MODEL_VERSION || dtype != f->dtype)
-        return tf_fail(e, EIO, "ulp: model is not a version %d model for dtype %u",
+    if (r.bad || version < 1 || version > ULP_MODEL_VERSION || dtype != f->dtype)
+        return tf_fail(e, EIO, "ulp: model is not a version 1 to %d model for dtype %u",
                        ULP_MODEL_VERSION, f->dtype);
+    f->version = version;
     if (tf_rans_table_read(t, &r, f->n_ctx, f->n_sym, e) < 0)
         return -1;
     if (tf_cursor_left(&r) || t->prec != ULP_PREC) {

@@ -17,12 +17,18 @@
  * faster rANS decoding than three separate streams.)
  *
  * fit() sees the whole tensor and its reference and writes the model:
- *   u8 version (1) | u8 dtype | rANS table (contexts: 2^exp_bits; rows
- *   only for exponents the reference has)
+ *   u8 version (2; 1 in release 1, still decoded) | u8 dtype | rANS table
+ *   (contexts: 2^exp_bits; rows only for exponents the reference has)
  * A chunk is:
- *   rANS stream of the symbols (rans.h; 16 lanes, 1 for chunks under 2048
- *   elements) | raw bits, LSB first, element by element, zero-padded to a
- *   byte (their count follows from the symbols)
+ *   rANS streams of the symbols (rans.h; 16 lanes, 1 for chunks under
+ *   2048 elements) | raw bits, LSB first, element by element, zero-padded
+ *   to a byte (their count follows from the symbols)
+ * With a version 2 model, a chunk of at least 2^15 elements has two
+ * streams that take turns by rounds of their lanes L: element i is
+ * symbol i of the chunk, on stream (i / L) mod 2, lane i mod L (stream
+ * 0 holds elements 0..15, 32..47, ...); smaller chunks, and every chunk
+ * of a version 1 model, have one stream. Two streams give the decoder
+ * twice the independent rANS states to overlap (ulp_format.h).
  * Chunks are independent: each decodes from itself, the model and the
  * reference chunk, and its bytes depend on nothing else.
  *

@@ -523,18 +523,54 @@ static size_t split_f64(const uint8_t *src, const uint8_t *ref, size_t n, uint8_
     return bits_flush(&w, raw);
 }
 
-static int encode_f64(const tf_rans_table *t, const uint8_t *src, const uint8_t *ref, size_t n,
-                      unsigned lanes, uint8_t *raw, tf_buf *out, size_t *raw_len, tf_error *e)
+/* The lanes of each stream of a chunk of n elements. */
+static unsigned lanes_of(size_t n)
 {
-    uint8_t *sym = malloc(n + 1);
-    uint16_t *ctx = malloc((n + 1) * sizeof *ctx);
+    return n < ULP_ONE_LANE_BELOW ? 1 : ULP_LANES;
+}
+
+/* Copies the elements of stream t of k (ulp.h: the streams take turns by
+ * rounds of `lanes` elements) from v, n elements of `size` bytes, to
+ * mine, in order; returns how many. */
+ULP_ALWAYS_INLINE size_t stream_elements(const void *v, size_t n, size_t size, unsigned lanes,
+                                         unsigned k, unsigned t, void *mine)
+{
+    size_t count = 0;
+    for (size_t at = (size_t)t * lanes; at < n; at += (size_t)k * lanes) {
+        uint8_t *to = (uint8_t *)mine + count * size;
+        const uint8_t *from = (const uint8_t *)v + at * size;
+        if (n - at >= ULP_LANES && lanes == ULP_LANES) { /* a copy of constant size */
+            memcpy(to, from, ULP_LANES * size);
+            count += ULP_LANES;
+        } else {
+            size_t run = n - at < lanes ? n - at : lanes;
+            memcpy(to, from, run * size);
+            count += run;
+        }
+    }
+    return count;
+}
+
+static int encode_f64(const tf_rans_table *t, unsigned k, const uint8_t *src, const uint8_t *ref,
+                      size_t n, uint8_t *raw, tf_buf *out, size_t *raw_len, tf_error *e)
+{
+    uint8_t *sym = malloc(2 * (n + 1));
+    uint16_t *ctx = malloc(2 * (n + 1) * sizeof *ctx);
     tf_rans_encoder enc = { 0 };
     int rc = -1;
     if (!sym || !ctx)
         tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
     else if (tf_rans_encoder_init(&enc, t, e) == 0) {
         *raw_len = split_f64(src, ref, n, sym, ctx, raw);
-        rc = tf_rans_encode(&enc, ctx, sym, n, lanes, out, e);
+        /* each stream's symbols and contexts, after all of them */
+        uint8_t *my_sym = sym + n + 1;
+        uint16_t *my_ctx = ctx + n + 1;
+        rc = 0;
+        for (unsigned j = 0; j < k && rc == 0; j++) {
+            size_t m = stream_elements(sym, n, 1, lanes_of(n), k, j, my_sym);
+            stream_elements(ctx, n, sizeof *ctx, lanes_of(n), k, j, my_ctx);
+            rc = tf_rans_encode(&enc, my_ctx, my_sym, m, lanes_of(n), out, e);
+        }
     }
     tf_rans_encoder_free(&enc);
     free(sym);
@@ -542,9 +578,19 @@ static int encode_f64(const tf_rans_table *t, const uint8_t *src, const uint8_t 
     return rc;
 }
 
+/* The k streams of the chunk whose coding indexes are idx[0..n). */
+static int encode_streams(const tf_rans_indexed *ix, unsigned k, const uint16_t *idx, size_t n,
+                          tf_buf *out, tf_error *e)
+{
+    for (unsigned j = 0; j < k; j++)
+        if (tf_rans_encode_indexed_turn(ix, idx, n, lanes_of(n), k, j, out, e) < 0)
+            return -1;
+    return 0;
+}
+
 static int encode_indexed(const ulp_format *f, const tf_rans_table *t, const uint8_t *src,
-                          const uint8_t *ref, size_t n, unsigned lanes, uint8_t *raw,
-                          tf_buf *out, size_t *raw_len, tf_error *e)
+                          const uint8_t *ref, size_t n, uint8_t *raw, tf_buf *out,
+                          size_t *raw_len, tf_error *e)
 {
     uint16_t *idx = malloc((n + 1) * sizeof *idx);
     tf_rans_indexed ix = { 0 };
@@ -554,7 +600,7 @@ static int encode_indexed(const ulp_format *f, const tf_rans_table *t, const uin
     else if (tf_rans_indexed_init(&ix, t, f->sym_bits, e) == 0) {
         ctx_span span = { ix.ctx_lo, ix.n_rows };
         *raw_len = split_residuals(f, src, ref, n, span, idx, raw);
-        rc = tf_rans_encode_indexed(&ix, idx, n, lanes, out, e);
+        rc = encode_streams(&ix, streams_of_chunk(f, n), idx, n, out, e);
     }
     tf_rans_indexed_free(&ix);
     free(idx);
@@ -568,10 +614,10 @@ static int encode_chunk(const ulp_format *f, const tf_rans_table *t, const uint8
     uint8_t *raw = malloc(n * f->bytes + 16);
     if (!raw)
         return tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
-    const unsigned lanes = n < ULP_ONE_LANE_BELOW ? 1 : ULP_LANES;
     size_t raw_len = 0;
-    int rc = f->bytes == 8 ? encode_f64(t, src, ref, n, lanes, raw, out, &raw_len, e)
-                           : encode_indexed(f, t, src, ref, n, lanes, raw, out, &raw_len, e);
+    const unsigned k = streams_of_chunk(f, n);
+    int rc = f->bytes == 8 ? encode_f64(t, k, src, ref, n, raw, out, &raw_len, e)
+                           : encode_indexed(f, t, src, ref, n, raw, out, &raw_len, e);
     if (rc == 0 && tf_buf_put(out, raw, raw_len) < 0)
         rc = tf_fail(e, ENOMEM, "ulp: out of memory for the raw bits");
     free(raw);
@@ -634,7 +680,7 @@ int tf_ulp_fit_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, t
         goto done;
     if (tf_rans_indexed_init_span(&ix, &t, f.sym_bits, span.lo, span.n, e) < 0)
         goto done;
-    rc = tf_rans_encode_indexed(&ix, idx, n, n < ULP_ONE_LANE_BELOW ? 1 : ULP_LANES, out, e);
+    rc = encode_streams(&ix, streams_of_chunk(&f, n), idx, n, out, e);
     if (rc == 0 && tf_buf_put(out, raw, raw_len) < 0)
         rc = tf_fail(e, ENOMEM, "ulp: out of memory for the raw bits");
 done:
@@ -693,5 +739,6 @@ size_t tf_ulp_estimate(const uint8_t *src, size_t len, const tf_codec_ctx *ctx)
     }
     free(counts);
     double sampled = (double)(runs * run);
-    return model_bytes(cells, rows) + 4 * ULP_LANES + (size_t)(bits / sampled * (double)n / 8);
+    return model_bytes(cells, rows) + 4 * ULP_LANES * streams_of_chunk(&f, n) +
+           (size_t)(bits / sampled * (double)n / 8);
 }

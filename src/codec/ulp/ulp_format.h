@@ -15,7 +15,16 @@
 #include "common/error.h"
 #include "common/simd.h"
 
-#define ULP_MODEL_VERSION 1
+/* Model version 1: a chunk has one rANS stream. Version 2 (written since):
+ * chunks of at least ULP_STREAMS_FROM elements have ULP_STREAMS streams
+ * taking turns by rounds (ulp.h), which double the independent dependency
+ * chains of decoding; smaller ones keep one, whose speed matters little
+ * and to which a second stream's header (66 bytes) would be a visible
+ * share. Both versions decode. */
+#define ULP_MODEL_VERSION 2
+#define ULP_STREAMS 2
+#define ULP_STREAMS_FROM ((size_t)1 << 15)
+
 /* Frequency precision of the tables. The table records it, but the
  * decoding loops have it built in and models with another one are
  * refused: changing it means a new model version. Measured on a 15-delta
@@ -24,11 +33,11 @@
  * for no coding gain) and 2^11 slots keep a row's decoding table at 8 KiB. */
 #define ULP_PREC 11
 
-/* rANS lanes of a chunk's stream: as fast as 8 in scalar code, and the
- * width of two AVX2 (or one AVX-512) registers. The fast decoding loops
- * have it built in. Chunks of fewer than ULP_ONE_LANE_BELOW elements use a
- * single lane instead: their speed does not matter, and 16 lane states
- * (64 bytes) would be a visible share of them. */
+/* rANS lanes of each stream of a chunk: as fast as 8 in scalar code, and
+ * the width of two AVX2 (or one AVX-512) registers. The fast decoding
+ * loops have it built in. Chunks of fewer than ULP_ONE_LANE_BELOW
+ * elements use a single lane instead: their speed does not matter, and
+ * 16 lane states (64 bytes a stream) would be a visible share of them. */
 #define ULP_LANES 16
 #define ULP_ONE_LANE_BELOW 2048
 
@@ -49,6 +58,7 @@
 
 typedef struct {
     unsigned dtype, bytes, n_ctx, n_sym, sym_bits;
+    unsigned version; /* of the model */
 } ulp_format;
 
 /* Fails (EINVAL) unless dtype is a float ULPack handles and len is a
@@ -56,9 +66,15 @@ typedef struct {
 int tf_ulp_format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_error *e);
 
 /* tf_ulp_format_of, then the model of ctx read and checked for that
- * format into *t, which the caller frees. */
+ * format into *t, which the caller frees; f->version is the model's. */
 int tf_ulp_format_and_model(const tf_codec_ctx *ctx, size_t len, ulp_format *f,
                             tf_rans_table *t, tf_error *e);
+
+/* The rANS streams of a chunk of n elements. */
+ULP_ALWAYS_INLINE unsigned streams_of_chunk(const ulp_format *f, size_t n)
+{
+    return f->version >= 2 && n >= ULP_STREAMS_FROM ? ULP_STREAMS : 1;
+}
 
 /* e_r: the exponent field of the reference element. */
 ULP_ALWAYS_INLINE unsigned context_of(uint64_t r, unsigned man, unsigned exp)
