@@ -34,6 +34,7 @@ static void print_help(FILE *f)
 
 int main(int argc, char **argv)
 {
+    tf_malloc_huge_pages(argv);
     tf_malloc_reuse();
     if (argc < 2) {
         print_help(stderr);

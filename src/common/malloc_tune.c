@@ -1,6 +1,35 @@
 #include "common/malloc_tune.h"
 
 #include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HUGE_PAGES_TUNABLE "glibc.malloc.hugetlb"
+
+void tf_malloc_huge_pages(char **argv)
+{
+#ifdef __GLIBC__
+    const char *tunables = getenv("GLIBC_TUNABLES");
+    if (tunables && strstr(tunables, HUGE_PAGES_TUNABLE))
+        return; /* set already: by us before the restart, or by the user */
+    char value[4096];
+    int n = tunables ? snprintf(value, sizeof value, "%s:%s=1", tunables, HUGE_PAGES_TUNABLE)
+                     : snprintf(value, sizeof value, "%s=1", HUGE_PAGES_TUNABLE);
+    if (n < 0 || (size_t)n >= sizeof value || setenv("GLIBC_TUNABLES", value, 1) < 0)
+        return;
+    execv("/proc/self/exe", argv);
+    /* No restart (no /proc): go on with 4 KiB pages, and leave the
+     * environment of what this program runs as it was. */
+    if (tunables)
+        setenv("GLIBC_TUNABLES", tunables, 1);
+    else
+        unsetenv("GLIBC_TUNABLES");
+#else
+    (void)argv;
+#endif
+}
 
 void tf_malloc_reuse(void)
 {

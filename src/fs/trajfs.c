@@ -200,6 +200,7 @@ out:
 
 int main(int argc, char **argv)
 {
+    tf_malloc_huge_pages(argv);
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     if (fs_is_mount_helper(argv[0])) {
         args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
