@@ -673,6 +673,51 @@ START_TEST(test_large_chunks_refuse_corruption)
 }
 END_TEST
 
+START_TEST(test_few_bytes_for_many_elements)
+{
+    /* Chunks of 16-lane streams, one and two of them, that changed in a
+     * few elements only: a few hundred bytes for thousands of elements,
+     * too few for the vector loops' loads, which then decode them from a
+     * padded copy. Every SIMD level decodes them; truncations fail;
+     * mutations, which can send a lane past its stream's end, never crash
+     * or read out of bounds. */
+    const unsigned dtypes[] = { TF_DT_BF16, TF_DT_F16, TF_DT_F32 };
+    const size_t sizes[] = { 5000, 40000 }, changed = 40;
+    for (size_t d = 0; d < ARRAY_LEN(dtypes); d++) {
+        for (size_t s = 0; s < ARRAY_LEN(sizes); s++) {
+            size_t size = tf_dtype_get(dtypes[d])->size, n = sizes[s], len = n * size;
+            uint8_t *x = malloc(len), *r = malloc(len), *got = malloc(len);
+            make_pair(dtypes[d], PAT_SAME, n, 60 + s, x, r);
+            make_pair(dtypes[d], PAT_TRAJECTORY, changed, 70 + s, x + len / 2, r + len / 2);
+            char what[64];
+            snprintf(what, sizeof what, "dtype %u n %zu", dtypes[d], n);
+            check_roundtrip(dtypes[d], x, r, len, what);
+            tf_buf model, enc = { 0 };
+            fit(dtypes[d], x, r, len, &model);
+            encode(dtypes[d], x, r, len, &model, &enc);
+            ck_assert_uint_lt(enc.len, 1000);
+            for (size_t cut = 0; cut < enc.len; cut++)
+                ck_assert_msg(decode_copy(dtypes[d], enc.data, cut, r, model.data, model.len,
+                                          got, len) == -1,
+                              "%s cut %zu of %zu", what, cut, enc.len);
+            rng_state = 80 + s;
+            for (int trial = 0; trial < 300; trial++) {
+                tf_buf bytes = { 0 };
+                tf_buf_put(&bytes, enc.data, enc.len);
+                bytes.data[rng_next() % enc.len] ^= (uint8_t)(1 + rng_next() % 255);
+                decode_copy(dtypes[d], bytes.data, bytes.len, r, model.data, model.len, got, len);
+                tf_buf_free(&bytes);
+            }
+            tf_buf_free(&model);
+            tf_buf_free(&enc);
+            free(x);
+            free(r);
+            free(got);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_random_payloads_fail)
 {
     fixture f = make_fixture(TF_DT_BF16, 300, 9);
@@ -770,6 +815,7 @@ static Suite *ulp_suite(void)
     tcase_add_test(tc, test_uncovered_symbols);
     tcase_add_test(tc, test_truncated_payload_fails);
     tcase_add_test(tc, test_large_chunks_refuse_corruption);
+    tcase_add_test(tc, test_few_bytes_for_many_elements);
     tcase_add_test(tc, test_random_payloads_fail);
     tcase_add_test(tc, test_mutations_never_crash);
     tcase_add_test(tc, test_bad_model_tables);

@@ -157,8 +157,11 @@ static void mark_contexts(unsigned dtype, const uint8_t *ref, size_t n, uint8_t 
 }
 
 /* Building every row costs about as much as finding the contexts a chunk
- * uses among ALL_ROWS_PER_ELEM elements per row of the span. */
-#define ALL_ROWS_PER_ELEM 64
+ * uses among ALL_ROWS_PER_ELEM elements per row of the span: a row is 8
+ * KiB of stores. (At 64, six unchanged BF16 tensors of 16384 elements,
+ * whose span is 128 rows with 2 occupied, built every row and decoded in
+ * 1.35x the time they take at 512, which did not slow larger chunks.) */
+#define ALL_ROWS_PER_ELEM 512
 
 static int slot_table_build(slot_table *st, const ulp_format *f, const tf_rans_table *t,
                             const uint8_t *ref, size_t n, bool avx2, tf_error *e)
@@ -244,20 +247,30 @@ ULP_ALWAYS_INLINE uint64_t residual_of(uint32_t slot, bit_reader *r, bool checke
     return lead | low | bits_take(r, high_bits) << 32;
 }
 
+/* Raw bytes the vector loops' second stage of sixteen elements may read
+ * from its first raw bit's byte on: 16-bit formats read 32 bytes from at
+ * most 29 bytes in (AVX2: two windows of 16, the second from at most
+ * (7 + 8 * 13) / 8 bytes on; AVX-512: one of 32 from the start); F32
+ * reads two windows of 16, from at most 15 bytes into the group, from
+ * groups at most 29 bytes in: 60 bytes. Sixteen elements' raw bits take
+ * fewer than 64 bytes, so a round of k streams reads at most k times
+ * this. */
+#define SIMD_RAW_MARGIN 64
+/* Bytes the vector loops may load past the last word or raw bit they
+ * use: a round's raw bits (its words take at most 32 bytes). */
+#define SIMD_READ_PAST (ULP_STREAMS * SIMD_RAW_MARGIN)
+/* Chunks shorter than this decode from a copy (decode_chunk). */
+#define COPY_CHUNKS_BELOW 4096
+
 /* A chunk's rANS streams (ulp.h: one, or ULP_STREAMS taking turns by
- * rounds of their lanes), all with the same number of lanes. */
+ * rounds of their lanes), all with the same number of lanes, and the end
+ * of the memory the vector loops may load from: the chunk's end, or past
+ * it where the chunk was copied with zeros after it (decode_chunk). */
 typedef struct {
     tf_rans_stream s[ULP_STREAMS];
     unsigned k;
+    const uint8_t *readable_end;
 } chunk_streams;
-
-/* The stream and lane of element i. */
-ULP_ALWAYS_INLINE tf_rans_stream *stream_of(chunk_streams *cs, size_t i, unsigned *lane)
-{
-    unsigned lanes = cs->s[0].lanes;
-    *lane = (unsigned)(i % lanes);
-    return &cs->s[i / lanes % cs->k];
-}
 
 /* A round may skip bounds checks when every lane has a word and the raw
  * bits have 8 readable bytes for each refill (a refill advances at most
@@ -331,10 +344,17 @@ ULP_ALWAYS_INLINE uint32_t decode_sized(const uint32_t *const *row_of, chunk_str
         i = cs->k == 1 ? decode_rounds(row_of, cs, br, ref, dst, n, &low, 1, bytes, man, exp)
                        : decode_rounds(row_of, cs, br, ref, dst, n, &low, ULP_STREAMS, bytes,
                                        man, exp);
+    /* i is at a turn's start: stream 0, lane 0. Counting lanes and
+     * streams along, not dividing i by the lane count (unknown at compile
+     * time), halves the time of chunks this loop decodes throughout. */
+    unsigned lane = 0, t = 0;
     for (; i < n; i++) {
-        unsigned lane;
-        tf_rans_stream *s = stream_of(cs, i, &lane);
-        low = min_u32(low, decode_one(row_of, s, br, ref, dst, i, lane, true, bytes, man, exp));
+        low = min_u32(low, decode_one(row_of, &cs->s[t], br, ref, dst, i, lane, true, bytes, man,
+                                      exp));
+        if (++lane == cs->s[0].lanes) {
+            lane = 0;
+            t = t + 1 == cs->k ? 0 : t + 1;
+        }
     }
     return low;
 }
@@ -527,7 +547,7 @@ typedef struct {
  * are the loop's own, in registers of its width). */
 typedef struct {
     const avx2_tables *t;
-    const uint8_t *words[ULP_STREAMS], *words_end[ULP_STREAMS], *base, *raw_end;
+    const uint8_t *words[ULP_STREAMS], *base, *raw_end, *readable_end;
     unsigned bit;
 } simd_cursor;
 
@@ -573,14 +593,19 @@ TF_AVX2_INLINE void avx2_sixteen_elements(simd_cursor *lp, __m256i slot0, __m256
     _mm256_storeu_si256((__m256i *)(dst + 32), avx2_unresidual32(z1, r1));
 }
 
-/* Raw bytes the second stage of sixteen elements may read from its first
- * raw bit's byte on: 16-bit formats read 32 bytes from at most 29 bytes
- * in (AVX2: two windows of 16, the second from at most (7 + 8 * 13) / 8
- * bytes on; AVX-512: one of 32 from the start); F32 reads two windows of
- * 16, from at most 15 bytes into the group, from groups at most 29 bytes
- * in: 60 bytes. Sixteen elements' raw bits take fewer than 64 bytes, so a
- * round of k streams reads at most k times this. */
-#define AVX2_RAW_MARGIN 64
+/* Whether the rANS steps of a round may load each stream's next 16
+ * words (32 bytes). They are bounded by the readable memory, not by the
+ * streams' ends: a lane takes words only while its stream has them,
+ * unless the chunk is corrupt, and simd_cursor_end catches a stream that
+ * ran past its end. */
+ULP_ALWAYS_INLINE bool simd_cursor_words_fit(const simd_cursor *c, unsigned k)
+{
+    bool words = true;
+#pragma GCC unroll 4
+    for (unsigned t = 0; t < k; t++)
+        words &= (size_t)(c->readable_end - c->words[t]) >= 2 * ULP_LANES;
+    return words;
+}
 
 /* Whether the loop may start: at least the last round is left to the
  * scalar loop, with the raw bits of the one before it (which keeps the
@@ -589,29 +614,22 @@ static inline bool simd_cursor_begin(simd_cursor *c, const avx2_tables *t,
                                      const chunk_streams *cs, const bit_reader *br, size_t n,
                                      unsigned k)
 {
-    *c = (simd_cursor){ .t = t, .base = br->p, .raw_end = br->end };
-    bool words = true;
-    for (unsigned j = 0; j < k; j++) {
+    *c = (simd_cursor){ .t = t, .base = br->p, .raw_end = br->end,
+                        .readable_end = cs->readable_end };
+    for (unsigned j = 0; j < k; j++)
         c->words[j] = cs->s[j].p;
-        c->words_end[j] = cs->s[j].end;
-        words &= (size_t)(cs->s[j].end - cs->s[j].p) >= 2 * ULP_LANES;
-    }
-    return n >= 2 * k * ULP_LANES && words;
+    return n >= 2 * k * ULP_LANES && simd_cursor_words_fit(c, k);
 }
 
 /* Whether the round from element i may run, with the second stage of
- * the round before it: the rANS steps need 2 bytes of words per lane
- * (their 32-byte loads stay within them), the raw bits k *
- * AVX2_RAW_MARGIN bytes. */
+ * the round before it, which loads up to k * SIMD_RAW_MARGIN bytes of raw
+ * bits (from readable memory: as with the words, what lies past the raw
+ * bits' end only reaches corrupt chunks' elements). */
 ULP_ALWAYS_INLINE bool simd_cursor_round_fits(const simd_cursor *c, size_t i, size_t n,
                                               unsigned k)
 {
-    bool words = true;
-#pragma GCC unroll 4
-    for (unsigned t = 0; t < k; t++)
-        words &= (size_t)(c->words_end[t] - c->words[t]) >= 2 * ULP_LANES;
-    return i + 2 * k * ULP_LANES <= n && words &&
-           (size_t)(c->raw_end - c->base) >= k * AVX2_RAW_MARGIN;
+    return i + 2 * k * ULP_LANES <= n && simd_cursor_words_fit(c, k) &&
+           (size_t)(c->readable_end - c->base) >= k * SIMD_RAW_MARGIN;
 }
 
 /* Hands the words and the reader back (the loop has stored the lanes'
@@ -624,11 +642,18 @@ static void simd_cursor_end(const simd_cursor *c, const uint32_t *slots, const u
                             const uint8_t *ref, uint8_t *dst, uint32_t *min_slot, unsigned k,
                             unsigned bytes)
 {
-    for (unsigned t = 0; t < k; t++)
-        cs->s[t].p = c->words[t];
+    for (unsigned t = 0; t < k; t++) {
+        /* a corrupt stream's lanes may have taken words past its end */
+        bool overrun = c->words[t] > cs->s[t].end;
+        cs->s[t].p = overrun ? cs->s[t].end : c->words[t];
+        cs->s[t].bad |= overrun;
+    }
     for (unsigned l = 0; l < n_low; l++)
         *min_slot = min_u32(*min_slot, low[l]);
-    *br = (bit_reader){ .p = c->base, .end = c->raw_end };
+    /* and a corrupt chunk's raw bits, bits past theirs */
+    bool raw_overrun = c->base > c->raw_end;
+    *br = (bit_reader){ .p = raw_overrun ? c->raw_end : c->base, .end = c->raw_end,
+                        .bad = raw_overrun };
     bits_get_checked(br, c->bit);
     for (size_t j = 0; j < 16 * k; j++, at++) {
         uint64_t r = tf_le_get(ref + at * bytes, bytes);
@@ -753,7 +778,21 @@ ULP_AVX512_INLINE __m512i avx512_residuals16(__m512i slot, const uint8_t **base,
     __m512i keep = _mm512_sub_epi32(_mm512_sllv_epi32(_mm512_set1_epi32(1), n_raw),
                                     _mm512_set1_epi32(1));
     __m512i lead = _mm512_sllv_epi32(_mm512_and_si512(slot, _mm512_set1_epi32(7)), n_raw);
-    return _mm512_or_si512(lead, _mm512_and_si512(bits, keep));
+    return _mm512_ternarylogic_epi32(lead, bits, keep, 0xf8); /* lead | (bits & keep) */
+}
+
+/* avx2_unresidual16 with three-input logic: 9 operations instead of 12
+ * in the second stage, whose operations, more than its latencies, bound
+ * the loop's speed. */
+ULP_AVX512_INLINE __m256i avx512_unresidual16(__m256i z, __m256i r)
+{
+    const __m256i top = avx2_set16(0x8000);
+    __m256i d = _mm256_xor_si256(_mm256_srli_epi16(z, 1),
+                                 _mm256_srai_epi16(_mm256_slli_epi16(z, 15), 15));
+    /* 0x1e: a ^ (b | c), 0x4b: a ^ (~b | c) */
+    __m256i r_key = _mm256_ternarylogic_epi32(r, _mm256_srai_epi16(r, 15), top, 0x1e);
+    __m256i k = _mm256_add_epi16(r_key, d);
+    return _mm256_ternarylogic_epi32(k, _mm256_srai_epi16(k, 15), top, 0x4b);
 }
 
 /* The round's rows of a stream's sixteen reference elements at ref. */
@@ -820,7 +859,7 @@ ULP_AVX512_INLINE void avx512_sixteen_elements(simd_cursor *c, __m512i slot, con
     }
     __m256i z = _mm512_cvtepi32_epi16(avx512_residuals16(slot, &c->base, &c->bit));
     __m256i r = _mm256_loadu_si256((const __m256i *)ref);
-    _mm256_storeu_si256((__m256i *)dst, avx2_unresidual16(z, r));
+    _mm256_storeu_si256((__m256i *)dst, avx512_unresidual16(z, r));
 }
 
 /* avx2_rounds_sized with 512-bit vectors: the same output. */
@@ -938,9 +977,10 @@ static uint32_t decode_elems(unsigned dtype, const slot_table *st, bool avx2, ch
     return low;
 }
 
-/* A chunk is its rANS streams, then its raw bits up to the end. */
-static int open_chunk(const uint8_t *enc, size_t enc_len, chunk_streams *cs, bit_reader *br,
-                      tf_error *e)
+/* A chunk is its rANS streams, then its raw bits up to the end; the
+ * vector loops may load from it up to readable bytes from enc. */
+static int open_chunk(const uint8_t *enc, size_t enc_len, size_t readable, chunk_streams *cs,
+                      bit_reader *br, tf_error *e)
 {
     tf_cursor r = tf_cursor_make(enc, enc_len);
     for (unsigned t = 0; t < cs->k; t++) {
@@ -950,6 +990,7 @@ static int open_chunk(const uint8_t *enc, size_t enc_len, chunk_streams *cs, bit
             return tf_fail(e, EIO, "ulp: the streams of a chunk have different lane counts");
     }
     *br = (bit_reader){ .p = enc + r.pos, .end = enc + enc_len };
+    cs->readable_end = enc + readable;
     return 0;
 }
 
@@ -965,11 +1006,25 @@ static int decode_chunk(const ulp_format *f, const tf_rans_table *t, const uint8
                         size_t enc_len, const uint8_t *ref, uint8_t *dst, size_t n,
                         tf_error *e)
 {
+    const bool avx2 = use_avx2(f->bytes);
+    /* The vector loops stop where their loads would pass the chunk's end.
+     * A chunk that codes many elements in few bytes (on real data, a
+     * tensor that did not change codes to a few dozen) would go to
+     * scalar code almost whole: it is decoded from a copy with room after
+     * it. (6 such tensors of 16384 BF16 elements took 8% of a checkpoint's
+     * decoding time.) */
+    uint8_t copy[COPY_CHUNKS_BELOW + SIMD_READ_PAST];
+    size_t readable = enc_len;
+    if (avx2 && enc_len && enc_len < COPY_CHUNKS_BELOW) {
+        memcpy(copy, enc, enc_len);
+        memset(copy + enc_len, 0, SIMD_READ_PAST);
+        enc = copy;
+        readable = enc_len + SIMD_READ_PAST;
+    }
     chunk_streams cs = { .k = streams_of_chunk(f, n) };
     bit_reader br;
-    if (open_chunk(enc, enc_len, &cs, &br, e) < 0)
+    if (open_chunk(enc, enc_len, readable, &cs, &br, e) < 0)
         return -1;
-    const bool avx2 = use_avx2(f->bytes);
     slot_table st;
     if (slot_table_build(&st, f, t, ref, n, avx2, e) < 0)
         return -1;
