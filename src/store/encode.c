@@ -176,9 +176,11 @@ int tf_encode_chunk(tf_chunk_job *job, tf_error *e)
         return -1;
     }
     job->codec = winner->codec->id;
+    tf_buf_free(&job->out); /* an earlier encode's (the newest's keyframe) */
     job->out = best;
     if (!winner->fit_encode)
         tf_buf_free(&best_model);
+    tf_buf_free(&job->model);
     job->model = best_model;
     return 0;
 }

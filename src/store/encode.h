@@ -57,8 +57,8 @@ typedef struct {
  * to 6% apart: 1/16 had both encoded for most of them. */
 #define TF_ESTIMATE_SLACK 64
 
-/* Encodes one chunk job. Jobs share nothing: any number may run at
- * once. */
+/* Encodes one chunk job, replacing the results of an earlier encode of
+ * it. Jobs share nothing: any number may run at once. */
 int tf_encode_chunk(tf_chunk_job *job, tf_error *e);
 
 /* Encodes one chunk job with the codec `codec` alone (given the job's

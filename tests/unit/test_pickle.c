@@ -1393,7 +1393,7 @@ START_TEST(nesting_is_checked_as_it_grows)
     op(NONE);
     for (int i = 0; i < 4 * TF_PICKLE_MAX_DEPTH; i++)
         op(TUPLE1);
-    char at[64];
+    char at[128];
     snprintf(at, sizeof at, "pickle offset %d, TUPLE1 (0x85): the saved object nests more than",
              3 + TF_PICKLE_MAX_DEPTH);
     refused(at);
