@@ -85,7 +85,7 @@ static int file_lock(tf_io *io, tf_error *e)
  * a write for want of space (ext4 over a thin device), the commit's
  * fdatasync returned 0 and its trailer was not on the device; the failure
  * came to the next commit's sync (tests/shell/killadd.sh, part 3, lost
- * the last commit in 3 runs of 10 with it, in none of 10 without). */
+ * the last commit in 3 runs of 10 with it, in none of 16 without). */
 static int file_append(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e)
 {
     if (tf_pwrite_full(file_of(io)->fd, p, len, off) < 0)
