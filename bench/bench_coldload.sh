@@ -90,8 +90,8 @@ bench_file() {
 }
 
 echo "corpus $corpus; $(nproc) CPUs; best of $repeat runs, page cache dropped before each read"
-echo "archive $archive: $(stat -c %s "$archive") bytes"
-echo "squashfs $squashfs: $(stat -c %s "$squashfs") bytes"
+echo "archive $archive: $(sizes_text "$archive")"
+echo "squashfs $squashfs: $(sizes_text "$squashfs")"
 for f in "$latest" "$optim" "$middle"; do
     bench_file "$f"
 done

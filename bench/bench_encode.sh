@@ -82,12 +82,6 @@ file_size() {
     stat -c %s "$1"
 }
 
-# held_bytes ARCHIVE: the bytes the disk holds for it (st_blocks * 512):
-# less than its size where retired keyframes were given back as holes.
-held_bytes() {
-    stat -c '%b %B' "$1" | awk '{ print $1 * $2 }'
-}
-
 name() {
     printf 'step-%06d%s.safetensors' "$1" "$2"
 }

@@ -28,7 +28,8 @@
 #   create+add --as (addlater) the same, the last checkpoint added with
 #                   --as NAME/out/checkpoint-N beside the others
 #
-# and prints one table: layout, method, archive bytes, their ratio to the
+# and prints one table: layout, method, archive bytes (those the disk
+# holds, as every size below), their ratio to the
 # archive(s) of the flat layout of the same tensors (make_layouts.py or
 # make_torch_files.py --baseline), and the same ratio of the stored data alone (archive less
 # catalog and framing, which grow with each commit: a rename in a mount is
@@ -104,22 +105,32 @@ cold_read() {
     rate=$(awk -v b="$_bytes" -v ns=$((_t1 - _t0)) 'BEGIN { printf "%.1f", b / 1e6 / (ns / 1e9) }')
 }
 
+# held_data ARCHIVE: the bytes of stored data the disk holds for ARCHIVE:
+# what it holds less the catalog and framing (trajpack stats --json).
+held_data() {
+    "$TRAJPACK" stats --json "$1" |
+        "$PYTHON" -c 'import json, sys; d = json.load(sys.stdin); print(d["allocated_bytes"] - d["overhead_bytes"])' ||
+        die "trajpack stats --json $1 failed"
+}
+
 # row LAYOUT METHOD ARCHIVE: one line of the table.
 row() {
-    _b=$(stat -c %s "$3")
+    _b=$(held_bytes "$3")
     printf '%-12s %-16s %12d %8s %8s\n' "$1" "$2" "$_b" "$(ratio "$_b" "$base")" \
-        "$(ratio "$(payload_bytes "$3")" "$base_payload")"
+        "$(ratio "$(held_data "$3")" "$base_payload")"
 }
 
 # baseline DIR: the flat baseline of a layout (make_layouts.py or
-# make_torch_files.py --baseline): sets base and base_payload.
+# make_torch_files.py --baseline): sets base and base_payload, the bytes
+# the disk holds for its archives and their stored data.
 baseline() {
     rm -rf "$work/base"
     mkdir "$work/base"
-    base=$(baseline_bytes "$1" "$work/base")
+    baseline_bytes "$1" "$work/base" > /dev/null
+    base=$(held_bytes "$work/base"/*.traj)
     base_payload=0
     for _a in "$work/base"/*.traj; do
-        base_payload=$((base_payload + $(payload_bytes "$_a")))
+        base_payload=$((base_payload + $(held_data "$_a")))
     done
 }
 

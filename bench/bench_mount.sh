@@ -128,7 +128,7 @@ show() { # LABEL RUNS
 
 echo
 echo "corpus $corpus: $(echo "$files" | wc -l) files, $bytes bytes"
-echo "archive $archive: $(stat -c %s "$archive") bytes; $(nproc) CPUs; best of $repeat runs"
+echo "archive $archive: $(sizes_text "$archive"); $(nproc) CPUs; best of $repeat runs"
 echo
 show "cat original, cold" "$cold_cat"
 show "cat original, warm (page cache)" "$warm_cat"

@@ -17,8 +17,11 @@
 #
 # Their bytes, apparent (the file's size) and allocated (st_blocks * 512:
 # less where retired blobs were given back as holes), are set against
-# release 1's archives of the same files (157,394,608 and 1,271,526,706
-# bytes). Then, BENCH_REPEAT times (default 5), a cold load of the
+# release 1's archives of the same files: 157,394,608 and 1,271,526,706
+# bytes for the corpus these were measured on. The generator's floating
+# point differs between machines, so a corpus made elsewhere differs a
+# little: with BENCH_R1_TRAJPACK (a trajpack of release 1) the script
+# packs this corpus with it first and uses what its disk holds. Then, BENCH_REPEAT times (default 5), a cold load of the
 # weights and of the optimizer file of each step of BENCH_STEPS (default
 # "400 200 25": the newest, the middle, the first) through a fresh trajfs
 # mount of the corpus archive and, right after it, through a fresh
@@ -46,6 +49,7 @@ steps=${BENCH_STEPS:-400 200 25}
 # the previous checkpoint, one keyframe).
 R1_WEIGHTS=157394608
 R1_CORPUS=1271526706
+r1_trajpack=${BENCH_R1_TRAJPACK:-}
 
 . "$here/bench/benchlib.sh"
 bench_cold_init bench_ratio "$squashfs"
@@ -86,7 +90,7 @@ ratio() { # A B: A / B
 
 # sizes FILE BASELINE: "APPARENT ALLOCATED APPARENT/BASELINE ALLOCATED/BASELINE".
 sizes() {
-    _a=$(stat -c %s "$1") _b=$(( $(stat -c %b "$1") * $(stat -c %B "$1") ))
+    _a=$(stat -c %s "$1") _b=$(held_bytes "$1")
     echo "$_a $_b $(ratio "$_a" "$2") $(ratio "$_b" "$2")"
 }
 
@@ -99,6 +103,16 @@ pack() {
     # shellcheck disable=SC2086 # an option and its value, split on purpose
     "$TRAJPACK" create -q $_opt "$_archive" "$@" || die "trajpack create $_opt failed"
 }
+
+if [ -n "$r1_trajpack" ]; then
+    echo "release 1 ($r1_trajpack): packing ..."
+    # shellcheck disable=SC2046 # the file names, split on purpose
+    "$r1_trajpack" create -q "$work/r1-weights.traj" $(for w in $weights; do echo "$corpus/$w"; done) ||
+        die "$r1_trajpack create failed"
+    "$r1_trajpack" create -q "$work/r1-corpus.traj" "$corpus" || die "$r1_trajpack create failed"
+    R1_WEIGHTS=$(held_bytes "$work/r1-weights.traj") R1_CORPUS=$(held_bytes "$work/r1-corpus.traj")
+    rm -f "$work/r1-weights.traj" "$work/r1-corpus.traj"
+fi
 
 table=$work/table
 {
@@ -146,7 +160,7 @@ echo "dropped: median (lowest-highest) of $repeat runs, and squashfuse's own sec
 echo
 cat "$table"
 row=$(printf '%-8s %12s %12s %7s %7s %14s %14s %7s %7s' "squashfs" "" "" "" "" \
-      "$(stat -c %s "$squashfs")" "$(( $(stat -c %b "$squashfs") * $(stat -c %B "$squashfs") ))" "" "")
+      "$(stat -c %s "$squashfs")" "$(held_bytes "$squashfs")" "" "")
 for f in $files; do
     # shellcheck disable=SC2046 # the runs' seconds
     row="$row  $(printf '%-22s' "$(median_spread %.3f $(awk -v f="$f" '$1 == f { print $2 }' "$sq_times")) s")"

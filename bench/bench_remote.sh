@@ -97,7 +97,7 @@ drop_caches
 set -- $(remote_counts "$work/open.log")
 open_q=$1 open_b=$2
 commits=$("$TRAJPACK" stats --json "$archive" 2>/dev/null | grep -o '"commits": *[0-9]*' | grep -o '[0-9]*$' || echo "?")
-echo "archive: $archive ($(stat -c %s "$archive") bytes, $commits commits), served by lighttpd on 127.0.0.1"
+echo "archive: $archive ($(sizes_text "$archive"), $commits commits), served by lighttpd on 127.0.0.1"
 echo "open      $open_q requests, $open_b bytes fetched"
 echo "(one ckpt and all: beyond the open's requests and bytes)"
 run "one ckpt" "$latest"

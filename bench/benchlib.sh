@@ -81,6 +81,18 @@ unmount() {
     return "$_status"
 }
 
+# held_bytes FILE...: the bytes the disk holds for the files (st_blocks
+# in its unit): less than their size where retired blobs were given back
+# as holes. Sizes in the benchmarks are these.
+held_bytes() {
+    stat -c '%b %B' "$@" | awk '{ s += $1 * $2 } END { print s + 0 }'
+}
+
+# sizes_text FILE: "N bytes (M held on disk)".
+sizes_text() {
+    echo "$(stat -c %s "$1") bytes ($(held_bytes "$1") held on disk)"
+}
+
 now() {
     date +%s.%N
 }

@@ -12,6 +12,7 @@
 #include "common/full_io.h"
 #include "common/tmpfile.h"
 #include "format/container.h"
+#include "io/io.h"
 #include "store/catalog_query.h"
 #include "store/reader.h"
 #include "store/rewrite.h"
@@ -185,11 +186,6 @@ static int check_written(void *arg, const tf_archive *written, tf_error *e)
     return tf_rewrite_check_entries(rp->rw.old, written, e);
 }
 
-static uint64_t allocated(const struct stat *st)
-{
-    return (uint64_t)st->st_blocks * 512;
-}
-
 int tf_repack_run(tf_repack *rp, const tf_write_opts *opts, unsigned chunk_shift,
                   tf_repack_stats *stats, tf_error *e)
 {
@@ -214,8 +210,8 @@ int tf_repack_run(tf_repack *rp, const tf_write_opts *opts, unsigned chunk_shift
         *stats = (tf_repack_stats){ .files = rp->files,
                                     .bytes_before = (uint64_t)before.st_size,
                                     .bytes_after = (uint64_t)after.st_size,
-                                    .allocated_before = allocated(&before),
-                                    .allocated_after = allocated(&after) };
+                                    .allocated_before = tf_io_allocated(&before),
+                                    .allocated_after = tf_io_allocated(&after) };
     if (rp->scratch >= 0)
         close(rp->scratch);
     rp->scratch = -1;
