@@ -22,7 +22,10 @@ tf_reader_ctx *tf_reader_new(tf_archive *ar, size_t cache_bytes)
         return NULL;
     r->ar = ar;
     r->cache = tf_cache_new(cache_bytes > floor ? cache_bytes : floor);
-    if (!r->cache) {
+    r->steps_seen = calloc((size_t)1 << TF_STEPS_SEEN_BITS, sizeof *r->steps_seen);
+    if (!r->cache || !r->steps_seen) {
+        tf_cache_free(r->cache);
+        free(r->steps_seen);
         free(r);
         return NULL;
     }
@@ -39,6 +42,7 @@ void tf_reader_free(tf_reader_ctx *r)
     if (!r)
         return;
     tf_cache_free(r->cache);
+    free(r->steps_seen);
     tf_spare_bufs_destroy(&r->payloads);
     tf_spare_bufs_destroy(&r->steps);
     tf_slots_destroy(&r->decodes);

@@ -3,6 +3,7 @@
 #ifndef TRAJFS_STORE_READER_IMPL_H
 #define TRAJFS_STORE_READER_IMPL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "common/spare_bufs.h"
@@ -15,6 +16,10 @@ struct tf_reader_ctx {
     tf_cache *cache;
     tf_spare_bufs payloads; /* encoded bytes: one per decode */
     tf_spare_bufs steps;    /* a chain's steps between: two per decode */
+    /* Blobs lately decoded as a step of a chain and not kept, by slot
+     * (key + 1; 0: none): a step met again is kept in the cache
+     * (reader_chain.c). A hint: races only change what is kept. */
+    _Atomic uint64_t *steps_seen;
     /* Chains decoded at once, at most one per CPU: the kernel sends a
      * file read in order as a dozen requests at a time, and a dozen
      * decodes on two CPUs took a fifth more CPU time than two, in the
@@ -26,6 +31,9 @@ struct tf_reader_ctx {
 /* Returns blob idx reconstructed, held in the cache; threads asking for
  * it at once decode it once (store/reader.c). */
 tf_cache_item *tf_reader_obtain(tf_reader_ctx *r, uint64_t idx, tf_error *e);
+
+/* Slots of steps_seen: 2^16 (512 KiB). */
+#define TF_STEPS_SEEN_BITS 16
 
 /* Decodes blob idx into out (its raw_len bytes), its reference chain
  * first (store/reader_chain.c). */

@@ -396,49 +396,67 @@ START_TEST(test_view_of_too_many_pieces)
 }
 END_TEST
 
-/* The steps of a chain below the blob read are decoded but not kept:
- * reading a checkpoint whose chunks are 2 deltas deep, then its
- * reference, decodes the reference again; reading them from the newest
- * down (the order references run in) decodes each blob once. */
-START_TEST(test_chain_steps_are_not_kept)
+/* The steps of a chain below the blob read are decoded but not kept the
+ * first time: a cold read of the oldest checkpoint keeps none of the
+ * later ones. A step met again is kept: reading a reverse chain oldest
+ * first (as cp -r does) decodes the second checkpoint's chains again,
+ * keeping their steps, and the later checkpoints then decode nothing.
+ * Read newest down (the order references run in), each blob is decoded
+ * once. */
+START_TEST(test_chain_steps_kept_when_met_again)
 {
     const char *a = tmp(0, "steps.traj");
-    /* With max_chain 2: step 1 -> step 2 -> step 3, a keyframe for good
-     * (its chain would be 3 long); step 4 the newest keyframe. */
-    make_trajectory(a, 4, 2, 2);
+    enum { STEPS = 6 };
+    /* step 1 -> step 2 -> ... -> step 6, the newest keyframe */
+    make_trajectory(a, STEPS, 2, 8);
     tf_archive *ar = open_archive(a);
     const tf_entry *oldest = tf_archive_lookup(ar, "run/step-1.safetensors");
-    const tf_entry *ref = tf_archive_lookup(ar, "run/step-2.safetensors");
     unsigned deepest = 0;
     for (uint64_t c = 0; c < oldest->nchunks; c++)
         if (tf_archive_chain_depth(ar, oldest->chunks[c]) > deepest)
             deepest = tf_archive_chain_depth(ar, oldest->chunks[c]);
-    ck_assert_uint_eq(deepest, 2);
-    size_t n1, n2;
-    uint8_t *want1 = test_read_whole_file(tmp(1, "step-1.safetensors"), &n1);
-    uint8_t *want2 = test_read_whole_file(tmp(2, "step-2.safetensors"), &n2);
-    tf_reader_ctx *r = tf_reader_new(ar, 64 << 20);
-    expect_bytes(r, oldest, want1, 0, n1);
-    uint64_t first = decoded(r);
-    expect_bytes(r, ref, want2, 0, n2);
-    ck_assert_uint_gt(decoded(r), first);
-    tf_reader_free(r);
-
-    r = tf_reader_new(ar, 64 << 20);
-    for (int k = 4; k >= 1; k--) {
+    ck_assert_uint_eq(deepest, STEPS - 1);
+    uint8_t *want[STEPS + 1];
+    size_t n[STEPS + 1];
+    const tf_entry *ent[STEPS + 1];
+    for (int k = 1; k <= STEPS; k++) {
         char path[64], name[64];
         snprintf(path, sizeof path, "run/step-%d.safetensors", k);
         snprintf(name, sizeof name, "step-%d.safetensors", k);
-        size_t n;
-        uint8_t *want = test_read_whole_file(tmp(1, name), &n);
-        expect_bytes(r, tf_archive_lookup(ar, path), want, 0, n);
-        free(want);
+        want[k] = test_read_whole_file(tmp(1, name), &n[k]);
+        ent[k] = tf_archive_lookup(ar, path);
     }
+
+    /* one cold read keeps no step: the newest decodes again after it */
+    tf_reader_ctx *r = tf_reader_new(ar, 64 << 20);
+    expect_bytes(r, ent[1], want[1], 0, n[1]);
+    uint64_t first = decoded(r);
+    expect_bytes(r, ent[STEPS], want[STEPS], 0, n[STEPS]);
+    ck_assert_uint_gt(decoded(r), first);
+    tf_reader_free(r);
+
+    /* oldest first: the second read decodes, the others find it all */
+    r = tf_reader_new(ar, 64 << 20);
+    expect_bytes(r, ent[1], want[1], 0, n[1]);
+    first = decoded(r);
+    expect_bytes(r, ent[2], want[2], 0, n[2]);
+    uint64_t second = decoded(r);
+    ck_assert_uint_gt(second, first);
+    for (int k = 3; k <= STEPS; k++)
+        expect_bytes(r, ent[k], want[k], 0, n[k]);
+    ck_assert_uint_eq(decoded(r), second);
+    ck_assert_uint_le(decoded(r), 2 * tf_archive_nblobs(ar));
+    tf_reader_free(r);
+
+    /* newest down: each blob once */
+    r = tf_reader_new(ar, 64 << 20);
+    for (int k = STEPS; k >= 1; k--)
+        expect_bytes(r, ent[k], want[k], 0, n[k]);
     ck_assert_uint_le(decoded(r), tf_archive_nblobs(ar));
     tf_reader_free(r);
     tf_archive_close(ar);
-    free(want1);
-    free(want2);
+    for (int k = 1; k <= STEPS; k++)
+        free(want[k]);
 }
 END_TEST
 
@@ -747,7 +765,7 @@ int main(void)
     tcase_add_test(tc, test_max_chain_bounds_depth);
     tcase_add_test(tc, test_view_spans_are_the_bytes);
     tcase_add_test(tc, test_view_of_too_many_pieces);
-    tcase_add_test(tc, test_chain_steps_are_not_kept);
+    tcase_add_test(tc, test_chain_steps_kept_when_met_again);
     tcase_add_test(tc, test_prefetch_decodes_what_comes_next);
     tcase_add_test(tc, test_long_linear_chains_read);
     tcase_add_test(tc, test_threads_do_not_change_bytes);
