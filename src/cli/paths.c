@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "io/io.h"
 
 /* A URL's settings are those of TRAJFS_REMOTE_OPTIONS over the defaults
  * (not read for a local archive, which has none). */
@@ -31,7 +30,7 @@ bool cli_archive_allocated(const tf_archive *ar, uint64_t *bytes)
     tf_error e;
     if (tf_archive_is_remote(ar) || tf_archive_stat(ar, &st, &e) < 0)
         return false;
-    *bytes = tf_io_allocated(&st);
+    *bytes = tf_archive_allocated(&st);
     return true;
 }
 

@@ -121,13 +121,6 @@ bool tf_io_forget(tf_io *io, uint64_t off, uint64_t len);
 int tf_io_poll(tf_io *io, uint64_t *size, bool *changed, tf_error *e);
 void tf_io_anchor(tf_io *io, uint64_t end, const uint8_t *bytes, size_t n);
 int tf_io_stat(tf_io *io, struct stat *st, tf_error *e);
-/* The bytes a file's blocks take on its disk, from its stat: less than
- * its size where it has holes (st_blocks counts 512-byte units, whatever
- * st_blksize says). */
-static inline uint64_t tf_io_allocated(const struct stat *st)
-{
-    return (uint64_t)st->st_blocks * 512;
-}
 int tf_io_free_space(tf_io *io, uint64_t *bytes, tf_error *e);
 int tf_io_lock(tf_io *io, tf_error *e);
 int tf_io_append(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e);

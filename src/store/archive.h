@@ -38,6 +38,13 @@ bool tf_archive_is_remote(const tf_archive *ar);
  * times and which file it is. A remote archive: the reading user's,
  * dated now. */
 int tf_archive_stat(const tf_archive *ar, struct stat *st, tf_error *e);
+/* The bytes the disk holds of a local archive whose stat is st: less than
+ * its size where retired blobs were given back as holes (st_blocks counts
+ * 512-byte units, whatever st_blksize says). */
+static inline uint64_t tf_archive_allocated(const struct stat *st)
+{
+    return (uint64_t)st->st_blocks * 512;
+}
 /* The bytes free where commits are appended (a local file's file
  * system). */
 int tf_archive_free_space(const tf_archive *ar, uint64_t *bytes, tf_error *e);

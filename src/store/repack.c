@@ -12,7 +12,6 @@
 #include "common/full_io.h"
 #include "common/tmpfile.h"
 #include "format/container.h"
-#include "io/io.h"
 #include "store/catalog_query.h"
 #include "store/reader.h"
 #include "store/rewrite.h"
@@ -210,8 +209,8 @@ int tf_repack_run(tf_repack *rp, const tf_write_opts *opts, unsigned chunk_shift
         *stats = (tf_repack_stats){ .files = rp->files,
                                     .bytes_before = (uint64_t)before.st_size,
                                     .bytes_after = (uint64_t)after.st_size,
-                                    .allocated_before = tf_io_allocated(&before),
-                                    .allocated_after = tf_io_allocated(&after) };
+                                    .allocated_before = tf_archive_allocated(&before),
+                                    .allocated_after = tf_archive_allocated(&after) };
     if (rp->scratch >= 0)
         close(rp->scratch);
     rp->scratch = -1;
