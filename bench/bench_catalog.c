@@ -8,14 +8,18 @@
  * The catalog is realistic: each checkpoint is run/step-N/model.safetensors
  * with a real safetensors header (names, dtypes, shapes, data offsets) and
  * one blob per 2^20-element chunk of every tensor, with its own content id.
- * The blobs' payloads are not: every chunk of one size points at a single
- * shared payload (a real bytegroup encoding of zeros of that size), so the
- * archive holds the catalog and almost nothing else. Blob ids are
+ * The tensor blobs' payloads are not: every chunk of one size points at a
+ * single shared payload (a real bytegroup encoding of zeros of that size),
+ * so the archive holds the catalog and almost nothing else. Their ids are
  * synthetic (unique per chunk, not the hash of the zeros), so `trajpack
- * verify` would complain; open and list do not read payloads.
+ * verify` would complain, and so would a read of tensor bytes; open, list,
+ * stat and the header bytes (the first chunk of every file, one real blob
+ * that all checkpoints share, as equal headers do) read right.
  *
- * Usage: bench_catalog DIR [CHECKPOINTS] [TENSORS]
- * The archive is written to DIR/bench_catalog.trajfs and removed at the end. */
+ * Usage: bench_catalog [--keep] DIR [CHECKPOINTS] [TENSORS]
+ * The archive is written to DIR/bench_catalog.trajfs and removed at the
+ * end, or, with --keep, left there (bench/bench_catalog.sh times the
+ * commands a user runs on it). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -193,16 +197,35 @@ typedef struct {
     double seconds;
 } build_stats;
 
-/* The blobs of one checkpoint's chunks, in chunk order. */
+/* The header blob: the file's first bytes (the header's length, then the
+ * header), stored for real, so that reads of them check out. */
+static tf_blob header_blob(const model *m, tf_container *c)
+{
+    uint64_t raw_len = 8 + m->header_len;
+    uint8_t *raw = xcalloc(raw_len, 1);
+    for (int i = 0; i < 8; i++)
+        raw[i] = (uint8_t)(m->header_len >> (8 * i));
+    memcpy(raw + 8, m->header, m->header_len);
+    tf_buf enc = { 0 };
+    tf_error e = { 0 };
+    tf_codec_ctx ctx = { .dtype = TF_DT_NONE };
+    if (tf_codec_get(TF_CODEC_ZSTD)->encode(raw, raw_len, &ctx, &enc, &e) < 0)
+        die("encode header", &e);
+    tf_blob b = { .id = tf_blob_id_of(raw, raw_len), .enc_len = enc.len, .raw_len = raw_len,
+                  .enc_hash = tf_hash64(enc.data, enc.len), .codec = TF_CODEC_ZSTD,
+                  .dtype = TF_DT_NONE };
+    if (tf_container_append(c, enc.data, enc.len, &b.offset, &e) < 0)
+        die("append header", &e);
+    tf_buf_free(&enc);
+    free(raw);
+    return b;
+}
+
+/* The blobs of one checkpoint's tensor chunks, in chunk order. */
 static void fill_blobs(const model *m, size_t ckpt, payload_set *ps, tf_container *c,
                        tf_blob *blobs)
 {
-    const payload *h = payload_for(ps, c, TF_DT_NONE, 8 + m->header_len);
-    uint64_t who_h[3] = { ckpt, UINT64_MAX, 0 };
-    blobs[0] = (tf_blob){ .id = tf_blob_id_of(who_h, sizeof who_h), .offset = h->offset,
-                          .enc_len = h->enc_len, .raw_len = h->raw_len, .enc_hash = h->enc_hash,
-                          .codec = h->codec, .dtype = TF_DT_NONE };
-    uint64_t b = 1;
+    uint64_t b = 0;
     for (size_t t = 0; t < m->ntensors; t++) {
         const tf_tensor_span *ts = &m->spans[t];
         uint64_t chunk_bytes = (uint64_t)tf_dtype_get(ts->dtype)->size << CHUNK_SHIFT;
@@ -236,9 +259,16 @@ static build_stats build_archive(const char *path, size_t checkpoints, const mod
     tf_buf seg = { 0 };
     uint64_t ino = 2;
     for (size_t k = 0; k < checkpoints; k++) {
-        fill_blobs(m, k, &ps, &c, blobs);
-        for (uint64_t i = 0; i < m->nchunks; i++)
-            chunks[i] = st.blobs + i;
+        /* The first commit adds the header blob (global index 0), which
+         * every file's first chunk names; then each its tensor chunks. */
+        uint64_t nblobs = 0;
+        if (k == 0)
+            blobs[nblobs++] = header_blob(m, &c);
+        fill_blobs(m, k, &ps, &c, blobs + nblobs);
+        chunks[0] = 0;
+        for (uint64_t i = 1; i < m->nchunks; i++)
+            chunks[i] = st.blobs + nblobs + i - 1;
+        nblobs += m->nchunks - 1;
         snprintf(dir, sizeof dir, "run/step-%zu", (k + 1) * STEP_EVERY);
         snprintf(file, sizeof file, "%s/model.safetensors", dir);
         int64_t mtime = 1700000000 + (int64_t)k * 600;
@@ -256,12 +286,12 @@ static build_stats build_archive(const char *path, size_t checkpoints, const mod
                                    .ntensors = m->ntensors, .tensors = m->spans,
                                    .names = (char *)m->names.data, .names_len = m->names.len,
                                    .nchunks = m->nchunks, .chunks = chunks };
-        tf_segment s = { .first_blob = st.blobs, .nblobs = m->nchunks, .blobs = blobs,
+        tf_segment s = { .first_blob = st.blobs, .nblobs = nblobs, .blobs = blobs,
                          .nentries = n, .entries = entries };
         seg.len = 0;
         if (tf_segment_encode(&s, &seg, &e) < 0)
             die("encode segment", &e);
-        st.blobs += m->nchunks;
+        st.blobs += nblobs;
         if (tf_container_commit(&c, seg.data, seg.len, st.blobs, &e) < 0)
             die("commit", &e);
         st.catalog_raw += seg.len;
@@ -323,10 +353,14 @@ static size_t parse_count(const char *s, const char *what)
 
 int main(int argc, char **argv)
 {
+    bool keep = argc > 1 && strcmp(argv[1], "--keep") == 0;
+    argc -= keep;
+    argv += keep;
     if (argc < 2 || argc > 4) {
-        fprintf(stderr, "Usage: bench_catalog DIR [CHECKPOINTS] [TENSORS]\n"
+        fprintf(stderr, "Usage: bench_catalog [--keep] DIR [CHECKPOINTS] [TENSORS]\n"
                         "Times opening and listing a synthetic archive of CHECKPOINTS\n"
-                        "(default 1000) checkpoints of TENSORS (default 300) tensors.\n");
+                        "(default 1000) checkpoints of TENSORS (default 300) tensors,\n"
+                        "DIR/bench_catalog.trajfs; --keep leaves it there.\n");
         return 2;
     }
     size_t checkpoints = argc > 2 ? parse_count(argv[2], "CHECKPOINTS") : 1000;
@@ -365,7 +399,7 @@ int main(int argc, char **argv)
            total, best.open_s, best.list_s, best.entries);
     printf("per checkpoint: %.1f us\n", total / (double)checkpoints * 1e6);
     free_model(&m);
-    if (unlink(path) < 0)
+    if (!keep && unlink(path) < 0)
         die(path, NULL);
     return 0;
 }

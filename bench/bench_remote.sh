@@ -32,37 +32,14 @@ bench_init bench_remote
 bench_corpus "$corpus"
 [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
 command -v lighttpd > /dev/null || die "needs lighttpd (apt-get install lighttpd)"
-server=""
-trap '[ -z "$server" ] || kill "$server" 2> /dev/null || true; bench_cleanup' EXIT
-
 if [ ! -f "$archive" ] || [ -n "$(find "$corpus" -newer "$archive" -print -quit)" ]; then
     echo "packing $corpus into $archive"
     rm -f "$archive"
     "$TRAJPACK" create -q "$archive" "$corpus" || die "trajpack create failed"
 fi
-mkdir -p "$work/www"
-ln -s "$(cd "$(dirname "$archive")" && pwd)/$(basename "$archive")" "$work/www/a.traj"
-port=$(( 20000 + $(od -An -tu2 -N2 /dev/urandom | tr -d ' ') % 30000 ))
-cat > "$work/lighttpd.conf" <<CONF
-server.document-root = "$work/www"
-server.bind = "127.0.0.1"
-server.port = $port
-server.follow-symlink = "enable"
-server.errorlog = "$work/lighttpd.err"
-CONF
-lighttpd -D -f "$work/lighttpd.conf" &
-server=$!
-url=http://127.0.0.1:$port/a.traj
-for _ in $(seq 50); do
-    curl -s -o /dev/null "$url" -r 0-0 && break
-    sleep 0.1
-done
+serve_archive "$archive"
 
 export TRAJFS_REMOTE_STATS=1
-# remote_counts LOG: "REQUESTS BYTES" of the last remote mount or open.
-remote_counts() {
-    sed -n 's/.*: \([0-9]*\) requests, \([0-9]*\) bytes fetched/\1 \2/p' "$1"
-}
 
 latest=$(cd "$corpus" && ls | grep -v optim | grep safetensors | sort | tail -1)
 files=$(cd "$corpus" && find . -type f | sort)

@@ -34,12 +34,14 @@ bench_init() {
     mnt=$work/mnt
     mkdir -p "$mnt"
     daemon=""
+    server=""
     bench_remove=""
     trap bench_cleanup EXIT
     trap 'exit 1' INT TERM
 }
 
 bench_cleanup() {
+    [ -z "${server:-}" ] || kill "$server" 2> /dev/null || true
     if is_mounted; then
         fusermount3 -u "$mnt" || fusermount3 -uz "$mnt"
     fi
@@ -59,11 +61,11 @@ is_mounted() {
 
 # mount_daemon COMMAND...: runs COMMAND, a FUSE daemon in the foreground
 # mounting at $mnt, its messages in $work/daemon.log; dies when it exits
-# or has not mounted after 5 s.
+# or has not mounted after $mount_wait seconds (default 5).
 mount_daemon() {
     "$@" 2> "$work/daemon.log" &
     daemon=$!
-    for _ in $(seq 100); do
+    for _ in $(seq $((${mount_wait:-5} * 20))); do
         is_mounted && return 0
         kill -0 "$daemon" 2> /dev/null || break
         sleep 0.05
@@ -78,6 +80,7 @@ unmount() {
     _status=0
     wait "$daemon" || _status=$?
     daemon=""
+    server=""
     return "$_status"
 }
 
@@ -170,4 +173,33 @@ through_mount() {
     _read=$(( $(disk_read "$daemon") - _before ))
     unmount || true
     echo "$_t $_read"
+}
+
+# serve_archive ARCHIVE: serves ARCHIVE over HTTP from 127.0.0.1
+# (lighttpd, stopped at exit) and sets url to it. Needs lighttpd.
+serve_archive() {
+    mkdir -p "$work/www"
+    ln -s "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")" "$work/www/a.traj"
+    _port=$(( 20000 + $(od -An -tu2 -N2 /dev/urandom | tr -d ' ') % 30000 ))
+    cat > "$work/lighttpd.conf" <<CONF
+server.document-root = "$work/www"
+server.bind = "127.0.0.1"
+server.port = $_port
+server.follow-symlink = "enable"
+server.errorlog = "$work/lighttpd.err"
+CONF
+    lighttpd -D -f "$work/lighttpd.conf" &
+    server=$!
+    url=http://127.0.0.1:$_port/a.traj
+    for _ in $(seq 50); do
+        curl -s -o /dev/null "$url" -r 0-0 && return 0
+        sleep 0.1
+    done
+    die "lighttpd did not serve $url"
+}
+
+# remote_counts LOG: "REQUESTS BYTES" of the last remote mount or open
+# (its messages with TRAJFS_REMOTE_STATS set).
+remote_counts() {
+    sed -n 's/.*: \([0-9]*\) requests, \([0-9]*\) bytes fetched/\1 \2/p' "$1"
 }
