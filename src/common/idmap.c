@@ -20,9 +20,9 @@ static void insert(tf_blob_id *ids, uint64_t *values, uint64_t cap, const tf_blo
     values[s] = v + 1;
 }
 
-static int grow(tf_idmap *m)
+/* Moves the map into cap slots (a power of two, more than it holds). */
+static int grow_to(tf_idmap *m, uint64_t cap)
 {
-    uint64_t cap = m->cap ? m->cap * 2 : 256;
     tf_blob_id *ids = malloc(cap * sizeof *ids);
     uint64_t *values = calloc(cap, sizeof *values);
     if (!ids || !values) {
@@ -39,6 +39,16 @@ static int grow(tf_idmap *m)
     m->values = values;
     m->cap = cap;
     return 0;
+}
+
+int tf_idmap_reserve(tf_idmap *m, uint64_t n)
+{
+    if (n > UINT64_MAX / 4)
+        return -1;
+    uint64_t cap = m->cap ? m->cap : 256;
+    while (n * 2 > cap)
+        cap *= 2;
+    return cap > m->cap ? grow_to(m, cap) : 0;
 }
 
 int tf_idmap_get(const tf_idmap *m, const tf_blob_id *id, uint64_t *value)
@@ -58,7 +68,7 @@ int tf_idmap_put(tf_idmap *m, const tf_blob_id *id, uint64_t value)
     uint64_t old;
     if (tf_idmap_get(m, id, &old))
         return 0;
-    if ((m->count + 1) * 2 > m->cap && grow(m) < 0)
+    if ((m->count + 1) * 2 > m->cap && grow_to(m, m->cap ? m->cap * 2 : 256) < 0)
         return -1;
     insert(m->ids, m->values, m->cap, id, value);
     m->count++;

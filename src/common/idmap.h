@@ -15,6 +15,10 @@ typedef struct {
 
 /* 0, or -1 when out of memory. An existing id keeps its first value. */
 int tf_idmap_put(tf_idmap *m, const tf_blob_id *id, uint64_t value);
+/* Makes room for n ids in all, so that putting them allocates nothing
+ * more (one allocation of the final size, instead of doubling and
+ * rehashing). 0, or -1 when out of memory. */
+int tf_idmap_reserve(tf_idmap *m, uint64_t n);
 /* 1 and *value when found, else 0. */
 int tf_idmap_get(const tf_idmap *m, const tf_blob_id *id, uint64_t *value);
 void tf_idmap_free(tf_idmap *m);

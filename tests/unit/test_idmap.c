@@ -49,6 +49,40 @@ START_TEST(idmap_many_ids)
 }
 END_TEST
 
+/* Room reserved for n ids, putting them moves nothing; ids put before
+ * the reserve stay found. */
+START_TEST(idmap_reserve_then_put)
+{
+    tf_idmap m = { 0 };
+    const uint64_t n = 5000;
+    tf_blob_id first = id_of_number(0);
+    ck_assert_int_eq(tf_idmap_put(&m, &first, 0), 0);
+    ck_assert_int_eq(tf_idmap_reserve(&m, n), 0);
+    const uint64_t cap = m.cap;
+    const tf_blob_id *ids = m.ids;
+    ck_assert_uint_ge(cap, 2 * n);
+    ck_assert_uint_lt(cap, 4 * n); /* the smallest power of two that holds them */
+    int failed = 0;
+    for (uint64_t i = 1; i < n; i++) {
+        tf_blob_id id = id_of_number(i);
+        failed |= tf_idmap_put(&m, &id, i);
+    }
+    ck_assert_int_eq(failed, 0);
+    ck_assert_uint_eq(m.cap, cap);
+    ck_assert_ptr_eq(m.ids, ids);
+    uint64_t wrong = 0, v;
+    for (uint64_t i = 0; i < n; i++) {
+        tf_blob_id id = id_of_number(i);
+        wrong += !tf_idmap_get(&m, &id, &v) || v != i;
+    }
+    ck_assert_uint_eq(wrong, 0);
+    ck_assert_int_eq(tf_idmap_reserve(&m, n / 2), 0); /* never shrinks */
+    ck_assert_uint_eq(m.cap, cap);
+    ck_assert_int_eq(tf_idmap_reserve(&m, UINT64_MAX), -1);
+    tf_idmap_free(&m);
+}
+END_TEST
+
 START_TEST(idmap_duplicate_put_keeps_first_value)
 {
     tf_idmap m = { 0 };
@@ -87,6 +121,7 @@ static Suite *idmap_suite(void)
     Suite *s = suite_create("idmap");
     TCase *ids = tcase_create("ids");
     tcase_add_test(ids, idmap_many_ids);
+    tcase_add_test(ids, idmap_reserve_then_put);
     tcase_add_test(ids, idmap_duplicate_put_keeps_first_value);
     tcase_add_test(ids, idmap_ids_sharing_a_slot_stay_apart);
     suite_add_tcase(s, ids);

@@ -220,6 +220,39 @@ START_TEST(test_dedup_same_checkpoint)
 }
 END_TEST
 
+/* The writer's content index, built at its first lookup, follows its
+ * own later commits: a copy added in the same session is deduplicated
+ * against a file committed after the index was built. */
+START_TEST(test_dedup_within_one_writer)
+{
+    const char *a = tmp(0, "dedup1.traj");
+    rng_state = 0x9e3779b97f4a7c15ull;
+    init_weights();
+    write_checkpoint(tmp(1, "one.safetensors"));
+    step_weights();
+    write_checkpoint(tmp(1, "two.safetensors"));
+    tf_writer *w = test_open_writer(a, true, CHUNK_SHIFT, 2, 16);
+    test_add(w, tmp(1, "one.safetensors"), "run/one.safetensors");
+    test_add(w, tmp(1, "two.safetensors"), "run/two.safetensors");
+    test_add(w, tmp(1, "two.safetensors"), "copy/two.safetensors");
+    tf_writer_close(w);
+    tf_archive *ar = open_archive(a);
+    const tf_entry *x = tf_archive_lookup(ar, "run/two.safetensors");
+    const tf_entry *y = tf_archive_lookup(ar, "copy/two.safetensors");
+    ck_assert_uint_eq(x->nchunks, y->nchunks);
+    ck_assert(memcmp(x->chunks, y->chunks, x->nchunks * sizeof *x->chunks) == 0);
+    /* Found by content after the open too, each id at its first blob. */
+    for (uint64_t i = 0; i < x->nchunks; i++) {
+        const tf_blob *b = tf_archive_blob(ar, x->chunks[i]);
+        int64_t found = tf_archive_find_blob(ar, &b->id);
+        ck_assert_int_ge(found, 0);
+        ck_assert(tf_blob_id_eq(&tf_archive_blob(ar, (uint64_t)found)->id, &b->id));
+        ck_assert_int_le(found, (int64_t)x->chunks[i]);
+    }
+    tf_archive_close(ar);
+}
+END_TEST
+
 START_TEST(test_max_chain_bounds_depth)
 {
     const char *a = tmp(0, "chain.traj");
@@ -762,6 +795,7 @@ int main(void)
     tcase_add_test(tc, test_roundtrip_and_codecs);
     tcase_add_test(tc, test_every_step_reads_back);
     tcase_add_test(tc, test_dedup_same_checkpoint);
+    tcase_add_test(tc, test_dedup_within_one_writer);
     tcase_add_test(tc, test_max_chain_bounds_depth);
     tcase_add_test(tc, test_view_spans_are_the_bytes);
     tcase_add_test(tc, test_view_of_too_many_pieces);
