@@ -102,6 +102,7 @@ for _ in 1 2 3; do
     done
     unmount || die "the daemon failed: $(cat "$work/daemon.log")"
     cp "$archive" "$work/copy.traj"
+    sync # else the add's commit would write the copy out
     timed_rss "$work/add" "$TRAJPACK" add -q --as extra/model.safetensors "$work/copy.traj" "$extra"
     rm -f "$work/copy.traj"
 done
@@ -142,6 +143,7 @@ awk -v c="$tc" -v z="$tz" 'BEGIN { printf "%-26s %8.3f s, zstd -3 %.3f s: x%.2f\
 for _ in 1 2 3; do
     timed_rss "$work/list" "$TRAJPACK" list "$work/real.traj"
     cp "$work/real.traj" "$work/copy.traj"
+    sync
     timed_rss "$work/add" "$TRAJPACK" add -q --as "run/$last" "$work/copy.traj" "$work/next/$last"
     rm -f "$work/copy.traj"
 done
