@@ -10,9 +10,12 @@
 /* Version 1: blobs and entries. Version 2 adds the redirect list after
  * the entries; it is written only by commits with redirects, so that
  * archives without them stay readable by earlier releases (which refuse
- * version 2 by its number). */
+ * version 2 by its number). Version 3 has the layout of version 2, and
+ * its redirects may name slots that earlier commits redirected (a
+ * rebase, store/rebase.h); releases before it refuse it by its number. */
 #define SEGMENT_VERSION 1
 #define SEGMENT_VERSION_REDIRECTS 2
+#define SEGMENT_VERSION_REDIRECTS_AGAIN 3
 /* Smallest serialized sizes, used to bound counts by the bytes present. */
 #define MIN_BLOB_BYTES 31
 #define MIN_ENTRY_BYTES 6
@@ -144,7 +147,9 @@ static int put_redirects(tf_buf *o, const tf_segment *s)
 
 int tf_segment_encode(const tf_segment *s, tf_buf *out, tf_error *e)
 {
-    uint64_t version = s->nredirects ? SEGMENT_VERSION_REDIRECTS : SEGMENT_VERSION;
+    uint64_t version = !s->nredirects     ? SEGMENT_VERSION
+                       : s->redirects_again ? SEGMENT_VERSION_REDIRECTS_AGAIN
+                                            : SEGMENT_VERSION_REDIRECTS;
     int rc = tf_buf_varint(out, version) | tf_buf_varint(out, s->nblobs);
     for (uint64_t i = 0; i < s->nblobs; i++)
         rc |= put_blob(out, &s->blobs[i]);
@@ -463,7 +468,8 @@ static int read_redirects(decoder *d, tf_segment *s)
     if (read_count(d, MIN_REDIRECT_BYTES, "redirects", &s->nredirects) < 0)
         return -1;
     if (s->nredirects == 0)
-        return tf_fail(d->e, EIO, "catalog: a version 2 segment without redirects");
+        return tf_fail(d->e, EIO, "catalog: a segment of version %d or %d without redirects",
+                       SEGMENT_VERSION_REDIRECTS, SEGMENT_VERSION_REDIRECTS_AGAIN);
     if (!(s->redirects = calloc(s->nredirects, sizeof *s->redirects)))
         return tf_fail(d->e, ENOMEM, "catalog: out of memory");
     for (uint64_t i = 0; i < s->nredirects; i++) {
@@ -497,9 +503,11 @@ int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob, unsigne
     uint64_t version = tf_read_varint(&d.r);
     if (d.r.bad)
         return short_segment(&d);
-    if (version != SEGMENT_VERSION && version != SEGMENT_VERSION_REDIRECTS)
+    if (version != SEGMENT_VERSION && version != SEGMENT_VERSION_REDIRECTS &&
+        version != SEGMENT_VERSION_REDIRECTS_AGAIN)
         return tf_fail(e, EIO, "catalog: segment version %llu is not supported",
                        (unsigned long long)version);
+    s->redirects_again = version == SEGMENT_VERSION_REDIRECTS_AGAIN;
     if (read_count(&d, MIN_BLOB_BYTES, "blobs", &s->nblobs) < 0)
         goto fail;
     s->blobs = calloc(s->nblobs ? s->nblobs : 1, sizeof *s->blobs);
@@ -521,7 +529,7 @@ int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob, unsigne
     for (uint64_t i = 0; i < s->nentries; i++)
         if (read_entry(&d, &s->entries[i]) < 0)
             goto fail;
-    if (version == SEGMENT_VERSION_REDIRECTS && read_redirects(&d, s) < 0)
+    if (version != SEGMENT_VERSION && read_redirects(&d, s) < 0)
         goto fail;
     if (tf_cursor_left(&d.r) != 0) {
         tf_fail(e, EIO, "catalog: %zu unexpected bytes after the entries", tf_cursor_left(&d.r));

@@ -121,6 +121,8 @@ typedef struct {
     tf_entry *entries;
     uint64_t nredirects; /* a segment with any is of version 2 */
     tf_redirect *redirects;
+    bool redirects_again; /* version 3: a redirect may name a slot that an
+                             earlier commit redirected */
 } tf_segment;
 
 /* Whether the entry is a regular file (opaque bytes or a tensor file). */

@@ -10,11 +10,13 @@
 #include "codec/codec.h"
 #include "common/idmap.h"
 #include "common/dtype.h"
+#include "store/liveness.h"
 
 /* What a blob slot is to others (flags, per blob). A slot that serves a
- * model or another slot, or was redirected already, is never redirected:
- * its payload must stay what its users decode, and a retired payload is
- * always the slot's own, used by no other. */
+ * model or another slot is never redirected: its payload must stay what
+ * its users decode, and a retired payload is always the slot's own, used
+ * by no other. A slot redirected already is redirected again only by a
+ * segment of version 3 (a rebase). */
 enum {
     SLOT_MODEL = 1,      /* some blob names it as its model */
     SLOT_TARGET = 2,     /* it serves a redirected slot */
@@ -71,18 +73,26 @@ static int path_cmp(const char *a, const char *b)
 
 /* ---- blob table and id index ---- */
 
-/* Builds the id index from the blob table: in index order, so that each
- * id maps to its first blob, as when built blob by blob. */
+/* Builds the id index from the blob table: the slots live files need
+ * (store/liveness.h), in index order, so that each id maps to its first
+ * one, as when built blob by blob. A dead slot's payload may have been
+ * given back: new content stored as it would read as zeros. */
 static bool build_ids(const tf_archive *ar)
 {
     id_index *x = ar->ids;
     pthread_mutex_lock(&x->lock);
     bool ok = atomic_load_explicit(&x->built, memory_order_relaxed);
     if (!ok) {
-        /* A redirect's blob has its slot's id: not one more. */
-        ok = tf_idmap_reserve(&x->map, ar->nblobs - ar->nretired) == 0;
+        tf_error e;
+        uint8_t *live = tf_liveness(ar, NULL, &e);
+        uint64_t n = 0;
+        for (uint64_t i = 0; live && i < ar->nblobs; i++)
+            n += (live[i] & TF_LIVE_NEEDED) != 0;
+        ok = live && tf_idmap_reserve(&x->map, n) == 0;
         for (uint64_t i = 0; ok && i < ar->nblobs; i++)
-            ok = tf_idmap_put(&x->map, &ar->blobs[i].id, i) == 0;
+            if (live[i] & TF_LIVE_NEEDED)
+                ok = tf_idmap_put(&x->map, &ar->blobs[i].id, i) == 0;
+        free(live);
         if (ok)
             atomic_store_explicit(&x->built, true, memory_order_release);
         else
@@ -183,14 +193,15 @@ static int refuse_slot(uint64_t slot, tf_error *e)
 /* Whether slot may be served by blob b instead of old, its blob now:
  * the same content (id, length and dtype), and a slot that may be
  * redirected (SLOT_* above). */
-static int check_redirect_content(const tf_archive *ar, uint64_t slot, const tf_blob *b,
-                                  tf_error *e)
+static int check_redirect_content(const tf_archive *ar, const tf_segment *seg, uint64_t slot,
+                                  const tf_blob *b, tf_error *e)
 {
     const tf_blob *old = &ar->blobs[slot];
     if (!tf_blob_id_eq(&old->id, &b->id) || old->raw_len != b->raw_len || old->dtype != b->dtype)
         return tf_fail(e, EIO, "catalog: blob %llu redirected to a blob of other content",
                        (unsigned long long)slot);
-    if (ar->flags[slot])
+    uint8_t refused = seg->redirects_again ? SLOT_MODEL | SLOT_TARGET : 0xff;
+    if (ar->flags[slot] & refused)
         return refuse_slot(slot, e);
     return 0;
 }
@@ -214,7 +225,7 @@ static int check_redirect(const tf_archive *ar, const tf_segment *seg, const tf_
         r->blob - seg->first_blob >= seg->nblobs)
         return tf_fail(e, EIO, "catalog: redirect of blob %llu out of range",
                        (unsigned long long)r->slot);
-    if (check_redirect_content(ar, r->slot, &seg->blobs[r->blob - seg->first_blob], e) < 0)
+    if (check_redirect_content(ar, seg, r->slot, &seg->blobs[r->blob - seg->first_blob], e) < 0)
         return -1;
     return check_chain_through(ar, r->slot, chain_depth(ar, seg, r->slot), e);
 }
@@ -486,9 +497,58 @@ static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
     return put_entry(ar, ent, e);
 }
 
+/* Whether seg gives the file ent a live entry with the same chunks (a
+ * move, new times or mode). */
+static bool keeps_file(const tf_segment *seg, const tf_entry *ent)
+{
+    for (uint64_t i = 0; i < seg->nentries; i++) {
+        const tf_entry *n = &seg->entries[i];
+        if (n->ino == ent->ino && n->kind != TF_ENTRY_TOMBSTONE && n->nchunks == ent->nchunks &&
+            (!n->nchunks || !memcmp(n->chunks, ent->chunks, n->nchunks * sizeof *n->chunks)))
+            return true;
+    }
+    return false;
+}
+
+bool tf_archive_segment_drops(const tf_archive *ar, const tf_segment *seg)
+{
+    /* A slot served by a blob that needs others: they may be needed by
+     * it alone. */
+    for (uint64_t i = 0; i < seg->nredirects; i++) {
+        uint64_t slot = seg->redirects[i].slot;
+        if (slot < ar->nblobs && (ar->blobs[slot].ref || ar->blobs[slot].model))
+            return true;
+    }
+    for (uint64_t i = 0; i < seg->nentries; i++) {
+        const tf_entry *ent = &seg->entries[i];
+        long at = search(ar, ent->path);
+        if (at < 0)
+            continue;
+        /* A directory added again keeps its subtree; anything else
+         * removes or replaces the path with its subtree. */
+        size_t n = ent->kind == TF_ENTRY_DIR ? 1 : tf_archive_subtree_len(ar, (size_t)at);
+        for (size_t k = (size_t)at; k < (size_t)at + n; k++)
+            if (tf_entry_is_regular(&ar->entries[k]) && !keeps_file(seg, &ar->entries[k]))
+                return true;
+    }
+    return false;
+}
+
+/* The id index names live slots only: after a commit that may have left
+ * some dead, the next lookup builds it again. */
+static void forget_ids(tf_archive *ar)
+{
+    if (!atomic_load_explicit(&ar->ids->built, memory_order_relaxed))
+        return;
+    tf_idmap_free(&ar->ids->map);
+    atomic_store_explicit(&ar->ids->built, false, memory_order_relaxed);
+}
+
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
 {
     ar->retired_by_last = ar->nretired;
+    if (tf_archive_segment_drops(ar, seg))
+        forget_ids(ar);
     int rc = check_redirects(ar, seg, e);
     if (rc == 0)
         rc = add_blobs(ar, seg, e);
@@ -816,6 +876,12 @@ unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx)
 }
 
 unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx) { return ar->above[idx]; }
+
+bool tf_archive_may_redirect(const tf_archive *ar, uint64_t idx, bool *again)
+{
+    *again = ar->flags[idx] & SLOT_REDIRECTED;
+    return !(ar->flags[idx] & (SLOT_MODEL | SLOT_TARGET));
+}
 
 bool tf_archive_blob_serves_slot(const tf_archive *ar, uint64_t idx)
 {

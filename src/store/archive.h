@@ -82,6 +82,11 @@ unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx);
  * this plus one keeps within its chain bound. */
 unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx);
 
+/* Whether slot idx may be redirected by a later commit: it is no blob's
+ * model and serves no other slot. *again: an earlier commit redirected
+ * it (a redirect of it again takes a segment of version 3, trajfs(5)). */
+bool tf_archive_may_redirect(const tf_archive *ar, uint64_t idx, bool *again);
+
 /* Whether blob idx serves a redirected slot: its payload is that slot's,
  * counted there. */
 bool tf_archive_blob_serves_slot(const tf_archive *ar, uint64_t idx);
@@ -121,6 +126,12 @@ uint64_t tf_archive_next_ino(const tf_archive *ar);
  * its blobs and entries, so that a commit never makes the archive
  * unreadable. Changes nothing. */
 int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_error *e);
+
+/* Whether seg, applied next, may leave slots that live files need now
+ * needed by none (store/liveness.h): it removes or replaces a file
+ * (other than by a move or new attributes of the same chunks), or
+ * redirects a slot served by a blob with a reference or a model. */
+bool tf_archive_segment_drops(const tf_archive *ar, const tf_segment *seg);
 
 /* Writer: applies a freshly committed segment to the in-memory view
  * (takes ownership of its contents). */

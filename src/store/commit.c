@@ -8,6 +8,8 @@
 #include "common/clock.h"
 #include "common/dtype.h"
 #include "common/hash.h"
+#include "store/encode.h"
+#include "store/liveness.h"
 
 void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
                      _Atomic uint64_t *next_ino)
@@ -111,17 +113,22 @@ static size_t merge_ranges(tf_archive_range *r, size_t n)
     return k;
 }
 
-int tf_commit_give_back(tf_archive *ar, size_t from, tf_error *e)
+int tf_commit_give_back(tf_archive *ar, size_t from, const tf_archive_range *dead,
+                        size_t ndead, tf_error *e)
 {
     size_t n;
     const tf_archive_range *retired = tf_archive_retired(ar, &n);
-    if (from >= n)
+    size_t nretired = from < n ? n - from : 0;
+    if (!nretired && !ndead)
         return 0;
-    tf_archive_range *r = malloc((n - from) * sizeof *r);
+    tf_archive_range *r = malloc((nretired + ndead) * sizeof *r);
     if (!r)
         return tf_fail(e, ENOMEM, "out of memory to give back retired space");
-    memcpy(r, retired + from, (n - from) * sizeof *r);
-    size_t merged = merge_ranges(r, n - from);
+    if (nretired)
+        memcpy(r, retired + from, nretired * sizeof *r);
+    if (ndead)
+        memcpy(r + nretired, dead, ndead * sizeof *r);
+    size_t merged = merge_ranges(r, nretired + ndead);
     int rc = 0;
     for (size_t i = 0; i < merged; i++) {
         tf_error why;
@@ -145,11 +152,34 @@ static int cmp_redirect(const void *a, const void *b)
 
 static int write_held(tf_commit *c, tf_error *e); /* with the blobs, below */
 
+/* Gives back what the commit just applied left unread: the payloads its
+ * redirects retired, from the retired_before'th on, and those of the
+ * slots that live files needed before (`before`, of nbefore slots; NULL
+ * when the commit dropped no file) and need no more. A failure is only
+ * noted, in c->give_back: the space stays in use until trajpack gc. */
+static void give_back_after(tf_commit *c, size_t retired_before, const uint8_t *before,
+                            uint64_t nbefore)
+{
+    tf_archive_range *dead = NULL;
+    size_t ndead = 0;
+    uint8_t *now = before ? tf_liveness(c->ar, NULL, &c->give_back) : NULL;
+    if (now)
+        tf_liveness_died(c->ar, before, nbefore, now, &dead, &ndead, &c->give_back);
+    tf_error why = { 0 };
+    if (tf_commit_give_back(c->ar, retired_before, dead, ndead, &why) < 0 && !c->give_back.errnum)
+        c->give_back = why;
+    free(now);
+    free(dead);
+}
+
 int tf_commit_finish(tf_commit *c, tf_error *e)
 {
     size_t retired_before;
     tf_archive_retired(c->ar, &retired_before);
     c->give_back = (tf_error){ 0 };
+    c->dropped = false;
+    uint8_t *before = NULL;
+    uint64_t nbefore = tf_archive_nblobs(c->ar);
     /* The catalog lists redirects by slot. */
     if (c->seg.nredirects)
         qsort(c->seg.redirects, c->seg.nredirects, sizeof *c->seg.redirects, cmp_redirect);
@@ -163,6 +193,9 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
     if (rc == 0)
         rc = tf_archive_check_segment(c->ar, &c->seg, e);
     if (rc == 0 && (c->seg.nentries || c->seg.nblobs)) {
+        c->dropped = tf_archive_segment_drops(c->ar, &c->seg);
+        if (c->dropped)
+            before = tf_liveness(c->ar, NULL, &c->give_back);
         tf_buf raw = { 0 };
         rc = tf_segment_encode(&c->seg, &raw, e);
         if (rc == 0)
@@ -177,11 +210,12 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
             if (hooks)
                 hooks->end(hooks->arg);
             /* Durable: no committed state reads what it retired. */
-            tf_commit_give_back(c->ar, retired_before, &c->give_back);
+            give_back_after(c, retired_before, rc == 0 ? before : NULL, nbefore);
         }
     }
     if (rc < 0)
         tf_container_rollback(tf_archive_container(c->ar)); /* no-op once committed */
+    free(before);
     commit_free(c);
     return rc;
 }
@@ -368,6 +402,31 @@ int64_t tf_commit_store_keyframe(tf_commit *c, const tf_blob_id *id, const tf_bu
     return store_blob(c, &desc, payload, retire_soon && dtype != TF_DT_NONE, e);
 }
 
+/* True when blob idx (stored, or appended by this commit) decodes alone. */
+static bool blob_stands_alone(const tf_commit *c, uint64_t idx)
+{
+    const tf_segment *seg = &c->seg;
+    const tf_blob *b = idx >= seg->first_blob ? &seg->blobs[idx - seg->first_blob]
+                                              : tf_archive_blob(c->ar, idx);
+    return !b->ref && !b->model;
+}
+
+int64_t tf_commit_store_model(tf_commit *c, const tf_buf *model, tf_error *e)
+{
+    tf_blob_id id = tf_blob_id_of(model->data, model->len);
+    int64_t have = tf_commit_find_blob(c, &id);
+    /* Same bytes stored as a delta cannot serve as a model, which must
+     * decode alone. */
+    if (have >= 0 && blob_stands_alone(c, (uint64_t)have))
+        return have;
+    tf_chunk_job job = { .src = model->data, .len = model->len, .dtype = TF_DT_NONE };
+    if (tf_encode_chunk(&job, e) < 0)
+        return -1;
+    int64_t idx = tf_commit_store_blob(c, &id, &job.out, model->len, job.codec, TF_DT_NONE, 0, 0, e);
+    tf_buf_free(&job.out);
+    return idx;
+}
+
 /* Marks slot as redirected by this commit: 1 when it was already, 0
  * when it is now, -1 without memory (a bit per slot of the archive). */
 static int mark_redirected(tf_commit *c, uint64_t slot, tf_error *e)
@@ -385,11 +444,16 @@ static int mark_redirected(tf_commit *c, uint64_t slot, tf_error *e)
 int tf_commit_redirect(tf_commit *c, uint64_t slot, const tf_buf *payload, uint8_t codec,
                        uint64_t ref, uint64_t model, tf_error *e)
 {
-    int was = slot < c->seg.first_blob ? mark_redirected(c, slot, e)
-                                       : tf_fail(e, EINVAL, "blob %llu is not stored yet",
-                                                 (unsigned long long)slot);
+    if (slot >= c->seg.first_blob)
+        return tf_fail(e, EINVAL, "blob %llu is not stored yet", (unsigned long long)slot);
+    bool again;
+    if (!tf_archive_may_redirect(c->ar, slot, &again))
+        return tf_fail(e, EINVAL, "blob %llu is a model or serves another: it cannot be "
+                       "redirected", (unsigned long long)slot);
+    int was = mark_redirected(c, slot, e);
     if (was != 0)
         return was > 0 ? 0 : -1;
+    c->seg.redirects_again |= again;
     if (room_for_one((void **)&c->seg.redirects, &c->redirects_cap, c->seg.nredirects,
                      sizeof *c->seg.redirects, e) < 0)
         return -1;

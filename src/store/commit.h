@@ -39,6 +39,9 @@ typedef struct {
     tf_error give_back;     /* after tf_commit_finish: why the space it
                                retired was not all given back (errnum 0:
                                it was) */
+    bool dropped;           /* after tf_commit_finish: it removed or
+                               replaced files, or rebased chunks
+                               (tf_archive_segment_drops) */
 } tf_commit;
 
 void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
@@ -51,12 +54,14 @@ int tf_commit_finish(tf_commit *c, tf_error *e);
 void tf_commit_abort(tf_commit *c);
 
 /* Gives back the space of the payloads that redirects retired
- * (tf_archive_retired), from the from'th on, once the commits that
- * retired them are durable: ranges that touch merged, whole blocks
- * punched (tf_container_punch). Storage that cannot punch, or fails to,
- * keeps the space (trajpack gc gives it back): -1, the first failure in
- * e. */
-int tf_commit_give_back(tf_archive *ar, size_t from, tf_error *e);
+ * (tf_archive_retired), from the from'th on, and of the ndead payloads
+ * in dead (that no live file needs any more, store/liveness.h), once the
+ * commits that left them are durable: ranges that touch merged, whole
+ * blocks punched (tf_container_punch). Storage that cannot punch, or
+ * fails to, keeps the space (trajpack gc gives it back): -1, the first
+ * failure in e. */
+int tf_commit_give_back(tf_archive *ar, size_t from, const tf_archive_range *dead,
+                        size_t ndead, tf_error *e);
 
 /* Adds an entry of the given kind at path. attrs NULL: mode 0755, the
  * current time, and a new inode number (a directory added again keeps
@@ -79,6 +84,10 @@ int64_t tf_commit_find_blob(const tf_commit *c, const tf_blob_id *id);
 int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
                              uint64_t raw_len, uint8_t codec, uint8_t dtype, uint64_t ref,
                              uint64_t model, tf_error *e);
+/* Stores a codec's model like opaque bytes, compressed when that is
+ * smaller; once, however many chunks use it (a stored blob of the same
+ * bytes that decodes alone serves). Returns its global index, or -1. */
+int64_t tf_commit_store_model(tf_commit *c, const tf_buf *model, tf_error *e);
 /* Stores a self-contained tensor chunk (no reference, no model) of the
  * newest checkpoint. With retire_soon (the writer expects the next
  * commit to retire it: its predecessor's was), a chunk too small to be
@@ -91,8 +100,11 @@ int64_t tf_commit_store_keyframe(tf_commit *c, const tf_blob_id *id, const tf_bu
 /* Appends a new payload for the stored blob `slot` (its content: the
  * same id, length and dtype) and redirects the slot to it (format/
  * catalog.h): a keyframe re-encoded as a delta against ref, with model
- * (blobs + 1, 0 for none). A slot this commit redirected already keeps
- * its first. Returns 0, or -1. */
+ * (blobs + 1, 0 for none), or a chunk re-encoded against another
+ * reference (a rebase: a slot redirected before makes the segment one of
+ * version 3). A slot this commit redirected already keeps its first; a
+ * model, or a slot that serves another, is refused (EINVAL). Returns 0,
+ * or -1. */
 int tf_commit_redirect(tf_commit *c, uint64_t slot, const tf_buf *payload, uint8_t codec,
                        uint64_t ref, uint64_t model, tf_error *e);
 

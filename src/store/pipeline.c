@@ -237,39 +237,12 @@ static int chunk_work(void *arg, size_t i, tf_error *e)
 
 /* ---- storing ---- */
 
-/* True when blob idx (stored, or appended by this commit) decodes alone. */
-static bool blob_stands_alone(const file_job *f, uint64_t idx)
-{
-    const tf_segment *seg = &f->c->seg;
-    const tf_blob *b = idx >= seg->first_blob ? &seg->blobs[idx - seg->first_blob]
-                                              : tf_archive_blob(f->c->ar, idx);
-    return !b->ref && !b->model;
-}
-
-/* A model is stored like opaque bytes, compressed when that is smaller;
- * once, however many chunks use it. */
-static int64_t store_model(tf_commit *c, const file_job *f, const tf_buf *model, tf_error *e)
-{
-    tf_blob_id id = tf_blob_id_of(model->data, model->len);
-    int64_t have = tf_commit_find_blob(c, &id);
-    /* Same bytes stored as a delta cannot serve as a model, which must
-     * decode alone. */
-    if (have >= 0 && blob_stands_alone(f, (uint64_t)have))
-        return have;
-    tf_chunk_job job = { .src = model->data, .len = model->len, .dtype = TF_DT_NONE };
-    if (tf_encode_chunk(&job, e) < 0)
-        return -1;
-    int64_t idx = tf_commit_store_blob(c, &id, &job.out, model->len, job.codec, TF_DT_NONE, 0, 0, e);
-    tf_buf_free(&job.out);
-    return idx;
-}
-
 static int store_chunk(file_job *f, chunk *ch, tf_error *e)
 {
     tf_chunk_job *job = &ch->job;
     uint64_t model = 0;
     if (job->model.len) {
-        int64_t m = store_model(f->c, f, &job->model, e);
+        int64_t m = tf_commit_store_model(f->c, &job->model, e);
         if (m < 0)
             return -1;
         model = (uint64_t)m + 1;
@@ -319,7 +292,7 @@ static int flush_reverse(file_job *f, tf_error *e)
     int rc = 0;
     for (size_t i = 0; i < f->nreverse; i++) {
         struct pending_reverse *r = &f->reverse[i];
-        int64_t model = rc == 0 && r->model.len ? store_model(f->c, f, &r->model, e) : -1;
+        int64_t model = rc == 0 && r->model.len ? tf_commit_store_model(f->c, &r->model, e) : -1;
         if (rc == 0 && r->model.len && model < 0)
             rc = -1;
         if (rc == 0)

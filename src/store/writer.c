@@ -14,6 +14,8 @@
 #include "store/pipeline.h"
 #include "store/writer_impl.h"
 
+#include "store/rebase.h"
+
 /* Of a file being added, the chunks kept for the cache until the file is
  * committed (tf_seeds): as many as the cache holds, at most this many
  * bytes (a mount's cache, for its readers too, may be much larger). */
@@ -31,10 +33,7 @@ static size_t seeds_bytes(const tf_writer *w)
     return cache_bytes(w) < WRITER_SEEDS_BYTES ? cache_bytes(w) : WRITER_SEEDS_BYTES;
 }
 
-/* A failure to give retired space back is worth one warning a writer:
- * kept until the report of the add it happened in (or, at open, of the
- * next add) carries it. */
-static void note_give_back(tf_writer *w, const tf_error *why)
+void tf_writer_note_give_back(tf_writer *w, const tf_error *why)
 {
     if (why->errnum && !w->give_back_warned) {
         w->give_back_pending = *why;
@@ -76,8 +75,8 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
      * the earlier one's when it opened if its own writer had not. A
      * range given back twice costs a punch of a hole already there. */
     tf_error why = { 0 };
-    tf_commit_give_back(w->ar, tf_archive_retired_by_last(w->ar), &why);
-    note_give_back(w, &why);
+    tf_commit_give_back(w->ar, tf_archive_retired_by_last(w->ar), NULL, 0, &why);
+    tf_writer_note_give_back(w, &why);
     w->reader = tf_reader_new(w->ar, cache_bytes(w));
     w->refs = tf_ref_index_new();
     if (!w->reader || !w->refs) {
@@ -155,12 +154,22 @@ void tf_writer_begin_commit(tf_writer *w, tf_commit *c)
     tf_commit_begin(c, w->ar, &w->opts, &w->next_ino);
 }
 
-int tf_writer_end_commit(tf_commit *c, int rc, tf_error *e)
+int tf_writer_end_commit(tf_writer *w, tf_commit *c, int rc, tf_error *e)
 {
-    if (rc == 0)
-        return tf_commit_finish(c, e);
-    tf_commit_abort(c);
-    return -1;
+    if (rc != 0) {
+        tf_commit_abort(c);
+        return -1;
+    }
+    rc = tf_commit_finish(c, e);
+    tf_writer_note_give_back(w, &c->give_back);
+    /* Space comes back by itself after a removal: the chunks that
+     * referenced what the commit left dead are rebased at once (a
+     * failure leaves them as they are, readable; trajpack gc tries
+     * again). */
+    tf_error why = { 0 };
+    if (rc == 0 && c->dropped && tf_writer_rebase(w, NULL, &why) < 0)
+        tf_writer_note_give_back(w, &why);
+    return rc;
 }
 
 /* ---- regular files ---- */
@@ -251,8 +260,7 @@ static int add_regular(tf_writer *w, const tf_source *src, const add_how *how, t
     bool settled = false;
     if (rc == 0 && src->growing)
         settled = (rc = settle(&c, src, e)) == 0;
-    rc = tf_writer_end_commit(&c, rc, e);
-    note_give_back(w, &c.give_back);
+    rc = tf_writer_end_commit(w, &c, rc, e);
     report_give_back(w);
     if (settled)
         src->growing->release(src->growing->arg, rc == 0);
@@ -299,7 +307,7 @@ static int add_entry(tf_writer *w, const char *src, const char *dest, const char
     } else if (rc == 0) {
         rc = tf_fail(e, EINVAL, "%s: not a regular file, directory or symlink", src);
     }
-    return tf_writer_end_commit(&c, rc, e);
+    return tf_writer_end_commit(w, &c, rc, e);
 }
 
 int tf_writer_add(tf_writer *w, const char *src, const char *dest, const char *parent, tf_error *e)

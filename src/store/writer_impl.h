@@ -26,8 +26,14 @@ struct tf_writer {
 };
 
 void tf_writer_begin_commit(tf_writer *w, tf_commit *c);
-/* Commits when the entries went in (rc 0), else drops what was appended. */
-int tf_writer_end_commit(tf_commit *c, int rc, tf_error *e);
+/* Commits when the entries went in (rc 0), else drops what was appended.
+ * A commit that removed or replaced files is followed by a rebase
+ * (store/rebase.h). */
+int tf_writer_end_commit(tf_writer *w, tf_commit *c, int rc, tf_error *e);
+/* A failure to give space back is worth one warning a writer: kept
+ * until the report of the add it happened in (or, at open, of the next
+ * add) carries it. */
+void tf_writer_note_give_back(tf_writer *w, const tf_error *why);
 
 /* Adds the tensor file src of format f as archive path dest. Its
  * tensors' references: the same tensors of the archive path parent when

@@ -733,9 +733,10 @@ static void huge_link_target(tf_buf *b)
     VARINTS(b, (uint64_t)1 << 40, 'x');
 }
 static void path_with_nul(tf_buf *b) { put_entry_head(b, TF_ENTRY_DIR, "a\0b", 3); }
-static void version_three(tf_buf *b) { VARINTS(b, 3, 0, 0); }
-/* Version 2: redirects after the entries (none here: no blobs). */
+static void version_four(tf_buf *b) { VARINTS(b, 4, 0, 0); }
+/* Versions 2 and 3: redirects after the entries (none here: no blobs). */
 static void redirects_none(tf_buf *b) { VARINTS(b, 2, 0, 0, 0); }
+static void redirects_again_none(tf_buf *b) { VARINTS(b, 3, 0, 0, 0); }
 static void redirect_of_a_later_slot(tf_buf *b) { VARINTS(b, 2, 0, 0, 1, FIRST_BLOB, 0); }
 static void redirect_out_of_the_segment(tf_buf *b) { VARINTS(b, 2, 0, 0, 1, 0, FIRST_BLOB); }
 static void redirect_list_truncated(tf_buf *b) { VARINTS(b, 2, 0, 0, 2, 0); }
@@ -777,8 +778,9 @@ static const struct {
     { "a 4096-byte path that is not there", path_max_not_present, "truncated" },
     { "a 1 TiB link target", huge_link_target, "bad link target" },
     { "a path holding a NUL", path_with_nul, "invalid path" },
-    { "version 3", version_three, "version 3" },
+    { "version 4", version_four, "version 4" },
     { "version 2 without redirects", redirects_none, "without redirects" },
+    { "version 3 without redirects", redirects_again_none, "without redirects" },
     { "a redirect of a slot not earlier", redirect_of_a_later_slot, "not an earlier commit's" },
     { "a redirect to a blob of no segment", redirect_out_of_the_segment, "not of its segment" },
     { "a redirect list cut short", redirect_list_truncated, "cannot fit" },

@@ -314,6 +314,34 @@ START_TEST(refresh_applies_a_redirect)
 }
 END_TEST
 
+/* A rebase (version 3) serves slot 0, a delta since commit 2, by a
+ * keyframe again: the delta's payload is retired in turn. */
+START_TEST(version_3_redirects_a_slot_again)
+{
+    history h;
+    make_history(&h);
+    third_commit(&h, raw_blob(at_a, CHUNK, TF_DT_BF16), 0);
+    h.seg[2].redirects_again = true;
+    write_archive(h.seg, 3);
+    tf_archive *ar = open_ok();
+    ck_assert_uint_eq(tf_archive_blob(ar, 0)->codec, TF_CODEC_RAW);
+    ck_assert_uint_eq(tf_archive_chain_depth(ar, 0), 0);
+    size_t n;
+    const tf_archive_range *r = tf_archive_retired(ar, &n);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(r[1].off, PAYLOAD_AT + at_delta_a);
+    ck_assert_uint_eq(r[1].len, len_delta_a);
+    expect_slot(ar, 0, chunk_a);
+    expect_slot(ar, 1, chunk_b);
+    bool again = false;
+    ck_assert(tf_archive_may_redirect(ar, 0, &again));
+    ck_assert(again);
+    ck_assert(!tf_archive_may_redirect(ar, 2, &again)); /* a model */
+    ck_assert(!tf_archive_may_redirect(ar, 3, &again)); /* serves slot 0 */
+    tf_archive_close(ar);
+}
+END_TEST
+
 /* ---- redirects no writer makes ---- */
 
 static void other_id(history *h) { h->blobs[1][1].id.b[0] ^= 1; }
@@ -346,6 +374,18 @@ static void twice_in_one_commit(history *h)
 static void again_in_a_later_commit(history *h) { third_commit(h, h->blobs[1][1], 0); }
 static void slot_serving_another(history *h) { third_commit(h, h->blobs[1][1], 3); }
 static void slot_of_a_model(history *h) { third_commit(h, h->blobs[1][0], 2); }
+/* Version 3 redirects a slot again, and nothing else that version 2
+ * refuses. */
+static void serving_another_in_version_3(history *h)
+{
+    slot_serving_another(h);
+    h->seg[2].redirects_again = true;
+}
+static void model_in_version_3(history *h)
+{
+    slot_of_a_model(h);
+    h->seg[2].redirects_again = true;
+}
 /* Commit 2 names A's slot as a model and redirects it (to a raw copy). */
 static void slot_named_a_model_by_its_commit(history *h)
 {
@@ -370,6 +410,10 @@ static const struct {
     { "a slot again in a later commit", again_in_a_later_commit, "blob 0 is a model, serves another or was redirected" },
     { "a slot serving another", slot_serving_another, "blob 3 is a model, serves another or was redirected" },
     { "a model's slot", slot_of_a_model, "blob 2 is a model, serves another or was redirected" },
+    { "a slot serving another, in version 3", serving_another_in_version_3,
+      "blob 3 is a model, serves another or was redirected" },
+    { "a model's slot, in version 3", model_in_version_3,
+      "blob 2 is a model, serves another or was redirected" },
     { "a slot its own commit names a model", slot_named_a_model_by_its_commit,
       "blob 0 is a model, serves another or was redirected" },
 };
@@ -454,6 +498,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, redirect_serves_the_slot);
     tcase_add_test(tc, refresh_applies_a_redirect);
+    tcase_add_test(tc, version_3_redirects_a_slot_again);
     tcase_add_loop_test(tc, bad_redirect_is_refused, 0, ARRAY_LEN(cases));
     tcase_add_test(tc, chain_through_a_redirect_at_the_bound);
     tcase_add_test(tc, chain_through_a_redirect_past_the_bound);

@@ -1,0 +1,147 @@
+#include "store/liveness.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+/* Marks slot s needed, and queues it for its reference and model. */
+static void need(uint8_t *live, uint64_t s, uint64_t *stack, size_t *top)
+{
+    if (live[s] & TF_LIVE_NEEDED)
+        return;
+    live[s] |= TF_LIVE_NEEDED;
+    stack[(*top)++] = s;
+}
+
+uint8_t *tf_liveness(const tf_archive *ar, const bool *dropped, tf_error *e)
+{
+    uint64_t n = tf_archive_nblobs(ar);
+    uint8_t *live = calloc(n ? n : 1, 1);
+    /* Each slot is queued once, when first marked. */
+    uint64_t *stack = malloc((n ? n : 1) * sizeof *stack);
+    if (!live || !stack) {
+        free(live);
+        free(stack);
+        tf_fail(e, ENOMEM, "out of memory for the liveness of %llu blobs", (unsigned long long)n);
+        return NULL;
+    }
+    size_t top = 0;
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+        if (dropped && dropped[i])
+            continue;
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        for (uint64_t c = 0; c < ent->nchunks; c++) {
+            live[ent->chunks[c]] |= TF_LIVE_CHUNK;
+            need(live, ent->chunks[c], stack, &top);
+        }
+    }
+    while (top) {
+        const tf_blob *b = tf_archive_blob(ar, stack[--top]);
+        if (b->ref)
+            need(live, b->ref - 1, stack, &top);
+        if (b->model)
+            need(live, b->model - 1, stack, &top);
+    }
+    free(stack);
+    return live;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+    uint64_t x = ((const tf_archive_range *)a)->off, y = ((const tf_archive_range *)b)->off;
+    return x < y ? -1 : x > y;
+}
+
+/* The payloads of the slots s < na for which pick(a[s], b[s]) holds (b
+ * NULL: 0), sorted by offset; NULL (ENOMEM) or an array of *n. */
+static tf_archive_range *payloads(const tf_archive *ar, const uint8_t *a, uint64_t na,
+                                  const uint8_t *b, bool (*pick)(uint8_t, uint8_t), size_t *n,
+                                  tf_error *e)
+{
+    uint64_t nblobs = tf_archive_nblobs(ar) < na ? tf_archive_nblobs(ar) : na, k = 0;
+    for (uint64_t s = 0; s < nblobs; s++)
+        k += pick(a[s], b ? b[s] : 0);
+    tf_archive_range *r = malloc((k ? k : 1) * sizeof *r);
+    if (!r) {
+        tf_fail(e, ENOMEM, "out of memory for %llu payloads", (unsigned long long)k);
+        return NULL;
+    }
+    k = 0;
+    for (uint64_t s = 0; s < nblobs; s++)
+        if (pick(a[s], b ? b[s] : 0)) {
+            const tf_blob *blob = tf_archive_blob(ar, s);
+            r[k++] = (tf_archive_range){ blob->offset, blob->enc_len };
+        }
+    qsort(r, k, sizeof *r, cmp_range);
+    *n = k;
+    return r;
+}
+
+static bool is_needed(uint8_t a, uint8_t b)
+{
+    (void)b;
+    return a & TF_LIVE_NEEDED;
+}
+
+static bool needed_then_not(uint8_t before, uint8_t now)
+{
+    return (before & TF_LIVE_NEEDED) && !(now & TF_LIVE_NEEDED);
+}
+
+uint64_t tf_liveness_payload_bytes(const tf_archive *ar, const uint8_t *live)
+{
+    size_t n;
+    tf_error e;
+    tf_archive_range *r = payloads(ar, live, UINT64_MAX, NULL, is_needed, &n, &e);
+    uint64_t bytes = 0;
+    /* A payload serves two slots (a redirect's blob and its slot, where
+     * something names both): counted once. */
+    for (size_t i = 0; r && i < n; i++)
+        if (!i || r[i].off != r[i - 1].off)
+            bytes += r[i].len;
+    free(r);
+    return bytes;
+}
+
+/* Whether a payload at off serves one of the slots needed in live. */
+static bool still_served(const tf_archive_range *needed, size_t n, uint64_t off)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (needed[mid].off == off)
+            return true;
+        if (needed[mid].off < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+int tf_liveness_died(const tf_archive *ar, const uint8_t *before, uint64_t nbefore,
+                     const uint8_t *now, tf_archive_range **out, size_t *n, tf_error *e)
+{
+    *out = NULL;
+    *n = 0;
+    size_t ndied, nneeded;
+    tf_archive_range *died = payloads(ar, before, nbefore, now, needed_then_not, &ndied, e);
+    if (!died)
+        return -1;
+    if (!ndied) {
+        free(died);
+        return 0;
+    }
+    tf_archive_range *needed = payloads(ar, now, UINT64_MAX, NULL, is_needed, &nneeded, e);
+    if (!needed) {
+        free(died);
+        return -1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < ndied; i++)
+        if (!still_served(needed, nneeded, died[i].off) && (!k || died[k - 1].off != died[i].off))
+            died[k++] = died[i];
+    free(needed);
+    *out = died;
+    *n = k;
+    return 0;
+}

@@ -1,0 +1,163 @@
+#include "store/rebase.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "common/pool.h"
+#include "store/encode.h"
+#include "store/liveness.h"
+#include "store/writer_impl.h"
+
+/* One chunk to re-encode: its slot, the new reference (slot + 1, 0 for
+ * none), and, once encoded, the encoding. */
+typedef struct {
+    uint64_t slot;
+    uint64_t ref;
+    tf_chunk_job job;
+} rebased;
+
+typedef struct {
+    tf_archive *ar;
+    tf_reader_ctx *reader;
+    tf_commit *c;
+    rebased *items;
+    size_t n;
+    tf_rebase_stats st;
+} rebase;
+
+/* The nearest slot down a reference chain from ref (+ 1) that a live
+ * file has as a chunk (+ 1), or 0 when the chain has none. */
+static uint64_t nearest_live(const tf_archive *ar, const uint8_t *live, uint64_t ref)
+{
+    for (unsigned steps = 0; ref && steps <= TF_CHAIN_MAX; steps++) {
+        if (live[ref - 1] & TF_LIVE_CHUNK)
+            return ref;
+        ref = tf_archive_blob(ar, ref - 1)->ref;
+    }
+    return 0;
+}
+
+/* Whether slot s is a live file's chunk, a delta against a slot that is
+ * no live file's chunk, and may be redirected. */
+static bool needs_rebase(const tf_archive *ar, const uint8_t *live, uint64_t s)
+{
+    if (!(live[s] & TF_LIVE_CHUNK))
+        return false;
+    uint64_t ref = tf_archive_blob(ar, s)->ref;
+    bool again;
+    return ref && !(live[ref - 1] & TF_LIVE_CHUNK) && tf_archive_may_redirect(ar, s, &again);
+}
+
+/* The chunks to re-encode, newest slot first: a chunk's old chain then
+ * runs through chunks just decoded, which the reader's cache holds. */
+static int find_chunks(rebase *rb, tf_error *e)
+{
+    uint8_t *live = tf_liveness(rb->ar, NULL, e);
+    if (!live)
+        return -1;
+    uint64_t nblobs = tf_archive_nblobs(rb->ar), n = 0;
+    for (uint64_t s = 0; s < nblobs; s++)
+        n += needs_rebase(rb->ar, live, s);
+    if (n && !(rb->items = calloc(n, sizeof *rb->items))) {
+        free(live);
+        return tf_fail(e, ENOMEM, "out of memory for %llu chunks to rebase",
+                       (unsigned long long)n);
+    }
+    for (uint64_t s = nblobs; s-- > 0;)
+        if (needs_rebase(rb->ar, live, s))
+            rb->items[rb->n++] = (rebased){
+                .slot = s, .ref = nearest_live(rb->ar, live, tf_archive_blob(rb->ar, s)->ref) };
+    free(live);
+    return 0;
+}
+
+/* Reconstructs slot (a blob of len bytes) into a new buffer. */
+static uint8_t *reconstruct(rebase *rb, uint64_t slot, size_t len, tf_error *e)
+{
+    uint8_t *out = malloc(len ? len : 1);
+    if (!out) {
+        tf_fail(e, ENOMEM, "out of memory for a chunk of %zu bytes", len);
+        return NULL;
+    }
+    if (tf_reader_blob(rb->reader, slot, out, e) < 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Encodes chunk i as a new chunk of its file would be: every codec that
+ * applies competes, a delta against the new reference among them, with
+ * models fitted on the chunk where its dtype takes them. */
+static int rebase_work(void *arg, size_t i, tf_error *e)
+{
+    rebase *rb = arg;
+    rebased *it = &rb->items[i];
+    const tf_blob *b = tf_archive_blob(rb->ar, it->slot);
+    size_t len = (size_t)b->raw_len;
+    uint8_t *src = reconstruct(rb, it->slot, len, e);
+    uint8_t *ref = src && it->ref ? reconstruct(rb, it->ref - 1, len, e) : NULL;
+    int rc = -1;
+    if (src && (ref || !it->ref)) {
+        it->job = (tf_chunk_job){ .src = src, .len = len, .dtype = b->dtype, .ref = ref,
+                                  .estimate = true };
+        for (unsigned id = 0; id < TF_CODEC_COUNT; id++) {
+            const tf_codec *codec = tf_codec_get(id);
+            it->job.fit_chunk[id] = codec && codec->fit && codec->fits_chunks_of &&
+                                    codec->fits_chunks_of(b->dtype);
+        }
+        rc = tf_encode_chunk(&it->job, e);
+        it->job.src = it->job.ref = NULL;
+    }
+    free(src);
+    free(ref);
+    return rc;
+}
+
+/* Stores chunk i's encoding, and its model, and redirects its slot. */
+static int rebase_sink(void *arg, size_t i, tf_error *e)
+{
+    rebase *rb = arg;
+    rebased *it = &rb->items[i];
+    int64_t model = it->job.model.len ? tf_commit_store_model(rb->c, &it->job.model, e) : -1;
+    int rc = it->job.model.len && model < 0 ? -1 : 0;
+    uint64_t ref = tf_codec_get(it->job.codec)->delta ? it->ref : 0;
+    if (rc == 0)
+        rc = tf_commit_redirect(rb->c, it->slot, &it->job.out, it->job.codec, ref,
+                                (uint64_t)(model + 1), e);
+    if (rc == 0) {
+        rb->st.chunks++;
+        rb->st.bytes_before += tf_archive_blob(rb->ar, it->slot)->enc_len;
+        rb->st.bytes_after += it->job.out.len + it->job.model.len;
+    }
+    tf_buf_free(&it->job.out);
+    tf_buf_free(&it->job.model);
+    return rc;
+}
+
+int tf_writer_rebase(tf_writer *w, tf_rebase_stats *st, tf_error *e)
+{
+    rebase rb = { .ar = w->ar, .reader = w->reader };
+    int rc = find_chunks(&rb, e);
+    tf_pool *pool = NULL;
+    if (rc == 0 && rb.n > 1 && w->opts.threads > 1 && !(pool = tf_pool_new(w->opts.threads)))
+        rc = tf_fail(e, EAGAIN, "cannot start %u encoder threads", w->opts.threads);
+    if (rc == 0 && rb.n) {
+        tf_commit c;
+        rb.c = &c;
+        tf_writer_begin_commit(w, &c);
+        rc = tf_pool_run_ordered(pool, rb.n, TF_PIPELINE_WINDOW * (size_t)w->opts.threads,
+                                 rebase_work, rebase_sink, &rb, e);
+        rc = rc == 0 ? tf_commit_finish(&c, e) : (tf_commit_abort(&c), -1);
+        tf_writer_note_give_back(w, &c.give_back);
+    }
+    tf_pool_free(pool);
+    for (size_t i = 0; i < rb.n; i++) {
+        tf_buf_free(&rb.items[i].job.out);
+        tf_buf_free(&rb.items[i].job.model);
+    }
+    free(rb.items);
+    if (st)
+        *st = rb.st;
+    return rc;
+}
