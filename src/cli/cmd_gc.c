@@ -6,19 +6,28 @@
 
 #include "cli/progress.h"
 #include "store/gc.h"
+#include "store/reclaim.h"
 
 static const char gc_usage[] =
     "Usage: trajpack gc [OPTIONS] ARCHIVE\n"
-    "Rewrite ARCHIVE without the stored data that no file uses any more (left\n"
-    "behind by files removed or replaced). The new archive is written beside\n"
-    "the old one, made durable and renamed over it, under the writer's lock:\n"
-    "a crash leaves one or the other, whole. Files keep their inode numbers and\n"
-    "their stored bytes.\n"
+    "Give back the space of stored data that no file needs any more (left\n"
+    "behind by files removed or replaced), in place: the chunks of kept files\n"
+    "that reference removed ones are encoded again against the nearest kept\n"
+    "chunk, in one commit, then the bytes no commit reads are punched out of\n"
+    "the file (its size stays; the disk holds less). Removals give space back\n"
+    "by themselves; gc finishes what a crash or an earlier release left.\n"
     "\nOptions:\n"
-    "  -q, --quiet  no progress bar\n"
-    "  -h, --help   show this help\n";
+    "      --rewrite  then also rewrite the archive whole, without its history:\n"
+    "                 one commit, written beside it, made durable and renamed\n"
+    "                 over it (needs room for a copy; a crash leaves one or\n"
+    "                 the other, whole)\n"
+    "  -q, --quiet    no progress bar\n"
+    "  -h, --help     show this help\n";
+
+enum { OPT_REWRITE = 256 };
 
 static const struct option gc_longopts[] = {
+    { "rewrite", no_argument, NULL, OPT_REWRITE },
     { "quiet", no_argument, NULL, 'q' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
@@ -29,29 +38,37 @@ static void on_progress(void *arg, uint64_t bytes)
     cli_progress_add(arg, bytes);
 }
 
-static void print_summary(const tf_gc_stats *st)
+static void print_reclaim(const tf_reclaim_stats *st, bool rebase_only)
+{
+    char before[CLI_SIZE_LEN], after[CLI_SIZE_LEN], was[CLI_SIZE_LEN], now[CLI_SIZE_LEN];
+    cli_format_size(st->allocated_before, before);
+    cli_format_size(st->allocated_after, after);
+    if (st->rebase.chunks) {
+        cli_format_size(st->rebase.bytes_before, was);
+        cli_format_size(st->rebase.bytes_after, now);
+        printf("gc: %llu chunks encoded again against kept ones (%s -> %s)\n",
+               (unsigned long long)st->rebase.chunks, was, now);
+    }
+    if (!rebase_only)
+        printf("gc: %s -> %s on disk\n", before, after);
+}
+
+static void print_rewrite(const tf_gc_stats *st)
 {
     char before[CLI_SIZE_LEN], after[CLI_SIZE_LEN];
     cli_format_size(st->bytes_before, before);
     cli_format_size(st->bytes_after, after);
     if (st->bytes_after == st->bytes_before && st->blobs_after == st->blobs_before)
-        printf("gc: nothing to collect (%s, %llu blobs)\n", before,
+        printf("gc: nothing to rewrite (%s, %llu blobs)\n", before,
                (unsigned long long)st->blobs_before);
     else
-        printf("gc: %s -> %s, %llu of %llu blobs dropped\n", before, after,
+        printf("gc: rewritten, %s -> %s, %llu of %llu blobs dropped\n", before, after,
                (unsigned long long)(st->blobs_before - st->blobs_after),
                (unsigned long long)st->blobs_before);
 }
 
-int cmd_gc(int argc, char **argv)
+static int rewrite(const char *archive, bool quiet)
 {
-    const cli_cmd cmd = { .verb = argv[0], .usage = gc_usage,
-                          .shortopts = "qh", .longopts = gc_longopts };
-    const char *archive;
-    bool quiet;
-    int status = cli_parse_quiet_archive(argc, argv, &cmd, &archive, &quiet);
-    if (status >= 0)
-        return status;
     struct stat st;
     cli_progress *bar = cli_progress_start("gc", stat(archive, &st) == 0 ? (uint64_t)st.st_size : 0,
                                            quiet);
@@ -63,6 +80,34 @@ int cmd_gc(int argc, char **argv)
         cli_file_error(archive, e.msg);
         return CLI_EXIT_FAIL;
     }
-    print_summary(&stats);
+    print_rewrite(&stats);
     return CLI_EXIT_OK;
+}
+
+int cmd_gc(int argc, char **argv)
+{
+    const cli_cmd cmd = { .verb = argv[0], .usage = gc_usage,
+                          .shortopts = "qh", .longopts = gc_longopts };
+    bool quiet = false, full = false;
+    int c;
+    while ((c = cli_getopt(argc, argv, &cmd)) != -1) {
+        switch (c) {
+        case 'q': quiet = true; break;
+        case OPT_REWRITE: full = true; break;
+        case CLI_OPT_HELP: return CLI_EXIT_OK;
+        default: return CLI_EXIT_USAGE;
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage_error(cmd.verb, "expected exactly one ARCHIVE");
+    const char *archive = argv[optind];
+    tf_reclaim_stats stats;
+    tf_error e;
+    if (tf_reclaim(archive, NULL, full, &stats, &e) < 0) {
+        cli_file_error(archive, e.msg);
+        return CLI_EXIT_FAIL;
+    }
+    if (!full || stats.rebase.chunks)
+        print_reclaim(&stats, full);
+    return full ? rewrite(archive, quiet) : CLI_EXIT_OK;
 }

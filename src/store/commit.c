@@ -9,6 +9,7 @@
 #include "common/dtype.h"
 #include "common/hash.h"
 #include "store/encode.h"
+#include "store/give_back.h"
 #include "store/liveness.h"
 
 void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
@@ -91,30 +92,8 @@ static int touch_directories(tf_commit *c, tf_error *e)
     return 0;
 }
 
-static int cmp_range(const void *a, const void *b)
-{
-    uint64_t x = ((const tf_archive_range *)a)->off, y = ((const tf_archive_range *)b)->off;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts n ranges by offset and merges those that touch: a block shared
- * by two retired payloads (neighbours in a run of them: append_blob) is
- * given back with both. Returns how many are left. */
-static size_t merge_ranges(tf_archive_range *r, size_t n)
-{
-    qsort(r, n, sizeof *r, cmp_range);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (k && r[k - 1].off + r[k - 1].len == r[i].off)
-            r[k - 1].len += r[i].len;
-        else
-            r[k++] = r[i];
-    }
-    return k;
-}
-
-int tf_commit_give_back(tf_archive *ar, size_t from, const tf_archive_range *dead,
-                        size_t ndead, tf_error *e)
+int tf_commit_give_back(tf_archive *ar, size_t from, const uint8_t *live,
+                        const tf_archive_range *dead, size_t ndead, tf_error *e)
 {
     size_t n;
     const tf_archive_range *retired = tf_archive_retired(ar, &n);
@@ -128,18 +107,7 @@ int tf_commit_give_back(tf_archive *ar, size_t from, const tf_archive_range *dea
         memcpy(r, retired + from, nretired * sizeof *r);
     if (ndead)
         memcpy(r + nretired, dead, ndead * sizeof *r);
-    size_t merged = merge_ranges(r, nretired + ndead);
-    int rc = 0;
-    for (size_t i = 0; i < merged; i++) {
-        tf_error why;
-        if (tf_container_punch(tf_archive_container(ar), r[i].off, r[i].len, &why) == 0)
-            continue;
-        if (rc == 0)
-            *e = why;
-        rc = -1;
-        if (why.errnum == ENOTSUP)
-            break;
-    }
+    int rc = tf_give_back(ar, live, r, nretired + ndead, e);
     free(r);
     return rc;
 }
@@ -166,7 +134,8 @@ static void give_back_after(tf_commit *c, size_t retired_before, const uint8_t *
     if (now)
         tf_liveness_died(c->ar, before, nbefore, now, &dead, &ndead, &c->give_back);
     tf_error why = { 0 };
-    if (tf_commit_give_back(c->ar, retired_before, dead, ndead, &why) < 0 && !c->give_back.errnum)
+    if (tf_commit_give_back(c->ar, retired_before, now, dead, ndead, &why) < 0 &&
+        !c->give_back.errnum)
         c->give_back = why;
     free(now);
     free(dead);

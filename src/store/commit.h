@@ -53,15 +53,14 @@ int tf_commit_finish(tf_commit *c, tf_error *e);
 /* Drops the commit and the bytes it appended. */
 void tf_commit_abort(tf_commit *c);
 
-/* Gives back the space of the payloads that redirects retired
- * (tf_archive_retired), from the from'th on, and of the ndead payloads
- * in dead (that no live file needs any more, store/liveness.h), once the
- * commits that left them are durable: ranges that touch merged, whole
- * blocks punched (tf_container_punch). Storage that cannot punch, or
- * fails to, keeps the space (trajpack gc gives it back): -1, the first
- * failure in e. */
-int tf_commit_give_back(tf_archive *ar, size_t from, const tf_archive_range *dead,
-                        size_t ndead, tf_error *e);
+/* Gives back (store/give_back.h) the space of the payloads that
+ * redirects retired (tf_archive_retired), from the from'th on, and of
+ * the ndead payloads in dead (that no live file needs any more), once
+ * the commits that left them are durable; with live (the archive's
+ * liveness now, or NULL), the whole gaps around them. -1, the first
+ * failure in e: the space stays in use until trajpack gc. */
+int tf_commit_give_back(tf_archive *ar, size_t from, const uint8_t *live,
+                        const tf_archive_range *dead, size_t ndead, tf_error *e);
 
 /* Adds an entry of the given kind at path. attrs NULL: mode 0755, the
  * current time, and a new inode number (a directory added again keeps

@@ -93,7 +93,8 @@ damage_blob() {
 }
 
 # rewrite_refused VERB ARCHIVE PATTERN [WRAPPER...]: `WRAPPER... trajpack
-# VERB -q ARCHIVE` (gc, repack) fails with status 1 and a message that
+# VERB -q ARCHIVE` (VERB: "gc --rewrite", repack; split at spaces) fails
+# with status 1 and a message that
 # PATTERN (grep) matches, and leaves ARCHIVE as it was, with no temporary
 # file beside it.
 rewrite_refused() {
@@ -101,7 +102,8 @@ rewrite_refused() {
     shift 3
     cp "$_archive" "$TEST_TMP/refused.before"
     _status=0
-    "$@" "$TRAJPACK" "$_verb" -q "$_archive" > /dev/null 2> "$TEST_TMP/err" || _status=$?
+    # shellcheck disable=SC2086 # the verb and its option are two words
+    "$@" "$TRAJPACK" $_verb -q "$_archive" > /dev/null 2> "$TEST_TMP/err" || _status=$?
     [ "$_status" -eq 1 ] || fail "$_verb of $_archive: status $_status, expected 1"
     grep -q "$_pattern" "$TEST_TMP/err" || fail "$_verb of $_archive said: $(cat "$TEST_TMP/err")"
     cmp -s "$_archive" "$TEST_TMP/refused.before" || fail "the refused $_verb changed $_archive"

@@ -123,14 +123,15 @@ if ! start_mount "$archive" "$mnt" -o rw ||
 fi
 grep -q 'another writer' "$TEST_TMP/err" || fail "gc beside a rw mount said: $(cat "$TEST_TMP/err")"
 stop_mount "$mnt"
-"$TRAJPACK" gc "$archive" > "$TEST_TMP/gc.out" || fail "gc failed"
-grep -q '^gc: .* -> .*, [1-9][0-9]* of [0-9]* blobs dropped$' "$TEST_TMP/gc.out" ||
+"$TRAJPACK" gc --rewrite "$archive" > "$TEST_TMP/gc.out" || fail "gc failed"
+grep -q '^gc: rewritten, .* -> .*, [1-9][0-9]* of [0-9]* blobs dropped$' "$TEST_TMP/gc.out" ||
     fail "gc said: $(cat "$TEST_TMP/gc.out")"
 [ "$(file_size "$archive")" -lt "$before" ] || fail "gc did not make the archive smaller"
 "$TRAJPACK" verify -q "$archive" > /dev/null || fail "verify after gc failed"
 "$TRAJPACK" list "$archive" | cmp -s - "$TEST_TMP/list" || fail "gc changed the listing"
 ls "$TEST_TMP"/a.traj.* 2> /dev/null && fail "gc left a temporary file"
-"$TRAJPACK" gc "$archive" | grep -q '^gc: nothing to collect' || fail "a second gc found work"
+"$TRAJPACK" gc --rewrite "$archive" | grep -q '^gc: nothing to rewrite' ||
+    fail "a second gc found work"
 start_mount "$archive" "$mnt" -o rw
 kept_after gc "$TEST_TMP/inodes.1"
 : > "$mnt/new"
