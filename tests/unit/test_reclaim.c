@@ -1,0 +1,313 @@
+/* Space coming back after removals: liveness, the rebase of chunks whose
+ * references only removed files had, punched gaps, and that content only
+ * a dead blob had is stored again rather than deduplicated against it. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "testlib.h"
+
+#include "store/commit.h"
+#include "store/liveness.h"
+#include "store/reader.h"
+#include "store/reclaim.h"
+#include "store/writer.h"
+
+#define CHUNK_SHIFT 14        /* chunks of 16384 elements */
+#define N_ELEMS (5 * 16384 + 77) /* six chunks a tensor, the last short */
+#define N_STEPS 6
+
+static uint16_t weights[2][N_ELEMS];
+
+/* Checkpoint k of a run: two BF16 tensors, a few ULPs from step k-1. */
+static void write_step(int k)
+{
+    if (k == 1)
+        for (int t = 0; t < 2; t++)
+            for (int i = 0; i < N_ELEMS; i++)
+                weights[t][i] = (uint16_t)(0x3c00 + rng_next() % 0x800 - 0x400);
+    else
+        for (int t = 0; t < 2; t++)
+            for (int i = 0; i < N_ELEMS; i++)
+                weights[t][i] = (uint16_t)(weights[t][i] + rng_next() % 7 - 3);
+    const test_tensor ts[] = {
+        { "a", "BF16", "[" "81997" "]", weights[0], sizeof weights[0] },
+        { "b", "BF16", "[" "81997" "]", weights[1], sizeof weights[1] },
+    };
+    char name[64], path[TEST_PATH_MAX];
+    snprintf(name, sizeof name, "step-%d.safetensors", k);
+    test_write_safetensors(test_path(name, path), ts, ARRAY_LEN(ts));
+}
+
+static const char *archive(void)
+{
+    static char path[TEST_PATH_MAX];
+    return test_path("run.traj", path);
+}
+
+/* An archive of steps 1..N_STEPS as run/step-K.safetensors (reverse
+ * references: each step a delta against the next, the newest whole). */
+static void make_run(void)
+{
+    rng_state = 0x51ed2701u;
+    tf_writer *w = test_open_writer(archive(), true, CHUNK_SHIFT, 2, 16);
+    for (int k = 1; k <= N_STEPS; k++) {
+        write_step(k);
+        char name[64], src[TEST_PATH_MAX], dest[80];
+        snprintf(name, sizeof name, "step-%d.safetensors", k);
+        snprintf(dest, sizeof dest, "run/%s", name);
+        test_add(w, test_path(name, src), dest);
+    }
+    tf_writer_close(w);
+}
+
+static uint64_t allocated(void)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(archive(), &st), 0);
+    return (uint64_t)st.st_blocks * 512;
+}
+
+static void remove_steps(const int *steps, size_t n)
+{
+    tf_writer *w = test_open_writer(archive(), false, CHUNK_SHIFT, 2, 16);
+    for (size_t i = 0; i < n; i++) {
+        char dest[80];
+        snprintf(dest, sizeof dest, "run/step-%d.safetensors", steps[i]);
+        tf_error e = { 0 };
+        ck_assert_msg(tf_writer_remove(w, dest, &e) == 0, "%s", e.msg);
+    }
+    tf_writer_close(w);
+}
+
+static tf_archive *open_run(void)
+{
+    tf_archive *ar = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(archive(), NULL, &ar, &e) == 0, "%s", e.msg);
+    return ar;
+}
+
+/* Every file of the archive reads back as its source, byte for byte. */
+static void expect_files(tf_archive *ar, size_t nfiles)
+{
+    tf_reader_ctx *r = tf_reader_new(ar, 0);
+    size_t files = 0;
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+        const tf_entry *ent = tf_archive_entry(ar, i);
+        if (!tf_entry_is_regular(ent))
+            continue;
+        char path[TEST_PATH_MAX];
+        size_t n;
+        uint8_t *want = test_read_whole_file(test_path(strrchr(ent->path, '/') + 1, path), &n);
+        uint8_t *got = malloc(n ? n : 1);
+        tf_error e = { 0 };
+        ck_assert_uint_eq(ent->size, n);
+        ck_assert_msg(tf_reader_pread(r, ent, 0, n, got, &e) == (ssize_t)n, "%s: %s", ent->path,
+                      e.msg);
+        ck_assert_msg(memcmp(got, want, n) == 0, "%s differs", ent->path);
+        free(got);
+        free(want);
+        files++;
+    }
+    ck_assert_uint_eq(files, nfiles);
+    tf_reader_free(r);
+}
+
+/* No live file's chunk is a delta against a slot that no live file has
+ * as a chunk: the chains in between were rebased away. */
+static void expect_no_dead_references(tf_archive *ar)
+{
+    tf_error e = { 0 };
+    uint8_t *live = tf_liveness(ar, NULL, &e);
+    ck_assert_msg(live != NULL, "%s", e.msg);
+    for (uint64_t s = 0; s < tf_archive_nblobs(ar); s++) {
+        uint64_t ref = tf_archive_blob(ar, s)->ref;
+        if ((live[s] & TF_LIVE_CHUNK) && ref)
+            ck_assert_msg(live[ref - 1] & TF_LIVE_CHUNK,
+                          "slot %llu is a delta against slot %llu, which no file has",
+                          (unsigned long long)s, (unsigned long long)(ref - 1));
+    }
+    free(live);
+}
+
+START_TEST(liveness_follows_references)
+{
+    make_run();
+    tf_archive *ar = open_run();
+    tf_error e = { 0 };
+    bool *dropped = calloc(tf_archive_nentries(ar), sizeof *dropped);
+    long newest = tf_archive_find(ar, "run/step-6.safetensors");
+    long oldest = tf_archive_find(ar, "run/step-1.safetensors");
+    ck_assert(newest >= 0 && oldest >= 0);
+    /* All but the oldest step dropped: its chunks are deltas down a
+     * chain to the newest, whose chunks are needed, not kept. */
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++)
+        dropped[i] = (long)i != oldest;
+    uint8_t *live = tf_liveness(ar, dropped, &e);
+    ck_assert_msg(live != NULL, "%s", e.msg);
+    const tf_entry *o = tf_archive_entry(ar, (size_t)oldest);
+    const tf_entry *n = tf_archive_entry(ar, (size_t)newest);
+    uint64_t needed_only = 0;
+    for (uint64_t c = 0; c < o->nchunks; c++)
+        ck_assert_uint_eq(live[o->chunks[c]], TF_LIVE_CHUNK | TF_LIVE_NEEDED);
+    for (uint64_t c = 0; c < n->nchunks; c++)
+        needed_only += live[n->chunks[c]] == TF_LIVE_NEEDED;
+    ck_assert_uint_gt(needed_only, 0);
+    /* The newest alone dropped: nothing references it but deltas of the
+     * others, which stay, so every slot the others need stays needed. */
+    uint64_t before = tf_liveness_payload_bytes(ar, live);
+    for (size_t i = 0; i < tf_archive_nentries(ar); i++)
+        dropped[i] = false;
+    free(live);
+    live = tf_liveness(ar, dropped, &e);
+    ck_assert_uint_gt(tf_liveness_payload_bytes(ar, live), before);
+    free(live);
+    free(dropped);
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* The bytes the disk holds of a fresh archive of the steps given. */
+static uint64_t fresh_archive(const int *steps, size_t n)
+{
+    char path[TEST_PATH_MAX];
+    test_path("fresh.traj", path);
+    tf_writer *w = test_open_writer(path, true, CHUNK_SHIFT, 2, 16);
+    for (size_t i = 0; i < n; i++) {
+        char name[64], src[TEST_PATH_MAX], dest[80];
+        snprintf(name, sizeof name, "step-%d.safetensors", steps[i]);
+        snprintf(dest, sizeof dest, "run/%s", name);
+        test_add(w, test_path(name, src), dest);
+    }
+    tf_writer_close(w);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    return (uint64_t)st.st_blocks * 512;
+}
+
+START_TEST(removal_rebases_and_gives_back)
+{
+    make_run();
+    uint64_t before = allocated();
+    const int middle[] = { 2, 3, 4, 5 }, kept[] = { 1, 6 };
+    remove_steps(middle, ARRAY_LEN(middle));
+    uint64_t after = allocated(), fresh = fresh_archive(kept, ARRAY_LEN(kept));
+    /* About as small as the kept files stored afresh: but for the
+     * partial blocks at the edges of what was given back (payloads here
+     * are a few blocks each) and the catalogs of 14 commits. */
+    ck_assert_msg(after < before && after <= fresh + fresh / 4,
+                  "allocated %llu -> %llu bytes; a fresh archive of the kept steps: %llu",
+                  (unsigned long long)before, (unsigned long long)after,
+                  (unsigned long long)fresh);
+    tf_archive *ar = open_run();
+    expect_files(ar, 2);
+    expect_no_dead_references(ar);
+    tf_archive_close(ar);
+    /* Nothing left for gc to rebase. */
+    tf_reclaim_stats st;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_reclaim(archive(), NULL, false, &st, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(st.rebase.chunks, 0);
+    ck_assert_uint_le(st.allocated_after, after);
+    ar = open_run();
+    expect_files(ar, 2);
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* The content of a removed step, added again by the writer that removed
+ * it, is stored again: the slots that had it are dead, their bytes given
+ * back, and would read as zeros. */
+START_TEST(dead_content_is_stored_again)
+{
+    make_run();
+    tf_writer *w = test_open_writer(archive(), false, CHUNK_SHIFT, 2, 16);
+    tf_archive *ar = tf_writer_archive(w);
+    const tf_entry *old = tf_archive_lookup(ar, "run/step-3.safetensors");
+    uint64_t nold = old->nchunks, *old_chunks = malloc(nold * sizeof *old_chunks);
+    memcpy(old_chunks, old->chunks, nold * sizeof *old_chunks);
+    /* The writer looks content up before the removal: its id index is
+     * built, and must forget the slots the removal leaves dead. */
+    ck_assert_int_ge(tf_archive_find_blob(ar, &tf_archive_blob(ar, old_chunks[0])->id), 0);
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_remove(w, "run/step-3.safetensors", &e) == 0, "%s", e.msg);
+    uint8_t *live = tf_liveness(ar, NULL, &e);
+    ck_assert_msg(live != NULL, "%s", e.msg);
+    uint64_t dead = 0;
+    for (uint64_t c = 0; c < nold; c++)
+        dead += !(live[old_chunks[c]] & TF_LIVE_NEEDED);
+    ck_assert_uint_gt(dead, 0);
+    char src[TEST_PATH_MAX];
+    test_add(w, test_path("step-3.safetensors", src), "run/step-3.safetensors");
+    const tf_entry *ent = tf_archive_lookup(ar, "run/step-3.safetensors");
+    ck_assert_ptr_nonnull(ent);
+    for (uint64_t c = 0; c < ent->nchunks; c++)
+        for (uint64_t k = 0; k < nold; k++)
+            ck_assert_msg(ent->chunks[c] != old_chunks[k] || (live[old_chunks[k]] & TF_LIVE_NEEDED),
+                          "chunk %llu stored as dead slot %llu", (unsigned long long)c,
+                          (unsigned long long)old_chunks[k]);
+    free(live);
+    free(old_chunks);
+    tf_writer_close(w);
+    ar = open_run();
+    expect_files(ar, N_STEPS);
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* Removes steps in one commit made below the writer, which rebases
+ * nothing (as a writer that died after the commit, or an earlier
+ * release, left it). */
+static void remove_without_rebase(const int *steps, size_t n)
+{
+    tf_archive *ar = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(archive(), &(tf_open_opts){ .writable = true }, &ar, &e) == 0,
+                  "%s", e.msg);
+    tf_write_opts opts;
+    tf_write_opts_default(&opts);
+    _Atomic uint64_t next_ino = tf_archive_next_ino(ar);
+    tf_commit c;
+    tf_commit_begin(&c, ar, &opts, &next_ino);
+    for (size_t i = 0; i < n; i++) {
+        char dest[80];
+        snprintf(dest, sizeof dest, "run/step-%d.safetensors", steps[i]);
+        ck_assert_msg(tf_commit_remove(&c, dest, &e) == 0, "%s", e.msg);
+    }
+    ck_assert_msg(tf_commit_finish(&c, &e) == 0, "%s", e.msg);
+    tf_archive_close(ar);
+}
+
+START_TEST(gc_rebases_what_a_removal_left)
+{
+    make_run();
+    const int middle[] = { 2, 4 };
+    remove_without_rebase(middle, ARRAY_LEN(middle));
+    tf_reclaim_stats st;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_reclaim(archive(), NULL, false, &st, &e) == 0, "%s", e.msg);
+    ck_assert_uint_gt(st.rebase.chunks, 0);
+    ck_assert_uint_lt(st.allocated_after, st.allocated_before);
+    tf_archive *ar = open_run();
+    expect_files(ar, N_STEPS - 2);
+    expect_no_dead_references(ar);
+    tf_archive_close(ar);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("reclaim");
+    TCase *tc = tcase_create("reclaim");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, test_dir_make, test_dir_remove);
+    tcase_add_test(tc, liveness_follows_references);
+    tcase_add_test(tc, removal_rebases_and_gives_back);
+    tcase_add_test(tc, dead_content_is_stored_again);
+    tcase_add_test(tc, gc_rebases_what_a_removal_left);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
