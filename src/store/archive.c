@@ -23,16 +23,22 @@ enum {
     SLOT_REDIRECTED = 4, /* it is served by a later blob */
 };
 
-/* The content id index (id -> the first blob of that id). Only writers
- * look blobs up by content, so it is built at the first lookup rather
- * than at open: on a long run it was 40% of the time of an open that
- * only lists, and 24 bytes or more a blob. Once built, every apply keeps
- * it up to date. The lock guards the build; lookups after it need none
- * (the archive does not change while they run). */
+/* What only writers ask of the blob table, built at their first
+ * question rather than at open (on a long run the id index was 40% of
+ * the time of an open that only lists, and 24 bytes or more a blob): the
+ * content id index (id -> the first live blob of that id), and the
+ * longest chains ending at each slot that live files read (the table's
+ * `above` counts every delta ever applied, as an open's checks must).
+ * Once built, every apply keeps both up to date, but one that may leave
+ * slots dead, after which the next question builds them again. The lock
+ * guards the build; questions after it need none (the archive does not
+ * change while they run). */
 typedef struct {
     pthread_mutex_t lock;
     atomic_bool built;
     tf_idmap map;
+    uint16_t *live_above; /* per slot, as `above`, over live slots */
+    uint64_t live_cap;
 } id_index;
 
 struct tf_archive {
@@ -77,6 +83,8 @@ static int path_cmp(const char *a, const char *b)
  * (store/liveness.h), in index order, so that each id maps to its first
  * one, as when built blob by blob. A dead slot's payload may have been
  * given back: new content stored as it would read as zeros. */
+static bool count_live_above(const tf_archive *ar, const uint8_t *live);
+
 static bool build_ids(const tf_archive *ar)
 {
     id_index *x = ar->ids;
@@ -92,11 +100,16 @@ static bool build_ids(const tf_archive *ar)
         for (uint64_t i = 0; ok && i < ar->nblobs; i++)
             if (live[i] & TF_LIVE_NEEDED)
                 ok = tf_idmap_put(&x->map, &ar->blobs[i].id, i) == 0;
+        ok = ok && count_live_above(ar, live);
         free(live);
-        if (ok)
+        if (ok) {
             atomic_store_explicit(&x->built, true, memory_order_release);
-        else
-            tf_idmap_free(&x->map); /* a later lookup tries again */
+        } else { /* a later question tries again */
+            tf_idmap_free(&x->map);
+            free(x->live_above);
+            x->live_above = NULL;
+            x->live_cap = 0;
+        }
     }
     pthread_mutex_unlock(&x->lock);
     return ok;
@@ -252,16 +265,58 @@ static int check_redirects(const tf_archive *ar, const tf_segment *seg, tf_error
 }
 
 /* The chain of deltas of length `above` ends at slot idx: each slot
- * below it has at least one more above it. Stops where that holds
- * already (it then holds further down: see add_blobs). */
-static void raise_above(tf_archive *ar, uint64_t idx, unsigned above)
+ * below it has at least one more above it, in counts (ar->above, or the
+ * writer's live_above). Stops where that holds already (it then holds
+ * further down: see add_blobs). */
+static void raise_above(const tf_archive *ar, uint16_t *counts, uint64_t idx, unsigned above)
 {
-    for (unsigned steps = 0; steps <= TF_CHAIN_MAX && ar->above[idx] < above; steps++) {
-        ar->above[idx] = (uint16_t)above++;
+    for (unsigned steps = 0; steps <= TF_CHAIN_MAX && counts[idx] < above; steps++) {
+        counts[idx] = (uint16_t)above++;
         if (!ar->blobs[idx].ref)
             return;
         idx = ar->blobs[idx].ref - 1;
     }
+}
+
+/* Makes room for the live counts of n slots (the new ones zero). */
+static bool room_for_live_above(id_index *x, uint64_t used, uint64_t n)
+{
+    if (n <= x->live_cap)
+        return true;
+    uint64_t cap = x->live_cap ? x->live_cap : 1024;
+    while (cap < n)
+        cap *= 2;
+    uint16_t *a = realloc(x->live_above, cap * sizeof *a);
+    if (!a)
+        return false;
+    memset(a + used, 0, (cap - used) * sizeof *a);
+    x->live_above = a;
+    x->live_cap = cap;
+    return true;
+}
+
+/* Counts the chains ending at each slot over the live slots: raising
+ * from each delta carries on down the chain whenever its own count rises
+ * later, so the order does not matter. */
+static bool count_live_above(const tf_archive *ar, const uint8_t *live)
+{
+    id_index *x = ar->ids;
+    if (!room_for_live_above(x, 0, ar->nblobs))
+        return false;
+    memset(x->live_above, 0, ar->nblobs * sizeof *x->live_above);
+    for (uint64_t s = 0; s < ar->nblobs; s++)
+        if ((live[s] & TF_LIVE_NEEDED) && ar->blobs[s].ref)
+            raise_above(ar, x->live_above, ar->blobs[s].ref - 1, x->live_above[s] + 1u);
+    return true;
+}
+
+/* A delta's reference at slot idx now ends a chain of `above` (both
+ * counts, the writer's while built). */
+static void raise_both(tf_archive *ar, uint64_t idx, unsigned above, unsigned live_above)
+{
+    raise_above(ar, ar->above, idx, above);
+    if (atomic_load_explicit(&ar->ids->built, memory_order_relaxed))
+        raise_above(ar, ar->ids->live_above, idx, live_above);
 }
 
 static int grow_blobs(tf_archive *ar, uint64_t need, tf_error *e)
@@ -295,6 +350,10 @@ static int add_blobs(tf_archive *ar, const tf_segment *seg, tf_error *e)
                        (unsigned long long)seg->first_blob, (unsigned long long)ar->nblobs);
     if (grow_blobs(ar, ar->nblobs + seg->nblobs, e) < 0)
         return -1;
+    id_index *x = ar->ids;
+    bool built = atomic_load_explicit(&x->built, memory_order_relaxed);
+    if (built && !room_for_live_above(x, ar->nblobs, ar->nblobs + seg->nblobs))
+        return tf_fail(e, ENOMEM, "blob table: out of memory");
     for (uint64_t i = 0; i < seg->nblobs; i++) {
         uint64_t idx = ar->nblobs++;
         tf_blob *b = &ar->blobs[idx];
@@ -305,13 +364,12 @@ static int add_blobs(tf_archive *ar, const tf_segment *seg, tf_error *e)
             ar->nblobs--;
             return -1;
         }
-        if (atomic_load_explicit(&ar->ids->built, memory_order_relaxed) &&
-            tf_idmap_put(&ar->ids->map, &b->id, idx) < 0)
+        if (built && tf_idmap_put(&x->map, &b->id, idx) < 0)
             return tf_fail(e, ENOMEM, "blob index: out of memory");
         if (b->model)
             ar->flags[b->model - 1] |= SLOT_MODEL;
         if (b->ref)
-            raise_above(ar, b->ref - 1, 1);
+            raise_both(ar, b->ref - 1, 1, 1);
     }
     return 0;
 }
@@ -343,7 +401,10 @@ static int apply_redirects(tf_archive *ar, const tf_segment *seg, tf_error *e)
         ar->flags[r->slot] |= SLOT_REDIRECTED;
         ar->flags[r->blob] |= SLOT_TARGET;
         if (ar->blobs[r->slot].ref)
-            raise_above(ar, ar->blobs[r->slot].ref - 1, ar->above[r->slot] + 1u);
+            raise_both(ar, ar->blobs[r->slot].ref - 1, ar->above[r->slot] + 1u,
+                       atomic_load_explicit(&ar->ids->built, memory_order_relaxed)
+                           ? ar->ids->live_above[r->slot] + 1u
+                           : 0);
     }
     return 0;
 }
@@ -541,6 +602,9 @@ static void forget_ids(tf_archive *ar)
     if (!atomic_load_explicit(&ar->ids->built, memory_order_relaxed))
         return;
     tf_idmap_free(&ar->ids->map);
+    free(ar->ids->live_above);
+    ar->ids->live_above = NULL;
+    ar->ids->live_cap = 0;
     atomic_store_explicit(&ar->ids->built, false, memory_order_relaxed);
 }
 
@@ -843,6 +907,7 @@ void tf_archive_close(tf_archive *ar)
     free(ar->flags);
     free(ar->retired);
     tf_idmap_free(&ar->ids->map);
+    free(ar->ids->live_above);
     pthread_mutex_destroy(&ar->ids->lock);
     free(ar->ids);
     free(ar);
@@ -875,7 +940,14 @@ unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx)
     return (unsigned)chain_depth(ar, NULL, idx); /* applied chains are within TF_CHAIN_MAX */
 }
 
-unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx) { return ar->above[idx]; }
+unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx)
+{
+    /* Out of memory to count: every delta's count, larger, never
+     * smaller. */
+    if (!atomic_load_explicit(&ar->ids->built, memory_order_acquire) && !build_ids(ar))
+        return ar->above[idx];
+    return ar->ids->live_above[idx];
+}
 
 bool tf_archive_may_redirect(const tf_archive *ar, uint64_t idx, bool *again)
 {

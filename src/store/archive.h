@@ -76,10 +76,10 @@ int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id);
 /* Number of delta steps from blob idx down to a self-contained blob,
  * following redirects (a walk of that many steps). */
 unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx);
-/* The longest chain of deltas that ends at blob idx (0: none uses it as
- * a reference), as far as the blobs applied tell: deltas of files since
- * removed still count. The writer redirects a keyframe slot only while
- * this plus one keeps within its chain bound. */
+/* The longest chain of deltas that live files read (store/liveness.h)
+ * that ends at blob idx (0: none uses it as a reference). The writer
+ * redirects a keyframe slot only while this plus one keeps within its
+ * chain bound. */
 unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx);
 
 /* Whether slot idx may be redirected by a later commit: it is no blob's

@@ -258,6 +258,43 @@ START_TEST(dead_content_is_stored_again)
 }
 END_TEST
 
+/* Chains through removed files count no more: with a chain bound of 5,
+ * step 6 ends a chain of 5 deltas (steps 1 to 5), so a step 7 would
+ * leave it a keyframe; once steps 1 to 4 are gone, step 6 becomes a
+ * delta against step 7, as in a fresh archive of steps 5, 6 and 7. */
+START_TEST(removed_chains_do_not_bound_new_ones)
+{
+    make_run();
+    tf_writer *w = test_open_writer(archive(), false, CHUNK_SHIFT, 2, 5);
+    tf_archive *ar = tf_writer_archive(w);
+    const tf_entry *six = tf_archive_lookup(ar, "run/step-6.safetensors");
+    uint64_t top = 0; /* the longest chain ending at one of its chunks */
+    for (uint64_t c = 0; c < six->nchunks; c++)
+        if (tf_archive_chain_above(ar, six->chunks[c]) > top)
+            top = tf_archive_chain_above(ar, six->chunks[c]);
+    ck_assert_uint_eq(top, 5);
+    tf_error e = { 0 };
+    for (int k = 1; k <= 4; k++) {
+        char dest[80];
+        snprintf(dest, sizeof dest, "run/step-%d.safetensors", k);
+        ck_assert_msg(tf_writer_remove(w, dest, &e) == 0, "%s", e.msg);
+    }
+    six = tf_archive_lookup(ar, "run/step-6.safetensors");
+    write_step(7);
+    char src[TEST_PATH_MAX];
+    test_add(w, test_path("step-7.safetensors", src), "run/step-7.safetensors");
+    uint64_t deltas = 0;
+    for (uint64_t c = 0; c < six->nchunks; c++)
+        deltas += tf_archive_blob(ar, six->chunks[c])->ref != 0;
+    ck_assert_msg(deltas * 2 > six->nchunks, "%llu of %llu chunks of step 6 are deltas",
+                  (unsigned long long)deltas, (unsigned long long)six->nchunks);
+    tf_writer_close(w);
+    ar = open_run();
+    expect_files(ar, 3);
+    tf_archive_close(ar);
+}
+END_TEST
+
 /* Removes steps in one commit made below the writer, which rebases
  * nothing (as a writer that died after the commit, or an earlier
  * release, left it). */
@@ -308,6 +345,7 @@ int main(void)
     tcase_add_test(tc, removal_rebases_and_gives_back);
     tcase_add_test(tc, dead_content_is_stored_again);
     tcase_add_test(tc, gc_rebases_what_a_removal_left);
+    tcase_add_test(tc, removed_chains_do_not_bound_new_ones);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
