@@ -86,9 +86,29 @@ static uint8_t *reconstruct(rebase *rb, uint64_t slot, size_t len, tf_error *e)
     return out;
 }
 
-/* Encodes chunk i as a new chunk of its file would be: every codec that
- * applies competes, a delta against the new reference among them, with
- * models fitted on the chunk where its dtype takes them. */
+/* Encodes chunk i as a writer stores an earlier checkpoint's chunk once
+ * a later one came (store/pipeline.h): a ULP delta against the new
+ * reference, or, where that is no smaller, a keyframe. */
+static int encode_rebased(rebased *it, const uint8_t *src, const uint8_t *ref, size_t len,
+                          unsigned dtype, tf_error *e)
+{
+    tf_chunk_job key = { .src = src, .len = len, .dtype = dtype };
+    if (tf_encode_newest_keyframe(&key, e) < 0)
+        return -1;
+    it->job = (tf_chunk_job){ .src = src, .len = len, .dtype = dtype, .ref = ref };
+    if (ref && tf_encode_chunk_as(&it->job, TF_CODEC_ULP, NULL) == 0 &&
+        it->job.out.len + it->job.model.len < key.out.len + key.model.len) {
+        tf_buf_free(&key.out);
+        tf_buf_free(&key.model);
+    } else {
+        tf_buf_free(&it->job.out);
+        tf_buf_free(&it->job.model);
+        it->job = key;
+    }
+    it->job.src = it->job.ref = NULL;
+    return 0;
+}
+
 static int rebase_work(void *arg, size_t i, tf_error *e)
 {
     rebase *rb = arg;
@@ -97,18 +117,7 @@ static int rebase_work(void *arg, size_t i, tf_error *e)
     size_t len = (size_t)b->raw_len;
     uint8_t *src = reconstruct(rb, it->slot, len, e);
     uint8_t *ref = src && it->ref ? reconstruct(rb, it->ref - 1, len, e) : NULL;
-    int rc = -1;
-    if (src && (ref || !it->ref)) {
-        it->job = (tf_chunk_job){ .src = src, .len = len, .dtype = b->dtype, .ref = ref,
-                                  .estimate = true };
-        for (unsigned id = 0; id < TF_CODEC_COUNT; id++) {
-            const tf_codec *codec = tf_codec_get(id);
-            it->job.fit_chunk[id] = codec && codec->fit && codec->fits_chunks_of &&
-                                    codec->fits_chunks_of(b->dtype);
-        }
-        rc = tf_encode_chunk(&it->job, e);
-        it->job.src = it->job.ref = NULL;
-    }
+    int rc = src && (ref || !it->ref) ? encode_rebased(it, src, ref, len, b->dtype, e) : -1;
     free(src);
     free(ref);
     return rc;

@@ -2,8 +2,10 @@
  * may still be deltas against chunks only the removed files had (a
  * checkpoint between two kept ones), which then stay stored for them
  * alone. A rebase re-encodes each such chunk against the nearest chunk
- * down its reference chain that a live file has (or without a
- * reference, where that is smaller: every codec competes), and
+ * down its reference chain that a live file has, as the writer encodes
+ * an earlier checkpoint against a later one (a ULP delta, or a keyframe
+ * where that is no larger, so that the result is what the kept files
+ * added afresh would store), and
  * redirects its slot to the new encoding (trajfs(5), version 3
  * segments): files keep their blob slots, so open files and following
  * mounts read on, and the chains in between are needed by no one, their
