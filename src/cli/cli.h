@@ -37,6 +37,8 @@ int cmd_verify(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_repack(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_prune(int argc, char **argv);
 
 /* ---- messages ---------------------------------------------------------- */
 

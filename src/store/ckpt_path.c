@@ -126,11 +126,13 @@ static char *take(tf_buf *b)
 int tf_ckpt_path_parse(const char *path, tf_ckpt_path *out)
 {
     component c[TF_DEPTH_MAX + 1];
+    size_t end[TF_DEPTH_MAX + 1]; /* of each component as written */
     size_t nc = 0;
     for (const char *p = path; nc <= TF_DEPTH_MAX;) {
         const char *slash = strchr(p, '/');
         size_t n = slash ? (size_t)(slash - p) : strlen(p);
         c[nc] = (component){ p, n };
+        end[nc] = (size_t)(p - path) + n;
         strip_temporary(&c[nc].s, &c[nc].n);
         nc++;
         if (!slash)
@@ -157,6 +159,7 @@ int tf_ckpt_path_parse(const char *path, tf_ckpt_path *out)
         out->run = take(&run);
         out->role = take(&role);
         out->step = k < nc ? take(&step) : NULL;
+        out->step_end = k < nc ? end[k] : 0;
     }
     if (rc || !out->run || !out->role || (k < nc && !out->step)) {
         tf_buf_free(&run);
@@ -166,6 +169,22 @@ int tf_ckpt_path_parse(const char *path, tf_ckpt_path *out)
         return -1;
     }
     return 0;
+}
+
+bool tf_ckpt_step_number(const char *step, const char **digits, size_t *len)
+{
+    size_t n = strlen(step);
+    bool found = false;
+    for (size_t i = 0; i < n;) {
+        size_t run = digits_at(step, n, i);
+        if (run && !shard_number(step, n, i, run) && !rank_or_dtype(step, i)) {
+            *digits = step + i;
+            *len = run;
+            found = true;
+        }
+        i += run ? run : 1;
+    }
+    return found;
 }
 
 void tf_ckpt_path_free(tf_ckpt_path *p)

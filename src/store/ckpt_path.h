@@ -23,6 +23,7 @@
 #define TRAJFS_STORE_CKPT_PATH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 typedef struct {
     char *run;  /* run key */
@@ -31,10 +32,19 @@ typedef struct {
     char *role; /* the path below the checkpoint component (the file name
                    when it has none), shard numbers replaced (ranks kept:
                    each rank's file is its own role) */
+    size_t step_end; /* bytes of the path up to the end of the checkpoint
+                        component as written (the whole path when it is
+                        the last component); 0 when there is none */
 } tf_ckpt_path;
 
 /* 0, or -1 when out of memory. */
 int tf_ckpt_path_parse(const char *path, tf_ckpt_path *out);
 void tf_ckpt_path_free(tf_ckpt_path *p);
+
+/* The step number of a checkpoint component (tf_ckpt_path.step): its
+ * last run of digits that is neither a shard, a rank nor a dtype number
+ * (checkpoint-1000: "1000"; step-000400.safetensors: "000400"), at
+ * *digits, *len of them. False when it has none. */
+bool tf_ckpt_step_number(const char *step, const char **digits, size_t *len);
 
 #endif

@@ -41,8 +41,7 @@ void tf_writer_note_give_back(tf_writer *w, const tf_error *why)
     }
 }
 
-/* Moves a pending give-back failure into the report of the add. */
-static void report_give_back(tf_writer *w)
+void tf_writer_report_give_back(tf_writer *w)
 {
     w->report.give_back = w->give_back_pending;
     w->give_back_pending = (tf_error){ 0 };
@@ -261,7 +260,7 @@ static int add_regular(tf_writer *w, const tf_source *src, const add_how *how, t
     if (rc == 0 && src->growing)
         settled = (rc = settle(&c, src, e)) == 0;
     rc = tf_writer_end_commit(w, &c, rc, e);
-    report_give_back(w);
+    tf_writer_report_give_back(w);
     if (settled)
         src->growing->release(src->growing->arg, rc == 0);
     if (rc == 0)

@@ -111,6 +111,16 @@ int tf_writer_symlink(tf_writer *w, const char *path, const char *target,
                       const tf_entry_attrs *attrs, tf_error *e);
 /* Removes path and everything below it (a tombstone). */
 int tf_writer_remove(tf_writer *w, const char *path, tf_error *e);
+/* Removes the n archive paths (a trailing '/' allowed), each with
+ * everything below it, in one commit: none when any of them is not a
+ * valid path (EINVAL, ENAMETOOLONG) or names nothing (ENOENT), the
+ * message naming it. A path given twice or below another one is removed
+ * once. Like every commit that removes files, it gives back at once the
+ * space no kept file reads, and the chunks that referenced the removed
+ * files' are re-encoded in a second commit (store/rebase.h); its report
+ * (tf_writer_last_report) carries a failure to give space back. n == 0:
+ * no commit. */
+int tf_writer_remove_paths(tf_writer *w, const char *const *paths, size_t n, tf_error *e);
 int tf_writer_move(tf_writer *w, const char *from, const char *to, tf_error *e);
 int tf_writer_set_attrs(tf_writer *w, const char *path, uint32_t mode, struct timespec mtime,
                         tf_error *e);

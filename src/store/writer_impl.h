@@ -34,6 +34,9 @@ int tf_writer_end_commit(tf_writer *w, tf_commit *c, int rc, tf_error *e);
  * until the report of the add it happened in (or, at open, of the next
  * add) carries it. */
 void tf_writer_note_give_back(tf_writer *w, const tf_error *why);
+/* Moves a pending give-back failure into the report of the last add or
+ * removal. */
+void tf_writer_report_give_back(tf_writer *w);
 
 /* Adds the tensor file src of format f as archive path dest. Its
  * tensors' references: the same tensors of the archive path parent when

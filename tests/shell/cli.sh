@@ -27,12 +27,14 @@ options_of() {
     verify) echo -q --quiet -h --help ;;
     stats) echo --json --tensors -h --help ;;
     gc) echo -q --quiet -h --help ;;
+    rm) echo -r -R --recursive -f --force -q --quiet -h --help ;;
+    prune) echo --keep-last --keep-every --keep --drop -n --dry-run -q --quiet -h --help ;;
     repack) echo -T --threads --max-chain --budget --search --all-programs --chunk-shift -q --quiet \
         -h --help ;;
     esac
 }
 
-verbs="create add extract list verify stats gc repack"
+verbs="create add extract list verify stats rm prune gc repack"
 "$TRAJPACK" --help > "$TEST_TMP/help" 2> "$TEST_TMP/err" || fail "trajpack --help failed"
 [ ! -s "$TEST_TMP/err" ] || fail "trajpack --help wrote to stderr"
 for verb in $verbs; do
@@ -76,6 +78,9 @@ quiet "$TRAJPACK" extract -q "$archive" -C "$TEST_TMP/out"
 quiet "$TRAJPACK" list -l "$archive"
 quiet "$TRAJPACK" verify -q "$archive"
 quiet "$TRAJPACK" stats --json "$archive"
+cp "$archive" "$TEST_TMP/thin.traj"
+quiet "$TRAJPACK" prune -q "$TEST_TMP/thin.traj" --keep-last 2
+quiet "$TRAJPACK" rm -q -r "$TEST_TMP/thin.traj" fp32
 quiet "$TRAJPACK" gc -q "$archive"
 quiet "$TRAJPACK" gc -q --rewrite "$archive"
 quiet "$TRAJPACK" repack -q "$archive"

@@ -1,0 +1,61 @@
+/* One removal commit for trajpack rm and prune. */
+#include "cli/remove.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+
+static bool allocated(const char *path, uint64_t *bytes)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return false;
+    *bytes = tf_archive_allocated(&st);
+    return true;
+}
+
+int cli_removal_open(cli_removal *r, const char *archive)
+{
+    *r = (cli_removal){ .archive = archive };
+    r->known = allocated(archive, &r->before);
+    tf_error e;
+    if (tf_writer_open(archive, false, 0, NULL, &r->w, &e) < 0) {
+        cli_file_error(archive, e.msg);
+        r->w = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void cli_removal_close(cli_removal *r)
+{
+    tf_writer_close(r->w);
+    r->w = NULL;
+}
+
+int cli_removal_commit(cli_removal *r, const char *const *paths, size_t n)
+{
+    tf_error e;
+    int rc = tf_writer_remove_paths(r->w, paths, n, &e);
+    if (rc < 0)
+        cli_file_error(r->archive, e.msg);
+    else if (tf_writer_last_report(r->w)->give_back.errnum)
+        cli_error("warning: %s: %s; the space of the removed files stays in use until "
+                  "`trajpack gc`", r->archive, tf_writer_last_report(r->w)->give_back.msg);
+    cli_removal_close(r);
+    r->known = r->known && allocated(r->archive, &r->after);
+    return rc;
+}
+
+void cli_removal_allocated(const cli_removal *r, char *out, size_t n)
+{
+    if (!r->known) {
+        snprintf(out, n, "allocated bytes unknown");
+        return;
+    }
+    char before[CLI_SIZE_LEN], after[CLI_SIZE_LEN];
+    cli_format_size(r->before, before);
+    cli_format_size(r->after, after);
+    snprintf(out, n, "allocated %s -> %s", before, after);
+}
