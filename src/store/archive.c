@@ -301,6 +301,8 @@ static bool room_for_live_above(id_index *x, uint64_t used, uint64_t n)
 static bool count_live_above(const tf_archive *ar, const uint8_t *live)
 {
     id_index *x = ar->ids;
+    if (!ar->nblobs)
+        return true;
     if (!room_for_live_above(x, 0, ar->nblobs))
         return false;
     memset(x->live_above, 0, ar->nblobs * sizeof *x->live_above);
