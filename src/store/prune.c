@@ -437,19 +437,24 @@ int tf_prune_frees_of(const tf_archive *ar, const bool *dropped, tf_prune_frees 
     uint64_t before_bytes = tf_liveness_payload_bytes(ar, now);
     uint64_t after_bytes = tf_liveness_payload_bytes(ar, after);
     out->now = before_bytes > after_bytes ? before_bytes - after_bytes : 0;
-    /* Chunks of removed files that kept chunks decode through. */
+    /* Chunks of removed files that kept chunks decode through, and the
+     * payloads of the kept chunks that are deltas against them: the
+     * rebase gives both back (store/rebase.h), and writes new ones. */
     for (uint64_t s = 0; s < nblobs; s++)
         if ((now[s] & TF_LIVE_CHUNK) && (after[s] & TF_LIVE_NEEDED) && !(after[s] & TF_LIVE_CHUNK))
             later[s] = TF_LIVE_NEEDED;
-    out->later = tf_liveness_payload_bytes(ar, later);
     for (uint64_t s = 0; s < nblobs; s++) {
         if (!(after[s] & TF_LIVE_CHUNK))
             continue;
         uint64_t ref = tf_archive_blob(ar, s)->ref;
         bool again;
-        out->rebase_chunks += ref && ref <= nblobs && later[ref - 1] &&
-                              tf_archive_may_redirect(ar, s, &again);
+        if (ref && ref <= nblobs && !(after[ref - 1] & TF_LIVE_CHUNK) &&
+            tf_archive_may_redirect(ar, s, &again)) {
+            out->rebase_chunks++;
+            later[s] = TF_LIVE_NEEDED;
+        }
     }
+    out->later = tf_liveness_payload_bytes(ar, later);
     free(now);
     free(after);
     free(later);

@@ -86,8 +86,9 @@ typedef struct {
                              given back by the removal's commit */
     uint64_t later;       /* payload bytes of chunks that only removed
                              files had but kept chunks still decode
-                             through: given back once those are re-encoded,
-                             less what their new encodings take */
+                             through, and of those kept chunks: given back
+                             once these are re-encoded, less what their
+                             new encodings take */
     uint64_t rebase_chunks; /* the kept chunks to re-encode */
 } tf_prune_frees;
 
