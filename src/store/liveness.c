@@ -3,45 +3,40 @@
 #include <errno.h>
 #include <stdlib.h>
 
-/* Marks slot s needed, and queues it for its reference and model. */
-static void need(uint8_t *live, uint64_t s, uint64_t *stack, size_t *top)
+/* Marks slot s needed, and down its chain what decoding it reads: a
+ * blob has one reference and one model, and a model stands alone (an
+ * open checks both), so this is a walk, not a search; it stops at a slot
+ * marked before, whose chain is marked already. */
+static void need_chain(const tf_archive *ar, uint8_t *live, uint64_t s)
 {
-    if (live[s] & TF_LIVE_NEEDED)
-        return;
-    live[s] |= TF_LIVE_NEEDED;
-    stack[(*top)++] = s;
+    for (unsigned steps = 0; steps <= TF_CHAIN_MAX && !(live[s] & TF_LIVE_NEEDED); steps++) {
+        live[s] |= TF_LIVE_NEEDED;
+        const tf_blob *b = tf_archive_blob(ar, s);
+        if (b->model)
+            live[b->model - 1] |= TF_LIVE_NEEDED;
+        if (!b->ref)
+            return;
+        s = b->ref - 1;
+    }
 }
 
 uint8_t *tf_liveness(const tf_archive *ar, const bool *dropped, tf_error *e)
 {
     uint64_t n = tf_archive_nblobs(ar);
     uint8_t *live = calloc(n ? n : 1, 1);
-    /* Each slot is queued once, when first marked. */
-    uint64_t *stack = malloc((n ? n : 1) * sizeof *stack);
-    if (!live || !stack) {
-        free(live);
-        free(stack);
+    if (!live) {
         tf_fail(e, ENOMEM, "out of memory for the liveness of %llu blobs", (unsigned long long)n);
         return NULL;
     }
-    size_t top = 0;
     for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
         if (dropped && dropped[i])
             continue;
         const tf_entry *ent = tf_archive_entry(ar, i);
         for (uint64_t c = 0; c < ent->nchunks; c++) {
             live[ent->chunks[c]] |= TF_LIVE_CHUNK;
-            need(live, ent->chunks[c], stack, &top);
+            need_chain(ar, live, ent->chunks[c]);
         }
     }
-    while (top) {
-        const tf_blob *b = tf_archive_blob(ar, stack[--top]);
-        if (b->ref)
-            need(live, b->ref - 1, stack, &top);
-        if (b->model)
-            need(live, b->model - 1, stack, &top);
-    }
-    free(stack);
     return live;
 }
 
