@@ -601,8 +601,6 @@ bool tf_archive_segment_drops(const tf_archive *ar, const tf_segment *seg)
  * some dead, the next lookup builds it again. */
 static void forget_ids(tf_archive *ar)
 {
-    if (!atomic_load_explicit(&ar->ids->built, memory_order_relaxed))
-        return;
     tf_idmap_free(&ar->ids->map);
     free(ar->ids->live_above);
     ar->ids->live_above = NULL;
@@ -613,7 +611,8 @@ static void forget_ids(tf_archive *ar)
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
 {
     ar->retired_by_last = ar->nretired;
-    if (tf_archive_segment_drops(ar, seg))
+    if (atomic_load_explicit(&ar->ids->built, memory_order_relaxed) &&
+        tf_archive_segment_drops(ar, seg))
         forget_ids(ar);
     int rc = check_redirects(ar, seg, e);
     if (rc == 0)
