@@ -7,8 +7,10 @@
  * Watches FILE for writes (inotify IN_MODIFY; writes in a row that it has
  * not read yet count once), prints "watching" once the watch is in place,
  * and sends SIGKILL to PID (-PGID: a process group) at the write after
- * the first SKIP. Exits 0 once it killed, 1 when TIMEOUT_MS passed first
- * (PID is left alone), 2 on a usage or system error. */
+ * the first SKIP. Exits 0 once it killed, 1 when TIMEOUT_MS passed or
+ * SIGTERM came first (PID is left alone; it prints "N writes seen": with
+ * a large SKIP, how many writes a run makes), 2 on a usage or system
+ * error. */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -30,6 +32,14 @@ static long number(const char *s, const char *what, long least)
         exit(2);
     }
     return v;
+}
+
+static volatile sig_atomic_t terminated;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    terminated = 1;
 }
 
 static long now_ms(void)
@@ -56,12 +66,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "killonwrite: %s: %s\n", argv[1], strerror(errno));
         return 2;
     }
+    /* SIGTERM is taken only while waiting in ppoll. */
+    sigset_t term, waiting;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    struct sigaction sa = { .sa_handler = on_term };
+    sigemptyset(&sa.sa_mask);
+    if (sigprocmask(SIG_BLOCK, &term, &waiting) < 0 || sigaction(SIGTERM, &sa, NULL) < 0) {
+        fprintf(stderr, "killonwrite: SIGTERM: %s\n", strerror(errno));
+        return 2;
+    }
+    sigdelset(&waiting, SIGTERM);
     printf("watching\n");
     fflush(stdout);
     long seen = 0;
-    for (long left; (left = deadline - now_ms()) > 0;) {
+    for (long left; !terminated && (left = deadline - now_ms()) > 0;) {
         struct pollfd p = { .fd = fd, .events = POLLIN };
-        int ready = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+        struct timespec wait = { .tv_sec = left / 1000, .tv_nsec = left % 1000 * 1000000 };
+        int ready = ppoll(&p, 1, &wait, &waiting);
         if (ready < 0 && errno != EINTR) {
             fprintf(stderr, "killonwrite: poll: %s\n", strerror(errno));
             return 2;
@@ -82,5 +104,6 @@ int main(int argc, char **argv)
             at += (ssize_t)sizeof *ev + ev->len;
         }
     }
+    printf("%ld writes seen\n", seen);
     return 1;
 }
