@@ -17,10 +17,11 @@
 # config.json is kept in all. For each: `trajpack create` of the whole
 # corpus (made once, copied with its holes and synced for each
 # scenario), the removal of the others, oldest first, as `rm` of a glob
-# goes (remove_files below: `rm` through a writable mount today, each rm
-# one commit that punches what nothing needs any more, then rebases the
-# chunks that referenced what it removed), then `trajpack gc` (a full
-# rewrite today), then gc again (nothing left to collect). Printed:
+# goes (remove_files below: one `trajpack rm`, or with BENCH_REMOVE=mount
+# `rm` of each through a writable mount; a removal's commit punches what
+# nothing needs any more, then the chunks that referenced what it
+# removed are rebased), then `trajpack gc` (in place: what is left to
+# rebase and punch), then gc again (nothing left). Printed:
 #   space  the bytes the disk holds (st_blocks) after the removal and
 #          after gc, against a fresh `trajpack create` of exactly the
 #          kept files (hard links under the same relative paths), ratio
@@ -30,8 +31,8 @@
 #          and a weights-only variant: the same removals in an archive of
 #          the 16 weights files, its held bytes against a fresh one
 #   cost   bytes written to storage by the removal (/proc/PID/io
-#          write_bytes of the mount's daemon, read before the unmount)
-#          and by gc (of the trajpack process), against the bytes the
+#          write_bytes of trajpack, or of the mount's daemon, read before
+#          the unmount) and by gc, against the bytes the
 #          whole archive holds; the removal's time (mount, rm, unmount)
 #          and gc's against `trajpack create` of the kept files (medians:
 #          create of 3 runs, the removal of 3, or of 1 where its first
@@ -59,9 +60,17 @@ top=$(basename "$corpus") # archive paths are $top/FILE
 
 # remove_files ARCHIVE PATH...: removes the archive's files PATH... and
 # lets the archive give their space back; sets `written`, the bytes its
-# writer wrote to storage. The one line to change for `trajpack rm`:
-#   remove_files() { written=$(written_by "$TRAJPACK" rm "$@"); }
-remove_files() { remove_through_mount "$@"; }
+# writer wrote to storage. BENCH_REMOVE chooses how: "rm" (the default),
+# one `trajpack rm` of them all (one commit, one rebase); "mount", `rm`
+# of each through a writable mount, as a trainer removes its old
+# checkpoints (each its own commit and rebase).
+remove_files() {
+    case ${BENCH_REMOVE:-rm} in
+    rm) written=$(written_by "$TRAJPACK" rm -q "$@") || die "trajpack rm failed" ;;
+    mount) remove_through_mount "$@" ;;
+    *) die "BENCH_REMOVE=$BENCH_REMOVE: rm or mount" ;;
+    esac
+}
 
 remove_through_mount() {
     _archive=$1

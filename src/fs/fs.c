@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/cpus.h"
+#include "fs/give_back_job.h"
 #include "fs/log.h"
 #include "fs/spool.h"
 #include "fs/view.h"
@@ -42,6 +43,8 @@ static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
 {
     tf_write_opts wo = o->write;
     wo.applied = &fs->applied;
+    wo.open_versions = fs_open_versions;
+    wo.open_versions_arg = fs;
     wo.dir_times = true;
     wo.cache_bytes = o->cache_size; /* the mount reads through this cache too */
     if (create_if_missing(o->archive, e) < 0 ||

@@ -162,6 +162,15 @@ fs_handle *fs_handles_take(fs_handles *t, uint64_t fh)
     return h;
 }
 
+void fs_handles_each_version(fs_handles *t, void (*fn)(void *arg, const tf_entry *ent), void *arg)
+{
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < t->nslots; i++)
+        if (t->slots[i] && !t->slots[i]->writable && t->slots[i]->ent)
+            fn(arg, t->slots[i]->ent);
+    pthread_mutex_unlock(&t->lock);
+}
+
 /* ---- write handles ---- */
 
 /* After a write or truncation of h's spool to at least/exactly size

@@ -109,6 +109,9 @@ uint64_t fs_handles_add(fs_handles *t, fs_handle *h);
 fs_handle *fs_handles_get(fs_handles *t, uint64_t fh, uint64_t ino);
 /* Takes handle fh out of the table (the caller frees it). */
 fs_handle *fs_handles_take(fs_handles *t, uint64_t fh);
+/* Calls fn(arg, ent) for the version each read handle reads, under the
+ * table's lock. */
+void fs_handles_each_version(fs_handles *t, void (*fn)(void *arg, const tf_entry *ent), void *arg);
 
 /* ---- write handles ---- */
 

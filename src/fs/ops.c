@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 
 #include "fs/attr.h"
+#include "fs/give_back_job.h"
 #include "fs/log.h"
 #include "fs/open_reply.h"
 #include "fs/ops_write.h"
@@ -231,6 +232,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     }
     fs_handle_free(fs_handles_take(&fs->handles, h ? fi->fh : 0));
     fuse_reply_err(req, 0);
+    if (fs->writer)
+        fs_queue_give_back(fs); /* what only it read, if anything */
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

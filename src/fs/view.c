@@ -28,13 +28,29 @@ static ssize_t read_locked(fs_state *fs, const tf_entry *ent, uint64_t off, size
     return got;
 }
 
+/* Whether ent is still the live entry at its path, with the same
+ * chunks. */
+static bool still_live(fs_state *fs, const tf_entry *ent)
+{
+    pthread_rwlock_rdlock(&fs->view_lock);
+    const tf_entry *now = tf_archive_lookup(fs->ar, ent->path);
+    bool same = now && now->ino == ent->ino && now->nchunks == ent->nchunks &&
+                (!ent->nchunks ||
+                 !memcmp(now->chunks, ent->chunks, ent->nchunks * sizeof *ent->chunks));
+    pthread_rwlock_unlock(&fs->view_lock);
+    return same;
+}
+
 /* read_locked, once more where a following mount's read failed on
  * stored bytes (EIO) and commits came that it had not applied when the
  * read began: a newer checkpoint's commit may have retired the payload
  * it read, whose space the writer then gave back (reverse references,
  * trajfs(5)); applied, the commit serves that blob by its new payload.
  * The follow thread applies them (fs_follow_look_now): with no lock
- * held here, as its hooks take the view lock exclusively. */
+ * held here, as its hooks take the view lock exclusively. A version
+ * that a removal or a replacement left is read by no commit any more:
+ * its writer may have given its space back (trajfs(5)), and the error
+ * says so rather than that stored bytes are damaged. */
 static ssize_t read_view(fs_state *fs, const tf_entry *ent, uint64_t off, size_t len,
                          uint8_t *out, tf_read_spans *v, tf_error *e)
 {
@@ -42,6 +58,10 @@ static ssize_t read_view(fs_state *fs, const tf_entry *ent, uint64_t off, size_t
     ssize_t got = read_locked(fs, ent, off, len, out, v, e);
     if (got < 0 && e->errnum == EIO && fs_follow_look_now(&fs->follower, applied))
         got = read_locked(fs, ent, off, len, out, v, e);
+    if (got < 0 && e->errnum == EIO && fs_view_may_change(fs) && !still_live(fs, ent))
+        tf_fail(e, EIO, "%s: removed or replaced in the archive since it was opened, and its "
+                "space given back by the archive's writer: this version cannot be read any more",
+                ent->path);
     return got;
 }
 

@@ -120,10 +120,31 @@ static int cmp_redirect(const void *a, const void *b)
 
 static int write_held(tf_commit *c, tf_error *e); /* with the blobs, below */
 
+typedef struct {
+    const tf_archive *ar;
+    uint8_t *live;
+    bool more;
+} keep_ctx;
+
+static void keep_version(void *arg, const tf_entry *ent)
+{
+    keep_ctx *k = arg;
+    k->more |= tf_liveness_keep(k->ar, k->live, ent);
+}
+
+bool tf_commit_keep_open_versions(const tf_archive *ar, const tf_write_opts *opts, uint8_t *live)
+{
+    keep_ctx k = { ar, live, false };
+    if (opts->open_versions)
+        opts->open_versions(opts->open_versions_arg, keep_version, &k);
+    return k.more;
+}
+
 /* Gives back what the commit just applied left unread: the payloads its
  * redirects retired, from the retired_before'th on, and those of the
  * slots that live files needed before (`before`, of nbefore slots; NULL
- * when the commit dropped no file) and need no more. A failure is only
+ * when the commit dropped no file) and need no more, but what open
+ * versions read (c->kept_open when that kept any). A failure is only
  * noted, in c->give_back: the space stays in use until trajpack gc. */
 static void give_back_after(tf_commit *c, size_t retired_before, const uint8_t *before,
                             uint64_t nbefore)
@@ -131,8 +152,10 @@ static void give_back_after(tf_commit *c, size_t retired_before, const uint8_t *
     tf_archive_range *dead = NULL;
     size_t ndead = 0;
     uint8_t *now = before ? tf_liveness(c->ar, NULL, &c->give_back) : NULL;
-    if (now)
+    if (now) {
+        c->kept_open = tf_commit_keep_open_versions(c->ar, c->opts, now);
         tf_liveness_died(c->ar, before, nbefore, now, &dead, &ndead, &c->give_back);
+    }
     tf_error why = { 0 };
     if (tf_commit_give_back(c->ar, retired_before, now, dead, ndead, &why) < 0 &&
         !c->give_back.errnum)
@@ -146,7 +169,7 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
     size_t retired_before;
     tf_archive_retired(c->ar, &retired_before);
     c->give_back = (tf_error){ 0 };
-    c->dropped = false;
+    c->dropped = c->kept_open = false;
     uint8_t *before = NULL;
     uint64_t nbefore = tf_archive_nblobs(c->ar);
     /* The catalog lists redirects by slot. */

@@ -42,6 +42,9 @@ typedef struct {
     bool dropped;           /* after tf_commit_finish: it removed or
                                replaced files, or rebased chunks
                                (tf_archive_segment_drops) */
+    bool kept_open;         /* after tf_commit_finish: data only open
+                               versions read was not given back
+                               (tf_write_opts.open_versions) */
 } tf_commit;
 
 void tf_commit_begin(tf_commit *c, tf_archive *ar, const tf_write_opts *opts,
@@ -61,6 +64,11 @@ void tf_commit_abort(tf_commit *c);
  * failure in e: the space stays in use until trajpack gc. */
 int tf_commit_give_back(tf_archive *ar, size_t from, const uint8_t *live,
                         const tf_archive_range *dead, size_t ndead, tf_error *e);
+
+/* Marks in live (store/liveness.h) what the open versions of
+ * opts->open_versions read; whether that kept data that live files do
+ * not need. */
+bool tf_commit_keep_open_versions(const tf_archive *ar, const tf_write_opts *opts, uint8_t *live);
 
 /* Adds an entry of the given kind at path. attrs NULL: mode 0755, the
  * current time, and a new inode number (a directory added again keeps

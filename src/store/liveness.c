@@ -40,6 +40,18 @@ uint8_t *tf_liveness(const tf_archive *ar, const bool *dropped, tf_error *e)
     return live;
 }
 
+bool tf_liveness_keep(const tf_archive *ar, uint8_t *live, const tf_entry *ent)
+{
+    bool more = false;
+    uint64_t n = tf_archive_nblobs(ar);
+    for (uint64_t c = 0; c < ent->nchunks; c++)
+        if (ent->chunks[c] < n && !(live[ent->chunks[c]] & TF_LIVE_NEEDED)) {
+            need_chain(ar, live, ent->chunks[c]);
+            more = true;
+        }
+    return more;
+}
+
 static int cmp_range(const void *a, const void *b)
 {
     uint64_t x = ((const tf_archive_range *)a)->off, y = ((const tf_archive_range *)b)->off;

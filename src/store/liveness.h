@@ -24,6 +24,11 @@ enum {
  * the entries counted as removed (what a prune would leave). */
 uint8_t *tf_liveness(const tf_archive *ar, const bool *dropped, tf_error *e);
 
+/* Marks in live what reading ent needs (TF_LIVE_NEEDED): a version of a
+ * file that readers still have open, not a live file's. Returns whether
+ * that needed a slot that live did not. */
+bool tf_liveness_keep(const tf_archive *ar, uint8_t *live, const tf_entry *ent);
+
 /* The payload bytes that the slots with TF_LIVE_NEEDED in live are
  * served by, each payload counted once. */
 uint64_t tf_liveness_payload_bytes(const tf_archive *ar, const uint8_t *live);

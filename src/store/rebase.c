@@ -159,6 +159,8 @@ int tf_writer_rebase(tf_writer *w, tf_rebase_stats *st, tf_error *e)
                                  rebase_work, rebase_sink, &rb, e);
         rc = rc == 0 ? tf_commit_finish(&c, e) : (tf_commit_abort(&c), -1);
         tf_writer_note_give_back(w, &c.give_back);
+        if (c.kept_open)
+            atomic_store(&w->give_back_owed, true);
     }
     tf_pool_free(pool);
     for (size_t i = 0; i < rb.n; i++) {

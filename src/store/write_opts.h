@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "common/error.h"
+#include "format/catalog.h"
 
 struct tf_archive_hooks; /* store/archive.h */
 
@@ -47,6 +48,15 @@ typedef struct {
      * the archive (a mount) can hold off in between and update what they
      * derive from it (NULL: none). */
     const struct tf_archive_hooks *applied;
+    /* What readers outside the catalog still read: a mount's open files,
+     * some of them versions that a removal or a replacement left. Called
+     * on the writer's thread when it gives space back, it calls
+     * keep(keep_arg, ent) for each open version: their data is not given
+     * back while they are open, and tf_writer_give_back_unread gives it
+     * back once they close (NULL: none). */
+    void (*open_versions)(void *arg, void (*keep)(void *keep_arg, const tf_entry *ent),
+                          void *keep_arg);
+    void *open_versions_arg;
     /* A commit that changes the names in a directory (adds, removes or
      * replaces one) gives that directory's entry the commit's time, as a
      * file system gives a directory's mtime (a mount's writer). */

@@ -14,6 +14,8 @@
 #include "store/pipeline.h"
 #include "store/writer_impl.h"
 
+#include "store/give_back.h"
+#include "store/liveness.h"
 #include "store/rebase.h"
 
 /* Of a file being added, the chunks kept for the cache until the file is
@@ -90,10 +92,31 @@ void tf_writer_close(tf_writer *w)
 {
     if (!w)
         return;
+    tf_error why;
+    if (atomic_load(&w->give_back_owed))
+        tf_writer_give_back_unread(w, &why); /* else gc gives it back */
     tf_ref_index_free(w->refs);
     tf_reader_free(w->reader);
     tf_archive_close(w->ar);
     free(w);
+}
+
+bool tf_writer_give_back_owed(tf_writer *w)
+{
+    return atomic_load(&w->give_back_owed);
+}
+
+int tf_writer_give_back_unread(tf_writer *w, tf_error *e)
+{
+    atomic_store(&w->give_back_owed, false);
+    uint8_t *live = tf_liveness(w->ar, NULL, e);
+    if (!live)
+        return -1;
+    if (tf_commit_keep_open_versions(w->ar, &w->opts, live))
+        atomic_store(&w->give_back_owed, true);
+    int rc = tf_give_back_all(w->ar, live, e);
+    free(live);
+    return rc;
 }
 
 tf_archive *tf_writer_archive(tf_writer *w)
@@ -161,6 +184,8 @@ int tf_writer_end_commit(tf_writer *w, tf_commit *c, int rc, tf_error *e)
     }
     rc = tf_commit_finish(c, e);
     tf_writer_note_give_back(w, &c->give_back);
+    if (c->kept_open)
+        atomic_store(&w->give_back_owed, true);
     /* Space comes back by itself after a removal: the chunks that
      * referenced what the commit left dead are rebased at once (a
      * failure leaves them as they are, readable; trajpack gc tries

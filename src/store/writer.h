@@ -36,6 +36,14 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
                    const tf_write_opts *opts, tf_writer **out, tf_error *e);
 void tf_writer_close(tf_writer *w);
 tf_archive *tf_writer_archive(tf_writer *w);
+/* Whether data that only open versions read (tf_write_opts.open_versions)
+ * was kept when space was given back, and has not been given back
+ * since: a mount asks when one of its files closes. */
+bool tf_writer_give_back_owed(tf_writer *w);
+/* Gives back every byte of the archive that neither live files nor open
+ * versions read (store/give_back.h): what was kept for versions since
+ * closed. On the writer's thread, between commits. */
+int tf_writer_give_back_unread(tf_writer *w, tf_error *e);
 /* The reader the writer reconstructs parents with (its cache bounded by
  * opts.cache_bytes), until tf_writer_close. Other threads may read the
  * archive through it too (a mount does: one cache, one bound). */

@@ -22,6 +22,8 @@ struct tf_writer {
     bool drop_references; /* tf_writer_keep_references(w, false) */
     bool give_back_warned; /* a failure to give space back was noted */
     tf_error give_back_pending; /* it, until a report carries it */
+    atomic_bool give_back_owed; /* data only open versions read was kept
+                                   (tf_writer_give_back_unread) */
     _Atomic uint64_t next_ino;
 };
 

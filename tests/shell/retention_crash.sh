@@ -18,12 +18,13 @@
 #    while punching; in fsync: in a commit's fdatasync). Printed: where
 #    the kills fell, and how many left chunks of kept files as deltas
 #    against removed ones (a rebase not done) after gc.
-# 2. `trajpack gc` of the archive after the removal (its payloads dead
-#    and punched, the catalog still naming them), killed the same ways
-#    (the writes of the archive's directory: gc writes a new file beside
-#    it). After each kill the same checks; then gc again, unkilled:
-#    fewer or as many bytes held as before the killed one, no temporary
-#    file left, the files the same.
+# 2. `trajpack gc`, killed the same ways (counting the writes of the
+#    archive's directory): in place, of an archive where a killed removal
+#    left chunks to rebase; and `gc --rewrite` (which writes a new file
+#    beside it) of the archive after the removal. After each kill the
+#    same checks; then gc again, unkilled: fewer or as many bytes held as
+#    before the killed one, no temporary file left, the files the same,
+#    no chunk left to rebase.
 # RETENTION_KILL_TRIALS and RETENTION_GC_KILL_TRIALS set the number of
 # kills (defaults 16 and 10).
 set -eu
@@ -186,7 +187,10 @@ while [ "$trial" -lt "$TRIALS" ]; do
     [ "$nremoved" -gt 0 ] && [ "$nremoved" -lt 24 ] && partway=$((partway + 1))
     [ "$nremoved" -eq 0 ] && first=$((first + 1))
     [ "$nremoved" -eq 24 ] && ! $killed_after && last=$((last + 1))
-    [ "$(pending_rebases "$archive")" -eq 0 ] || pending_kill=$((pending_kill + 1))
+    if [ "$(pending_rebases "$archive")" -ne 0 ]; then
+        pending_kill=$((pending_kill + 1))
+        [ -e "$TEST_TMP/pending.traj" ] || cp "$archive" "$TEST_TMP/pending.traj" # for part 2
+    fi
 
     # gc gives back what the kill left in use.
     before=$(held "$archive")
@@ -222,60 +226,81 @@ echo "$TEST_NAME: chunks of kept files left deltas against removed ones (a rebas
 gcdir=$TEST_TMP/gc
 mkdir "$gcdir"
 garchive=$gcdir/a.traj
-cp "$TEST_TMP/removed.traj" "$garchive"
-stopped "$TRAJPACK" gc -q "$garchive"
-gc_pid=$STOPPED_PID
-start_killer "$gcdir" "$gc_pid" 1000000000
-start=$(date +%s%N)
-kill -CONT "$gc_pid"
-wait "$gc_pid" || fail "the unkilled gc failed: $(cat "$TEST_TMP/stopped.out")"
-gc_span=$(($(date +%s%N) - start))
-gc_writes=$(stop_killer)
-[ "${gc_writes:-0}" -gt 0 ] || fail "killonwrite saw no write of the unkilled gc"
-check_after "$garchive" "the unkilled gc"
-echo "$TEST_NAME: an unkilled gc: $gc_writes writes in its directory in $((gc_span / 1000000)) ms"
 
-replaced=0 leftover=0 gc_after=0
-trial=0
-while [ "$trial" -lt "$GC_TRIALS" ]; do
-    trial=$((trial + 1))
-    rm -f "$gcdir"/*
-    cp "$TEST_TMP/removed.traj" "$garchive"
-    before=$(held "$garchive")
-    ino=$(stat -c %i "$garchive")
-    stopped "$TRAJPACK" gc -q "$garchive"
+# gc_kills SOURCE [--rewrite]: an unkilled gc of a copy of SOURCE counts
+# its writes (of the archive's directory) and its time; then
+# GC_TRIALS/2 gcs of fresh copies are killed the two ways of part 1.
+gc_kills() {
+    _source=$1
+    shift
+    _opts="${*:+$* }" # for messages
+    cp "$_source" "$garchive"
+    stopped "$TRAJPACK" gc -q "$@" "$garchive"
     gc_pid=$STOPPED_PID
-    if [ $((trial % 2)) -eq 1 ]; then
-        skip=$(spread_int $(((trial + 1) / 2)) $(((GC_TRIALS + 1) / 2)) "$gc_writes" 31)
-        what="gc, trial $trial (kill at write $((skip + 1)) of $gc_writes)"
-        start_killer "$gcdir" "$gc_pid" "$skip"
-        kill -CONT "$gc_pid"
-        if wait "$gc_pid" 2> /dev/null; then
-            stop_killer > /dev/null
-            gc_after=$((gc_after + 1))
+    start_killer "$gcdir" "$gc_pid" 1000000000
+    start=$(date +%s%N)
+    kill -CONT "$gc_pid"
+    wait "$gc_pid" || fail "the unkilled gc ${_opts}failed: $(cat "$TEST_TMP/stopped.out")"
+    gc_span=$(($(date +%s%N) - start))
+    gc_writes=$(stop_killer)
+    [ "${gc_writes:-0}" -gt 0 ] || fail "killonwrite saw no write of the unkilled gc $_opts"
+    check_after "$garchive" "the unkilled gc $_opts"
+    [ "$(pending_rebases "$garchive")" -eq 0 ] || fail "the unkilled gc ${_opts}left chunks to rebase"
+    cp "$TEST_TMP/listed" "$TEST_TMP/gc.listed" # gc changes no file
+    echo "$TEST_NAME: an unkilled gc ${_opts}of $(basename "$_source"): $gc_writes writes in its directory in $((gc_span / 1000000)) ms"
+
+    replaced=0 leftover=0 gc_after=0
+    trial=0
+    while [ "$trial" -lt $((GC_TRIALS / 2)) ]; do
+        trial=$((trial + 1))
+        rm -f "$gcdir"/*
+        cp "$_source" "$garchive"
+        before=$(held "$garchive")
+        ino=$(stat -c %i "$garchive")
+        stopped "$TRAJPACK" gc -q "$@" "$garchive"
+        gc_pid=$STOPPED_PID
+        if [ $((trial % 2)) -eq 1 ]; then
+            skip=$(spread_int $(((trial + 1) / 2)) $(((GC_TRIALS / 2 + 1) / 2)) "$gc_writes" 31)
+            what="gc ${_opts}of $(basename "$_source"), trial $trial (kill at write $((skip + 1)) of $gc_writes)"
+            start_killer "$gcdir" "$gc_pid" "$skip"
+            kill -CONT "$gc_pid"
+            if wait "$gc_pid" 2> /dev/null; then
+                stop_killer > /dev/null
+                gc_after=$((gc_after + 1))
+            else
+                wait "$KILLER" 2> /dev/null || true
+            fi
         else
-            wait "$KILLER" 2> /dev/null || true
+            delay=$(spread_s $((trial / 2)) $((GC_TRIALS / 4)) "$(echo "$gc_span" | awk '{ print $1 / 1e9 }')" 37)
+            what="gc ${_opts}of $(basename "$_source"), trial $trial (kill after $delay s)"
+            kill -CONT "$gc_pid"
+            sleep "$delay"
+            kill -KILL "$gc_pid" 2> /dev/null || true
+            wait "$gc_pid" 2> /dev/null || true
         fi
-    else
-        delay=$(spread_s $((trial / 2)) $((GC_TRIALS / 2)) "$(echo "$gc_span" | awk '{ print $1 / 1e9 }')" 37)
-        what="gc, trial $trial (kill after $delay s)"
-        kill -CONT "$gc_pid"
-        sleep "$delay"
-        kill -KILL "$gc_pid" 2> /dev/null || true
-        wait "$gc_pid" 2> /dev/null || true
-    fi
-    flock -w 10 "$garchive" true || fail "$what: the archive's lock is still held 10 s after the kill"
-    [ "$(stat -c %i "$garchive")" = "$ino" ] || replaced=$((replaced + 1))
-    [ "$(find "$gcdir" -mindepth 1 ! -name a.traj | wc -l)" -eq 0 ] || leftover=$((leftover + 1))
-    check_after "$garchive" "$what"
-    [ "$nremoved" -eq 24 ] || fail "$what: lists $((24 - nremoved)) removed files again"
-    "$TRAJPACK" gc -q "$garchive" > "$TEST_TMP/gc.out" 2>&1 || fail "$what: the next gc failed: $(cat "$TEST_TMP/gc.out")"
-    [ "$(held "$garchive")" -le "$before" ] ||
-        fail "$what: the next gc: $(held "$garchive") bytes held, $before before the killed one"
-    [ "$(ls "$gcdir")" = a.traj ] || fail "$what: the next gc left $(ls "$gcdir" | tr '\n' ' ')"
-    check_after "$garchive" "$what, then gc"
-done
-echo "$TEST_NAME: $GC_TRIALS kills of gc: $replaced after the archive was replaced," \
-    "$leftover left a temporary file (the next gc removed it), $gc_after after gc ended"
+        flock -w 10 "$garchive" true || fail "$what: the archive's lock is still held 10 s after the kill"
+        [ "$(stat -c %i "$garchive")" = "$ino" ] || replaced=$((replaced + 1))
+        [ "$(find "$gcdir" -mindepth 1 ! -name a.traj | wc -l)" -eq 0 ] || leftover=$((leftover + 1))
+        check_after "$garchive" "$what"
+        cmp -s "$TEST_TMP/listed" "$TEST_TMP/gc.listed" || fail "$what: changed the files listed"
+        "$TRAJPACK" gc -q "$@" "$garchive" > "$TEST_TMP/gc.out" 2>&1 ||
+            fail "$what: the next gc failed: $(cat "$TEST_TMP/gc.out")"
+        [ "$(held "$garchive")" -le "$before" ] ||
+            fail "$what: the next gc: $(held "$garchive") bytes held, $before before the killed one"
+        [ "$(ls "$gcdir")" = a.traj ] || fail "$what: the next gc left $(ls "$gcdir" | tr '\n' ' ')"
+        check_after "$garchive" "$what, then gc"
+        [ "$(pending_rebases "$garchive")" -eq 0 ] || fail "$what: the next gc left chunks to rebase"
+    done
+    echo "$TEST_NAME: $((GC_TRIALS / 2)) kills of gc ${_opts}of $(basename "$_source"): $replaced after the archive was replaced," \
+        "$leftover left a temporary file (the next gc removed it), $gc_after after gc ended"
+}
+
+# In place, where a killed removal left chunks to rebase (part 1 kept the
+# first such archive; every run has some: the rebase commit is most of
+# a removal's writes).
+[ -e "$TEST_TMP/pending.traj" ] || fail "no kill of part 1 left chunks to rebase"
+gc_kills "$TEST_TMP/pending.traj"
+# A whole rewrite, of the archive after the removal.
+gc_kills "$TEST_TMP/removed.traj" --rewrite
 echo "$TEST_NAME: $bytes_checked bytes compared with their sources"
 exit 0
