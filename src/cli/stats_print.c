@@ -27,6 +27,13 @@ static uint64_t overhead_bytes(const tf_archive *ar, const stats *st)
     return size > payload ? size - payload : 0;
 }
 
+/* What the archive takes: the bytes the disk holds of a local one (less
+ * than its size where space was given back), else its size. */
+static uint64_t held_bytes(const tf_archive *ar, const stats *st)
+{
+    return st->allocated_known ? st->allocated_bytes : tf_archive_file_size(ar);
+}
+
 static double bits_per_weight(const stat_row *r)
 {
     return (double)r->stored * 8 / (double)r->weights;
@@ -111,9 +118,13 @@ void stats_print_text(const tf_archive *ar, const size_t *order, const char *arc
             printf(" %llu %s,", (unsigned long long)st->n_tensor_files[f], format_name(f));
     printf(" %llu other; %llu directories, %llu symlinks\n", (unsigned long long)st->n_other,
            (unsigned long long)st->n_dirs, (unsigned long long)st->n_symlinks);
-    printf("compression: %s of files in %s: ", logical, size);
-    if (archive_bytes)
-        printf("%.2fx\n", (double)st->logical_bytes / (double)archive_bytes);
+    uint64_t held = held_bytes(ar, st);
+    char held_size[CLI_SIZE_LEN];
+    cli_format_size(held, held_size);
+    printf("compression: %s of files in %s%s: ", logical, held_size,
+           st->allocated_known ? " on disk" : "");
+    if (held)
+        printf("%.2fx\n", (double)st->logical_bytes / (double)held);
     else
         puts("-");
     if (st->chain_chunks)
@@ -149,12 +160,18 @@ void stats_print_text(const tf_archive *ar, const size_t *order, const char *arc
     cli_format_size(overhead_bytes(ar, st), overhead);
     cli_format_size(st->unused_bytes, unused);
     printf("\nother files: %s stored in %s\n", other, other_stored);
-    printf("catalog and framing: %s; blobs no file uses: %s\n", overhead, unused);
+    printf("catalog and framing: %s\n", overhead);
+    /* Both are given back by the writer, as holes where the file
+     * system can (trajfs(5)): the file's size counts them, its disk
+     * blocks do not. */
+    if (st->unused_bytes)
+        printf("blobs no file uses: %s (given back as holes where the file system can)\n",
+               unused);
     if (tf_archive_retired_bytes(ar)) {
         char retired[32];
         cli_format_size(tf_archive_retired_bytes(ar), retired);
-        printf("keyframes replaced by reverse deltas: %s (given back as holes where the file "
-               "system can)\n", retired);
+        printf("payloads encoded again (reverse deltas, rebases): %s (given back as holes "
+               "where the file system can)\n", retired);
     }
     for (size_t k = 0; k < tf_archive_nentries(ar); k++)
         if (st->notes[order[k]]) {
@@ -273,8 +290,8 @@ void stats_print_json(const tf_archive *ar, const size_t *order, const char *arc
     fputs(first ? "],\n" : "\n  ],\n", stdout);
     printf("  \"logical_bytes\": %llu,\n  \"compression_ratio\": ",
            (unsigned long long)st->logical_bytes);
-    if (archive_bytes)
-        printf("%.6f", (double)st->logical_bytes / (double)archive_bytes);
+    if (held_bytes(ar, st))
+        printf("%.6f", (double)st->logical_bytes / (double)held_bytes(ar, st));
     else
         fputs("null", stdout);
     printf(",\n  \"tensors\": {\"weights\": %llu, \"stored_bytes\": %llu, "
