@@ -64,7 +64,8 @@ static int read_ranges(tf_archive *ar, const uint8_t *live, tf_archive_range **o
             rc = append_range(&r, n, &cap,
                               (tf_archive_range){ t.catalog_off,
                                                   off + TF_TRAILER_SIZE - t.catalog_off }, e);
-        off = t.prev;
+        if (rc == 0)
+            off = t.prev;
     }
     for (uint64_t s = 0; rc == 0 && s < tf_archive_nblobs(ar); s++)
         if (live[s] & TF_LIVE_NEEDED) {

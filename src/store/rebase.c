@@ -8,12 +8,11 @@
 #include "store/liveness.h"
 #include "store/writer_impl.h"
 
-/* One chunk to re-encode: its slot, the new reference (slot + 1, 0 for
- * none), and, once encoded, the encoding. */
+/* One chunk to re-encode: its slot, and the new reference (slot + 1, 0
+ * for none). */
 typedef struct {
     uint64_t slot;
     uint64_t ref;
-    tf_chunk_job job;
 } rebased;
 
 typedef struct {
@@ -22,6 +21,10 @@ typedef struct {
     tf_commit *c;
     rebased *items;
     size_t n;
+    /* The encodings in flight: chunk i's is jobs[i % window] (the pool
+     * starts a chunk at most window ahead of the one being stored). */
+    tf_chunk_job *jobs;
+    size_t window;
     tf_rebase_stats st;
 } rebase;
 
@@ -89,23 +92,23 @@ static uint8_t *reconstruct(rebase *rb, uint64_t slot, size_t len, tf_error *e)
 /* Encodes chunk i as a writer stores an earlier checkpoint's chunk once
  * a later one came (store/pipeline.h): a ULP delta against the new
  * reference, or, where that is no smaller, a keyframe. */
-static int encode_rebased(rebased *it, const uint8_t *src, const uint8_t *ref, size_t len,
+static int encode_rebased(tf_chunk_job *job, const uint8_t *src, const uint8_t *ref, size_t len,
                           unsigned dtype, tf_error *e)
 {
     tf_chunk_job key = { .src = src, .len = len, .dtype = dtype };
     if (tf_encode_newest_keyframe(&key, e) < 0)
         return -1;
-    it->job = (tf_chunk_job){ .src = src, .len = len, .dtype = dtype, .ref = ref };
-    if (ref && tf_encode_chunk_as(&it->job, TF_CODEC_ULP, NULL) == 0 &&
-        it->job.out.len + it->job.model.len < key.out.len + key.model.len) {
+    *job = (tf_chunk_job){ .src = src, .len = len, .dtype = dtype, .ref = ref };
+    if (ref && tf_encode_chunk_as(job, TF_CODEC_ULP, NULL) == 0 &&
+        job->out.len + job->model.len < key.out.len + key.model.len) {
         tf_buf_free(&key.out);
         tf_buf_free(&key.model);
     } else {
-        tf_buf_free(&it->job.out);
-        tf_buf_free(&it->job.model);
-        it->job = key;
+        tf_buf_free(&job->out);
+        tf_buf_free(&job->model);
+        *job = key;
     }
-    it->job.src = it->job.ref = NULL;
+    job->src = job->ref = NULL;
     return 0;
 }
 
@@ -117,7 +120,9 @@ static int rebase_work(void *arg, size_t i, tf_error *e)
     size_t len = (size_t)b->raw_len;
     uint8_t *src = reconstruct(rb, it->slot, len, e);
     uint8_t *ref = src && it->ref ? reconstruct(rb, it->ref - 1, len, e) : NULL;
-    int rc = src && (ref || !it->ref) ? encode_rebased(it, src, ref, len, b->dtype, e) : -1;
+    int rc = src && (ref || !it->ref)
+                 ? encode_rebased(&rb->jobs[i % rb->window], src, ref, len, b->dtype, e)
+                 : -1;
     free(src);
     free(ref);
     return rc;
@@ -127,20 +132,47 @@ static int rebase_work(void *arg, size_t i, tf_error *e)
 static int rebase_sink(void *arg, size_t i, tf_error *e)
 {
     rebase *rb = arg;
-    rebased *it = &rb->items[i];
-    int64_t model = it->job.model.len ? tf_commit_store_model(rb->c, &it->job.model, e) : -1;
-    int rc = it->job.model.len && model < 0 ? -1 : 0;
-    uint64_t ref = tf_codec_get(it->job.codec)->delta ? it->ref : 0;
+    const rebased *it = &rb->items[i];
+    tf_chunk_job *job = &rb->jobs[i % rb->window];
+    int64_t model = job->model.len ? tf_commit_store_model(rb->c, &job->model, e) : -1;
+    int rc = job->model.len && model < 0 ? -1 : 0;
+    uint64_t ref = tf_codec_get(job->codec)->delta ? it->ref : 0;
     if (rc == 0)
-        rc = tf_commit_redirect(rb->c, it->slot, &it->job.out, it->job.codec, ref,
+        rc = tf_commit_redirect(rb->c, it->slot, &job->out, job->codec, ref,
                                 (uint64_t)(model + 1), e);
     if (rc == 0) {
         rb->st.chunks++;
         rb->st.bytes_before += tf_archive_blob(rb->ar, it->slot)->enc_len;
-        rb->st.bytes_after += it->job.out.len + it->job.model.len;
+        rb->st.bytes_after += job->out.len + job->model.len;
     }
-    tf_buf_free(&it->job.out);
-    tf_buf_free(&it->job.model);
+    tf_buf_free(&job->out);
+    tf_buf_free(&job->model);
+    return rc;
+}
+
+/* Encodes the chunks found, in one commit, on the writer's threads. */
+static int rebase_commit(tf_writer *w, rebase *rb, tf_error *e)
+{
+    unsigned threads = w->opts.threads;
+    rb->window = TF_PIPELINE_WINDOW * (size_t)threads;
+    tf_pool *pool = NULL;
+    if (!(rb->jobs = calloc(rb->window, sizeof *rb->jobs)))
+        return tf_fail(e, ENOMEM, "out of memory");
+    if (rb->n > 1 && threads > 1 && !(pool = tf_pool_new(threads)))
+        return tf_fail(e, EAGAIN, "cannot start %u encoder threads", threads);
+    tf_commit c;
+    rb->c = &c;
+    tf_writer_begin_commit(w, &c);
+    int rc = tf_pool_run_ordered(pool, rb->n, rb->window, rebase_work, rebase_sink, rb, e);
+    tf_pool_free(pool);
+    if (rc < 0) {
+        tf_commit_abort(&c);
+        return -1;
+    }
+    rc = tf_commit_finish(&c, e);
+    tf_writer_note_give_back(w, &c.give_back);
+    if (c.kept_open)
+        atomic_store(&w->give_back_owed, true);
     return rc;
 }
 
@@ -148,25 +180,13 @@ int tf_writer_rebase(tf_writer *w, tf_rebase_stats *st, tf_error *e)
 {
     rebase rb = { .ar = w->ar, .reader = w->reader };
     int rc = find_chunks(&rb, e);
-    tf_pool *pool = NULL;
-    if (rc == 0 && rb.n > 1 && w->opts.threads > 1 && !(pool = tf_pool_new(w->opts.threads)))
-        rc = tf_fail(e, EAGAIN, "cannot start %u encoder threads", w->opts.threads);
-    if (rc == 0 && rb.n) {
-        tf_commit c;
-        rb.c = &c;
-        tf_writer_begin_commit(w, &c);
-        rc = tf_pool_run_ordered(pool, rb.n, TF_PIPELINE_WINDOW * (size_t)w->opts.threads,
-                                 rebase_work, rebase_sink, &rb, e);
-        rc = rc == 0 ? tf_commit_finish(&c, e) : (tf_commit_abort(&c), -1);
-        tf_writer_note_give_back(w, &c.give_back);
-        if (c.kept_open)
-            atomic_store(&w->give_back_owed, true);
+    if (rc == 0 && rb.n)
+        rc = rebase_commit(w, &rb, e);
+    for (size_t i = 0; rb.jobs && i < rb.window; i++) {
+        tf_buf_free(&rb.jobs[i].out);
+        tf_buf_free(&rb.jobs[i].model);
     }
-    tf_pool_free(pool);
-    for (size_t i = 0; i < rb.n; i++) {
-        tf_buf_free(&rb.items[i].job.out);
-        tf_buf_free(&rb.items[i].job.model);
-    }
+    free(rb.jobs);
     free(rb.items);
     if (st)
         *st = rb.st;
