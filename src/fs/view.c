@@ -41,13 +41,22 @@ static bool still_live(fs_state *fs, const tf_entry *ent)
     return same;
 }
 
+/* How long a following mount keeps looking for the commit after which
+ * stored bytes that a read needs were given back, and how often: a
+ * remote archive's server may go on answering with the file's old size
+ * and ETag for a while after it grew (lighttpd keeps them for a second),
+ * its bytes already the new ones. */
+#define CATCH_UP_S 3.0
+#define CATCH_UP_STEP_NS 100000000L
+
 /* read_locked, once more where a following mount's read failed on
  * stored bytes (EIO) and commits came that it had not applied when the
  * read began: a newer checkpoint's commit may have retired the payload
  * it read, whose space the writer then gave back (reverse references,
  * trajfs(5)); applied, the commit serves that blob by its new payload.
  * The follow thread applies them (fs_follow_look_now): with no lock
- * held here, as its hooks take the view lock exclusively. A version
+ * held here, as its hooks take the view lock exclusively. Looked for
+ * again, for a remote archive, until CATCH_UP_S. A version
  * that a removal or a replacement left is read by no commit any more:
  * its writer may have given its space back (trajfs(5)), and the error
  * says so rather than that stored bytes are damaged. */
@@ -56,8 +65,17 @@ static ssize_t read_view(fs_state *fs, const tf_entry *ent, uint64_t off, size_t
 {
     uint64_t applied = fs_follow_applied(&fs->follower);
     ssize_t got = read_locked(fs, ent, off, len, out, v, e);
-    if (got < 0 && e->errnum == EIO && fs_follow_look_now(&fs->follower, applied))
-        got = read_locked(fs, ent, off, len, out, v, e);
+    double start = tf_monotonic_seconds();
+    while (got < 0 && e->errnum == EIO && tf_monotonic_seconds() - start < CATCH_UP_S) {
+        if (fs_follow_look_now(&fs->follower, applied)) {
+            applied = fs_follow_applied(&fs->follower);
+            got = read_locked(fs, ent, off, len, out, v, e);
+        } else if (fs_view_may_change(fs) && tf_archive_is_remote(fs->ar)) {
+            nanosleep(&(struct timespec){ .tv_nsec = CATCH_UP_STEP_NS }, NULL);
+        } else {
+            break; /* a local archive's commits show at once */
+        }
+    }
     if (got < 0 && e->errnum == EIO && fs_view_may_change(fs) && !still_live(fs, ent))
         tf_fail(e, EIO, "%s: removed or replaced in the archive since it was opened, and its "
                 "space given back by the archive's writer: this version cannot be read any more",

@@ -17,10 +17,14 @@
 # removal reads it whole after the last. Then, waiting for the event
 # (bounded: the follow interval and 10 s), the removed files are gone
 # from the following mount and the kept files read right once more.
+# With RETENTION_FOLLOW_REMOTE set (retention_follow_remote.sh), the
+# following mount reads the archive from lighttpd on 127.0.0.1, as a URL:
+# holes punched read as zeros there too, and the server's ETag changes.
 set -eu
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mountlib.sh"
 . "$(dirname "$0")/retentionlib.sh"
+[ -z "${RETENTION_FOLLOW_REMOTE:-}" ] || . "$(dirname "$0")/remotelib.sh"
 
 FOLLOW=3 # seconds (wait_for): longer than a removal and a round of reads
 export TRAJFS_FOLLOW_TRACE=1 # followed
@@ -42,8 +46,13 @@ sed 's|.*|run/step-&.safetensors\nrun/step-&.optim.safetensors|' "$TEST_TMP/remo
 grep -vxFf "$TEST_TMP/removed" "$TEST_TMP/all.list" > "$TEST_TMP/kept"
 [ "$(wc -l < "$TEST_TMP/kept")" -eq 9 ] || fail "expected 8 checkpoint files and config.json kept"
 
+followed_archive=$archive
+if [ -n "${RETENTION_FOLLOW_REMOTE:-}" ]; then
+    start_lighttpd "$TEST_TMP"
+    followed_archive=http://127.0.0.1:$HTTP_PORT/a.traj
+fi
 mnt=$TEST_TMP/follow
-start_mount "$archive" "$mnt" -o follow=$FOLLOW,direct_io,cache_size=1M
+start_mount "$followed_archive" "$mnt" -o follow=$FOLLOW,direct_io,cache_size=1M
 follow_pid=$DAEMON_PID
 
 # The reader: rounds over the kept files until $TEST_TMP/stop exists,
