@@ -312,6 +312,11 @@ static void tiny_archive(const char *dir, const char *archive)
     tf_error e = { 0 };
     if (tf_writer_remove(w, "scratch.json", &e) < 0)
         die("remove", e.msg);
+    /* A middle step removed: the commit of its tombstone, then a rebase
+     * of step 1 against step 3 (a segment of version 3, step 1's slots
+     * redirected a second time). */
+    if (tf_writer_remove(w, "run/step-2.safetensors", &e) < 0)
+        die("remove", e.msg);
     tf_writer_close(w);
     for (size_t t = 0; t < NTENSORS; t++)
         free(v[t]);
