@@ -15,7 +15,7 @@ static const cli_verb verbs[] = {
     { "stats", "bits per weight by dtype, codec and checkpoint, or per tensor", cmd_stats },
     { "rm", "remove files from an archive; their space comes back", cmd_rm },
     { "prune", "remove old checkpoints, or parts of them, by rules", cmd_prune },
-    { "gc", "rewrite an archive without data no file uses any more", cmd_gc },
+    { "gc", "give back the space of data no file uses any more", cmd_gc },
     { "repack", "rewrite an archive with other settings, every file encoded again", cmd_repack },
 };
 
