@@ -34,9 +34,7 @@ static bool still_live(fs_state *fs, const tf_entry *ent)
 {
     pthread_rwlock_rdlock(&fs->view_lock);
     const tf_entry *now = tf_archive_lookup(fs->ar, ent->path);
-    bool same = now && now->ino == ent->ino && now->nchunks == ent->nchunks &&
-                (!ent->nchunks ||
-                 !memcmp(now->chunks, ent->chunks, ent->nchunks * sizeof *ent->chunks));
+    bool same = now && tf_entry_same_version(ent, now);
     pthread_rwlock_unlock(&fs->view_lock);
     return same;
 }

@@ -562,14 +562,28 @@ static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
 
 /* Whether seg gives the file ent a live entry with the same chunks (a
  * move, new times or mode). */
+bool tf_entry_same_version(const tf_entry *a, const tf_entry *b)
+{
+    return a->ino == b->ino && b->kind != TF_ENTRY_TOMBSTONE && a->nchunks == b->nchunks &&
+           (!a->nchunks || !memcmp(a->chunks, b->chunks, a->nchunks * sizeof *a->chunks));
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+    uint64_t x = ((const tf_archive_range *)a)->off, y = ((const tf_archive_range *)b)->off;
+    return x < y ? -1 : x > y;
+}
+
+void tf_archive_ranges_sort(tf_archive_range *r, size_t n)
+{
+    qsort(r, n, sizeof *r, cmp_range);
+}
+
 static bool keeps_file(const tf_segment *seg, const tf_entry *ent)
 {
-    for (uint64_t i = 0; i < seg->nentries; i++) {
-        const tf_entry *n = &seg->entries[i];
-        if (n->ino == ent->ino && n->kind != TF_ENTRY_TOMBSTONE && n->nchunks == ent->nchunks &&
-            (!n->nchunks || !memcmp(n->chunks, ent->chunks, n->nchunks * sizeof *n->chunks)))
+    for (uint64_t i = 0; i < seg->nentries; i++)
+        if (tf_entry_same_version(ent, &seg->entries[i]))
             return true;
-    }
     return false;
 }
 

@@ -68,6 +68,9 @@ size_t tf_archive_subtree_len(const tf_archive *ar, size_t i);
 /* A deep copy of src into dst, at path instead of src's when path is
  * not NULL. */
 int tf_entry_clone(const tf_entry *src, const char *path, tf_entry *dst, tf_error *e);
+/* Whether b is the version a of a file: the same inode number and chunks
+ * (b may be a move of a, or have other times or mode). */
+bool tf_entry_same_version(const tf_entry *a, const tf_entry *b);
 
 uint64_t tf_archive_nblobs(const tf_archive *ar);
 const tf_blob *tf_archive_blob(const tf_archive *ar, uint64_t idx);
@@ -95,6 +98,8 @@ bool tf_archive_blob_serves_slot(const tf_archive *ar, uint64_t idx);
 typedef struct {
     uint64_t off, len;
 } tf_archive_range;
+/* Sorts n ranges by offset. */
+void tf_archive_ranges_sort(tf_archive_range *r, size_t n);
 /* The payloads that redirects retired, in the order of their commits:
  * no committed state after theirs reads them, so their space may be
  * given back (*n of them; valid until the next apply). */

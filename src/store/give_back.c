@@ -6,17 +6,11 @@
 #include "format/container.h"
 #include "store/liveness.h"
 
-static int cmp_range(const void *a, const void *b)
-{
-    uint64_t x = ((const tf_archive_range *)a)->off, y = ((const tf_archive_range *)b)->off;
-    return x < y ? -1 : x > y;
-}
-
 /* Sorts n ranges by offset and merges those that overlap or touch.
  * Returns how many are left. */
 static size_t merge_ranges(tf_archive_range *r, size_t n)
 {
-    qsort(r, n, sizeof *r, cmp_range);
+    tf_archive_ranges_sort(r, n);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (k && r[k - 1].off + r[k - 1].len >= r[i].off) {

@@ -52,12 +52,6 @@ bool tf_liveness_keep(const tf_archive *ar, uint8_t *live, const tf_entry *ent)
     return more;
 }
 
-static int cmp_range(const void *a, const void *b)
-{
-    uint64_t x = ((const tf_archive_range *)a)->off, y = ((const tf_archive_range *)b)->off;
-    return x < y ? -1 : x > y;
-}
-
 /* The payloads of the slots s < na for which pick(a[s], b[s]) holds (b
  * NULL: 0), sorted by offset; NULL (ENOMEM) or an array of *n. */
 static tf_archive_range *payloads(const tf_archive *ar, const uint8_t *a, uint64_t na,
@@ -78,7 +72,7 @@ static tf_archive_range *payloads(const tf_archive *ar, const uint8_t *a, uint64
             const tf_blob *blob = tf_archive_blob(ar, s);
             r[k++] = (tf_archive_range){ blob->offset, blob->enc_len };
         }
-    qsort(r, k, sizeof *r, cmp_range);
+    tf_archive_ranges_sort(r, k);
     *n = k;
     return r;
 }
