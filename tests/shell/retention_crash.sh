@@ -130,7 +130,7 @@ removal_go
 removal_wait || fail "the unkilled removal failed: $(cat "$TEST_TMP/removal.err" 2> /dev/null)"
 span=$(($(date +%s%N) - start))
 writes=$(stop_killer)
-[ "${writes:-0}" -gt 0 ] || fail "killonwrite saw no write of the unkilled removal"
+[ "${writes:-0}" -gt 0 ] || fail "killonwrite saw no write of the unkilled removal: $(cat "$TEST_TMP/killer.out")"
 if [ "$REMOVE_WITH" = mount ]; then
     stop_mount "$RM_MNT"
     quiet_daemon "$RM_MNT.log"

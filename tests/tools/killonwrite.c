@@ -22,6 +22,21 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Reads the inotify events waiting on fd: how many are writes (0 when
+ * the read fails). */
+static long modifies(int fd)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    ssize_t n = read(fd, buf, sizeof buf);
+    long writes = 0;
+    for (ssize_t at = 0; at < n;) {
+        const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
+        writes += (ev->mask & IN_MODIFY) != 0;
+        at += (ssize_t)sizeof *ev + ev->len;
+    }
+    return writes;
+}
+
 static long number(const char *s, const char *what, long least)
 {
     char *end;
@@ -90,20 +105,23 @@ int main(int argc, char **argv)
         }
         if (ready <= 0)
             continue;
-        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-        ssize_t n = read(fd, buf, sizeof buf);
-        for (ssize_t at = 0; at < n;) {
-            const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
-            if ((ev->mask & IN_MODIFY) && seen++ == skip) {
-                if (kill((pid_t)pid, SIGKILL) < 0) {
-                    fprintf(stderr, "killonwrite: kill %ld: %s\n", pid, strerror(errno));
-                    return 2;
-                }
-                return 0;
+        long writes = modifies(fd);
+        if (writes > skip - seen) {
+            if (kill((pid_t)pid, SIGKILL) < 0) {
+                fprintf(stderr, "killonwrite: kill %ld: %s\n", pid, strerror(errno));
+                return 2;
             }
-            at += (ssize_t)sizeof *ev + ev->len;
+            return 0;
         }
+        seen += writes;
     }
+    /* Writes that came before SIGTERM and were not read yet count too:
+     * a run ended just before its writes were all read (a loaded
+     * machine) is not a run that wrote nothing. */
+    struct pollfd pending = { .fd = fd, .events = POLLIN };
+    long writes;
+    while (terminated && poll(&pending, 1, 0) > 0 && (writes = modifies(fd)) > 0)
+        seen += writes;
     printf("%ld writes seen\n", seen);
     return 1;
 }
