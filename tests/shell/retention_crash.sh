@@ -104,11 +104,13 @@ start_killer() {
         sleep 0.01
     done
 }
-# stop_killer: stops it; prints the writes it saw.
+# stop_killer: stops it; KILLER_SEEN is the writes it saw. (Not for a
+# command substitution: its subshell cannot wait for the killer, and would
+# read the count before the killer wrote it.)
 stop_killer() {
     kill "$KILLER" 2> /dev/null || true
     wait "$KILLER" 2> /dev/null || true
-    sed -n 's/^\([0-9]*\) writes seen$/\1/p' "$TEST_TMP/killer.out"
+    KILLER_SEEN=$(sed -n 's/^\([0-9]*\) writes seen$/\1/p' "$TEST_TMP/killer.out")
 }
 
 # sample_stacks PID: the kernel stacks of its threads (root only).
@@ -129,7 +131,8 @@ start=$(date +%s%N)
 removal_go
 removal_wait || fail "the unkilled removal failed: $(cat "$TEST_TMP/removal.err" 2> /dev/null)"
 span=$(($(date +%s%N) - start))
-writes=$(stop_killer)
+stop_killer
+writes=$KILLER_SEEN
 [ "${writes:-0}" -gt 0 ] || fail "killonwrite saw no write of the unkilled removal: $(cat "$TEST_TMP/killer.out")"
 if [ "$REMOVE_WITH" = mount ]; then
     stop_mount "$RM_MNT"
@@ -160,7 +163,7 @@ while [ "$trial" -lt "$TRIALS" ]; do
         if removal_wait; then
             # Done before the killer saw its write (inotify merges writes
             # it has not read yet): killed after.
-            stop_killer > /dev/null
+            stop_killer
             kill -KILL "$WRITER_PID" 2> /dev/null || true
             after=$((after + 1))
             killed_after=true
@@ -242,7 +245,8 @@ gc_kills() {
     kill -CONT "$gc_pid"
     wait "$gc_pid" || fail "the unkilled gc ${_opts}failed: $(cat "$TEST_TMP/stopped.out")"
     gc_span=$(($(date +%s%N) - start))
-    gc_writes=$(stop_killer)
+    stop_killer
+    gc_writes=$KILLER_SEEN
     [ "${gc_writes:-0}" -gt 0 ] || fail "killonwrite saw no write of the unkilled gc $_opts"
     check_after "$garchive" "the unkilled gc $_opts"
     [ "$(pending_rebases "$garchive")" -eq 0 ] || fail "the unkilled gc ${_opts}left chunks to rebase"
@@ -265,7 +269,7 @@ gc_kills() {
             start_killer "$gcdir" "$gc_pid" "$skip"
             kill -CONT "$gc_pid"
             if wait "$gc_pid" 2> /dev/null; then
-                stop_killer > /dev/null
+                stop_killer
                 gc_after=$((gc_after + 1))
             else
                 wait "$KILLER" 2> /dev/null || true
