@@ -2,29 +2,19 @@
 #include "cli/remove.h"
 
 #include <stdio.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
-
-static bool allocated(const char *path, uint64_t *bytes)
-{
-    struct stat st;
-    if (stat(path, &st) < 0)
-        return false;
-    *bytes = tf_archive_allocated(&st);
-    return true;
-}
 
 int cli_removal_open(cli_removal *r, const char *archive)
 {
     *r = (cli_removal){ .archive = archive };
-    r->known = allocated(archive, &r->before);
     tf_error e;
     if (tf_writer_open(archive, false, 0, NULL, &r->w, &e) < 0) {
         cli_file_error(archive, e.msg);
         r->w = NULL;
         return -1;
     }
+    r->known = cli_archive_allocated(tf_writer_archive(r->w), &r->before);
     return 0;
 }
 
@@ -43,8 +33,8 @@ int cli_removal_commit(cli_removal *r, const char *const *paths, size_t n)
     else if (tf_writer_last_report(r->w)->give_back.errnum)
         cli_error("warning: %s: %s; the space of the removed files stays in use until "
                   "`trajpack gc`", r->archive, tf_writer_last_report(r->w)->give_back.msg);
+    r->known = r->known && cli_archive_allocated(tf_writer_archive(r->w), &r->after);
     cli_removal_close(r);
-    r->known = r->known && allocated(r->archive, &r->after);
     return rc;
 }
 

@@ -19,11 +19,11 @@ typedef struct {
     bool known;
 } cli_removal;
 
-/* Opens archive's writer (after noting its allocated bytes); prints why
- * not. 0 or -1. */
+/* Opens archive's writer and notes its allocated bytes; prints why not.
+ * 0 or -1. */
 int cli_removal_open(cli_removal *r, const char *archive);
-/* Removes paths[0..n) in one commit (tf_writer_remove_paths), closes the
- * writer and notes the allocated bytes after. Prints why not, and a
+/* Removes paths[0..n) in one commit (tf_writer_remove_paths), notes the
+ * allocated bytes after and closes the writer. Prints why not, and a
  * warning when space could not be given back. 0 or -1. */
 int cli_removal_commit(cli_removal *r, const char *const *paths, size_t n);
 /* Closes the writer without a commit. */
