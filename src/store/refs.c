@@ -11,12 +11,14 @@
 
 #define NONE UINT64_MAX
 
-/* A tensor file the index has seen, by inode number (moves keep it). */
+/* A tensor file the index has seen, by its key (record_key: moves keep
+ * it, a record's tensors never change). */
 typedef struct {
     uint64_t ino;
     const tf_entry *ent; /* as of the last sync; NULL: gone */
     char *path;          /* where `place` was parsed from */
     tf_ckpt_path place;
+    uint64_t first_posting; /* tensor t's posting is first_posting + t */
 } record;
 
 /* One tensor of a record; postings of one identity are linked. */
@@ -24,13 +26,28 @@ typedef struct {
     uint64_t record, tensor, next;
 } posting;
 
+/* The postings of one identity in one run: those of files at a step in
+ * the order of their steps (tf_natcmp; equal steps in the order added),
+ * those of files without a step apart. The nearest earlier and later
+ * checkpoints holding a tensor are then a binary search away, where a
+ * walk over every posting of its identity costs a run of N checkpoints
+ * O(N) a tensor, O(N^2) over the run. Postings of gone files stay (they
+ * are skipped); a moved file's are moved. */
+typedef struct {
+    uint64_t *at_step, *stepless;
+    size_t n_at_step, at_step_cap, n_stepless, stepless_cap;
+} series;
+
 struct tf_ref_index {
     record *records;
     size_t nrecords, records_cap;
-    tf_idmap by_ino;   /* ino -> record */
+    tf_idmap by_key;   /* record_key -> record */
     posting *postings;
     size_t npostings, postings_cap;
     tf_idmap by_ident; /* identity -> first posting */
+    series *series;
+    size_t nseries, series_cap;
+    tf_idmap by_series; /* identity and run -> series */
 };
 
 /* The name without wrapper prefixes. */
@@ -63,6 +80,21 @@ static tf_blob_id identity(const char *name, uint8_t dtype, uint64_t nbytes)
     return tf_blob_id_of(key, len + 9);
 }
 
+/* The key of an identity's series in the run whose key hashes to
+ * run_hash. (Keys that collide share a series: lookups check the run.) */
+static tf_blob_id series_key(const tf_blob_id *ident, uint64_t run_hash)
+{
+    uint8_t key[sizeof ident->b + 8];
+    memcpy(key, ident->b, sizeof ident->b);
+    tf_le64_put(key + sizeof ident->b, run_hash);
+    return tf_blob_id_of(key, sizeof key);
+}
+
+static uint64_t run_hash(const char *run)
+{
+    return tf_hash64(run, strlen(run));
+}
+
 tf_ref_index *tf_ref_index_new(void)
 {
     return calloc(1, sizeof(tf_ref_index));
@@ -76,10 +108,16 @@ void tf_ref_index_free(tf_ref_index *ix)
         free(ix->records[i].path);
         tf_ckpt_path_free(&ix->records[i].place);
     }
+    for (size_t i = 0; i < ix->nseries; i++) {
+        free(ix->series[i].at_step);
+        free(ix->series[i].stepless);
+    }
     free(ix->records);
     free(ix->postings);
-    tf_idmap_free(&ix->by_ino);
+    free(ix->series);
+    tf_idmap_free(&ix->by_key);
     tf_idmap_free(&ix->by_ident);
+    tf_idmap_free(&ix->by_series);
     free(ix);
 }
 
@@ -98,12 +136,107 @@ static int grow(void **p, size_t *cap, size_t need, size_t size)
     return 0;
 }
 
-static tf_blob_id ino_key(uint64_t ino)
+/* A record's key: the file's inode number, and what says which tensors
+ * it has. A file overwritten in a mount keeps its inode number with new
+ * content, whose tensors need postings of their own. Its header bytes
+ * say which tensors it has; they are stored in its first chunks, the same
+ * slots only for the same bytes (or inline, in entries of release 1). */
+static tf_blob_id record_key(const tf_entry *ent)
 {
-    tf_blob_id id = { 0 };
-    tf_le64_put(id.b, tf_hash64(&ino, sizeof ino));
-    tf_le64_put(id.b + 8, ino);
-    return id;
+    uint64_t header = ent->verbatim_chunks < ent->nchunks ? ent->verbatim_chunks : ent->nchunks;
+    uint64_t key[4] = {
+        ent->ino, ent->ntensors, ent->names_len,
+        ent->verbatim ? tf_hash64(ent->verbatim, ent->verbatim_len)
+                      : tf_hash64(ent->chunks, header * sizeof *ent->chunks),
+    };
+    return tf_blob_id_of(key, sizeof key);
+}
+
+static const record *record_of(const tf_ref_index *ix, uint64_t p)
+{
+    return &ix->records[ix->postings[p].record];
+}
+
+static tf_blob_id posting_identity(const tf_ref_index *ix, uint64_t p)
+{
+    const posting *po = &ix->postings[p];
+    const tf_entry *ent = ix->records[po->record].ent;
+    const tf_tensor_span *ts = &ent->tensors[po->tensor];
+    return identity(tf_tensor_name(ent, po->tensor), ts->dtype, ts->nbytes);
+}
+
+/* The series of an identity in a run; NULL when there is none and `make`
+ * is false, or when out of memory. */
+static series *series_of(tf_ref_index *ix, const tf_blob_id *ident, uint64_t run_hash, bool make)
+{
+    tf_blob_id key = series_key(ident, run_hash);
+    uint64_t at;
+    if (tf_idmap_get(&ix->by_series, &key, &at))
+        return &ix->series[at];
+    if (!make || grow((void **)&ix->series, &ix->series_cap, ix->nseries + 1, sizeof *ix->series) < 0 ||
+        tf_idmap_put(&ix->by_series, &key, ix->nseries) < 0)
+        return NULL;
+    ix->series[ix->nseries] = (series){ 0 };
+    return &ix->series[ix->nseries++];
+}
+
+/* The first position in s->at_step whose step is after `step` (strictly,
+ * or with `or_equal` at it too). */
+static size_t step_bound(const tf_ref_index *ix, const series *s, const char *step, bool or_equal)
+{
+    size_t lo = 0, hi = s->n_at_step;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = tf_natcmp(record_of(ix, s->at_step[mid])->place.step, step);
+        if (c < 0 || (c == 0 && !or_equal))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Puts posting p in its series: its record's run and step. */
+static int series_insert(tf_ref_index *ix, uint64_t p, const tf_blob_id *ident)
+{
+    const tf_ckpt_path *place = &record_of(ix, p)->place;
+    series *s = series_of(ix, ident, run_hash(place->run), true);
+    if (!s)
+        return -1;
+    if (!place->step) {
+        if (grow((void **)&s->stepless, &s->stepless_cap, s->n_stepless + 1, sizeof *s->stepless) < 0)
+            return -1;
+        s->stepless[s->n_stepless++] = p;
+        return 0;
+    }
+    if (grow((void **)&s->at_step, &s->at_step_cap, s->n_at_step + 1, sizeof *s->at_step) < 0)
+        return -1;
+    size_t at = step_bound(ix, s, place->step, false);
+    memmove(s->at_step + at + 1, s->at_step + at, (s->n_at_step - at) * sizeof *s->at_step);
+    s->at_step[at] = p;
+    s->n_at_step++;
+    return 0;
+}
+
+static void drop_from(uint64_t *list, size_t *n, uint64_t p)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (list[i] == p) {
+            memmove(list + i, list + i + 1, (*n - i - 1) * sizeof *list);
+            (*n)--;
+            return;
+        }
+}
+
+/* Takes posting p out of its series, before its record moves. */
+static void series_remove(tf_ref_index *ix, uint64_t p, const tf_blob_id *ident)
+{
+    const tf_ckpt_path *place = &record_of(ix, p)->place;
+    series *s = series_of(ix, ident, run_hash(place->run), false);
+    if (s && place->step)
+        drop_from(s->at_step, &s->n_at_step, p);
+    else if (s)
+        drop_from(s->stepless, &s->n_stepless, p);
 }
 
 static int add_postings(tf_ref_index *ix, uint64_t rec, const tf_entry *ent)
@@ -111,6 +244,7 @@ static int add_postings(tf_ref_index *ix, uint64_t rec, const tf_entry *ent)
     if (grow((void **)&ix->postings, &ix->postings_cap, ix->npostings + ent->ntensors,
              sizeof *ix->postings) < 0)
         return -1;
+    ix->records[rec].first_posting = ix->npostings;
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         const tf_tensor_span *ts = &ent->tensors[t];
         tf_blob_id id = identity(tf_tensor_name(ent, t), ts->dtype, ts->nbytes);
@@ -124,19 +258,36 @@ static int add_postings(tf_ref_index *ix, uint64_t rec, const tf_entry *ent)
         } else if (tf_idmap_put(&ix->by_ident, &id, p) < 0) {
             return -1;
         }
+        if (series_insert(ix, p, &id) < 0)
+            return -1;
     }
     return 0;
 }
 
-/* A record for ent, new or moved. */
-static int place_record(record *r, const tf_entry *ent)
+/* Places record rec at ent's path: parsed anew when it is new or moved,
+ * its postings then (re)filed in the series of its new run and step. */
+static int place_record(tf_ref_index *ix, uint64_t rec, const tf_entry *ent)
 {
-    if (r->path && strcmp(r->path, ent->path) == 0)
+    record *r = &ix->records[rec];
+    bool is_new = !r->path;
+    if (!is_new && strcmp(r->path, ent->path) == 0)
         return 0;
+    for (uint64_t t = 0; !is_new && t < ent->ntensors; t++) {
+        tf_blob_id id = posting_identity(ix, r->first_posting + t);
+        series_remove(ix, r->first_posting + t, &id);
+    }
     free(r->path);
     tf_ckpt_path_free(&r->place);
-    r->path = strdup(ent->path);
-    return r->path && tf_ckpt_path_parse(ent->path, &r->place) == 0 ? 0 : -1;
+    if (!(r->path = strdup(ent->path)) || tf_ckpt_path_parse(ent->path, &r->place) < 0)
+        return -1;
+    if (is_new)
+        return add_postings(ix, rec, ent);
+    for (uint64_t t = 0; t < ent->ntensors; t++) {
+        tf_blob_id id = posting_identity(ix, r->first_posting + t);
+        if (series_insert(ix, r->first_posting + t, &id) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 int tf_ref_index_sync(tf_ref_index *ix, const tf_archive *ar, tf_error *e)
@@ -147,19 +298,18 @@ int tf_ref_index_sync(tf_ref_index *ix, const tf_archive *ar, tf_error *e)
         const tf_entry *ent = tf_archive_entry(ar, i);
         if (!tf_entry_is_tensor_file(ent))
             continue;
-        tf_blob_id key = ino_key(ent->ino);
+        tf_blob_id key = record_key(ent);
         uint64_t rec;
-        bool known = tf_idmap_get(&ix->by_ino, &key, &rec);
-        if (!known) {
+        if (!tf_idmap_get(&ix->by_key, &key, &rec)) {
             if (grow((void **)&ix->records, &ix->records_cap, ix->nrecords + 1, sizeof *ix->records) < 0)
                 return tf_fail(e, ENOMEM, "out of memory");
             rec = ix->nrecords++;
             ix->records[rec] = (record){ .ino = ent->ino };
-            if (tf_idmap_put(&ix->by_ino, &key, rec) < 0 || add_postings(ix, rec, ent) < 0)
+            if (tf_idmap_put(&ix->by_key, &key, rec) < 0)
                 return tf_fail(e, ENOMEM, "out of memory");
         }
         ix->records[rec].ent = ent;
-        if (place_record(&ix->records[rec], ent) < 0)
+        if (place_record(ix, rec, ent) < 0)
             return tf_fail(e, ENOMEM, "out of memory");
     }
     return 0;
@@ -215,31 +365,87 @@ static bool matches(const tf_ref_index *ix, const posting *po, const char *want,
            strcmp(unwrapped(tf_tensor_name(r->ent, po->tensor)), want) == 0;
 }
 
+/* What a search is for, and the best found so far. */
+typedef struct {
+    const tf_ref_index *ix;
+    const tf_ckpt_path *at;
+    const char *want;
+    uint8_t dtype;
+    uint64_t nbytes;
+    tf_tensor_ref best;
+    rank best_rank;
+    bool later; /* a candidate of tier 2 was met */
+} search;
+
+/* Weighs posting p; returns its tier (0: it cannot serve). */
+static int consider(search *q, uint64_t p)
+{
+    const posting *po = &q->ix->postings[p];
+    const record *r = &q->ix->records[po->record];
+    if (!matches(q->ix, po, q->want, q->dtype, q->nbytes))
+        return 0;
+    rank k = { tier_of(r, q->at), r, same(r->place.role, q->at->role) };
+    q->later |= k.tier == 2;
+    if (k.tier && (!q->best.ent || better(&k, &q->best_rank))) {
+        q->best = (tf_tensor_ref){ r->ent, po->tensor, k.tier == 1, false };
+        q->best_rank = k;
+    }
+    return k.tier;
+}
+
+/* Weighs the postings of s at the first step met from position i on,
+ * walking by `dir` (+1 or -1), that has one of `tier` (postings that
+ * cannot serve and other runs' are passed over); true when there was
+ * one. */
+static bool consider_nearest(search *q, const series *s, size_t i, int dir, int tier)
+{
+    const char *step = NULL;
+    for (; i < s->n_at_step; i += (size_t)dir) {
+        const record *r = record_of(q->ix, s->at_step[i]);
+        if (step && tf_natcmp(r->place.step, step) != 0)
+            break;
+        if (!step && consider(q, s->at_step[i]) == tier)
+            step = r->place.step;
+        else if (step)
+            consider(q, s->at_step[i]);
+    }
+    return step != NULL;
+}
+
+/* Preferences 1 and 2 for a file at a step, from the series of its run:
+ * the nearest earlier step holding the tensor (and files of the run
+ * without a step), else the nearest later one. False when the run holds
+ * the tensor nowhere else. */
+static bool find_in_run(search *q, const tf_blob_id *ident)
+{
+    const series *s = series_of((tf_ref_index *)q->ix, ident, run_hash(q->at->run), false);
+    if (!s)
+        return false;
+    size_t below = step_bound(q->ix, s, q->at->step, true);
+    size_t above = step_bound(q->ix, s, q->at->step, false);
+    consider_nearest(q, s, below - 1, -1, 3);
+    for (size_t i = 0; i < s->n_stepless; i++)
+        consider(q, s->stepless[i]);
+    /* Whether a later checkpoint holds it, and the nearest one. */
+    consider_nearest(q, s, above, 1, 2);
+    return q->best.ent != NULL;
+}
+
 tf_tensor_ref tf_ref_find(const tf_ref_index *ix, const tf_ckpt_path *at, const char *name,
                           uint8_t dtype, uint64_t nbytes)
 {
-    tf_tensor_ref best = { 0 };
-    rank best_rank = { 0 };
-    bool later = false;
+    search q = { .ix = ix, .at = at, .want = unwrapped(name), .dtype = dtype, .nbytes = nbytes };
     tf_blob_id id = identity(name, dtype, nbytes);
     uint64_t first;
     if (!tf_idmap_get(&ix->by_ident, &id, &first))
-        return best;
-    const char *want = unwrapped(name);
-    for (uint64_t p = first; p != NONE; p = ix->postings[p].next) {
-        const posting *po = &ix->postings[p];
-        const record *r = &ix->records[po->record];
-        if (!matches(ix, po, want, dtype, nbytes))
-            continue;
-        rank k = { tier_of(r, at), r, same(r->place.role, at->role) };
-        later |= k.tier == 2;
-        if (k.tier && (!best.ent || better(&k, &best_rank))) {
-            best = (tf_tensor_ref){ r->ent, po->tensor, k.tier == 1, false };
-            best_rank = k;
-        }
-    }
-    best.newest = best_rank.tier == 3 && !later;
-    return best;
+        return q.best;
+    /* Without a step (or where the run holds it nowhere), every posting
+     * of the identity is weighed. */
+    if (!at->step || !find_in_run(&q, &id))
+        for (uint64_t p = first; p != NONE; p = ix->postings[p].next)
+            consider(&q, p);
+    q.best.newest = q.best_rank.tier == 3 && !q.later;
+    return q.best;
 }
 
 /* Number of tensor files of the run of `at` at other steps than its

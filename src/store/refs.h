@@ -10,8 +10,11 @@
  *   3. the latest added anywhere else (a run forked from another).
  * The index is kept per writer and brought up to date with the catalog
  * before each file: a pass over the entries, hashing only the tensors of
- * entries it has not seen, so a file costs O(entries) plus its own
- * tensors, not a scan of every tensor. */
+ * entries it has not seen. A tensor's nearest checkpoints are then a
+ * binary search among its run's (preference 3 alone, the first file of
+ * a forked run, weighs every file holding the tensor), so a file costs
+ * O(entries) plus O(log checkpoints) a tensor, not a scan of every
+ * tensor. */
 #ifndef TRAJFS_STORE_REFS_H
 #define TRAJFS_STORE_REFS_H
 

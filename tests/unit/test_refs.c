@@ -8,9 +8,11 @@
  * linked by a delta in one direction or the other. Every archive
  * written reads back byte for byte. */
 #include <check.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testlib.h"
 
@@ -496,6 +498,74 @@ START_TEST(out_of_order_checkpoints_find_the_nearest)
 }
 END_TEST
 
+/* Forgets a file added as dest (removed from the archive). */
+static void forget(const char *dest)
+{
+    for (size_t i = 0; i < nadded; i++)
+        if (strcmp(added[i].dest, dest) == 0) {
+            free(added[i].bytes);
+            added[i] = added[--nadded];
+            return;
+        }
+    ck_abort_msg("%s was not added", dest);
+}
+
+/* Overwrites dest with a checkpoint of the tensors t, keeping its inode
+ * number, as a writable mount does for a file opened with O_TRUNC. */
+static void overwrite_ckpt(tf_writer *w, const char *dest, const tspec *t, size_t n, int step)
+{
+    uint64_t ino = lookup(tf_writer_archive(w), dest)->ino;
+    forget(dest);
+    char src[TEST_PATH_MAX];
+    add_ckpt(w, "scratch.safetensors", t, n, 0, step, NULL); /* writes src */
+    test_path("src.safetensors", src);
+    int fd = open(src, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    tf_entry_attrs attrs = { .ino = ino, .mode = 0644 };
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_add_fd(w, fd, dest, NULL, &attrs, &e) == 0, "%s: %s", dest, e.msg);
+    close(fd);
+    renamed("scratch.safetensors", dest);
+    ck_assert_msg(tf_writer_remove(w, "scratch.safetensors", &e) == 0, "%s", e.msg);
+}
+
+/* A run thinned, a checkpoint renamed to a later step and one overwritten
+ * in place with other tensors: each tensor added finds the nearest live
+ * checkpoint that holds it, where it now is, with its tensors as they now
+ * are. */
+START_TEST(thinned_moved_and_overwritten_checkpoints_find_the_nearest)
+{
+    tf_writer *w = new_writer();
+    const tspec one[] = { { "w", TF_DT_F32, NULL } };
+    const tspec two[] = { { "a", TF_DT_F32, NULL }, { "w", TF_DT_F32, NULL } };
+    char dest[64];
+    for (int step = 10; step <= 60; step += 10) {
+        snprintf(dest, sizeof dest, "run/step-%d.safetensors", step);
+        add_ckpt(w, dest, one, 1, 0, step, NULL);
+    }
+    tf_error e = { 0 };
+    for (int step = 30; step <= 40; step += 10) {
+        snprintf(dest, sizeof dest, "run/step-%d.safetensors", step);
+        ck_assert_msg(tf_writer_remove(w, dest, &e) == 0, "%s", e.msg);
+        forget(dest);
+    }
+    ck_assert_msg(tf_writer_move(w, "run/step-60.safetensors", "run/step-90.safetensors", &e) == 0,
+                  "%s", e.msg);
+    renamed("run/step-60.safetensors", "run/step-90.safetensors");
+    overwrite_ckpt(w, "run/step-50.safetensors", two, 2, 50);
+    add_ckpt(w, "run/step-35.safetensors", one, 1, 0, 35, NULL);
+    add_ckpt(w, "run/step-70.safetensors", two, 2, 0, 70, NULL);
+    add_ckpt(w, "run/step-95.safetensors", one, 1, 0, 95, NULL);
+    tf_writer_close(w);
+    tf_archive *ar = open_and_check_bytes();
+    expect_linked(ar, "run/step-35.safetensors", "w", "run/step-20.safetensors", "w");
+    expect_linked(ar, "run/step-70.safetensors", "w", "run/step-50.safetensors", "w");
+    expect_linked(ar, "run/step-70.safetensors", "a", "run/step-50.safetensors", "a");
+    expect_linked(ar, "run/step-95.safetensors", "w", "run/step-90.safetensors", "w");
+    tf_archive_close(ar);
+}
+END_TEST
+
 /* Ranks' files of one step hold tensors of one name and shape: each
  * rank references its own file of the step before, not the rank added
  * last. */
@@ -692,6 +762,7 @@ static Suite *refs_suite(void)
     tcase_add_test(w, runs_of_a_sweep_keep_to_their_history);
     tcase_add_test(w, temporary_checkpoint_is_of_the_run);
     tcase_add_test(w, out_of_order_checkpoints_find_the_nearest);
+    tcase_add_test(w, thinned_moved_and_overwritten_checkpoints_find_the_nearest);
     tcase_add_test(w, ranks_reference_their_own_rank);
     tcase_add_test(w, unmatched_tensors_are_reported);
     tcase_add_test(w, parent_given_is_the_reference);
