@@ -529,10 +529,10 @@ static void overwrite_ckpt(tf_writer *w, const char *dest, const tspec *t, size_
     ck_assert_msg(tf_writer_remove(w, "scratch.safetensors", &e) == 0, "%s", e.msg);
 }
 
-/* A run thinned, a checkpoint renamed to a later step and one overwritten
- * in place with other tensors: each tensor added finds the nearest live
- * checkpoint that holds it, where it now is, with its tensors as they now
- * are. */
+/* A run thinned, a checkpoint renamed to a later step and two overwritten
+ * in place with other tensors (more, then fewer): each tensor added finds
+ * the nearest live checkpoint that holds it, where it now is, with its
+ * tensors as they now are. */
 START_TEST(thinned_moved_and_overwritten_checkpoints_find_the_nearest)
 {
     tf_writer *w = new_writer();
@@ -555,12 +555,14 @@ START_TEST(thinned_moved_and_overwritten_checkpoints_find_the_nearest)
     overwrite_ckpt(w, "run/step-50.safetensors", two, 2, 50);
     add_ckpt(w, "run/step-35.safetensors", one, 1, 0, 35, NULL);
     add_ckpt(w, "run/step-70.safetensors", two, 2, 0, 70, NULL);
+    overwrite_ckpt(w, "run/step-70.safetensors", one, 1, 70); /* fewer tensors */
+    add_ckpt(w, "run/step-80.safetensors", one, 1, 0, 80, NULL);
     add_ckpt(w, "run/step-95.safetensors", one, 1, 0, 95, NULL);
     tf_writer_close(w);
     tf_archive *ar = open_and_check_bytes();
     expect_linked(ar, "run/step-35.safetensors", "w", "run/step-20.safetensors", "w");
     expect_linked(ar, "run/step-70.safetensors", "w", "run/step-50.safetensors", "w");
-    expect_linked(ar, "run/step-70.safetensors", "a", "run/step-50.safetensors", "a");
+    expect_linked(ar, "run/step-80.safetensors", "w", "run/step-70.safetensors", "w");
     expect_linked(ar, "run/step-95.safetensors", "w", "run/step-90.safetensors", "w");
     tf_archive_close(ar);
 }
