@@ -403,19 +403,40 @@ static bool blob_stands_alone(const tf_commit *c, uint64_t idx)
     return !b->ref && !b->model;
 }
 
-int64_t tf_commit_store_model(tf_commit *c, const tf_buf *model, tf_error *e)
+int tf_model_blob_make(const tf_buf *model, tf_model_blob *m, tf_error *e)
 {
-    tf_blob_id id = tf_blob_id_of(model->data, model->len);
-    int64_t have = tf_commit_find_blob(c, &id);
+    tf_chunk_job job = { .src = model->data, .len = model->len, .dtype = TF_DT_NONE };
+    if (tf_encode_chunk(&job, e) < 0)
+        return -1;
+    tf_buf_free(&job.model); /* opaque bytes' codecs have none */
+    *m = (tf_model_blob){ .id = tf_blob_id_of(model->data, model->len), .raw_len = model->len,
+                          .codec = job.codec, .out = job.out };
+    return 0;
+}
+
+void tf_model_blob_free(tf_model_blob *m)
+{
+    tf_buf_free(&m->out);
+    *m = (tf_model_blob){ 0 };
+}
+
+int64_t tf_commit_store_model_blob(tf_commit *c, const tf_model_blob *m, tf_error *e)
+{
+    int64_t have = tf_commit_find_blob(c, &m->id);
     /* Same bytes stored as a delta cannot serve as a model, which must
      * decode alone. */
     if (have >= 0 && blob_stands_alone(c, (uint64_t)have))
         return have;
-    tf_chunk_job job = { .src = model->data, .len = model->len, .dtype = TF_DT_NONE };
-    if (tf_encode_chunk(&job, e) < 0)
+    return tf_commit_store_blob(c, &m->id, &m->out, m->raw_len, m->codec, TF_DT_NONE, 0, 0, e);
+}
+
+int64_t tf_commit_store_model(tf_commit *c, const tf_buf *model, tf_error *e)
+{
+    tf_model_blob m;
+    if (tf_model_blob_make(model, &m, e) < 0)
         return -1;
-    int64_t idx = tf_commit_store_blob(c, &id, &job.out, model->len, job.codec, TF_DT_NONE, 0, 0, e);
-    tf_buf_free(&job.out);
+    int64_t idx = tf_commit_store_model_blob(c, &m, e);
+    tf_model_blob_free(&m);
     return idx;
 }
 

@@ -91,9 +91,24 @@ int64_t tf_commit_find_blob(const tf_commit *c, const tf_blob_id *id);
 int64_t tf_commit_store_blob(tf_commit *c, const tf_blob_id *id, const tf_buf *payload,
                              uint64_t raw_len, uint8_t codec, uint8_t dtype, uint64_t ref,
                              uint64_t model, tf_error *e);
-/* Stores a codec's model like opaque bytes, compressed when that is
- * smaller; once, however many chunks use it (a stored blob of the same
- * bytes that decodes alone serves). Returns its global index, or -1. */
+/* A codec's model made ready to store like opaque bytes, compressed when
+ * that is smaller: made by the thread that fitted it (any thread), so
+ * that the commit's thread, which stores every chunk in turn, only looks
+ * it up and appends it. */
+typedef struct {
+    tf_blob_id id; /* of the model's bytes */
+    uint64_t raw_len;
+    uint8_t codec;
+    tf_buf out;
+} tf_model_blob;
+
+int tf_model_blob_make(const tf_buf *model, tf_model_blob *m, tf_error *e);
+void tf_model_blob_free(tf_model_blob *m);
+/* Stores a model once, however many chunks use it (a stored blob of the
+ * same bytes that decodes alone serves). Returns its global index, or
+ * -1. */
+int64_t tf_commit_store_model_blob(tf_commit *c, const tf_model_blob *m, tf_error *e);
+/* tf_model_blob_make, then tf_commit_store_model_blob. */
 int64_t tf_commit_store_model(tf_commit *c, const tf_buf *model, tf_error *e);
 /* Stores a self-contained tensor chunk (no reference, no model) of the
  * newest checkpoint. With retire_soon (the writer expects the next

@@ -21,10 +21,12 @@ typedef struct {
     bool stored;    /* its content is in the archive already */
     uint64_t ref_blob; /* parent's chunk blob + 1 when encoded against it */
     tf_chunk_job job;
+    tf_model_blob model; /* job's model, ready to store (raw_len 0: none) */
     /* A reverse reference: the reference's keyframe chunk (slot + 1, or
      * 0), re-encoded as a delta against this chunk in rev. */
     uint64_t rev_slot;
     tf_chunk_job rev;
+    tf_model_blob rev_model;
     uint64_t blob;  /* the blob that holds it */
 } chunk;
 
@@ -45,7 +47,8 @@ typedef struct {
     struct pending_reverse {
         uint64_t slot, keyframe; /* the slot redirected; its reference */
         uint8_t codec;
-        tf_buf out, model;
+        tf_buf out;
+        tf_model_blob model;
     } *reverse;
     size_t nreverse, reverse_cap;
     size_t reverse_bytes;
@@ -171,11 +174,11 @@ static void encode_reverse(file_job *f, chunk *ch, const uint8_t *ref)
     uint64_t slot = s->ref_blobs[ch->index];
     ch->rev = (tf_chunk_job){ .src = ref, .len = ch->len, .dtype = s->dtype, .ref = ch->data };
     if (tf_encode_chunk_as(&ch->rev, TF_CODEC_ULP, NULL) == 0 &&
-        ch->rev.out.len + ch->rev.model.len < tf_archive_blob(f->c->ar, slot)->enc_len) {
+        ch->rev.out.len + ch->rev.model.len < tf_archive_blob(f->c->ar, slot)->enc_len &&
+        (!ch->rev.model.len || tf_model_blob_make(&ch->rev.model, &ch->rev_model, NULL) == 0))
         ch->rev_slot = slot + 1;
-        return;
-    }
-    tf_buf_free(&ch->rev.out); /* the keyframe stays */
+    else
+        tf_buf_free(&ch->rev.out); /* the keyframe stays */
     tf_buf_free(&ch->rev.model);
 }
 
@@ -232,7 +235,13 @@ static int chunk_work(void *arg, size_t i, tf_error *e)
     chunk *ch = &f->chunks[i];
     if (read_chunk(f, ch, e) < 0)
         return -1;
-    return ch->stored ? 0 : encode_chunk(f, ch, e);
+    if (ch->stored)
+        return 0;
+    int rc = encode_chunk(f, ch, e);
+    if (rc == 0 && ch->job.model.len)
+        rc = tf_model_blob_make(&ch->job.model, &ch->model, e);
+    tf_buf_free(&ch->job.model);
+    return rc;
 }
 
 /* ---- storing ---- */
@@ -241,8 +250,8 @@ static int store_chunk(file_job *f, chunk *ch, tf_error *e)
 {
     tf_chunk_job *job = &ch->job;
     uint64_t model = 0;
-    if (job->model.len) {
-        int64_t m = tf_commit_store_model(f->c, &job->model, e);
+    if (ch->model.raw_len) {
+        int64_t m = tf_commit_store_model_blob(f->c, &ch->model, e);
         if (m < 0)
             return -1;
         model = (uint64_t)m + 1;
@@ -292,14 +301,15 @@ static int flush_reverse(file_job *f, tf_error *e)
     int rc = 0;
     for (size_t i = 0; i < f->nreverse; i++) {
         struct pending_reverse *r = &f->reverse[i];
-        int64_t model = rc == 0 && r->model.len ? tf_commit_store_model(f->c, &r->model, e) : -1;
-        if (rc == 0 && r->model.len && model < 0)
+        bool has_model = r->model.raw_len != 0;
+        int64_t model = rc == 0 && has_model ? tf_commit_store_model_blob(f->c, &r->model, e) : -1;
+        if (rc == 0 && has_model && model < 0)
             rc = -1;
         if (rc == 0)
             rc = tf_commit_redirect(f->c, r->slot, &r->out, r->codec, r->keyframe + 1,
                                     (uint64_t)(model + 1), e);
         tf_buf_free(&r->out);
-        tf_buf_free(&r->model);
+        tf_model_blob_free(&r->model);
     }
     f->nreverse = 0;
     f->reverse_bytes = 0;
@@ -319,11 +329,11 @@ static int queue_reverse(file_job *f, chunk *ch, tf_error *e)
         f->reverse_cap = cap;
     }
     f->reverse[f->nreverse++] = (struct pending_reverse){
-        ch->rev_slot - 1, ch->blob, ch->rev.codec, ch->rev.out, ch->rev.model };
+        ch->rev_slot - 1, ch->blob, ch->rev.codec, ch->rev.out, ch->rev_model };
     /* Their buffers' room, not just their length: that is the memory. */
-    f->reverse_bytes += ch->rev.out.cap + ch->rev.model.cap;
+    f->reverse_bytes += ch->rev.out.cap + ch->rev_model.out.cap;
     ch->rev.out = (tf_buf){ 0 };
-    ch->rev.model = (tf_buf){ 0 };
+    ch->rev_model = (tf_model_blob){ 0 };
     return f->reverse_bytes >= tf_write_opts_held_bytes(f->opts) ? flush_reverse(f, e) : 0;
 }
 
@@ -343,9 +353,9 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
             rc = queue_reverse(f, ch, e);
     }
     tf_buf_free(&ch->rev.out);
-    tf_buf_free(&ch->rev.model);
+    tf_model_blob_free(&ch->rev_model);
     tf_buf_free(&ch->job.out);
-    tf_buf_free(&ch->job.model);
+    tf_model_blob_free(&ch->model);
     if (rc == 0 && tf_dtype_is_float(f->spans[ch->span].dtype))
         keep_seed(f->seeds, ch->blob, &ch->data, ch->len);
     free(ch->data);
@@ -551,6 +561,8 @@ static void file_job_free(file_job *f)
         tf_buf_free(&f->chunks[k].rev.out);
         tf_buf_free(&f->chunks[k].rev.model);
         tf_buf_free(&f->chunks[k].job.model);
+        tf_model_blob_free(&f->chunks[k].model);
+        tf_model_blob_free(&f->chunks[k].rev_model);
         free(f->chunks[k].data);
     }
     for (size_t s = 0; s < f->nspans; s++)
@@ -561,26 +573,23 @@ static void file_job_free(file_job *f)
             searching_codec(id)->search->prior_free((void *)f->search_opts[id].prior);
     for (size_t i = 0; i < f->nreverse; i++) {
         tf_buf_free(&f->reverse[i].out);
-        tf_buf_free(&f->reverse[i].model);
+        tf_model_blob_free(&f->reverse[i].model);
     }
     free(f->reverse);
     free(f->chunks);
-    tf_pool_free(f->pool);
 }
 
-int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, const tf_source *src,
+int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, tf_pool *pool, const tf_source *src,
                     tf_reader_ctx *reader, tf_seeds *seeds, tf_entry *ent, tf_span *spans,
                     size_t nspans, tf_error *e)
 {
-    file_job f = { .opts = opts, .c = c, .src = src, .reader = reader, .seeds = seeds,
-                   .spans = spans, .nspans = nspans, .chunk_shift = tf_archive_chunk_shift(c->ar) };
+    file_job f = { .opts = opts, .c = c, .pool = pool, .src = src, .reader = reader,
+                   .seeds = seeds, .spans = spans, .nspans = nspans,
+                   .chunk_shift = tf_archive_chunk_shift(c->ar) };
     for (unsigned id = 0; id < TF_CODEC_COUNT; id++)
         f.search_opts[id] = (tf_search_opts){ .budget = opts->prog_budget,
                                               .sampled = !opts->search };
     int rc = plan_chunks(&f, e);
-    /* Threads for a file with chunks to encode (not an empty one). */
-    if (rc == 0 && f.nchunks && opts->threads > 1 && !(f.pool = tf_pool_new(opts->threads)))
-        rc = tf_fail(e, EAGAIN, "cannot start %u encoder threads", opts->threads);
     if (rc == 0 && opts->search)
         rc = search_models(&f, e);
     if (rc == 0)

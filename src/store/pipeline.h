@@ -23,6 +23,7 @@
 #include "codec/codec.h"
 #include "common/buf.h"
 #include "common/error.h"
+#include "common/pool.h"
 #include "format/catalog.h"
 #include "store/commit.h"
 #include "store/reader.h"
@@ -77,10 +78,11 @@ typedef struct {
 void tf_seeds_plant(tf_seeds *s, tf_reader_ctx *r);
 void tf_seeds_free(tf_seeds *s);
 
-/* Encodes the spans of the file src, in order, into commit c, and sets
- * ent->chunks and ent->nchunks to their chunk blobs. References are read
- * through reader; the chunks to seed go to seeds (may be NULL). */
-int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, const tf_source *src,
+/* Encodes the spans of the file src, in order, into commit c, on the
+ * threads of pool (NULL: the calling thread), and sets ent->chunks and
+ * ent->nchunks to their chunk blobs. References are read through reader;
+ * the chunks to seed go to seeds (may be NULL). */
+int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, tf_pool *pool, const tf_source *src,
                     tf_reader_ctx *reader, tf_seeds *seeds, tf_entry *ent, tf_span *spans,
                     size_t nspans, tf_error *e);
 

@@ -153,18 +153,16 @@ static int rebase_sink(void *arg, size_t i, tf_error *e)
 /* Encodes the chunks found, in one commit, on the writer's threads. */
 static int rebase_commit(tf_writer *w, rebase *rb, tf_error *e)
 {
-    unsigned threads = w->opts.threads;
-    rb->window = TF_PIPELINE_WINDOW * (size_t)threads;
+    rb->window = TF_PIPELINE_WINDOW * (size_t)w->opts.threads;
     tf_pool *pool = NULL;
     if (!(rb->jobs = calloc(rb->window, sizeof *rb->jobs)))
         return tf_fail(e, ENOMEM, "out of memory");
-    if (rb->n > 1 && threads > 1 && !(pool = tf_pool_new(threads)))
-        return tf_fail(e, EAGAIN, "cannot start %u encoder threads", threads);
+    if (rb->n > 1 && tf_writer_encoders(w, &pool, e) < 0)
+        return -1;
     tf_commit c;
     rb->c = &c;
     tf_writer_begin_commit(w, &c);
     int rc = tf_pool_run_ordered(pool, rb->n, rb->window, rebase_work, rebase_sink, rb, e);
-    tf_pool_free(pool);
     if (rc < 0) {
         tf_commit_abort(&c);
         return -1;

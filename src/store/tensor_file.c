@@ -94,9 +94,12 @@ int tf_writer_add_tensor_file(tf_writer *w, tf_commit *c, const tf_tensor_format
     /* The verbatim bytes are coded as the entry's first chunks: spans[0]
      * is empty when the file has no verbatim bytes. */
     spans[0] = (tf_span){ .nbytes = ent->verbatim_len, .dtype = TF_DT_NONE, .verbatim = ent };
+    tf_pool *encoders = NULL;
     int rc = tensor_spans(w, ent, series_path, parent, spans, e);
     if (rc == 0)
-        rc = tf_encode_spans(c, &w->opts, src, w->reader, seeds, ent, spans, n, e);
+        rc = tf_writer_encoders(w, &encoders, e);
+    if (rc == 0)
+        rc = tf_encode_spans(c, &w->opts, encoders, src, w->reader, seeds, ent, spans, n, e);
     free(spans);
     return rc;
 }

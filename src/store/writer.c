@@ -95,10 +95,19 @@ void tf_writer_close(tf_writer *w)
     tf_error why;
     if (atomic_load(&w->give_back_owed))
         tf_writer_give_back_unread(w, &why); /* else gc gives it back */
+    tf_pool_free(w->encoders);
     tf_ref_index_free(w->refs);
     tf_reader_free(w->reader);
     tf_archive_close(w->ar);
     free(w);
+}
+
+int tf_writer_encoders(tf_writer *w, tf_pool **out, tf_error *e)
+{
+    if (!w->encoders && w->opts.threads > 1 && !(w->encoders = tf_pool_new(w->opts.threads)))
+        return tf_fail(e, EAGAIN, "cannot start %u encoder threads", w->opts.threads);
+    *out = w->encoders;
+    return 0;
 }
 
 bool tf_writer_give_back_owed(tf_writer *w)
@@ -206,7 +215,10 @@ static int add_opaque(tf_writer *w, tf_commit *c, const char *dest, const tf_ent
         return -1;
     ent->size = src->size;
     tf_span span = { .nbytes = src->size, .dtype = TF_DT_NONE };
-    return tf_encode_spans(c, &w->opts, src, w->reader, NULL, ent, &span, 1, e);
+    tf_pool *encoders = NULL;
+    if (tf_writer_encoders(w, &encoders, e) < 0)
+        return -1;
+    return tf_encode_spans(c, &w->opts, encoders, src, w->reader, NULL, ent, &span, 1, e);
 }
 
 /* What a regular file is added as. */

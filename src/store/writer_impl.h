@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 
+#include "common/pool.h"
 #include "format/tensor_format.h"
 #include "store/commit.h"
 #include "store/pipeline.h"
@@ -25,7 +26,14 @@ struct tf_writer {
     atomic_bool give_back_owed; /* data only open versions read was kept
                                    (tf_writer_give_back_unread) */
     _Atomic uint64_t next_ino;
+    tf_pool *encoders; /* tf_writer_encoders */
 };
+
+/* The threads that encode for the writer (NULL in *out with one thread):
+ * one pool, started at the first call and kept until the writer closes,
+ * not threads started for each file, which paid for their start and
+ * their first allocations (a zstd context each) at every file. */
+int tf_writer_encoders(tf_writer *w, tf_pool **out, tf_error *e);
 
 void tf_writer_begin_commit(tf_writer *w, tf_commit *c);
 /* Commits when the entries went in (rc 0), else drops what was appended.
