@@ -109,10 +109,11 @@ static void assert_sums_to(const tf_ulp_bits *bits, size_t enc_len)
 
 START_TEST(test_breakdown_sums_to_stored_bits)
 {
-    /* One element, a one-lane stream, a 16-lane stream. */
-    const size_t sizes[] = { 1, 1000, 5000 };
+    /* One element, a one-lane stream, a 16-lane stream, two 16-lane
+     * streams taking turns (a chunk of at least 2^15 elements). */
+    const size_t sizes[] = { 1, 1000, 5000, 40000 };
     for (size_t d = 0; d < N_TEST_FLOAT_DTYPES; d++) {
-        for (size_t k = 0; k < 3; k++) {
+        for (size_t k = 0; k < 4; k++) {
             fixture f = make_fixture(test_float_dtypes[d], RES_TRAJECTORY, sizes[k], 1 + d + 10 * k);
             int rc;
             tf_ulp_bits bits = breakdown_of(&f, f.enc.data, f.enc.len, &rc);
@@ -121,7 +122,9 @@ START_TEST(test_breakdown_sums_to_stored_bits)
             ck_assert_uint_eq(bits.raw, f.raw_bits);
             ck_assert_uint_eq(bits.weights, sizes[k]);
             ck_assert_uint_eq(bits.tables, 0);
-            ck_assert(bits.framing < 8 * 8); /* a few bytes of header and padding */
+            /* A few bytes of header a stream, and padding. */
+            ck_assert_msg(bits.framing < 8 * 16, "dtype %u, %zu elements: %llu bits of framing",
+                          f.dtype, sizes[k], (unsigned long long)bits.framing);
             free_fixture(&f);
         }
     }

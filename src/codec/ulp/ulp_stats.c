@@ -6,6 +6,7 @@
 
 #include "codec/entropy/rans.h"
 #include "codec/ulp/ulp.h"
+#include "codec/ulp/ulp_format.h"
 #include "common/buf.h"
 #include "common/dtype.h"
 
@@ -173,15 +174,20 @@ void tf_ulp_hist_entropy(const tf_ulp_hist *h, tf_ulp_bits *out)
 
 /* ---- breakdown of a stored chunk ---- */
 
-/* Bytes of the chunk's rANS stream that the coder wrote: lane states and
- * words, without the stream's length and lane count. */
-static int coded_stream_bytes(const uint8_t *enc, size_t enc_len, size_t *coded, tf_error *e)
+/* Bytes of the chunk's rANS streams (ulp.h: one, or two for a large
+ * chunk of a version 2 model) that the coder wrote: lane states and
+ * words, without each stream's length and lane count. */
+static int coded_stream_bytes(const uint8_t *enc, size_t enc_len, unsigned streams,
+                              size_t *coded, tf_error *e)
 {
     tf_cursor r = tf_cursor_make(enc, enc_len);
-    tf_rans_stream s;
-    if (tf_rans_stream_open(&s, &r, e) < 0)
-        return -1;
-    *coded = 4 * (size_t)s.lanes + (size_t)(s.end - s.p);
+    *coded = 0;
+    for (unsigned k = 0; k < streams; k++) {
+        tf_rans_stream s;
+        if (tf_rans_stream_open(&s, &r, e) < 0)
+            return -1;
+        *coded += 4 * (size_t)s.lanes + (size_t)(s.end - s.p);
+    }
     return 0;
 }
 
@@ -200,11 +206,12 @@ static void scale_to_stream(tf_ulp_bits *x, double stream_bits)
 }
 
 /* Breaks a decoded chunk down, its symbols counted in h. */
-static int account_chunk(const uint8_t *enc, size_t enc_len, const tf_ulp_hist *h,
-                         const tf_rans_table *t, tf_ulp_bits *out, tf_error *e)
+static int account_chunk(const uint8_t *enc, size_t enc_len, unsigned streams,
+                         const tf_ulp_hist *h, const tf_rans_table *t, tf_ulp_bits *out,
+                         tf_error *e)
 {
     size_t coded;
-    if (coded_stream_bytes(enc, enc_len, &coded, e) < 0)
+    if (coded_stream_bytes(enc, enc_len, streams, &coded, e) < 0)
         return -1;
     tf_ulp_bits chunk = { .weights = h->weights, .raw = h->raw_bits };
     add_ideal_bits(h, t, &chunk);
@@ -221,6 +228,7 @@ int tf_ulp_breakdown(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx
     uint8_t *decoded = malloc(len ? len : 1);
     tf_rans_table t = { 0 };
     tf_ulp_hist h = { 0 };
+    ulp_format f;
     int rc = -1;
     if (!decoded) {
         tf_fail(e, ENOMEM, "ulp stats: out of memory decoding %zu bytes", len);
@@ -229,10 +237,10 @@ int tf_ulp_breakdown(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx
     /* The symbols are those of the decoded residuals: decoding checks
      * the whole chunk, and the codec's own loop is the only decoder. */
     if (tf_codec_ulp.decode(enc, enc_len, ctx, decoded, len, e) < 0 ||
-        tf_ulp_read_model(ctx, len, &t, e) < 0 || tf_ulp_hist_init(&h, ctx->dtype, e) < 0)
+        tf_ulp_format_and_model(ctx, len, &f, &t, e) < 0 || tf_ulp_hist_init(&h, ctx->dtype, e) < 0)
         goto done;
     tf_ulp_hist_add(&h, decoded, ctx->ref, len / h.bytes);
-    rc = account_chunk(enc, enc_len, &h, &t, out, e);
+    rc = account_chunk(enc, enc_len, streams_of_chunk(&f, len / f.bytes), &h, &t, out, e);
 done:
     tf_ulp_hist_free(&h);
     tf_rans_table_free(&t);
