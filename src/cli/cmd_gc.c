@@ -103,7 +103,13 @@ int cmd_gc(int argc, char **argv)
     const char *archive = argv[optind];
     tf_reclaim_stats stats;
     tf_error e;
-    if (tf_reclaim(archive, NULL, full, &stats, &e) < 0) {
+    cli_rebase_bar bar = { .label = "gc: rebase", .quiet = quiet };
+    tf_write_opts opts;
+    tf_write_opts_default(&opts);
+    cli_rebase_bar_hook(&bar, &opts);
+    int rc = tf_reclaim(archive, &opts, full, &stats, &e);
+    cli_rebase_bar_end(&bar);
+    if (rc < 0) {
         cli_file_error(archive, e.msg);
         return CLI_EXIT_FAIL;
     }

@@ -37,7 +37,7 @@ static const char prune_usage[] =
     "                       that match PATTERN (may be repeated)\n"
     "  -n, --dry-run        change nothing: list what would go and what it\n"
     "                       would free\n"
-    "  -q, --quiet          list nothing and print no summary\n"
+    "  -q, --quiet          list nothing, print no summary and no progress bar\n"
     "  -h, --help           show this help\n"
     "\n"
     "A PATTERN is a glob (fnmatch(3); '*' matches '/' too) matched against\n"
@@ -301,7 +301,7 @@ static int run(const prune_args *a)
 {
     cli_removal r = { 0 };
     tf_archive *ro = NULL;
-    if (a->dry_run ? !(ro = cli_open_archive(a->archive)) : cli_removal_open(&r, a->archive) < 0)
+    if (a->dry_run ? !(ro = cli_open_archive(a->archive)) : cli_removal_open(&r, a->archive, a->quiet) < 0)
         return CLI_EXIT_FAIL;
     const tf_archive *ar = ro ? ro : tf_writer_archive(r.w);
     tf_prune_plan plan;

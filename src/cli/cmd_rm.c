@@ -20,7 +20,7 @@ static const char rm_usage[] =
     "\nOptions:\n"
     "  -r, -R, --recursive  remove directories and their contents\n"
     "  -f, --force          a PATH that is not in the archive is no error\n"
-    "  -q, --quiet          print no summary\n"
+    "  -q, --quiet          print no summary and no progress bar\n"
     "  -h, --help           show this help\n";
 
 static const struct option rm_longopts[] = {
@@ -140,7 +140,7 @@ static int commit_removal(const rm_args *a, cli_removal *r, const bool *gone,
 static int remove_paths(const rm_args *a)
 {
     cli_removal r;
-    if (cli_removal_open(&r, a->archive) < 0)
+    if (cli_removal_open(&r, a->archive, a->quiet) < 0)
         return CLI_EXIT_FAIL;
     const tf_archive *ar = tf_writer_archive(r.w);
     size_t nentries = tf_archive_nentries(ar), n = 0;

@@ -112,3 +112,29 @@ void cli_progress_end(cli_progress *p)
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
+
+static void on_rebasing(void *arg, uint64_t chunks, uint64_t bytes)
+{
+    cli_rebase_bar *b = arg;
+    (void)chunks;
+    cli_progress_end(b->bar);
+    b->bar = cli_progress_start(b->label, bytes, b->quiet);
+}
+
+static void on_rebased(void *arg, uint64_t bytes)
+{
+    cli_progress_add(((cli_rebase_bar *)arg)->bar, bytes);
+}
+
+void cli_rebase_bar_hook(cli_rebase_bar *b, tf_write_opts *o)
+{
+    o->rebasing = on_rebasing;
+    o->progress = on_rebased;
+    o->progress_arg = b;
+}
+
+void cli_rebase_bar_end(cli_rebase_bar *b)
+{
+    cli_progress_end(b->bar);
+    b->bar = NULL;
+}

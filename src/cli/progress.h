@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "store/write_opts.h"
+
 typedef struct cli_progress cli_progress;
 
 /* Starts a bar labelled label for total bytes. Returns NULL when no bar is
@@ -20,5 +22,18 @@ void cli_progress_end(cli_progress *p);
 /* Erases the bar of the running progress (if any) so that a message can
  * be printed on stderr; the next update draws it again. */
 void cli_progress_hide(void);
+
+/* A bar for the rebase a removal or gc makes (store/rebase.h), started
+ * when it knows what it re-encodes: cli_rebase_bar_hook sets the write
+ * options' rebasing and progress hooks to draw it, cli_rebase_bar_end
+ * erases it. */
+typedef struct {
+    const char *label;
+    bool quiet;
+    cli_progress *bar;
+} cli_rebase_bar;
+
+void cli_rebase_bar_hook(cli_rebase_bar *b, tf_write_opts *o);
+void cli_rebase_bar_end(cli_rebase_bar *b);
 
 #endif

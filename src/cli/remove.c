@@ -4,12 +4,16 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "cli/progress.h"
 
-int cli_removal_open(cli_removal *r, const char *archive)
+int cli_removal_open(cli_removal *r, const char *archive, bool quiet)
 {
-    *r = (cli_removal){ .archive = archive };
+    *r = (cli_removal){ .archive = archive, .rebase = { .label = "rebase", .quiet = quiet } };
+    tf_write_opts opts;
+    tf_write_opts_default(&opts);
+    cli_rebase_bar_hook(&r->rebase, &opts);
     tf_error e;
-    if (tf_writer_open(archive, false, 0, NULL, &r->w, &e) < 0) {
+    if (tf_writer_open(archive, false, 0, &opts, &r->w, &e) < 0) {
         cli_file_error(archive, e.msg);
         r->w = NULL;
         return -1;
@@ -28,6 +32,7 @@ int cli_removal_commit(cli_removal *r, const char *const *paths, size_t n)
 {
     tf_error e;
     int rc = tf_writer_remove_paths(r->w, paths, n, &e);
+    cli_rebase_bar_end(&r->rebase);
     if (rc < 0)
         cli_file_error(r->archive, e.msg);
     else if (tf_writer_last_report(r->w)->give_back.errnum)

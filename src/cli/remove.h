@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli/progress.h"
 #include "store/writer.h"
 
 /* The archive being removed from: its writer, and the bytes its file
@@ -17,11 +18,13 @@ typedef struct {
     tf_writer *w;
     uint64_t before, after;
     bool known;
+    cli_rebase_bar rebase; /* the writer's hooks point here: r stays put */
 } cli_removal;
 
 /* Opens archive's writer and notes its allocated bytes; prints why not.
+ * Unless quiet, a bar shows the rebase of the removal (on a terminal).
  * 0 or -1. */
-int cli_removal_open(cli_removal *r, const char *archive);
+int cli_removal_open(cli_removal *r, const char *archive, bool quiet);
 /* Removes paths[0..n) in one commit (tf_writer_remove_paths), notes the
  * allocated bytes after and closes the writer. Prints why not, and a
  * warning when space could not be given back. 0 or -1. */

@@ -25,6 +25,7 @@ typedef struct {
      * starts a chunk at most window ahead of the one being stored). */
     tf_chunk_job *jobs;
     size_t window;
+    const tf_write_opts *opts; /* its rebasing and progress hooks */
     tf_rebase_stats st;
 } rebase;
 
@@ -144,6 +145,8 @@ static int rebase_sink(void *arg, size_t i, tf_error *e)
         rb->st.chunks++;
         rb->st.bytes_before += tf_archive_blob(rb->ar, it->slot)->enc_len;
         rb->st.bytes_after += job->out.len + job->model.len;
+        if (rb->opts->rebasing && rb->opts->progress)
+            rb->opts->progress(rb->opts->progress_arg, tf_archive_blob(rb->ar, it->slot)->raw_len);
     }
     tf_buf_free(&job->out);
     tf_buf_free(&job->model);
@@ -176,8 +179,14 @@ static int rebase_commit(tf_writer *w, rebase *rb, tf_error *e)
 
 int tf_writer_rebase(tf_writer *w, tf_rebase_stats *st, tf_error *e)
 {
-    rebase rb = { .ar = w->ar, .reader = w->reader };
+    rebase rb = { .ar = w->ar, .reader = w->reader, .opts = &w->opts };
     int rc = find_chunks(&rb, e);
+    if (rc == 0 && rb.n && w->opts.rebasing) {
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < rb.n; i++)
+            bytes += tf_archive_blob(rb.ar, rb.items[i].slot)->raw_len;
+        w->opts.rebasing(w->opts.progress_arg, rb.n, bytes);
+    }
     if (rc == 0 && rb.n)
         rc = rebase_commit(w, &rb, e);
     for (size_t i = 0; rb.jobs && i < rb.window; i++) {

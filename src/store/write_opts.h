@@ -41,6 +41,12 @@ typedef struct {
     /* Called on the calling thread with the number of tensor or file
      * bytes consumed since the previous call (may be NULL). */
     void (*progress)(void *arg, uint64_t bytes);
+    /* Called on the calling thread when a rebase (store/rebase.h)
+     * starts, with the number of chunks it re-encodes and their bytes;
+     * progress is then called with the bytes of each chunk stored. NULL:
+     * a rebase calls neither (an add's progress counts its file's
+     * bytes alone). */
+    void (*rebasing)(void *arg, uint64_t chunks, uint64_t bytes);
     void *progress_arg;
     /* Called on the writer's thread around each change of the in-memory
      * catalog (when a commit is durable), as tf_archive_refresh calls

@@ -165,7 +165,11 @@ refused 2 'expected an ARCHIVE' "$a" rm "$a"
 
 # A file; a directory with -r (a trailing '/' allowed, a path below it
 # given too); -f passes over what is not there.
-"$TRAJPACK" rm -q "$a" flat/step-000016.optim.safetensors || fail "rm of a file failed"
+# (On a terminal, where a rebase's progress bar is drawn without -q:
+# script(1) gives rm a pseudo-terminal, and prints all it shows.)
+shown=$(script -qec "'$TRAJPACK' rm -q '$a' flat/step-000016.optim.safetensors" /dev/null < /dev/null) ||
+    fail "rm of a file failed"
+[ -z "$shown" ] || fail "rm -q showed on a terminal: $shown"
 "$TRAJPACK" rm -r "$a" flat/fp32/ flat/fp32/step-000002.safetensors > "$TEST_TMP/rm.out" || fail "rm -r failed"
 grep -q '^rm: removed 8 files and 1 directory; allocated .* -> ' "$TEST_TMP/rm.out" ||
     fail "rm -r said: $(cat "$TEST_TMP/rm.out")"

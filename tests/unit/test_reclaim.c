@@ -318,6 +318,26 @@ static void remove_without_rebase(const int *steps, size_t n)
     tf_archive_close(ar);
 }
 
+/* What a rebase told the write options' hooks. */
+typedef struct {
+    unsigned starts;
+    uint64_t chunks, bytes; /* said when it started */
+    uint64_t progress;      /* the bytes of the chunks stored since */
+} rebase_seen;
+
+static void seen_rebasing(void *arg, uint64_t chunks, uint64_t bytes)
+{
+    rebase_seen *s = arg;
+    s->starts++;
+    s->chunks = chunks;
+    s->bytes = bytes;
+}
+
+static void seen_progress(void *arg, uint64_t bytes)
+{
+    ((rebase_seen *)arg)->progress += bytes;
+}
+
 START_TEST(gc_rebases_what_a_removal_left)
 {
     make_run();
@@ -325,8 +345,19 @@ START_TEST(gc_rebases_what_a_removal_left)
     remove_without_rebase(middle, ARRAY_LEN(middle));
     tf_reclaim_stats st;
     tf_error e = { 0 };
-    ck_assert_msg(tf_reclaim(archive(), NULL, false, &st, &e) == 0, "%s", e.msg);
+    rebase_seen seen = { 0 };
+    tf_write_opts o;
+    tf_write_opts_default(&o);
+    o.rebasing = seen_rebasing;
+    o.progress = seen_progress;
+    o.progress_arg = &seen;
+    ck_assert_msg(tf_reclaim(archive(), &o, false, &st, &e) == 0, "%s", e.msg);
     ck_assert_uint_gt(st.rebase.chunks, 0);
+    /* The hooks saw it start once, with what it then stored. */
+    ck_assert_uint_eq(seen.starts, 1);
+    ck_assert_uint_eq(seen.chunks, st.rebase.chunks);
+    ck_assert_uint_gt(seen.bytes, 0);
+    ck_assert_uint_eq(seen.progress, seen.bytes);
     ck_assert_uint_lt(st.allocated_after, st.allocated_before);
     tf_archive *ar = open_run();
     expect_files(ar, N_STEPS - 2);
