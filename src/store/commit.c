@@ -420,9 +420,15 @@ void tf_model_blob_free(tf_model_blob *m)
     *m = (tf_model_blob){ 0 };
 }
 
-int64_t tf_commit_store_model_blob(tf_commit *c, const tf_model_blob *m, tf_error *e)
+/* Stores m unless the same bytes, decoding alone, are stored already:
+ * by this commit, or (archive_wide) by any. */
+static int64_t store_model_blob(tf_commit *c, const tf_model_blob *m, bool archive_wide,
+                                tf_error *e)
 {
-    int64_t have = tf_commit_find_blob(c, &m->id);
+    uint64_t idx;
+    int64_t have = tf_idmap_get(&c->pending, &m->id, &idx) ? (int64_t)idx
+                   : archive_wide                          ? tf_archive_find_blob(c->ar, &m->id)
+                                                           : -1;
     /* Same bytes stored as a delta cannot serve as a model, which must
      * decode alone. */
     if (have >= 0 && blob_stands_alone(c, (uint64_t)have))
@@ -430,12 +436,17 @@ int64_t tf_commit_store_model_blob(tf_commit *c, const tf_model_blob *m, tf_erro
     return tf_commit_store_blob(c, &m->id, &m->out, m->raw_len, m->codec, TF_DT_NONE, 0, 0, e);
 }
 
-int64_t tf_commit_store_model(tf_commit *c, const tf_buf *model, tf_error *e)
+int64_t tf_commit_store_model_blob(tf_commit *c, const tf_model_blob *m, tf_error *e)
+{
+    return store_model_blob(c, m, true, e);
+}
+
+int64_t tf_commit_store_rebased_model(tf_commit *c, const tf_buf *model, tf_error *e)
 {
     tf_model_blob m;
     if (tf_model_blob_make(model, &m, e) < 0)
         return -1;
-    int64_t idx = tf_commit_store_model_blob(c, &m, e);
+    int64_t idx = store_model_blob(c, &m, false, e);
     tf_model_blob_free(&m);
     return idx;
 }

@@ -135,7 +135,7 @@ static int rebase_sink(void *arg, size_t i, tf_error *e)
     rebase *rb = arg;
     const rebased *it = &rb->items[i];
     tf_chunk_job *job = &rb->jobs[i % rb->window];
-    int64_t model = job->model.len ? tf_commit_store_model(rb->c, &job->model, e) : -1;
+    int64_t model = job->model.len ? tf_commit_store_rebased_model(rb->c, &job->model, e) : -1;
     int rc = job->model.len && model < 0 ? -1 : 0;
     uint64_t ref = tf_codec_get(job->codec)->delta ? it->ref : 0;
     if (rc == 0)
