@@ -574,9 +574,50 @@ static int cmp_range(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The end of the run of ranges in offset order that starts at from. */
+static size_t run_end(const tf_archive_range *r, size_t from, size_t n)
+{
+    size_t i = from + 1;
+    while (i < n && r[i - 1].off <= r[i].off)
+        i++;
+    return i;
+}
+
+/* Ranges come mostly in order (payloads by slot, which a commit appends
+ * in order, its redirects' after its own), so this merges the runs in
+ * order that they hold, a pass halving their number: O(n log runs).
+ * qsort's O(n log n) was a sixth of `trajpack rm` in an archive of
+ * 400,000 blobs. */
 void tf_archive_ranges_sort(tf_archive_range *r, size_t n)
 {
-    qsort(r, n, sizeof *r, cmp_range);
+    if (n < 2 || run_end(r, 0, n) == n)
+        return;
+    tf_archive_range *buf = malloc(n * sizeof *buf);
+    if (!buf) {
+        qsort(r, n, sizeof *r, cmp_range);
+        return;
+    }
+    tf_archive_range *src = r, *dst = buf;
+    for (size_t runs = 0; runs != 1;) {
+        size_t out = 0;
+        runs = 0;
+        for (size_t a = 0; a < n; runs++) {
+            size_t b = run_end(src, a, n), c = b < n ? run_end(src, b, n) : n, i = a, j = b;
+            while (i < b && j < c)
+                dst[out++] = src[j].off < src[i].off ? src[j++] : src[i++];
+            while (i < b)
+                dst[out++] = src[i++];
+            while (j < c)
+                dst[out++] = src[j++];
+            a = c;
+        }
+        tf_archive_range *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != r)
+        memcpy(r, src, n * sizeof *r);
+    free(buf);
 }
 
 static bool keeps_file(const tf_segment *seg, const tf_entry *ent)

@@ -173,7 +173,8 @@ static series *series_of(tf_ref_index *ix, const tf_blob_id *ident, uint64_t run
     uint64_t at;
     if (tf_idmap_get(&ix->by_series, &key, &at))
         return &ix->series[at];
-    if (!make || grow((void **)&ix->series, &ix->series_cap, ix->nseries + 1, sizeof *ix->series) < 0 ||
+    if (!make ||
+        grow((void **)&ix->series, &ix->series_cap, ix->nseries + 1, sizeof *ix->series) < 0 ||
         tf_idmap_put(&ix->by_series, &key, ix->nseries) < 0)
         return NULL;
     ix->series[ix->nseries] = (series){ 0 };
@@ -204,7 +205,8 @@ static int series_insert(tf_ref_index *ix, uint64_t p, const tf_blob_id *ident)
     if (!s)
         return -1;
     if (!place->step) {
-        if (grow((void **)&s->stepless, &s->stepless_cap, s->n_stepless + 1, sizeof *s->stepless) < 0)
+        if (grow((void **)&s->stepless, &s->stepless_cap, s->n_stepless + 1,
+                 sizeof *s->stepless) < 0)
             return -1;
         s->stepless[s->n_stepless++] = p;
         return 0;

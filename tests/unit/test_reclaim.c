@@ -366,12 +366,57 @@ START_TEST(gc_rebases_what_a_removal_left)
 }
 END_TEST
 
+static int by_off_then_len(const void *a, const void *b)
+{
+    const tf_archive_range *x = a, *y = b;
+    if (x->off != y->off)
+        return x->off < y->off ? -1 : 1;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* Sorting ranges by offset: in order after, the same ranges, whatever
+ * runs in order the input holds (none, one, a few with strays between
+ * them as redirects leave, equal offsets). */
+START_TEST(ranges_sort_by_offset)
+{
+    const size_t sizes[] = { 0, 1, 2, 3, 17, 1000, 4099 };
+    rng_state = 0x7a11;
+    for (size_t k = 0; k < ARRAY_LEN(sizes); k++)
+        for (int shape = 0; shape < 5; shape++) {
+            size_t n = sizes[k];
+            tf_archive_range *r = malloc((n ? n : 1) * sizeof *r);
+            tf_archive_range *want = malloc((n ? n : 1) * sizeof *want);
+            ck_assert(r && want);
+            for (size_t i = 0; i < n; i++) {
+                uint64_t off = shape == 0 ? i * 10                      /* in order */
+                               : shape == 1 ? (n - i) * 10              /* reversed */
+                               : shape == 2 ? rng_next() % 1000000      /* random */
+                               : shape == 3 ? (i % 97 ? i * 10 : rng_next() % (10 * n + 1))
+                                            : rng_next() % 4;           /* equal offsets */
+                r[i] = (tf_archive_range){ off, rng_next() % 100 };
+            }
+            memcpy(want, r, n * sizeof *r);
+            tf_archive_ranges_sort(r, n);
+            for (size_t i = 1; i < n; i++)
+                ck_assert_msg(r[i - 1].off <= r[i].off, "n %zu, shape %d: out of order at %zu", n,
+                              shape, i);
+            qsort(want, n, sizeof *want, by_off_then_len);
+            qsort(r, n, sizeof *r, by_off_then_len);
+            ck_assert_msg(n == 0 || memcmp(r, want, n * sizeof *r) == 0,
+                          "n %zu, shape %d: other ranges after sorting", n, shape);
+            free(r);
+            free(want);
+        }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("reclaim");
     TCase *tc = tcase_create("reclaim");
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, test_dir_make, test_dir_remove);
+    tcase_add_test(tc, ranges_sort_by_offset);
     tcase_add_test(tc, liveness_follows_references);
     tcase_add_test(tc, removal_rebases_and_gives_back);
     tcase_add_test(tc, dead_content_is_stored_again);
