@@ -173,9 +173,10 @@ static void encode_reverse(file_job *f, chunk *ch, const uint8_t *ref)
     const tf_span *s = &f->spans[ch->span];
     uint64_t slot = s->ref_blobs[ch->index];
     ch->rev = (tf_chunk_job){ .src = ref, .len = ch->len, .dtype = s->dtype, .ref = ch->data };
+    tf_error ignored; /* a reverse delta that cannot be made is not made */
     if (tf_encode_chunk_as(&ch->rev, TF_CODEC_ULP, NULL) == 0 &&
         ch->rev.out.len + ch->rev.model.len < tf_archive_blob(f->c->ar, slot)->enc_len &&
-        (!ch->rev.model.len || tf_model_blob_make(&ch->rev.model, &ch->rev_model, NULL) == 0))
+        (!ch->rev.model.len || tf_model_blob_make(&ch->rev.model, &ch->rev_model, &ignored) == 0))
         ch->rev_slot = slot + 1;
     else
         tf_buf_free(&ch->rev.out); /* the keyframe stays */
