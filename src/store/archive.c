@@ -560,8 +560,6 @@ static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
     return put_entry(ar, ent, e);
 }
 
-/* Whether seg gives the file ent a live entry with the same chunks (a
- * move, new times or mode). */
 bool tf_entry_same_version(const tf_entry *a, const tf_entry *b)
 {
     return a->ino == b->ino && b->kind != TF_ENTRY_TOMBSTONE && a->nchunks == b->nchunks &&
@@ -586,8 +584,8 @@ static size_t run_end(const tf_archive_range *r, size_t from, size_t n)
 /* Ranges come mostly in order (payloads by slot, which a commit appends
  * in order, its redirects' after its own), so this merges the runs in
  * order that they hold, a pass halving their number: O(n log runs).
- * qsort's O(n log n) was a sixth of `trajpack rm` in an archive of
- * 400,000 blobs. */
+ * In `trajpack rm` of one checkpoint of an archive of 400,000 blobs,
+ * qsort's O(n log n) took 15.7% of the samples, this 5.7%. */
 void tf_archive_ranges_sort(tf_archive_range *r, size_t n)
 {
     if (n < 2 || run_end(r, 0, n) == n)
@@ -620,6 +618,8 @@ void tf_archive_ranges_sort(tf_archive_range *r, size_t n)
     free(buf);
 }
 
+/* Whether seg gives the file ent a live entry with the same chunks (a
+ * move, new times or mode). */
 static bool keeps_file(const tf_segment *seg, const tf_entry *ent)
 {
     for (uint64_t i = 0; i < seg->nentries; i++)

@@ -134,6 +134,7 @@ static int rebase_sink(void *arg, size_t i, tf_error *e)
 {
     rebase *rb = arg;
     const rebased *it = &rb->items[i];
+    const tf_blob *old = tf_archive_blob(rb->ar, it->slot);
     tf_chunk_job *job = &rb->jobs[i % rb->window];
     int64_t model = job->model.len ? tf_commit_store_rebased_model(rb->c, &job->model, e) : -1;
     int rc = job->model.len && model < 0 ? -1 : 0;
@@ -143,10 +144,10 @@ static int rebase_sink(void *arg, size_t i, tf_error *e)
                                 (uint64_t)(model + 1), e);
     if (rc == 0) {
         rb->st.chunks++;
-        rb->st.bytes_before += tf_archive_blob(rb->ar, it->slot)->enc_len;
+        rb->st.bytes_before += old->enc_len;
         rb->st.bytes_after += job->out.len + job->model.len;
         if (rb->opts->rebasing && rb->opts->progress)
-            rb->opts->progress(rb->opts->progress_arg, tf_archive_blob(rb->ar, it->slot)->raw_len);
+            rb->opts->progress(rb->opts->progress_arg, old->raw_len);
     }
     tf_buf_free(&job->out);
     tf_buf_free(&job->model);
