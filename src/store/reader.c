@@ -56,7 +56,8 @@ tf_archive *tf_reader_archive(const tf_reader_ctx *r)
 
 tf_reader_counts tf_reader_get_counts(const tf_reader_ctx *r)
 {
-    return (tf_reader_counts){ .decoded = r->decoded, .hits = r->hits };
+    return (tf_reader_counts){ .decoded = r->decoded, .decoded_bytes = r->decoded_bytes,
+                               .hits = r->hits };
 }
 
 tf_cache_item *tf_reader_obtain(tf_reader_ctx *r, uint64_t idx, tf_error *e)

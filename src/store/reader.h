@@ -27,8 +27,9 @@ tf_archive *tf_reader_archive(const tf_reader_ctx *r);
 
 /* Work done so far, for statistics and tests. */
 typedef struct {
-    uint64_t decoded; /* blobs decoded */
-    uint64_t hits;    /* blobs asked for and found in the cache */
+    uint64_t decoded;       /* blobs decoded */
+    uint64_t decoded_bytes; /* their reconstructed bytes */
+    uint64_t hits;          /* blobs asked for and found in the cache */
 } tf_reader_counts;
 tf_reader_counts tf_reader_get_counts(const tf_reader_ctx *r);
 

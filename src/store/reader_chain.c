@@ -46,6 +46,7 @@ static int decode_one(tf_reader_ctx *r, uint64_t idx, const uint8_t *ref,
         return -1;
     }
     r->decoded++;
+    r->decoded_bytes += b->raw_len;
     if (!check_id)
         return 0;
     tf_blob_id id = tf_blob_id_of(out, b->raw_len);

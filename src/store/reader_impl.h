@@ -25,7 +25,7 @@ struct tf_reader_ctx {
      * decodes on two CPUs took a fifth more CPU time than two, in the
      * fresh buffers each one faults in and in switching between them. */
     tf_slots decodes;
-    _Atomic uint64_t decoded, hits;
+    _Atomic uint64_t decoded, decoded_bytes, hits;
 };
 
 /* Returns blob idx reconstructed, held in the cache; threads asking for

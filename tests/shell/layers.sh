@@ -3,12 +3,13 @@
 # its own layer, of the layer directly below it, and of common/, the
 # foundation everything uses:
 #
-#     fs/, cli/  ->  store/, common/
+#     fs/, cli/, python/  ->  store/, common/   (python/: the extension)
 #     store/     ->  format/, codec/, common/
 #     format/    ->  io/, common/          codec/  ->  common/ (beside format/)
 #     io/        ->  common/
 #
-# Reads every #include "..." under $top_srcdir/src and fails naming each
+# Reads every #include "..." under $top_srcdir/src and of the Python
+# extension (python/trajfs/_trajfs.c) and fails naming each
 # one that climbs or skips a layer (or crosses to the one beside it), and
 # each one that is part of a circle (a header that, through the headers it
 # includes, includes itself). Needs no build.
@@ -18,7 +19,7 @@ cd "$top_srcdir/src"
 
 tmp=$(mktemp "${TMPDIR:-/tmp}/trajfs-layers.XXXXXX")
 trap 'rm -f "$tmp"' EXIT
-find . -name '*.[ch]' | awk '
+{ find . -name '*.[ch]'; echo ../python/trajfs/_trajfs.c; } | awk '
 BEGIN {
     rank["common"] = 0; may["common"] = "common"
     rank["io"] = 1;     may["io"] = "io common"
@@ -27,6 +28,7 @@ BEGIN {
     rank["store"] = 3;  may["store"] = "store format codec common"
     rank["fs"] = 4;     may["fs"] = "fs store common"
     rank["cli"] = 4;    may["cli"] = "cli store common"
+    rank["python"] = 4; may["python"] = "python store common"
 }
 function layer(path) { sub(/\/.*/, "", path); return path }
 function allowed(from, to,   n, i, l) {
@@ -45,6 +47,7 @@ function list(from,   s) {
     nfiles++
     file = $0
     sub(/^\.\//, "", file)
+    sub(/^\.\.\//, "", file) # the extension: python/...
     for (lineno = 1; (getline text < $0) > 0; lineno++)
         if (text ~ /^[ \t]*#[ \t]*include[ \t]*"/)
             include(file, lineno, text)
@@ -58,7 +61,7 @@ function include(file, lineno, target,   dir, where, from, to) {
         sub(/[^\/]*$/, "", dir)
         target = dir target
     }
-    where = "src/" file ":" lineno ": \"" target "\""
+    where = (file ~ /^python\// ? "" : "src/") file ":" lineno ": \"" target "\""
     from = layer(file)
     to = layer(target)
     if (!(from in rank))

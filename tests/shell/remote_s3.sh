@@ -48,6 +48,31 @@ all_same "$src" "$TEST_TMP/m/src"
 fusermount3 -u "$TEST_TMP/m"
 grep -q "^sigv4 S3RVER bytes=" "$PROXY_MODE.log" || fail "no signed request reached the proxy"
 
+# The Python package (when built) reads the same files without a mount;
+# a wrong secret is an OSError that says why and does not show it.
+if ls "$top_srcdir"/python/trajfs/_trajfs*.so > /dev/null 2>&1; then
+    PYTHONPATH=$top_srcdir/python "$PYTHON" - "$url" "$src" <<'PY' || fail "Python read $url wrong"
+import os, sys
+import trajfs
+url, src = sys.argv[1:]
+read = 0
+with trajfs.open(url) as ar:
+    for d, _, files in os.walk(src):
+        for f in files:
+            disk = os.path.join(d, f)
+            with open(disk, "rb") as fh:
+                assert ar.read_bytes("src/" + os.path.relpath(disk, src)) == fh.read(), disk
+            read += 1
+assert read > 3, read
+os.environ["AWS_SECRET_ACCESS_KEY"] = "not-the-secret-1234"
+try:
+    trajfs.open(url)
+    sys.exit("a wrong secret was accepted")
+except OSError as e:
+    assert "SignatureDoesNotMatch" in str(e) and "not-the-secret-1234" not in str(e), str(e)
+PY
+fi
+
 AWS_SECRET_ACCESS_KEY=wrong "$TRAJPACK" list "$url" > /dev/null 2> "$TEST_TMP/err" &&
     fail "a wrong secret was accepted"
 grep -q "403 (SignatureDoesNotMatch)" "$TEST_TMP/err" || fail "unclear refusal: $(cat "$TEST_TMP/err")"
