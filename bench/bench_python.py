@@ -3,6 +3,7 @@
 `trajpack extract`, in the same run.
 
     bench/bench_python.py CORPUS_DIR [ARCHIVE]
+    bench/bench_python.py --big DIR
 
 CORPUS_DIR: the benchmark corpus (bench/benchlib.sh makes it; any folder
 of checkpoints does). It is packed once with `trajpack create` defaults
@@ -17,7 +18,10 @@ the page cache dropped before each cold one:
   extract -O    `trajpack extract -O ARCHIVE FILE | cat > /dev/null`
 
 then one tensor of the largest file: ar.tensor, cold, and the bytes its
-reader decoded. Prints medians (min-max) and ratios; no thresholds.
+reader decoded. With --big instead: a safetensors file of 2.1 GB (32
+bf16 tensors of 2^25 elements) made in DIR and packed there, once, and
+one of its tensors read cold as above. Prints medians (min-max) and
+ratios; no thresholds.
 Needs root (drop_caches) and the built package (make with python3-dev).
 """
 import os
@@ -35,6 +39,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402,F401  (imported before any timing, as a loader has it)
 
 import trajfs  # noqa: E402
+from trajfs._load import read_safetensors_header  # noqa: E402
 
 TRAJPACK = os.path.join(BUILD, "trajpack")
 TRAJFS = os.path.join(BUILD, "trajfs")
@@ -104,9 +109,65 @@ def summary(xs):
     return f"{statistics.median(xs):.3f} s ({min(xs):.3f}-{max(xs):.3f})"
 
 
+def one_tensor(archive, path):
+    """Reads the largest tensor of path cold; prints what it decoded."""
+    with trajfs.open(archive) as ar:
+        with trajfs.ArchiveFile(ar, path) as f:
+            header, _ = read_safetensors_header(f)
+            size = f.size
+        header.pop("__metadata__", None)
+        one = max(header, key=lambda k: header[k]["data_offsets"][1] - header[k]["data_offsets"][0])
+        drop_caches()
+        t0 = time.perf_counter()
+        t = ar.tensor(path, one, framework="pt")
+        took = time.perf_counter() - t0
+        decoded = ar.stats()["decoded_bytes"]
+    nbytes = t.numel() * t.element_size()
+    print(f"one tensor of {path} ({size / 1e6:.1f} MB, {len(header)} tensors), cold: "
+          f"{one} ({nbytes / 1e6:.2f} MB) in {took:.3f} s, "
+          f"{decoded / 1e6:.2f} MB decoded ({decoded / size:.1%} of the file)")
+
+
+def big(folder):
+    """A 2.1 GB safetensors file in folder, packed into folder/big.traj."""
+    import json
+    import struct
+
+    import numpy as np
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "big", "model.safetensors")
+    archive = os.path.join(folder, "big.traj")
+    n, count = 1 << 25, 32
+    if not os.path.exists(path):
+        print(f"writing {path} ...", flush=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        header = {f"layer.{i}.weight": {"dtype": "BF16", "shape": [n],
+                                        "data_offsets": [2 * n * i, 2 * n * (i + 1)]}
+                  for i in range(count)}
+        raw = json.dumps(header).encode()
+        raw += b" " * (-len(raw) % 8)
+        with open(path + ".part", "wb") as f:
+            f.write(struct.pack("<Q", len(raw)) + raw)
+            rng = np.random.default_rng(0)
+            for _ in range(count):
+                w = rng.standard_normal(n, dtype=np.float32) * 0.02
+                f.write((w.view(np.uint32) >> 16).astype(np.uint16).tobytes())
+        os.rename(path + ".part", path)
+    if not os.path.exists(archive):
+        print(f"packing {path} into {archive} ...", flush=True)
+        subprocess.run([TRAJPACK, "create", "-q", archive + ".part", os.path.dirname(path)],
+                       check=True)
+        os.rename(archive + ".part", archive)
+    one_tensor(archive, "big/model.safetensors")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
+    if sys.argv[1] == "--big":
+        if len(sys.argv) != 3:
+            sys.exit(__doc__)
+        return big(os.path.abspath(sys.argv[2]))
     corpus = os.path.abspath(sys.argv[1])
     name = os.path.basename(corpus)
     archive = (sys.argv[2] if len(sys.argv) > 2 else
@@ -142,22 +203,8 @@ def main():
                   f"{size / statistics.median(warm) / 1e9:.2f} GB/s")
             print(f"  mount cold (read whole)   {summary(mount)}")
             print(f"  trajpack extract -O       {summary(extract)}")
-        big = max(files, key=lambda f: os.path.getsize(os.path.join(corpus, f)))
-        path = f"{name}/{big}"
-        with trajfs.open(archive) as ar:
-            keys = ar.keys(path)
-            sd_sizes = {k: v.nbytes for k, v in ar.load(path).items()}
-            one = max(keys, key=sd_sizes.get)
-        with trajfs.open(archive) as ar:
-            drop_caches()
-            t0 = time.perf_counter()
-            t = ar.tensor(path, one)
-            took = time.perf_counter() - t0
-            decoded = ar.stats()["decoded_bytes"]
-        size = os.path.getsize(os.path.join(corpus, big))
-        print(f"one tensor of {big} ({size / 1e6:.1f} MB, {len(keys)} tensors), cold: "
-              f"{one} ({t.nbytes / 1e6:.2f} MB) in {took:.3f} s, "
-              f"{decoded / 1e6:.2f} MB decoded ({decoded / size:.1%} of the file)")
+        largest = max(files, key=lambda f: os.path.getsize(os.path.join(corpus, f)))
+        one_tensor(archive, f"{name}/{largest}")
     finally:
         if mounted(mnt):
             subprocess.run(["fusermount3", "-uz", mnt], check=False)

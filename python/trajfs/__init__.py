@@ -37,6 +37,7 @@ StatResult.__doc__ = """An entry of the archive: kind is "file", "directory" or
 DirEntry = namedtuple("DirEntry", "name path kind size mode mtime_ns ino target")
 
 _READ_BUFFER = 1 << 20  # buffered reads of small pieces (pickles, headers)
+_FORKED = []  # archives a parent process opened, left alone in a child
 
 
 def _archive_path(path):
@@ -137,10 +138,20 @@ class Archive:
 
     def __init__(self, path, *, cache_size=None, threads=None):
         path = os.fspath(path)
-        self._c = _trajfs.Archive(path, cache_size or 0, threads or 0)
+        self._settings = (path, cache_size or 0, threads or 0)
+        self._c = _trajfs.Archive(*self._settings)
+        self._pid = os.getpid()
         self.path = path
 
     def _handle(self):
+        """The open archive of this process: a child forked since it was
+        opened (a DataLoader's worker) opens it again, since the parent's
+        decoding threads are not there (files it had open stay the
+        parent's, and fail)."""
+        if self._pid != os.getpid() and not self._c.closed:
+            _FORKED.append(self._c)  # never freed here: its threads' locks
+            self._c = _trajfs.Archive(*self._settings)
+            self._pid = os.getpid()
         return self._c
 
     def __enter__(self):
@@ -158,22 +169,22 @@ class Archive:
         return self._c.closed
 
     def close(self):
-        self._c.close()
+        self._handle().close()
 
     def refresh(self):
         """Applies the commits made since the archive was opened (by this
         process or another); True when there were any."""
-        return self._c.refresh()
+        return self._handle().refresh()
 
     def stats(self):
         """What this archive's reader decoded so far: blobs, their bytes,
         and the requests its cache served."""
-        return self._c.counts()
+        return self._handle().counts()
 
     # ---------------------------------------------------------- the tree
 
     def stat(self, path):
-        return StatResult(*self._c.stat(_archive_path(path)))
+        return StatResult(*self._handle().stat(_archive_path(path)))
 
     def exists(self, path):
         try:
@@ -193,7 +204,7 @@ class Archive:
         archive's order: DirEntry tuples (name, path, kind, size, mode,
         mtime_ns, ino, target), or only the names without detail."""
         path = _archive_path(path)
-        items = self._c.listdir(path)
+        items = self._handle().listdir(path)
         if not detail:
             return [name for name, _ in items]
         prefix = path + "/" if path else ""

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/cpus.h"
 #include "store/archive.h"
@@ -52,6 +53,8 @@ static PyObject *raise_error(const tf_error *e, const char *path)
 typedef struct {
     PyObject_HEAD
     pthread_rwlock_t lock;
+    pid_t pid; /* of the process that opened it: a child forked since
+                  has none of its threads, and maybe a lock they held */
     bool closed;
     char *path;
     tf_archive *ar;
@@ -91,9 +94,21 @@ static void guard_release(void *arg)
     pthread_rwlock_unlock(&((ArchiveObject *)arg)->lock);
 }
 
-/* Takes the lock shared; fails (ValueError) when the archive is closed. */
+/* Whether this is the process that opened the archive. */
+static bool same_process(const ArchiveObject *a)
+{
+    return a->pid == getpid();
+}
+
+/* Takes the lock shared; fails (ValueError) when the archive is closed,
+ * or was opened by the parent of this process. */
 static int lock_open(ArchiveObject *a)
 {
+    if (!same_process(a)) {
+        PyErr_SetString(PyExc_ValueError, "the archive was opened before a fork: open it "
+                                          "again in this process");
+        return -1;
+    }
     lock_shared(a);
     if (a->closed) {
         unlock(a);
@@ -119,6 +134,7 @@ static int archive_init(ArchiveObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_ValueError, "cache_bytes and threads must not be negative");
         return -1;
     }
+    self->pid = getpid();
     self->path = strdup(path);
     if (!self->path) {
         PyErr_NoMemory();
@@ -156,6 +172,7 @@ static PyObject *archive_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (!self)
         return NULL;
     pthread_rwlock_init(&self->lock, NULL);
+    self->pid = getpid();
     self->closed = true;
     return (PyObject *)self;
 }
@@ -164,6 +181,8 @@ static PyObject *archive_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
  * shared around their work: they are stopped with the lock not held. */
 static void archive_release(ArchiveObject *self)
 {
+    if (!same_process(self))
+        return; /* what it holds is the parent's, and stays (leaks) */
     lock_exclusive(self);
     self->closed = true;
     unlock(self);
@@ -180,7 +199,8 @@ static void archive_release(ArchiveObject *self)
 static void archive_dealloc(ArchiveObject *self)
 {
     archive_release(self);
-    pthread_rwlock_destroy(&self->lock);
+    if (same_process(self))
+        pthread_rwlock_destroy(&self->lock);
     free(self->path);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -441,6 +461,9 @@ static PyTypeObject FileType = {
 static PyObject *archive_refresh(ArchiveObject *self, PyObject *unused)
 {
     (void)unused;
+    if (lock_open(self) < 0)
+        return NULL;
+    unlock(self);
     lock_exclusive(self);
     if (self->closed) {
         unlock(self);

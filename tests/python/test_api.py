@@ -446,6 +446,31 @@ class Writing(unittest.TestCase):
             trajfs.create(path)
 
 
+class Fork(unittest.TestCase):
+    def test_a_forked_child_opens_the_archive_again(self):
+        path = newest_bf16()
+        with open(FILES[path], "rb") as f:
+            want = f.read()
+        with trajfs.open(ARCHIVE) as ar:
+            self.assertEqual(ar.read_bytes(path), want)
+            opened = ar.open(path)
+            pid = os.fork()
+            if pid == 0:  # a DataLoader's worker, say
+                code = 3
+                try:
+                    code = 2 if ar.read_bytes(path) != want else 1
+                    try:
+                        opened.read()
+                    except ValueError:  # the parent's file: not here
+                        code = 0
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+            self.assertEqual(opened.read(), want)
+            self.assertEqual(ar.read_bytes(path), want)
+
+
 class Memory(unittest.TestCase):
     @staticmethod
     def rss():
