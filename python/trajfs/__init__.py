@@ -17,6 +17,7 @@ where FUSE does not: containers without /dev/fuse, notebooks, CI.
 Errors are OSError with the library's message (FileNotFoundError for a
 missing path, errno EIO for damaged data: never wrong bytes).
 """
+import errno
 import functools
 import io
 import os
@@ -69,7 +70,7 @@ class ArchiveFile(io.RawIOBase):
 
     def __init__(self, archive, path):
         super().__init__()
-        self._file = archive._handle().open_file(_archive_path(path))
+        self._file = archive._handle().open_file(archive.resolve(path))
         self._pos = 0
         self.name = self._file.path
 
@@ -183,30 +184,66 @@ class Archive:
 
     # ---------------------------------------------------------- the tree
 
-    def stat(self, path):
+    def stat(self, path, follow_symlinks=False):
+        """The entry at path (a link itself, unless follow_symlinks)."""
+        if follow_symlinks:
+            path = self.resolve(path)
         return StatResult(*self._handle().stat(_archive_path(path)))
 
+    def resolve(self, path):
+        """path with the symbolic links along it followed, as the kernel
+        follows them in a mount (a link's target is relative to its
+        folder; one that leaves the archive leads nowhere)."""
+        todo = _archive_path(path).split("/")
+        done, hops = [], 0
+        while todo:
+            part = todo.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            at = "/".join(done + [part])
+            st = self.stat(at)
+            if st.kind != "link":
+                done.append(part)
+                continue
+            hops += 1
+            if hops > 40:
+                raise OSError(errno.ELOOP, "too many levels of symbolic links", path)
+            if st.target.startswith("/"):
+                raise OSError(errno.ENOENT, f"{at} links out of the archive", path)
+            todo = st.target.split("/") + todo
+        return "/".join(done)
+
     def exists(self, path):
+        """Whether path names an entry, links followed (os.path.exists)."""
         try:
-            self.stat(path)
+            self.stat(path, follow_symlinks=True)
         except FileNotFoundError:
             return False
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return False
+            raise
         return True
 
     def isdir(self, path):
-        return self.exists(path) and self.stat(path).kind == "directory"
+        return self.exists(path) and self.stat(path, follow_symlinks=True).kind == "directory"
 
     def isfile(self, path):
-        return self.exists(path) and self.stat(path).kind == "file"
+        return self.exists(path) and self.stat(path, follow_symlinks=True).kind == "file"
 
     def listdir(self, path="", detail=True):
-        """What the directory at path ("" is the root) holds, in the
-        archive's order: DirEntry tuples (name, path, kind, size, mode,
-        mtime_ns, ino, target), or only the names without detail."""
-        path = _archive_path(path)
-        items = self._handle().listdir(path)
+        """What the directory at path ("" is the root; links followed)
+        holds, in the archive's order: DirEntry tuples (name, path, kind,
+        size, mode, mtime_ns, ino, target), or only the names without
+        detail."""
+        items = self._handle().listdir(self.resolve(path))
         if not detail:
             return [name for name, _ in items]
+        path = _archive_path(path)
         prefix = path + "/" if path else ""
         return [DirEntry(name, prefix + name, *st) for name, st in items]
 

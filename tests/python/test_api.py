@@ -2,13 +2,15 @@
 """The Python package against the files an archive was made of
 (tests/shell/python_api.sh makes them and sets the environment):
 
-    TRAJFS_TEST_SRC      the files: run/, trainer/, odd/, handmade/, latest -> run/bf16
+    TRAJFS_TEST_SRC      the files: run/, trainer/, odd/, handmade/, latest -> run/bf16,
+                         loop1 -> loop2 -> loop1, outside -> /etc/passwd
     TRAJFS_TEST_ARCHIVE  their archive (created with --chunk-shift 10)
     TRAJFS_TEST_URL      the same archive over loopback HTTP ("": left out)
     TRAJFS_TEST_TMP      scratch space
     TRAJFS_TEST_TOOLS    tests/tools (torch_same.py's comparison)
     TRAJPACK             the built trajpack
 """
+import errno
 import io
 import json
 import os
@@ -124,6 +126,26 @@ class TreeAndBytes(unittest.TestCase):
         self.assertEqual(sorted(names), sorted(os.listdir(os.path.join(SRC, "run/bf16"))))
         detail = self.ar.listdir("run")
         self.assertIn(("bf16", "run/bf16", "directory"), [(e.name, e.path, e.kind) for e in detail])
+
+    def test_links_are_followed_where_a_mount_follows_them(self):
+        self.assertEqual(self.ar.listdir("latest", detail=False),
+                         self.ar.listdir("run/bf16", detail=False))
+        self.assertTrue(self.ar.listdir("latest")[0].path.startswith("latest/"))
+        path = newest_bf16()
+        via = "latest/" + path.rsplit("/", 1)[1]
+        self.assertEqual(self.ar.resolve(via), path)
+        self.assertEqual(self.ar.resolve("run/../latest/./" + path.rsplit("/", 1)[1]), path)
+        with open(FILES[path], "rb") as f:
+            self.assertEqual(self.ar.read_bytes(via), f.read())
+        self.assertEqual(list(self.ar.load(via, framework="pt")), self.ar.keys(path))
+        self.assertEqual(self.ar.stat("latest", follow_symlinks=True).kind, "directory")
+        self.assertTrue(self.ar.isdir("latest") and self.ar.isfile(via))
+        with self.assertRaises(OSError) as cm:
+            self.ar.read_bytes("loop1/x")
+        self.assertEqual(cm.exception.errno, errno.ELOOP)
+        self.assertFalse(self.ar.exists("loop1") or self.ar.exists("outside"))
+        with self.assertRaises(FileNotFoundError):
+            self.ar.read_bytes("outside")
 
     def test_every_file_reads_byte_identical(self):
         for path, disk in FILES.items():

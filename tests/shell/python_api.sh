@@ -30,12 +30,15 @@ generate_trajectory "$src/run" --layers 2 --width 64 --heads 2 --ctx 32 --batch 
     fail "make_torch_files.py odd failed"
 make_safetensors good "$src/handmade"
 ln -s run/bf16 "$src/latest"
+ln -s loop2 "$src/loop1"
+ln -s loop1 "$src/loop2"
+ln -s /etc/passwd "$src/outside"
 mkdir -p "$TEST_TMP/www"
 archive=$TEST_TMP/www/a.traj
 # Small chunks: tensors of many chunks, so that reading one tensor has
 # others to leave alone.
 "$TRAJPACK" create -q --chunk-shift 10 "$archive" "$src/run" "$src/trainer" "$src/odd" \
-    "$src/handmade" "$src/latest" || fail "create failed"
+    "$src/handmade" "$src/latest" "$src/loop1" "$src/loop2" "$src/outside" || fail "create failed"
 
 url=""
 if "$TRAJPACK" list http://127.0.0.1:1/x 2>&1 | grep -q "built without remote"; then
