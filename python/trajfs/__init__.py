@@ -90,10 +90,12 @@ class ArchiveFile(io.RawIOBase):
         self._pos += n
         return n
 
-    def readinto_at(self, offset, b):
-        """Reads into b from offset, leaving the position as it is."""
+    def readinto_at(self, offset, b, ahead=True):
+        """Reads into b from offset, leaving the position as it is.
+        ahead=False: decode nothing past the tensors the read covers (one
+        tensor wanted), even where it continues the reads before it."""
         self._checkClosed()
-        return self._file.readinto(offset, b)
+        return self._file.readinto(offset, b, ahead)
 
     def readall(self):
         self._checkClosed()
@@ -178,8 +180,9 @@ class Archive:
         return self._handle().refresh()
 
     def stats(self):
-        """What this archive's reader decoded so far: blobs, their bytes,
-        and the requests its cache served."""
+        """What this archive's reader decoded so far, once the decoding
+        ahead that reads started is done: blobs, their bytes, and the
+        requests its cache served."""
         return self._handle().counts()
 
     # ---------------------------------------------------------- the tree

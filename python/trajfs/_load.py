@@ -143,8 +143,8 @@ def _buffer(n, framework):
     return torch.from_numpy(array), array
 
 
-def _read_exactly(f, offset, target):
-    n = f.readinto_at(offset, target)
+def _read_exactly(f, offset, target, ahead=True):
+    n = f.readinto_at(offset, target, ahead)
     if n != len(target):
         raise OSError(5, f"{f.name}: the archive ends the file after {offset + n} bytes")
 
@@ -189,5 +189,5 @@ def tensor_from_file(f, name, framework):
         raise KeyError(f"{f.name}: no tensor {name!r}")
     lo, hi = t["data_offsets"]
     buf, array = _buffer(hi - lo, framework)
-    _read_exactly(f, data_start + lo, array)
+    _read_exactly(f, data_start + lo, array, ahead=False)  # that tensor alone
     return _views(buf, {name: t}, lo, framework)[name]

@@ -299,15 +299,19 @@ out:
 }
 
 /* Reads len bytes of ent at off into out, the prefetcher told through
- * *cur. With the lock held and the GIL released. Returns the bytes read
- * (short at the end of the file), or -1. */
+ * *cur of each block read, or, without ahead, of the first only: it then
+ * decodes the rest of the tensor the read starts in, and nothing after
+ * (the blocks after the first would look like reads in order). With the
+ * lock held and the GIL released. Returns the bytes read (short at the
+ * end of the file), or -1. */
 static ssize_t read_entry(ArchiveObject *a, const tf_entry *ent, tf_prefetch_cursor *cur,
-                          uint64_t off, size_t len, uint8_t *out, tf_error *e)
+                          bool ahead, uint64_t off, size_t len, uint8_t *out, tf_error *e)
 {
     size_t done = 0;
     while (done < len && off + done < ent->size) {
         size_t want = len - done < READ_BLOCK ? len - done : READ_BLOCK;
-        tf_prefetch_read(a->prefetch, ent, cur, off + done, want);
+        if (ahead || done == 0)
+            tf_prefetch_read(a->prefetch, ent, cur, off + done, want);
         ssize_t n = tf_reader_pread(a->reader, ent, off + done, want, out + done, e);
         if (n < 0)
             return -1;
@@ -386,13 +390,19 @@ static void file_dealloc(FileObject *f)
     PyObject_Free(f);
 }
 
-/* readinto(offset, buffer): bytes read into the writable buffer from
- * offset, fewer only at the end of the file. */
-static PyObject *file_readinto(FileObject *f, PyObject *args)
+/* readinto(offset, buffer, ahead=True): bytes read into the writable
+ * buffer from offset, fewer only at the end of the file. ahead: a read
+ * that continues the file's reads in order has the prefetcher decode
+ * what follows it (store/prefetch.h); False for a read of one tensor:
+ * the prefetcher decodes the rest of the tensor it starts in, nothing
+ * after, and the file's reads in order go on as if it had not been. */
+static PyObject *file_readinto(FileObject *f, PyObject *args, PyObject *kwds)
 {
+    static char *kwlist[] = { "offset", "buffer", "ahead", NULL };
     unsigned long long off;
     Py_buffer buf;
-    if (!PyArg_ParseTuple(args, "Kw*", &off, &buf))
+    int ahead = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Kw*|p", kwlist, &off, &buf, &ahead))
         return NULL;
     ArchiveObject *a = f->archive;
     if (lock_open(a) < 0) {
@@ -404,13 +414,18 @@ static PyObject *file_readinto(FileObject *f, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     /* One cursor per file: reads of it from several threads at once
      * take turns telling the prefetcher. */
-    pthread_mutex_lock(&f->cursor_lock);
-    tf_prefetch_cursor cur = f->cursor;
-    pthread_mutex_unlock(&f->cursor_lock);
-    n = read_entry(a, &f->ent, &cur, off, (size_t)buf.len, buf.buf, &e);
-    pthread_mutex_lock(&f->cursor_lock);
-    f->cursor = cur;
-    pthread_mutex_unlock(&f->cursor_lock);
+    tf_prefetch_cursor cur = { 0 };
+    if (ahead) {
+        pthread_mutex_lock(&f->cursor_lock);
+        cur = f->cursor;
+        pthread_mutex_unlock(&f->cursor_lock);
+    }
+    n = read_entry(a, &f->ent, &cur, ahead, off, (size_t)buf.len, buf.buf, &e);
+    if (ahead) {
+        pthread_mutex_lock(&f->cursor_lock);
+        f->cursor = cur;
+        pthread_mutex_unlock(&f->cursor_lock);
+    }
     Py_END_ALLOW_THREADS
     unlock(a);
     PyBuffer_Release(&buf);
@@ -432,8 +447,9 @@ static PyObject *file_get_path(FileObject *f, void *unused)
 }
 
 static PyMethodDef file_methods[] = {
-    { "readinto", (PyCFunction)file_readinto, METH_VARARGS,
-      "readinto(offset, buffer) -> int: bytes of the file read into buffer from offset" },
+    { "readinto", (PyCFunction)(void (*)(void))file_readinto, METH_VARARGS | METH_KEYWORDS,
+      "readinto(offset, buffer, ahead=True) -> int: bytes of the file read into buffer "
+      "from offset; ahead: decode what follows a read in order" },
     { NULL, NULL, 0, NULL },
 };
 
@@ -487,7 +503,11 @@ static PyObject *archive_counts(ArchiveObject *self, PyObject *unused)
     (void)unused;
     if (lock_open(self) < 0)
         return NULL;
-    tf_reader_counts c = tf_reader_get_counts(self->reader);
+    tf_reader_counts c;
+    Py_BEGIN_ALLOW_THREADS
+    tf_prefetch_wait(self->prefetch); /* the decoding that reads started */
+    c = tf_reader_get_counts(self->reader);
+    Py_END_ALLOW_THREADS
     unlock(self);
     return Py_BuildValue("{sKsKsK}", "decoded_blobs", (unsigned long long)c.decoded,
                          "decoded_bytes", (unsigned long long)c.decoded_bytes,
@@ -517,7 +537,8 @@ static PyMethodDef archive_methods[] = {
     { "refresh", (PyCFunction)archive_refresh, METH_NOARGS,
       "refresh() -> bool: applies the commits made since the last look" },
     { "counts", (PyCFunction)archive_counts, METH_NOARGS,
-      "counts() -> dict: blobs and bytes decoded, cache hits" },
+      "counts() -> dict: blobs and bytes decoded, cache hits, once the decoding ahead "
+      "that reads started is done" },
     { NULL, NULL, 0, NULL },
 };
 

@@ -278,6 +278,18 @@ class Tensors(unittest.TestCase):
         with self.assertRaises(KeyError):
             self.ar.tensor(path, "no.such.tensor")
 
+    def test_one_large_tensor_decodes_nothing_after_it(self):
+        # Tensors of several read blocks: the blocks after the first must
+        # not read as a file read in order, whose next bytes are decoded.
+        path = "handmade/wide.safetensors"
+        want = safetensors_tensors(FILES[path])
+        with trajfs.open(ARCHIVE) as ar:
+            t = ar.tensor(path, "b", framework="pt")
+            decoded = ar.stats()["decoded_bytes"]
+        self.assertEqual(tensor_bytes(t), want["b"][2])
+        self.assertGreaterEqual(decoded, len(want["b"][2]))
+        self.assertLessEqual(decoded, len(want["b"][2]) + 4 * (2 << CHUNK_SHIFT) + 8 * 1024)
+
     def test_metadata(self):
         found = 0
         for path in SAFETENSORS:

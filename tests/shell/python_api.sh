@@ -29,6 +29,20 @@ generate_trajectory "$src/run" --layers 2 --width 64 --heads 2 --ctx 32 --batch 
 "$PYTHON" "$top_srcdir/tests/tools/make_torch_files.py" odd "$src/odd" ||
     fail "make_torch_files.py odd failed"
 make_safetensors good "$src/handmade"
+# Tensors of more than one read block of the package (4 MiB) each.
+"$PYTHON" - "$src/handmade/wide.safetensors" <<'PY' || fail "writing wide.safetensors failed"
+import json, struct, sys
+import numpy as np
+n, names = 3 << 20, ("a", "b", "c")
+header = {k: {"dtype": "BF16", "shape": [n], "data_offsets": [2 * n * i, 2 * n * (i + 1)]}
+          for i, k in enumerate(names)}
+raw = json.dumps(header).encode()
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(raw)) + raw)
+    for i in range(len(names)):
+        w = np.random.default_rng(i).standard_normal(n, dtype=np.float32) * 0.02
+        f.write((w.view(np.uint32) >> 16).astype(np.uint16).tobytes())
+PY
 ln -s run/bf16 "$src/latest"
 ln -s loop2 "$src/loop1"
 ln -s loop1 "$src/loop2"
