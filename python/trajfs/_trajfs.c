@@ -29,6 +29,7 @@
 #define READ_BLOCK ((size_t)4 << 20)        /* one tf_reader_pread */
 #define PREFETCH_WINDOW ((uint64_t)32 << 20) /* decoded ahead of a reader in order */
 #define CACHE_DEFAULT ((size_t)256 << 20)
+#define THREADS_MAX 1024
 
 /* Raises the OSError subclass of errnum with the message msg, and path
  * as its filename when not NULL (str() shows both, however long). */
@@ -120,7 +121,7 @@ static int lock_open(ArchiveObject *a)
 
 static int archive_init(ArchiveObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = { "path", "cache_bytes", "threads", NULL };
+    static char *kwlist[] = { "path", "cache_size", "threads", NULL };
     const char *path;
     Py_ssize_t cache = 0;
     int threads = 0;
@@ -130,10 +131,12 @@ static int archive_init(ArchiveObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "an Archive is initialised once");
         return -1;
     }
-    if (cache < 0 || threads < 0) {
-        PyErr_SetString(PyExc_ValueError, "cache_bytes and threads must not be negative");
+    if (cache < 0 || threads < 0 || threads > THREADS_MAX) {
+        PyErr_Format(PyExc_ValueError, "cache_size must not be negative, threads must be 0 "
+                                       "(one a CPU) to %d", THREADS_MAX);
         return -1;
     }
+    size_t cache_bytes = cache ? (size_t)cache : CACHE_DEFAULT;
     self->pid = getpid();
     self->path = strdup(path);
     if (!self->path) {
@@ -150,12 +153,15 @@ static int archive_init(ArchiveObject *self, PyObject *args, PyObject *kwds)
         raise_error(&e, NULL);
         return -1;
     }
-    self->reader = tf_reader_new(self->ar, cache ? (size_t)cache : CACHE_DEFAULT);
+    self->reader = tf_reader_new(self->ar, cache_bytes);
     tf_prefetch_guard guard = { guard_hold, guard_release, self };
+    /* As a mount does: what is decoded ahead must not push out of the
+     * cache what is read now. */
+    uint64_t window = PREFETCH_WINDOW < cache_bytes / 4 ? PREFETCH_WINDOW : cache_bytes / 4;
     if (self->reader)
         self->prefetch = tf_prefetch_new(self->ar, self->reader,
-                                         threads ? (unsigned)threads : tf_online_cpus(),
-                                         PREFETCH_WINDOW, &guard);
+                                         threads ? (unsigned)threads : tf_online_cpus(), window,
+                                         &guard);
     if (!self->prefetch) {
         PyErr_NoMemory();
         return -1;
@@ -554,7 +560,7 @@ static PyTypeObject ArchiveType = {
     .tp_basicsize = sizeof(ArchiveObject),
     .tp_dealloc = (destructor)archive_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Archive(path, cache_bytes=0, threads=0): an archive (a path or URL), "
+    .tp_doc = "Archive(path, cache_size=0, threads=0): an archive (a path or URL), "
               "open for reading.",
     .tp_methods = archive_methods,
     .tp_getset = archive_getset,

@@ -401,6 +401,12 @@ class BadInput(unittest.TestCase):
         with self.assertRaises(OSError) as cm:
             trajfs.open(junk)
         self.assertIn("junk.traj", str(cm.exception))
+        for settings in ({"threads": 5000}, {"threads": -1}, {"cache_size": -1}):
+            with self.assertRaises(ValueError, msg=settings):
+                trajfs.open(ARCHIVE, **settings)
+        with trajfs.open(ARCHIVE, cache_size=1, threads=1) as ar:  # a cache of two chunks
+            with open(FILES[SAFETENSORS[0]], "rb") as f:
+                self.assertEqual(ar.read_bytes(SAFETENSORS[0]), f.read())
 
     def test_closed_archive(self):
         ar = trajfs.open(ARCHIVE)
