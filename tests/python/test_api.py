@@ -528,13 +528,13 @@ class Memory(unittest.TestCase):
             refs = sys.getrefcount(handle)
             for _ in range(20):
                 ar.load(path, framework="pt")
-                ar.tensor(path, ar.keys(path)[0])
+                ar.tensor(path, ar.keys(path)[0], framework="pt")
                 with ar.open(path) as f:
                     f.read()
             before = self.rss()
             for _ in range(200):
                 ar.load(path, framework="pt")
-                ar.tensor(path, ar.keys(path)[0])
+                ar.tensor(path, ar.keys(path)[0], framework="pt")
                 with ar.open(path) as f:
                     f.read()
             grown = self.rss() - before
