@@ -20,6 +20,7 @@ missing path, errno EIO for damaged data: never wrong bytes).
 import errno
 import functools
 import io
+import json
 import os
 import stat as _stat
 from collections import namedtuple
@@ -39,6 +40,7 @@ DirEntry = namedtuple("DirEntry", "name path kind size mode mtime_ns ino target"
 
 _READ_BUFFER = 1 << 20  # buffered reads of small pieces (pickles, headers)
 _FORKED = []  # archives a parent process opened, left alone in a child
+_INDEX_MAX = 100 << 20  # bytes of a sharded checkpoint's index, at most
 
 
 def _archive_path(path):
@@ -275,7 +277,11 @@ class Archive:
             return f.readall()
 
     def keys(self, path):
-        """The tensor names of the safetensors file at path."""
+        """The tensor names of the safetensors file at path, or of the
+        sharded checkpoint whose index (*.index.json) is at path."""
+        shards = self._shards(path)
+        if shards is not None:
+            return list(shards)
         with ArchiveFile(self, path) as f:
             header, _ = read_safetensors_header(f)
         return [k for k in header if k != "__metadata__"]
@@ -291,16 +297,54 @@ class Archive:
 
         safetensors files: numpy arrays (framework "np") or torch tensors
         ("pt"), all views of one buffer the file's data was decoded into,
-        in parallel. torch.save files: what torch.load gives (framework
-        "pt"; torch_load_args go to it, weights_only=True unless given)."""
+        in parallel. A sharded checkpoint's index (*.index.json, its
+        weight_map naming each tensor's shard): the tensors of all its
+        shards, in the index's order. torch.save files: what torch.load
+        gives (framework "pt"; torch_load_args go to it, weights_only=True
+        unless given)."""
+        shards = self._shards(path)
+        if shards is not None:
+            if torch_load_args:
+                raise TypeError(f"{path}: torch.load arguments for safetensors shards")
+            loaded = {}
+            for shard in dict.fromkeys(shards.values()):
+                with ArchiveFile(self, shard) as f:
+                    loaded[shard] = load_file(f, framework, {})
+            return {name: _from_shard(loaded[shard], name, shard)
+                    for name, shard in shards.items()}
         with ArchiveFile(self, path) as f:
             return load_file(f, framework, torch_load_args)
 
     def tensor(self, path, name, framework="np"):
-        """One tensor of the safetensors file at path: only its chunks
-        (and the header's) are decoded."""
+        """One tensor of the safetensors file at path (or of the sharded
+        checkpoint whose index is at path): only its chunks (and the
+        header's) are decoded."""
+        shards = self._shards(path)
+        if shards is not None:
+            if name not in shards:
+                raise KeyError(f"{path}: no tensor {name!r} in its weight_map")
+            path = shards[name]
         with ArchiveFile(self, path) as f:
             return tensor_from_file(f, name, framework)
+
+    def _shards(self, path):
+        """{tensor name: archive path of its shard} of the index of a
+        sharded checkpoint at path (a name ending in .index.json), or
+        None for any other file."""
+        if not str(path).endswith(".index.json"):
+            return None
+        with ArchiveFile(self, path) as f:
+            if f.size > _INDEX_MAX:
+                raise ValueError(f"{f.name}: an index of {f.size} bytes")
+            try:
+                weight_map = json.loads(f.readall())["weight_map"]
+            except (UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"{f.name}: not an index of shards ({e!r})") from None
+            folder = f.name.rsplit("/", 1)[0] + "/" if "/" in f.name else ""
+        if not isinstance(weight_map, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and v for k, v in weight_map.items()):
+            raise ValueError(f"{path}: its weight_map is no object of names to shard files")
+        return {name: folder + shard for name, shard in weight_map.items()}
 
     # ------------------------------------------------------------ writing
 
@@ -317,6 +361,13 @@ class Archive:
         finally:  # what was committed before a failure is there too
             if not self.closed:
                 self.refresh()
+
+
+def _from_shard(tensors, name, shard):
+    try:
+        return tensors[name]
+    except KeyError:
+        raise KeyError(f"{shard}: no tensor {name!r}, which the index places there") from None
 
 
 def _natural(a, b):

@@ -2,7 +2,8 @@
 """The Python package against the files an archive was made of
 (tests/shell/python_api.sh makes them and sets the environment):
 
-    TRAJFS_TEST_SRC      the files: run/, trainer/, odd/, handmade/, latest -> run/bf16,
+    TRAJFS_TEST_SRC      the files: run/, trainer/, odd/, sharded/, handmade/,
+                         latest -> run/bf16,
                          loop1 -> loop2 -> loop1, outside -> /etc/passwd
     TRAJFS_TEST_ARCHIVE  their archive (created with --chunk-shift 10)
     TRAJFS_TEST_URL      the same archive over loopback HTTP ("": left out)
@@ -48,7 +49,7 @@ def original_files():
     """{archive path: path on disk} of every regular file, and the set of
     directories, the archive was made of ("latest" is a symlink)."""
     files, dirs = {}, set()
-    for top in ("run", "trainer", "odd", "handmade"):
+    for top in ("run", "trainer", "odd", "sharded", "handmade"):
         for d, dnames, fnames in os.walk(os.path.join(SRC, top)):
             rel = os.path.relpath(d, SRC)
             dirs.add(rel)
@@ -316,6 +317,36 @@ class Tensors(unittest.TestCase):
                 self.assertEqual(z.namelist(), zw.namelist())
                 for member in zw.namelist():
                     self.assertEqual(z.read(member), zw.read(member), (path, member))
+
+
+class Sharded(unittest.TestCase):
+    def test_an_index_reads_as_its_shards(self):
+        indexes = sorted(p for p in FILES if p.startswith("sharded/") and p.endswith(".index.json"))
+        self.assertGreater(len(indexes), 1)
+        with trajfs.open(ARCHIVE) as ar:
+            for index in indexes:
+                with open(FILES[index]) as f:
+                    weight_map = json.load(f)["weight_map"]
+                folder = index.rsplit("/", 1)[0]
+                self.assertGreater(len(set(weight_map.values())), 1, index)
+                want = {}
+                for shard in set(weight_map.values()):
+                    want.update(safetensors_tensors(FILES[f"{folder}/{shard}"]))
+                self.assertEqual(ar.keys(index), list(weight_map))
+                got = ar.load(index, framework="pt")
+                self.assertEqual(list(got), list(weight_map))
+                for name, t in got.items():
+                    self.assertEqual(list(t.shape), want[name][1], (index, name))
+                    self.assertEqual(tensor_bytes(t), want[name][2], (index, name))
+                name = list(weight_map)[len(weight_map) // 2]
+                self.assertEqual(tensor_bytes(ar.tensor(index, name, framework="pt")),
+                                 want[name][2])
+            with self.assertRaises(KeyError):
+                ar.tensor(indexes[0], "no.such.tensor")
+            with self.assertRaises(FileNotFoundError):
+                ar.load("handmade/bad.index.json")
+            with self.assertRaises(ValueError):
+                ar.keys("handmade/junk.index.json")
 
 
 class FsspecFileSystem(unittest.TestCase):

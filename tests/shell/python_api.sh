@@ -1,7 +1,8 @@
 #!/bin/sh
 # The Python package (python/, `import trajfs`) without a mount, on an
 # archive of the test generator's run, torch.save files of a trainer's
-# layout, odd torch.save files (every dtype, the legacy format, views)
+# layout, the sharded layout of transformers (an index and its shards),
+# odd torch.save files (every dtype, the legacy format, views)
 # and hand-made safetensors files of every dtype: every call of
 # its API against the original files (tests/python/test_api.py, bytes
 # and tensors exact), the same archive over loopback HTTP, a damaged
@@ -29,6 +30,10 @@ generate_trajectory "$src/run" --layers 2 --width 64 --heads 2 --ctx 32 --batch 
 "$PYTHON" "$top_srcdir/tests/tools/make_torch_files.py" odd "$src/odd" ||
     fail "make_torch_files.py odd failed"
 make_safetensors good "$src/handmade"
+"$PYTHON" "$top_srcdir/tests/tools/make_layouts.py" sharded "$src/sharded" "$src/run" ||
+    fail "make_layouts.py sharded failed"
+printf '{"weight_map": {"a": "missing.safetensors"}}\n' > "$src/handmade/bad.index.json"
+printf 'not json\n' > "$src/handmade/junk.index.json"
 # Tensors of more than one read block of the package (4 MiB) each.
 "$PYTHON" - "$src/handmade/wide.safetensors" <<'PY' || fail "writing wide.safetensors failed"
 import json, struct, sys
@@ -51,7 +56,7 @@ mkdir -p "$TEST_TMP/www"
 archive=$TEST_TMP/www/a.traj
 # Small chunks: tensors of many chunks, so that reading one tensor has
 # others to leave alone.
-"$TRAJPACK" create -q --chunk-shift 10 "$archive" "$src/run" "$src/trainer" "$src/odd" \
+"$TRAJPACK" create -q --chunk-shift 10 "$archive" "$src/run" "$src/trainer" "$src/odd" "$src/sharded" \
     "$src/handmade" "$src/latest" "$src/loop1" "$src/loop2" "$src/outside" || fail "create failed"
 
 url=""
