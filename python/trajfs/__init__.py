@@ -222,23 +222,29 @@ class Archive:
             todo = st.target.split("/") + todo
         return "/".join(done)
 
-    def exists(self, path):
-        """Whether path names an entry, links followed (os.path.exists)."""
+    def _stat_followed(self, path):
+        """stat(path, follow_symlinks=True), or None where that leads to
+        nothing (a missing entry, a loop of links)."""
         try:
-            self.stat(path, follow_symlinks=True)
+            return self.stat(path, follow_symlinks=True)
         except FileNotFoundError:
-            return False
+            return None
         except OSError as e:
             if e.errno == errno.ELOOP:
-                return False
+                return None
             raise
-        return True
+
+    def exists(self, path):
+        """Whether path names an entry, links followed (os.path.exists)."""
+        return self._stat_followed(path) is not None
 
     def isdir(self, path):
-        return self.exists(path) and self.stat(path, follow_symlinks=True).kind == "directory"
+        st = self._stat_followed(path)
+        return st is not None and st.kind == "directory"
 
     def isfile(self, path):
-        return self.exists(path) and self.stat(path, follow_symlinks=True).kind == "file"
+        st = self._stat_followed(path)
+        return st is not None and st.kind == "file"
 
     def listdir(self, path="", detail=True):
         """What the directory at path ("" is the root; links followed)
@@ -370,10 +376,6 @@ def _from_shard(tensors, name, shard):
         raise KeyError(f"{shard}: no tensor {name!r}, which the index places there") from None
 
 
-def _natural(a, b):
-    return _trajfs.natcmp(a, b)
-
-
 def _inputs(src, dest, archive):
     """(path on disk, archive path) of src and, for a directory, of what
     it holds, each directory first, names in natural order (step-900
@@ -395,7 +397,7 @@ def _inputs(src, dest, archive):
         if not _stat.S_ISDIR(st.st_mode):
             return
         with os.scandir(path) as it:
-            names = sorted((e.name for e in it), key=functools.cmp_to_key(_natural))
+            names = sorted((e.name for e in it), key=functools.cmp_to_key(_trajfs.natcmp))
         for name in names:
             child = os.path.join(path, name)
             visit(child, f"{to}/{name}" if to else name, os.lstat(child))

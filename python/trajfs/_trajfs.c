@@ -218,18 +218,23 @@ static PyObject *archive_close(ArchiveObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* Looks path up: the root ("" or "/"), or an entry. *ent NULL for the
- * root. Raises FileNotFoundError when there is none. */
-static int find_entry(ArchiveObject *a, const char *path, const tf_entry **ent)
+/* Looks path up: the root ("" or "/"), or an entry, and where it is in
+ * the archive's order (*at, when not NULL). *ent NULL for the root.
+ * Raises FileNotFoundError when there is none. */
+static int find_entry(ArchiveObject *a, const char *path, const tf_entry **ent, size_t *at)
 {
     while (*path == '/')
         path++;
     *ent = NULL;
     if (!*path)
         return 0;
-    *ent = tf_archive_lookup(a->ar, path);
-    if (*ent)
+    long i = tf_archive_find(a->ar, path);
+    if (i >= 0) {
+        *ent = tf_archive_entry(a->ar, (size_t)i);
+        if (at)
+            *at = (size_t)i;
         return 0;
+    }
     tf_error e;
     snprintf(e.msg, sizeof e.msg, "no such file or directory in %s", a->path);
     raise_os_error(ENOENT, e.msg, path);
@@ -257,7 +262,7 @@ static PyObject *archive_stat(ArchiveObject *self, PyObject *args)
         return NULL;
     const tf_entry *ent;
     PyObject *res = NULL;
-    if (find_entry(self, path, &ent) == 0)
+    if (find_entry(self, path, &ent, NULL) == 0)
         res = ent ? entry_tuple(ent) : Py_BuildValue("(sKIKKz)", "directory", 0ULL, 0755u, 0LL,
                                                      1ULL, NULL);
     unlock(self);
@@ -274,8 +279,9 @@ static PyObject *archive_listdir(ArchiveObject *self, PyObject *args)
     if (lock_open(self) < 0)
         return NULL;
     const tf_entry *dir;
+    size_t at = 0;
     PyObject *list = NULL;
-    if (find_entry(self, path, &dir) < 0)
+    if (find_entry(self, path, &dir, &at) < 0)
         goto out;
     if (dir && dir->kind != TF_ENTRY_DIR) {
         raise_os_error(ENOTDIR, "not a directory", dir->path);
@@ -283,7 +289,6 @@ static PyObject *archive_listdir(ArchiveObject *self, PyObject *args)
     }
     size_t first = 0, end = tf_archive_nentries(self->ar), prefix = 0;
     if (dir) {
-        size_t at = (size_t)tf_archive_find(self->ar, dir->path);
         first = at + 1;
         end = at + tf_archive_subtree_len(self->ar, at);
         prefix = strlen(dir->path) + 1;
@@ -371,7 +376,7 @@ static PyObject *archive_open_file(ArchiveObject *self, PyObject *args)
     }
     const tf_entry *ent;
     tf_error e;
-    int rc = find_entry(self, path, &ent);
+    int rc = find_entry(self, path, &ent, NULL);
     if (rc == 0)
         rc = regular_file(ent, path);
     if (rc == 0 && tf_entry_clone(ent, NULL, &f->ent, &e) < 0)

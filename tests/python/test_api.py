@@ -208,43 +208,34 @@ class Tensors(unittest.TestCase):
     def tearDown(self):
         self.ar.close()
 
-    def test_load_numpy_is_exact(self):
+    def check_loads(self, framework, dtypes, kind, dtype_of):
+        """load(framework) of every safetensors file: its tensors of kind,
+        each of dtype_of(its safetensors dtype), shape and bytes; a
+        TypeError for a file with a dtype not in dtypes. Returns how many
+        files loaded."""
         loaded = 0
         for path in SAFETENSORS:
             want = safetensors_tensors(FILES[path])
-            if any(d not in NUMPY_NAMES for d, _, _ in want.values()):
+            if any(d not in dtypes for d, _, _ in want.values()):
                 with self.assertRaises(TypeError, msg=path):
-                    self.ar.load(path)
+                    self.ar.load(path, framework=framework)
                 continue
-            got = self.ar.load(path)
+            got = self.ar.load(path, framework=framework)
             self.assertEqual(list(got), list(want), path)
             for name, (dtype, shape, data) in want.items():
                 t = got[name]
-                self.assertIsInstance(t, np.ndarray)
-                self.assertEqual(str(t.dtype), NUMPY_NAMES[dtype], (path, name))
+                self.assertIsInstance(t, kind)
+                self.assertEqual(dtype_of(t), dtypes[dtype], (path, name))
                 self.assertEqual(list(t.shape), shape, (path, name))
                 self.assertEqual(tensor_bytes(t), data, (path, name))
             loaded += 1
-        self.assertGreater(loaded, 3)
+        return loaded
+
+    def test_load_numpy_is_exact(self):
+        self.assertGreater(self.check_loads("np", NUMPY_NAMES, np.ndarray, lambda t: str(t.dtype)), 3)
 
     def test_load_torch_is_exact(self):
-        loaded = 0
-        for path in SAFETENSORS:
-            want = safetensors_tensors(FILES[path])
-            if any(d not in TORCH_NAMES for d, _, _ in want.values()):
-                with self.assertRaises(TypeError, msg=path):
-                    self.ar.load(path, framework="pt")
-                continue
-            got = self.ar.load(path, framework="pt")
-            self.assertEqual(list(got), list(want), path)
-            for name, (dtype, shape, data) in want.items():
-                t = got[name]
-                self.assertIsInstance(t, torch.Tensor)
-                self.assertEqual(t.dtype, TORCH_NAMES[dtype], (path, name))
-                self.assertEqual(list(t.shape), shape, (path, name))
-                self.assertEqual(tensor_bytes(t), data, (path, name))
-            loaded += 1
-        self.assertGreater(loaded, 6)
+        self.assertGreater(self.check_loads("pt", TORCH_NAMES, torch.Tensor, lambda t: t.dtype), 6)
 
     def test_loaded_tensors_share_one_buffer(self):
         sd = self.ar.load(next(p for p in SAFETENSORS if p.startswith("run/fp32/")))
