@@ -170,7 +170,7 @@ void stats_print_text(const tf_archive *ar, const size_t *order, const char *arc
     if (tf_archive_retired_bytes(ar)) {
         char retired[32];
         cli_format_size(tf_archive_retired_bytes(ar), retired);
-        printf("payloads encoded again (reverse deltas, rebases): %s (given back as holes "
+        printf("payloads encoded again (superseded keyframes, rebases): %s (given back as holes "
                "where the file system can)\n", retired);
     }
     for (size_t k = 0; k < tf_archive_nentries(ar); k++)

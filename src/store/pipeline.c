@@ -22,9 +22,11 @@ typedef struct {
     uint64_t ref_blob; /* parent's chunk blob + 1 when encoded against it */
     tf_chunk_job job;
     tf_model_blob model; /* job's model, ready to store (raw_len 0: none) */
-    /* A reverse reference: the reference's keyframe chunk (slot + 1, or
-     * 0), re-encoded as a delta against this chunk in rev. */
-    uint64_t rev_slot;
+    /* The reference's keyframe chunk (slot + 1, or 0), superseded by
+     * this one: re-encoded in rev as a delta against the chunk before it
+     * (rev_ref, its blob + 1: a forward delta) or against this chunk
+     * (rev_ref 0: a reverse delta). */
+    uint64_t rev_slot, rev_ref;
     tf_chunk_job rev;
     tf_model_blob rev_model;
     uint64_t blob;  /* the blob that holds it */
@@ -42,16 +44,17 @@ typedef struct {
     size_t nchunks;
     unsigned chunk_shift;
     tf_pool *pool;         /* the encoder's threads; NULL: the calling one */
-    /* Reverse deltas encoded, stored once their buffers take
-     * tf_write_opts_held_bytes or the file ends (flush_reverse). */
-    struct pending_reverse {
-        uint64_t slot, keyframe; /* the slot redirected; its reference */
+    /* The deltas of superseded keyframes, encoded, stored once their
+     * buffers take tf_write_opts_held_bytes or the file ends
+     * (flush_superseded). */
+    struct pending_delta {
+        uint64_t slot, ref; /* the slot redirected; its reference */
         uint8_t codec;
         tf_buf out;
         tf_model_blob model;
-    } *reverse;
-    size_t nreverse, reverse_cap;
-    size_t reverse_bytes;
+    } *deltas;
+    size_t ndeltas, deltas_cap;
+    size_t deltas_bytes;
     /* By codec id, for the codecs with a search: the options of every
      * fit (sampled without opts->search; with it, the prior learned from
      * the file's tensors, freed with the file). */
@@ -126,21 +129,56 @@ static bool chunk_has_ref(const file_job *f, const tf_span *s, uint64_t c)
            tf_archive_chain_depth(ar, s->ref_blobs[c]) + 1u <= f->opts->max_chain;
 }
 
-/* Whether chunk c of span s, a keyframe of the newest checkpoint, makes
- * its reference chunk a reverse delta: the span's reference is the
- * newest so far, whose chunk is a keyframe of the same dtype and other
- * content, and the chains ending at it grow by one within the bound (so
- * that every max_chain + 1'th checkpoint stays a keyframe). */
-static bool chunk_reverses(const file_job *f, const tf_span *s, const chunk *ch)
+/* Whether the chain from blob idx down to its keyframe passes slot. */
+static bool chain_passes(const tf_archive *ar, uint64_t idx, uint64_t slot)
+{
+    for (unsigned steps = 0; steps <= TF_CHAIN_MAX; steps++) {
+        if (idx == slot)
+            return true;
+        uint64_t ref = tf_archive_blob(ar, idx)->ref;
+        if (!ref)
+            return false;
+        idx = ref - 1;
+    }
+    return true; /* longer than any applied chain: never taken */
+}
+
+/* Chunk ch of span s is a keyframe of the newest checkpoint; its
+ * reference, the newest so far's chunk, is superseded when it is a
+ * keyframe of the same dtype and other content. It becomes a delta,
+ * within the chain bound N:
+ *   forward, against the chunk before it (s->prev_blobs), where that
+ *   chunk's chain does not pass the reference (it is no reverse delta
+ *   against it) and, grown by the reference and the chains ending at
+ *   the reference, keeps within N;
+ *   else reverse, against ch, while the chains ending at the reference
+ *   grown by one keep within N;
+ *   else it stays a keyframe for good.
+ * A series thus starts as reverse deltas ending at the newest, as many
+ * as N: the one they end at is kept, and after it N forward deltas come,
+ * then N reverse ones ending at the next keyframe kept. Past the first
+ * N + 1 checkpoints a keyframe is kept every 2N + 1, half as often as
+ * reverse deltas alone would keep one for chains as long.
+ * Returns the blob the delta references + 1 (forward), 0 for ch
+ * (reverse), or -1: none. */
+static int64_t supersede_ref(const file_job *f, const tf_span *s, const chunk *ch)
 {
     const tf_archive *ar = f->c->ar;
     if (!s->newest || !s->ref_blobs)
-        return false;
+        return -1;
     uint64_t slot = s->ref_blobs[ch->index];
     const tf_blob *b = tf_archive_blob(ar, slot);
-    return b->dtype == s->dtype && !b->ref && b->raw_len == ch->len &&
-           !tf_blob_id_eq(&b->id, &ch->id) &&
-           tf_archive_chain_above(ar, slot) + 1u <= f->opts->max_chain;
+    if (b->dtype != s->dtype || b->ref || b->raw_len != ch->len || tf_blob_id_eq(&b->id, &ch->id))
+        return -1;
+    unsigned above = tf_archive_chain_above(ar, slot), max = f->opts->max_chain;
+    if (s->prev_blobs) {
+        uint64_t prev = s->prev_blobs[ch->index];
+        const tf_blob *p = tf_archive_blob(ar, prev);
+        if (p->dtype == s->dtype && p->raw_len == ch->len && !chain_passes(ar, prev, slot) &&
+            tf_archive_chain_depth(ar, prev) + 1u + above <= max)
+            return (int64_t)prev + 1;
+    }
+    return above + 1u <= max ? 0 : -1;
 }
 
 /* The models a codec gets for a chunk of span s, as its row says: with
@@ -163,17 +201,17 @@ static void offer_models(const file_job *f, const tf_span *s, tf_chunk_job *job)
     }
 }
 
-/* The reverse delta of chunk ch (a keyframe of the newest checkpoint):
- * its reference chunk ref re-encoded with ULP against ch's bytes, kept
+/* The delta of the keyframe chunk ch supersedes (supersede_ref): the
+ * reference's bytes ref re-encoded with ULP against against's, kept
  * when, with its model, it is smaller than the reference's keyframe.
  * ULP alone: the slot needs a delta (a keyframe stays as it is), and
  * ULP's is the delta of float checkpoints. */
-static void encode_reverse(file_job *f, chunk *ch, const uint8_t *ref)
+static void encode_superseded(file_job *f, chunk *ch, const uint8_t *ref, const uint8_t *against)
 {
     const tf_span *s = &f->spans[ch->span];
     uint64_t slot = s->ref_blobs[ch->index];
-    ch->rev = (tf_chunk_job){ .src = ref, .len = ch->len, .dtype = s->dtype, .ref = ch->data };
-    tf_error ignored; /* a reverse delta that cannot be made is not made */
+    ch->rev = (tf_chunk_job){ .src = ref, .len = ch->len, .dtype = s->dtype, .ref = against };
+    tf_error ignored; /* a delta that cannot be made is not made */
     if (tf_encode_chunk_as(&ch->rev, TF_CODEC_ULP, NULL) == 0 &&
         ch->rev.out.len + ch->rev.model.len < tf_archive_blob(f->c->ar, slot)->enc_len &&
         (!ch->rev.model.len || tf_model_blob_make(&ch->rev.model, &ch->rev_model, &ignored) == 0))
@@ -183,33 +221,47 @@ static void encode_reverse(file_job *f, chunk *ch, const uint8_t *ref)
     tf_buf_free(&ch->rev.model);
 }
 
+/* Reads blob idx, reconstructed, into a new buffer of len bytes. */
+static uint8_t *read_blob(file_job *f, uint64_t idx, size_t len, tf_error *e)
+{
+    uint8_t *data = malloc(len ? len : 1);
+    if (!data) {
+        tf_fail(e, ENOMEM, "out of memory for a reference chunk");
+        return NULL;
+    }
+    if (tf_reader_blob_once(f->reader, idx, data, e) < 0) {
+        free(data);
+        return NULL;
+    }
+    return data;
+}
+
 /* Encodes chunk ch (read) with what its span offers: its reference chunk,
  * reconstructed, and the models of offer_models; a chunk of the newest
- * file of its series becomes a keyframe, and its reference chunk a
- * delta against it (encode_reverse). */
+ * file of its series becomes a keyframe, and the keyframe it supersedes
+ * a delta (encode_superseded). */
 static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
 {
     const tf_span *s = &f->spans[ch->span];
     tf_chunk_job *job = &ch->job;
     *job = (tf_chunk_job){ .src = ch->data, .len = ch->len, .dtype = s->dtype,
                            .estimate = !f->opts->search };
-    bool forward = chunk_has_ref(f, s, ch->index), reverse = chunk_reverses(f, s, ch);
+    bool forward = chunk_has_ref(f, s, ch->index);
+    int64_t supersede = supersede_ref(f, s, ch);
     if (!s->newest)
         offer_models(f, s, job);
     uint8_t *ref = NULL;
-    if (forward || reverse) {
-        if (!(ref = malloc(ch->len)))
-            return tf_fail(e, ENOMEM, "out of memory for a reference chunk");
-        if (tf_reader_blob_once(f->reader, s->ref_blobs[ch->index], ref, e) < 0) {
-            free(ref);
-            return -1;
-        }
-    }
+    if ((forward || supersede >= 0) &&
+        !(ref = read_blob(f, s->ref_blobs[ch->index], ch->len, e)))
+        return -1;
     int rc;
-    if (reverse) {
-        rc = tf_encode_newest_keyframe(job, e);
+    if (supersede >= 0) {
+        uint8_t *before = supersede ? read_blob(f, (uint64_t)supersede - 1, ch->len, e) : NULL;
+        rc = supersede && !before ? -1 : tf_encode_newest_keyframe(job, e);
         if (rc == 0)
-            encode_reverse(f, ch, ref);
+            encode_superseded(f, ch, ref, supersede ? before : ch->data);
+        ch->rev_ref = (uint64_t)supersede;
+        free(before);
     } else if (s->newest) {
         rc = tf_encode_newest_keyframe(job, e);
         /* A chunk the keyframe codec codes in under a bit a byte is
@@ -289,53 +341,55 @@ static void keep_seed(tf_seeds *s, uint64_t blob, uint8_t **data, size_t len)
     *data = NULL;
 }
 
-/* Reverse deltas (permanent) wait to be stored after the file's
- * keyframes (retired by the file's successor), so that the keyframes
- * lie in runs that give back whole blocks (tf_container_append_retirable):
- * a batch at a time (tf_write_opts_held_bytes), a run's last partial
- * block lost per batch. */
+/* The deltas of superseded keyframes (permanent) wait to be stored after
+ * the file's keyframes (retired by the file's successor), so that the
+ * keyframes lie in runs that give back whole blocks
+ * (tf_container_append_retirable): a batch at a time
+ * (tf_write_opts_held_bytes), a run's last partial block lost per batch. */
 
-/* Stores the reverse deltas waiting (and their models), each redirecting
- * its slot, after its reference, the keyframe of the chunk it came with. */
-static int flush_reverse(file_job *f, tf_error *e)
+/* Stores the deltas waiting (and their models), each redirecting its
+ * slot, after its reference: the keyframe of the chunk it came with, or
+ * the chunk before the slot's. */
+static int flush_superseded(file_job *f, tf_error *e)
 {
     int rc = 0;
-    for (size_t i = 0; i < f->nreverse; i++) {
-        struct pending_reverse *r = &f->reverse[i];
+    for (size_t i = 0; i < f->ndeltas; i++) {
+        struct pending_delta *r = &f->deltas[i];
         bool has_model = r->model.raw_len != 0;
         int64_t model = rc == 0 && has_model ? tf_commit_store_model_blob(f->c, &r->model, e) : -1;
         if (rc == 0 && has_model && model < 0)
             rc = -1;
         if (rc == 0)
-            rc = tf_commit_redirect(f->c, r->slot, &r->out, r->codec, r->keyframe + 1,
+            rc = tf_commit_redirect(f->c, r->slot, &r->out, r->codec, r->ref + 1,
                                     (uint64_t)(model + 1), e);
         tf_buf_free(&r->out);
         tf_model_blob_free(&r->model);
     }
-    f->nreverse = 0;
-    f->reverse_bytes = 0;
+    f->ndeltas = 0;
+    f->deltas_bytes = 0;
     return rc;
 }
 
-/* Queues the reverse delta of chunk ch (its buffers taken), after ch's
- * keyframe, stored as ch->blob. */
-static int queue_reverse(file_job *f, chunk *ch, tf_error *e)
+/* Queues the delta of the keyframe that chunk ch supersedes (its buffers
+ * taken), after ch's keyframe, stored as ch->blob. */
+static int queue_superseded(file_job *f, chunk *ch, tf_error *e)
 {
-    if (f->nreverse == f->reverse_cap) {
-        size_t cap = f->reverse_cap ? 2 * f->reverse_cap : 64;
-        struct pending_reverse *r = realloc(f->reverse, cap * sizeof *r);
+    if (f->ndeltas == f->deltas_cap) {
+        size_t cap = f->deltas_cap ? 2 * f->deltas_cap : 64;
+        struct pending_delta *r = realloc(f->deltas, cap * sizeof *r);
         if (!r)
             return tf_fail(e, ENOMEM, "out of memory");
-        f->reverse = r;
-        f->reverse_cap = cap;
+        f->deltas = r;
+        f->deltas_cap = cap;
     }
-    f->reverse[f->nreverse++] = (struct pending_reverse){
-        ch->rev_slot - 1, ch->blob, ch->rev.codec, ch->rev.out, ch->rev_model };
+    uint64_t ref = ch->rev_ref ? ch->rev_ref - 1 : ch->blob;
+    f->deltas[f->ndeltas++] = (struct pending_delta){
+        ch->rev_slot - 1, ref, ch->rev.codec, ch->rev.out, ch->rev_model };
     /* Their buffers' room, not just their length: that is the memory. */
-    f->reverse_bytes += ch->rev.out.cap + ch->rev_model.out.cap;
+    f->deltas_bytes += ch->rev.out.cap + ch->rev_model.out.cap;
     ch->rev.out = (tf_buf){ 0 };
     ch->rev_model = (tf_model_blob){ 0 };
-    return f->reverse_bytes >= tf_write_opts_held_bytes(f->opts) ? flush_reverse(f, e) : 0;
+    return f->deltas_bytes >= tf_write_opts_held_bytes(f->opts) ? flush_superseded(f, e) : 0;
 }
 
 static int chunk_sink(void *arg, size_t i, tf_error *e)
@@ -351,7 +405,7 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
     } else {
         rc = store_chunk(f, ch, e);
         if (rc == 0 && ch->rev_slot)
-            rc = queue_reverse(f, ch, e);
+            rc = queue_superseded(f, ch, e);
     }
     tf_buf_free(&ch->rev.out);
     tf_model_blob_free(&ch->rev_model);
@@ -572,11 +626,11 @@ static void file_job_free(file_job *f)
     for (unsigned id = 0; id < TF_CODEC_COUNT; id++)
         if (searching_codec(id) && f->search_opts[id].prior)
             searching_codec(id)->search->prior_free((void *)f->search_opts[id].prior);
-    for (size_t i = 0; i < f->nreverse; i++) {
-        tf_buf_free(&f->reverse[i].out);
-        tf_model_blob_free(&f->reverse[i].model);
+    for (size_t i = 0; i < f->ndeltas; i++) {
+        tf_buf_free(&f->deltas[i].out);
+        tf_model_blob_free(&f->deltas[i].model);
     }
-    free(f->reverse);
+    free(f->deltas);
     free(f->chunks);
 }
 
@@ -597,7 +651,7 @@ int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, tf_pool *pool, cons
         rc = tf_pool_run_ordered(f.pool, f.nchunks, TF_PIPELINE_WINDOW * (size_t)opts->threads,
                                  chunk_work, chunk_sink, &f, e);
     if (rc == 0)
-        rc = flush_reverse(&f, e);
+        rc = flush_superseded(&f, e);
     if (rc == 0) {
         ent->nchunks = f.nchunks;
         ent->chunks = malloc((f.nchunks ? f.nchunks : 1) * sizeof *ent->chunks);

@@ -43,6 +43,9 @@ typedef struct {
     const tf_entry *verbatim;  /* or, when set, they are this entry's
                                   verbatim bytes (its verbatim pieces) */
     const uint64_t *ref_blobs; /* the reference tensor's chunk blobs, or NULL */
+    const uint64_t *prev_blobs; /* with newest: the chunk blobs of the
+                                   reference's own reference (the
+                                   checkpoint before it), or NULL */
     bool ref_far;              /* the reference is another run's: it may
                                   well lose, so a program competes too */
     bool newest;               /* this file is the newest of the
@@ -52,10 +55,11 @@ typedef struct {
                                   search: the next checkpoint retires
                                   them). With a reference (the newest so
                                   far), the reference's keyframe chunks
-                                  are re-encoded as deltas against them
-                                  and redirected, in the same commit,
-                                  while the chain bound allows (reverse
-                                  references) */
+                                  are re-encoded as deltas, forward
+                                  against prev_blobs or reverse against
+                                  them, and redirected, in the same
+                                  commit, while the chain bound allows
+                                  (pipeline.c, supersede_ref) */
     /* With opts->search: */
     bool has_jobs;     /* some chunk is new content, to be encoded */
     bool wants_search; /* the codecs with a search fit it (codec/codec.h) */

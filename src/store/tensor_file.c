@@ -25,6 +25,30 @@ static tf_tensor_ref find_ref(tf_writer *w, const tf_entry *parent, const tf_ckp
     return (tf_tensor_ref){ 0 };
 }
 
+static const uint64_t *tensor_chunks(const tf_entry *ent, uint64_t t)
+{
+    return ent->chunks + ent->tensors[t].first_chunk;
+}
+
+/* The chunk blobs of tensor t of newest (the newest checkpoint so far
+ * of its series) in the checkpoint before it, against which its
+ * keyframes may become forward deltas (store/pipeline.h); NULL where it
+ * is the first of its series. */
+static int predecessor_chunks(tf_writer *w, const tf_entry *newest, uint64_t t,
+                              const uint64_t **out, tf_error *e)
+{
+    tf_ckpt_path at;
+    if (tf_ckpt_path_parse(newest->path, &at) < 0)
+        return tf_fail(e, ENOMEM, "out of memory");
+    const tf_tensor_span *ts = &newest->tensors[t];
+    tf_tensor_ref ref = tf_ref_find(w->refs, &at, tf_tensor_name(newest, t), ts->dtype, ts->nbytes);
+    tf_ckpt_path_free(&at);
+    /* Only the nearest earlier checkpoint of its run: nothing later
+     * holds the tensor (newest) and the file is not its own. */
+    *out = ref.ent && ref.newest && ref.ent != newest ? tensor_chunks(ref.ent, ref.tensor) : NULL;
+    return 0;
+}
+
 static const tf_entry *given_parent(tf_writer *w, const char *parent, tf_error *e)
 {
     const tf_entry *p = tf_archive_lookup(w->ar, parent);
@@ -49,7 +73,9 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
         return tf_fail(e, ENOMEM, "out of memory");
     tf_add_report *rep = &w->report;
     rep->run_files = tf_ref_run_files(w->refs, &at);
-    bool newest_file = !parent && !tf_ref_run_has_later(w->refs, &at);
+    bool reverse = tf_write_opts_reverse_references(&w->opts);
+    bool newest_file = reverse && !parent && !tf_ref_run_has_later(w->refs, &at);
+    int rc = 0;
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         const tf_tensor_span *ts = &ent->tensors[t];
         tf_span *s = &spans[t + 1];
@@ -67,11 +93,13 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
         }
         rep->referenced_bytes += ts->nbytes;
         s->ref_far = ref.other_run;
-        s->newest = ref.newest;
-        s->ref_blobs = ref.ent->chunks + ref.ent->tensors[ref.tensor].first_chunk;
+        s->newest = reverse && ref.newest;
+        s->ref_blobs = tensor_chunks(ref.ent, ref.tensor);
+        if (s->newest && (rc = predecessor_chunks(w, ref.ent, ref.tensor, &s->prev_blobs, e)) < 0)
+            break;
     }
     tf_ckpt_path_free(&at);
-    return 0;
+    return rc;
 }
 
 int tf_writer_add_tensor_file(tf_writer *w, tf_commit *c, const tf_tensor_format *f,

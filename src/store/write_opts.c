@@ -55,6 +55,11 @@ void tf_write_opts_default(tf_write_opts *o)
                           .max_chain = TF_MAX_CHAIN_DEFAULT };
 }
 
+bool tf_write_opts_reverse_references(const tf_write_opts *o)
+{
+    return o->max_chain < TF_CHAIN_MAX;
+}
+
 size_t tf_write_opts_held_bytes(const tf_write_opts *o)
 {
     size_t cache = o->cache_bytes ? o->cache_bytes : TF_WRITE_CACHE_DEFAULT;

@@ -88,6 +88,17 @@ size_t tf_write_opts_held_bytes(const tf_write_opts *o);
  * cache. */
 void tf_write_opts_default(tf_write_opts *o);
 
+/* Whether the writer keeps the newest checkpoint of each series as
+ * keyframes and re-encodes the one before it as deltas against it
+ * (reverse references, so that the checkpoint loaded most decodes no
+ * chain): with any chain bound but the largest, TF_CHAIN_MAX. With that
+ * one the writer has no bound to keep and stores release 1's layout,
+ * the smallest (cold storage): each checkpoint a delta against the one
+ * before it, reverse deltas being about 0.3% larger (ULP's context, the
+ * reference's exponent, predicts an older weight from a newer one less
+ * well than the other way round). */
+bool tf_write_opts_reverse_references(const tf_write_opts *o);
+
 /* Sets the setting called name from value: "threads", "max_chain" and
  * "prog_budget" take a whole number, "search" and "all_programs" are
  * flags (value NULL; all_programs sets search too). Returns 0, or -1 with EINVAL and a message saying what value is

@@ -33,13 +33,24 @@ chunks_with_reference() { # ARCHIVE PATH
         awk -F'\t' -v p="$2" '$8 == p && $9 != "-" && $6 != "-" { n++ } END { print n + 0 }'
 }
 
+# read_back ARCHIVE DIR STEP WHEN: run/step-STEP.safetensors of ARCHIVE
+# extracts as DIR/step-STEP.safetensors (WHEN: the failure's context).
+read_back() {
+    "$TRAJPACK" extract -q -O "$1" "run/step-$3.safetensors" > "$TEST_TMP/extracted" ||
+        fail "extract run/step-$3.safetensors failed"
+    cmp "$TEST_TMP/extracted" "$2/step-$3.safetensors" ||
+        fail "run/step-$3.safetensors differs $4"
+}
+
 # check_series ARCHIVE DIR MAXCHAIN CHAIN STEP...: the checkpoints
 # DIR/step-STEP.safetensors were added as run/step-STEP.safetensors with
 # --max-chain MAXCHAIN, STEP... oldest first. Each reads back as its
 # source and verify passes; the newest is keyframes; each other one is
-# mostly deltas but every (MAXCHAIN + 1)'th, which stays mostly
-# keyframes; the longest chain is CHAIN deltas ("grown": as long as the
-# bound lets a chain grow, from the oldest to the newest).
+# mostly deltas but the (MAXCHAIN + 1)'th and every (2 MAXCHAIN + 1)'th
+# after it, which stay mostly keyframes (MAXCHAIN reverse deltas, then
+# windows of MAXCHAIN forward deltas and MAXCHAIN reverse ones); the
+# longest chain is CHAIN deltas ("grown": as long as the bound lets a
+# chain grow, from the oldest to the newest).
 check_series() {
     _cs_archive=$1 _cs_dir=$2 _cs_max=$3 _cs_want=$4
     shift 4
@@ -49,15 +60,14 @@ check_series() {
     for _cs_step in "$@"; do
         _cs_i=$((_cs_i + 1))
         _cs_path=run/step-$_cs_step.safetensors
-        "$TRAJPACK" extract -q -O "$_cs_archive" "$_cs_path" > "$TEST_TMP/extracted" ||
-            fail "extract $_cs_path failed"
-        cmp "$TEST_TMP/extracted" "$_cs_dir/step-$_cs_step.safetensors" ||
-            fail "$_cs_path differs after adding $# checkpoints (--max-chain $_cs_max)"
+        read_back "$_cs_archive" "$_cs_dir" "$_cs_step" \
+            "after adding $# checkpoints (--max-chain $_cs_max)"
         _cs_share=$(delta_share "$_cs_archive" "$_cs_path")
         if [ "$_cs_i" -eq $# ]; then
             [ "$_cs_share" = 0 ] && [ "$(chunks_with_reference "$_cs_archive" "$_cs_path")" = 0 ] ||
                 fail "the newest, $_cs_path, is not keyframes (delta $_cs_share%)"
-        elif [ $((_cs_i % (_cs_max + 1))) -eq 0 ]; then
+        elif [ "$_cs_i" -gt "$_cs_max" ] &&
+            [ $(((_cs_i - _cs_max - 1) % (2 * _cs_max + 1))) -eq 0 ]; then
             [ "$_cs_share" -lt 50 ] ||
                 fail "$_cs_path, a keyframe for good with --max-chain $_cs_max, is delta $_cs_share%"
         else

@@ -681,7 +681,7 @@ START_TEST(parent_given_is_the_reference)
 END_TEST
 
 /* ======================================================================== */
-/* Reverse references                                                       */
+/* Reference chains                                                         */
 /* ======================================================================== */
 
 /* The chunks of tensor "w" of `path`. */
@@ -693,12 +693,26 @@ static void w_chunks(const tf_archive *ar, const char *path, const uint64_t **ch
     *n = tf_chunk_count(ts->nbytes, tf_dtype_get(ts->dtype)->size, SHIFT);
 }
 
-/* Checkpoints added in order with max_chain N: after each add, the
- * newest is keyframes, each older checkpoint a delta against the next
- * (reverse references) except every (N + 1)'th, which stays a keyframe
- * for good, so that no chain is longer than N; every file reads back,
- * and a writer opening the archive again carries on alike. */
-static void check_reverse_chains(unsigned max_chain, int steps)
+/* The step that step k of a series of `steps` added in order with
+ * max_chain n references (trajpack(1), REFERENCE CHAINS), or 0 for a
+ * keyframe: the newest; the first n are reverse deltas against the next;
+ * step n + 1 and every 2n + 1'th after it are kept; after each kept one,
+ * n forward deltas against the one before, then n reverse ones. */
+static int reference_of(int k, int steps, int n)
+{
+    if (k == steps)
+        return 0;
+    if (k <= n)
+        return k + 1;
+    int j = (k - n - 1) % (2 * n + 1); /* place after the last kept one */
+    return j == 0 ? 0 : j <= n ? k - 1 : k + 1;
+}
+
+/* Checkpoints added in order with max_chain N: after each add, every
+ * checkpoint is a keyframe or a delta as reference_of says, so that no
+ * chain is longer than N; every file reads back, and a writer opening
+ * the archive again carries on alike. */
+static void check_chains(unsigned max_chain, int steps)
 {
     tf_writer *w = test_open_writer(archive_path, true, SHIFT, 1, max_chain);
     const tspec t[] = { { "w", TF_DT_F32, NULL } };
@@ -712,9 +726,7 @@ static void check_reverse_chains(unsigned max_chain, int steps)
             uint64_t n;
             snprintf(dest, sizeof dest, "run/step-%d.safetensors", k);
             w_chunks(ar, dest, &chunks, &n);
-            /* Keyframes for good: steps N + 1, 2N + 2...: each the end
-             * of the chains of the N before it. */
-            bool keyframe = k == step || k % (int)(max_chain + 1) == 0;
+            bool keyframe = reference_of(k, step, (int)max_chain) == 0;
             for (uint64_t c = 0; c < n; c++) {
                 unsigned depth = tf_archive_chain_depth(ar, chunks[c]);
                 ck_assert_uint_le(depth, max_chain);
@@ -727,21 +739,22 @@ static void check_reverse_chains(unsigned max_chain, int steps)
     tf_writer_close(w);
     tf_archive *ar = open_and_check_bytes();
     for (int k = 1; k < steps; k++) {
-        char dest[64], next[64];
+        int ref = reference_of(k, steps, (int)max_chain);
+        char dest[64], refd[64];
         snprintf(dest, sizeof dest, "run/step-%d.safetensors", k);
-        snprintf(next, sizeof next, "run/step-%d.safetensors", k + 1);
-        if (k % (int)(max_chain + 1))
-            expect_ref(ar, dest, "w", next, "w");
+        snprintf(refd, sizeof refd, "run/step-%d.safetensors", ref);
+        if (ref)
+            expect_ref(ar, dest, "w", refd, "w");
     }
     tf_archive_close(ar);
 }
 
-START_TEST(reverse_chains_are_bounded)
+START_TEST(chains_are_bounded)
 {
     static const struct { unsigned max_chain; int steps; } cases[] = {
-        { 1, 3 }, { 2, 17 }, { 16, 20 }, { 16, 3 },
+        { 1, 3 }, { 1, 8 }, { 2, 17 }, { 16, 20 }, { 16, 3 },
     };
-    check_reverse_chains(cases[_i].max_chain, cases[_i].steps);
+    check_chains(cases[_i].max_chain, cases[_i].steps);
 }
 END_TEST
 
@@ -768,7 +781,7 @@ static Suite *refs_suite(void)
     tcase_add_test(w, ranks_reference_their_own_rank);
     tcase_add_test(w, unmatched_tensors_are_reported);
     tcase_add_test(w, parent_given_is_the_reference);
-    tcase_add_loop_test(w, reverse_chains_are_bounded, 0, 4);
+    tcase_add_loop_test(w, chains_are_bounded, 0, 5);
     suite_add_tcase(s, w);
     return s;
 }
