@@ -106,8 +106,8 @@ typedef struct {
  * commit's blob, by global index) is served by `blob`, a blob of this
  * segment with the same id, length and dtype, whose payload replaces the
  * slot's. Whatever names the slot (entries' chunks, other blobs' `ref`)
- * follows it, so a keyframe can be re-encoded as a delta against a newer
- * blob without touching its users (reverse references, trajfs(5)). */
+ * follows it, so a keyframe can be re-encoded as a delta against another
+ * blob without touching its users (a superseded newest, trajfs(5)). */
 typedef struct {
     uint64_t slot;
     uint64_t blob;

@@ -14,7 +14,7 @@
  * logged, and the mount goes on serving the file it opened.
  *
  * A read may also ask for a look at once (fs_follow_look_now): one that
- * met a payload a newer commit retired (reverse references: the writer
+ * met a payload a newer commit retired (a superseded newest: the writer
  * gives its space back once that commit is durable) reads right once
  * the commit is applied. The thread makes that look too, so that every
  * refresh, and every notice to the kernel, comes from it: a request

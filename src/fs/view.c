@@ -50,7 +50,7 @@ static bool still_live(fs_state *fs, const tf_entry *ent)
 /* read_locked, once more where a following mount's read failed on
  * stored bytes (EIO) and commits came that it had not applied when the
  * read began: a newer checkpoint's commit may have retired the payload
- * it read, whose space the writer then gave back (reverse references,
+ * it read, whose space the writer then gave back (a superseded newest,
  * trajfs(5)); applied, the commit serves that blob by its new payload.
  * The follow thread applies them (fs_follow_look_now): with no lock
  * held here, as its hooks take the view lock exclusively. Looked for

@@ -34,7 +34,7 @@ typedef struct {
     bool newest;         /* preference 1, and no later checkpoint of the
                             run holds the tensor: the file being added is
                             the newest for it, and `ent` the newest so far,
-                            whose keyframes it re-encodes as reverse deltas
+                            whose keyframes it re-encodes as deltas
                             (store/pipeline.h) */
 } tf_tensor_ref;
 

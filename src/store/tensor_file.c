@@ -73,8 +73,8 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
         return tf_fail(e, ENOMEM, "out of memory");
     tf_add_report *rep = &w->report;
     rep->run_files = tf_ref_run_files(w->refs, &at);
-    bool reverse = tf_write_opts_reverse_references(&w->opts);
-    bool newest_file = reverse && !parent && !tf_ref_run_has_later(w->refs, &at);
+    bool keyframes = tf_write_opts_newest_keyframes(&w->opts);
+    bool newest_file = keyframes && !parent && !tf_ref_run_has_later(w->refs, &at);
     int rc = 0;
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         const tf_tensor_span *ts = &ent->tensors[t];
@@ -93,7 +93,7 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
         }
         rep->referenced_bytes += ts->nbytes;
         s->ref_far = ref.other_run;
-        s->newest = reverse && ref.newest;
+        s->newest = keyframes && ref.newest;
         s->ref_blobs = tensor_chunks(ref.ent, ref.tensor);
         if (s->newest && (rc = predecessor_chunks(w, ref.ent, ref.tensor, &s->prev_blobs, e)) < 0)
             break;

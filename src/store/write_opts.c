@@ -55,7 +55,7 @@ void tf_write_opts_default(tf_write_opts *o)
                           .max_chain = TF_MAX_CHAIN_DEFAULT };
 }
 
-bool tf_write_opts_reverse_references(const tf_write_opts *o)
+bool tf_write_opts_newest_keyframes(const tf_write_opts *o)
 {
     return o->max_chain < TF_CHAIN_MAX;
 }

@@ -76,10 +76,11 @@ typedef struct {
 #define TF_WRITE_CACHE_DEFAULT ((size_t)256 << 20)
 
 /* Bytes of encoded payloads a commit holds back, to write them after the
- * run of keyframes they came with (reverse deltas; the small payloads
- * that stay get an eighth of it), counted as the memory they take: an
- * eighth of the cache, at most 32 MiB, so that memory stays bounded by
- * the cache (small caches are asked for to bound it). */
+ * run of keyframes they came with (the deltas of the keyframes those
+ * supersede; the small payloads that stay get an eighth of it), counted
+ * as the memory they take: an eighth of the cache, at most 32 MiB, so
+ * that memory stays bounded by the cache (small caches are asked for to
+ * bound it). */
 size_t tf_write_opts_held_bytes(const tf_write_opts *o);
 
 /* One encoder thread per online CPU (at most TF_WRITE_THREADS_MAX),
@@ -89,15 +90,16 @@ size_t tf_write_opts_held_bytes(const tf_write_opts *o);
 void tf_write_opts_default(tf_write_opts *o);
 
 /* Whether the writer keeps the newest checkpoint of each series as
- * keyframes and re-encodes the one before it as deltas against it
- * (reverse references, so that the checkpoint loaded most decodes no
- * chain): with any chain bound but the largest, TF_CHAIN_MAX. With that
- * one the writer has no bound to keep and stores release 1's layout,
- * the smallest (cold storage): each checkpoint a delta against the one
- * before it, reverse deltas being about 0.3% larger (ULP's context, the
- * reference's exponent, predicts an older weight from a newer one less
- * well than the other way round). */
-bool tf_write_opts_reverse_references(const tf_write_opts *o);
+ * keyframes, re-encoded as deltas once a newer one supersedes it
+ * (store/pipeline.c, supersede_ref), so that the checkpoint loaded most
+ * decodes no chain: with any chain bound but the largest, TF_CHAIN_MAX.
+ * With that one the writer has no bound to keep and stores release 1's
+ * layout, the smallest (cold storage): each checkpoint a forward delta
+ * against the one before it, the newest too, where the reverse deltas
+ * of the windows are about 0.3% larger (ULP's context, the reference's
+ * exponent, predicts an older weight from a newer one less well than
+ * the other way round). */
+bool tf_write_opts_newest_keyframes(const tf_write_opts *o);
 
 /* Sets the setting called name from value: "threads", "max_chain" and
  * "prog_budget" take a whole number, "search" and "all_programs" are
