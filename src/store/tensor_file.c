@@ -30,22 +30,34 @@ static const uint64_t *tensor_chunks(const tf_entry *ent, uint64_t t)
     return ent->chunks + ent->tensors[t].first_chunk;
 }
 
-/* The chunk blobs of tensor t of newest (the newest checkpoint so far
- * of its series) in the checkpoint before it, against which its
- * keyframes may become forward deltas (store/pipeline.h); NULL where it
- * is the first of its series. */
-static int predecessor_chunks(tf_writer *w, const tf_entry *newest, uint64_t t,
+/* The newest checkpoint so far of the series a file's tensors extend,
+ * with its path parsed: most of a file's tensors have the same one, whose
+ * path is then parsed once. */
+typedef struct {
+    const tf_entry *ent; /* NULL: none parsed yet */
+    tf_ckpt_path at;
+} parsed_newest;
+
+/* The chunk blobs of tensor t of newest->ent (set to `ent` first) in the
+ * checkpoint before it, against which its keyframes may become forward
+ * deltas (store/pipeline.h); NULL where it is the first of its series. */
+static int predecessor_chunks(tf_writer *w, parsed_newest *newest, const tf_entry *ent, uint64_t t,
                               const uint64_t **out, tf_error *e)
 {
-    tf_ckpt_path at;
-    if (tf_ckpt_path_parse(newest->path, &at) < 0)
-        return tf_fail(e, ENOMEM, "out of memory");
-    const tf_tensor_span *ts = &newest->tensors[t];
-    tf_tensor_ref ref = tf_ref_find(w->refs, &at, tf_tensor_name(newest, t), ts->dtype, ts->nbytes);
-    tf_ckpt_path_free(&at);
+    if (newest->ent != ent) {
+        if (newest->ent)
+            tf_ckpt_path_free(&newest->at);
+        newest->ent = NULL;
+        if (tf_ckpt_path_parse(ent->path, &newest->at) < 0)
+            return tf_fail(e, ENOMEM, "out of memory");
+        newest->ent = ent;
+    }
+    const tf_tensor_span *ts = &ent->tensors[t];
+    tf_tensor_ref ref = tf_ref_find(w->refs, &newest->at, tf_tensor_name(ent, t), ts->dtype,
+                                    ts->nbytes);
     /* Only the nearest earlier checkpoint of its run: nothing later
      * holds the tensor (newest) and the file is not its own. */
-    *out = ref.ent && ref.newest && ref.ent != newest ? tensor_chunks(ref.ent, ref.tensor) : NULL;
+    *out = ref.ent && ref.newest && ref.ent != ent ? tensor_chunks(ref.ent, ref.tensor) : NULL;
     return 0;
 }
 
@@ -75,6 +87,7 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
     rep->run_files = tf_ref_run_files(w->refs, &at);
     bool keyframes = tf_write_opts_newest_keyframes(&w->opts);
     bool newest_file = keyframes && !parent && !tf_ref_run_has_later(w->refs, &at);
+    parsed_newest prev = { 0 };
     int rc = 0;
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         const tf_tensor_span *ts = &ent->tensors[t];
@@ -95,9 +108,12 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
         s->ref_far = ref.other_run;
         s->newest = keyframes && ref.newest;
         s->ref_blobs = tensor_chunks(ref.ent, ref.tensor);
-        if (s->newest && (rc = predecessor_chunks(w, ref.ent, ref.tensor, &s->prev_blobs, e)) < 0)
+        if (s->newest &&
+            (rc = predecessor_chunks(w, &prev, ref.ent, ref.tensor, &s->prev_blobs, e)) < 0)
             break;
     }
+    if (prev.ent)
+        tf_ckpt_path_free(&prev.at);
     tf_ckpt_path_free(&at);
     return rc;
 }

@@ -749,12 +749,16 @@ static void check_chains(unsigned max_chain, int steps)
     tf_archive_close(ar);
 }
 
+static const struct {
+    unsigned max_chain;
+    int steps;
+} chain_cases[] = {
+    { 1, 3 }, { 1, 8 }, { 2, 17 }, { 16, 20 }, { 16, 3 },
+};
+
 START_TEST(chains_are_bounded)
 {
-    static const struct { unsigned max_chain; int steps; } cases[] = {
-        { 1, 3 }, { 1, 8 }, { 2, 17 }, { 16, 20 }, { 16, 3 },
-    };
-    check_chains(cases[_i].max_chain, cases[_i].steps);
+    check_chains(chain_cases[_i].max_chain, chain_cases[_i].steps);
 }
 END_TEST
 
@@ -781,7 +785,7 @@ static Suite *refs_suite(void)
     tcase_add_test(w, ranks_reference_their_own_rank);
     tcase_add_test(w, unmatched_tensors_are_reported);
     tcase_add_test(w, parent_given_is_the_reference);
-    tcase_add_loop_test(w, chains_are_bounded, 0, 5);
+    tcase_add_loop_test(w, chains_are_bounded, 0, ARRAY_LEN(chain_cases));
     suite_add_tcase(s, w);
     return s;
 }
