@@ -81,6 +81,11 @@ void tf_pool_free(tf_pool *p)
     free(p);
 }
 
+unsigned tf_pool_threads(const tf_pool *p)
+{
+    return p->nthreads;
+}
+
 /* Doubles the ring, its tasks moved to its start; the caller holds the
  * lock. */
 static int grow(tf_pool *p)

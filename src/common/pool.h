@@ -27,10 +27,14 @@ tf_pool *tf_pool_new(unsigned threads);
  * the threads. NULL: nothing. */
 void tf_pool_free(tf_pool *p);
 
+/* The number of its threads. */
+unsigned tf_pool_threads(const tf_pool *p);
+
 /* Queues fn(arg) and returns at once. -1 when out of memory. */
 int tf_pool_add(tf_pool *p, void (*fn)(void *arg), void *arg, tf_error *e);
 
-/* Runs work(arg, i) for i in [0, n) on the pool's threads; then, in
+/* Runs work(arg, i) for i in [0, n) on the pool's threads, and on the
+ * calling thread where it would otherwise wait for one; then, in
  * index order, sink(arg, i) (when not NULL) on the calling thread as
  * soon as job i is done, so that what the sink makes of the results
  * does not depend on the number of threads. Jobs start at most `window`

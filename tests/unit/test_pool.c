@@ -58,19 +58,27 @@ static void jobs_init(jobs *j)
     j->fail_at = j->sink_fail_at = JOBS;
 }
 
+/* An ordered run of JOBS jobs on p, in a window of 8: every job done,
+ * sunk in order, none started 8 or more ahead of the sink. */
+static void expect_run_in_order(tf_pool *p)
+{
+    jobs j;
+    jobs_init(&j);
+    tf_error e;
+    ck_assert_int_eq(tf_pool_run_ordered(p, JOBS, 8, job_work, job_sink, &j, &e), 0);
+    ck_assert_uint_eq(j.finished, JOBS);
+    ck_assert_uint_eq(j.sunk, JOBS);
+    for (size_t i = 0; i < JOBS; i++)
+        ck_assert_uint_eq(j.sunk_order[i], i);
+    ck_assert_uint_lt(j.most_ahead, 8);
+}
+
 START_TEST(ordered_run_sinks_in_order_within_the_window)
 {
     unsigned threads = (unsigned)_i; /* 0: no pool */
     tf_pool *p = threads ? tf_pool_new(threads) : NULL;
     ck_assert(!threads || p);
-    jobs j;
-    jobs_init(&j);
-    tf_error e;
-    ck_assert_int_eq(tf_pool_run_ordered(p, JOBS, 8, job_work, job_sink, &j, &e), 0);
-    ck_assert_uint_eq(j.sunk, JOBS);
-    for (size_t i = 0; i < JOBS; i++)
-        ck_assert_uint_eq(j.sunk_order[i], i);
-    ck_assert_uint_lt(j.most_ahead, 8);
+    expect_run_in_order(p);
     tf_pool_free(p);
 }
 END_TEST
@@ -149,6 +157,25 @@ START_TEST(workers_run_side_by_side_until_stopped)
 }
 END_TEST
 
+/* The calling thread runs the jobs that no pool thread is free for: a
+ * run finishes while every thread of its pool is kept by a worker. */
+START_TEST(ordered_run_moves_on_without_a_free_thread)
+{
+    owner o = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER };
+    tf_pool *p = pool_running(2, 2, worker_loop, &o);
+    pthread_mutex_lock(&o.lock);
+    while (o.running < 2)
+        pthread_cond_wait(&o.changed, &o.lock);
+    pthread_mutex_unlock(&o.lock);
+    expect_run_in_order(p);
+    pthread_mutex_lock(&o.lock);
+    o.stop = true;
+    pthread_cond_broadcast(&o.changed);
+    pthread_mutex_unlock(&o.lock);
+    tf_pool_free(p);
+}
+END_TEST
+
 static void count_item(void *arg)
 {
     owner *o = arg;
@@ -173,6 +200,7 @@ static Suite *pool_suite(void)
     tcase_add_loop_test(t, ordered_run_sinks_in_order_within_the_window, 0, 5);
     tcase_add_test(t, ordered_run_stops_at_the_first_failure);
     tcase_add_test(t, workers_run_side_by_side_until_stopped);
+    tcase_add_test(t, ordered_run_moves_on_without_a_free_thread);
     tcase_add_test(t, free_runs_the_tasks_queued);
     suite_add_tcase(s, t);
     return s;
