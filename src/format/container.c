@@ -261,6 +261,7 @@ int tf_container_open(tf_container *c, const char *path, const tf_open_opts *o, 
 
 void tf_container_close(tf_container *c)
 {
+    tf_buf_free(&c->pending); /* uncommitted */
     tf_io_close(c->io);
     c->io = NULL;
     free(c->name);
@@ -306,13 +307,42 @@ done:
     return rc;
 }
 
+/* Appends smaller than this are gathered into one write (c->pending):
+ * a checkpoint of small chunks appends hundreds of payloads of a few
+ * hundred bytes each, and a system call each cost more than coding them. */
+#define PENDING_MAX ((size_t)1 << 20)
+
+/* Writes the appends gathered. */
+static int flush_pending(tf_container *c, tf_error *e)
+{
+    if (!c->pending.len)
+        return 0;
+    int rc = tf_io_append(c->io, c->pending.data, c->pending.len, c->pending_off, e);
+    c->pending.len = 0;
+    return rc;
+}
+
 /* Writes at `at` (file_size or past it: the skipped bytes stay a hole
  * where they fill blocks, and read as zeros). */
 static int append_at(tf_container *c, uint64_t at, const void *p, size_t len, uint64_t *off,
                      tf_error *e)
 {
-    if (tf_io_append(c->io, p, len, at, e) < 0)
+    bool follows = at == c->pending_off + c->pending.len;
+    if (c->pending.len && (!follows || c->pending.len + len > PENDING_MAX) &&
+        flush_pending(c, e) < 0)
         return -1;
+    if (len >= PENDING_MAX) {
+        if (tf_io_append(c->io, p, len, at, e) < 0)
+            return -1;
+    } else {
+        if (!c->pending.len)
+            c->pending_off = at;
+        uint8_t *dst = tf_buf_reserve(&c->pending, len);
+        if (!dst)
+            return tf_fail(e, ENOMEM, "%s: out of memory for an append", c->name);
+        memcpy(dst, p, len);
+        tf_buf_commit(&c->pending, len);
+    }
     *off = at;
     c->file_size = at + len;
     return 0;
@@ -338,6 +368,7 @@ int tf_container_append_retirable(tf_container *c, const void *p, size_t len, ui
 
 void tf_container_rollback(tf_container *c)
 {
+    c->pending.len = 0;
     /* Unconditionally: a failed append may have written part of its bytes
      * (a disk filling up mid-write) without counting them in file_size. */
     if (tf_io_truncate(c->io, c->end, NULL) == 0)
@@ -380,9 +411,12 @@ int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uin
     /* Blobs must be durable before a trailer can point to them, and the
      * trailer before we report success. */
     int rc = -1;
-    if (tf_io_sync(c->io, e) < 0)
+    if (flush_pending(c, e) < 0)
+        ;
+    else if (tf_io_sync(c->io, e) < 0)
         tf_error_prefix(e, "commit");
-    else if (tf_container_append(c, dst, n + TF_TRAILER_SIZE, &off, e) < 0)
+    else if (tf_container_append(c, dst, n + TF_TRAILER_SIZE, &off, e) < 0 ||
+             flush_pending(c, e) < 0)
         ;
     else if (tf_io_sync(c->io, e) < 0)
         tf_error_prefix(e, "commit");

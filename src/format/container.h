@@ -46,6 +46,12 @@ typedef struct {
     bool has_commit;
     tf_trailer last;     /* valid when has_commit */
     bool retirable_run;  /* the last append was tf_container_append_retirable's */
+    /* Appended bytes not yet written, at pending_off: written in one
+     * call once they fill the buffer, before a gap, or at the commit.
+     * Nothing reads them before: they follow `end`, which every blob
+     * and catalog a reader knows precedes. */
+    tf_buf pending;
+    uint64_t pending_off;
 } tf_container;
 
 /* Creates a new, empty archive (fails if path exists). */

@@ -1472,9 +1472,18 @@ START_TEST(rollback_drops_uncommitted_bytes)
     tf_container c;
     tf_error e = { 0 };
     ck_assert_int_eq(tf_container_open(&c, path, &for_writing, &e), 0);
+    /* Small appends are gathered before they are written, big ones
+     * written at once: the rollback drops both. */
     uint64_t off;
     ck_assert_int_eq(tf_container_append(&c, "spare bytes", 11, &off, &e), 0);
-    ck_assert_uint_eq(test_file_size(path), ends[COMMITS] + 11);
+    ck_assert_uint_eq(off, ends[COMMITS]);
+    size_t big_len = (size_t)2 << 20;
+    uint8_t *big = calloc(1, big_len);
+    ck_assert_ptr_nonnull(big);
+    ck_assert_int_eq(tf_container_append(&c, big, big_len, &off, &e), 0);
+    free(big);
+    ck_assert_uint_eq(off, ends[COMMITS] + 11);
+    ck_assert_uint_eq(test_file_size(path), ends[COMMITS] + 11 + big_len);
     tf_container_rollback(&c);
     ck_assert_uint_eq(c.file_size, ends[COMMITS]);
     ck_assert_uint_eq(test_file_size(path), ends[COMMITS]);
