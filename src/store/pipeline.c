@@ -9,6 +9,11 @@
 #include "common/pool.h"
 #include "store/encode.h"
 
+/* Chunks are worked on in groups of up to this many bytes (or one
+ * chunk): a read and a job for each chunk of 2^10 elements cost more
+ * than coding it. */
+#define GROUP_BYTES ((size_t)64 << 10)
+
 /* A chunk of the file, from its read to its store. */
 typedef struct {
     size_t span;
@@ -42,6 +47,9 @@ typedef struct {
     size_t nspans;
     chunk *chunks;
     size_t nchunks;
+    /* The jobs: group g is chunks [groups[g], groups[g + 1]). */
+    size_t *groups;
+    size_t ngroups;
     unsigned chunk_shift;
     tf_pool *pool;         /* the encoder's threads; NULL: the calling one */
     /* The deltas of superseded keyframes, encoded, stored once their
@@ -96,24 +104,82 @@ static int read_span(const file_job *f, const tf_span *s, uint64_t off, size_t l
     return len ? tf_fail(e, EIO, "%s: verbatim pieces end early", f->src->name) : 0;
 }
 
+/* Chunk ch's id, the first time its bytes are read. */
+static void identify(file_job *f, chunk *ch)
+{
+    if (ch->hashed)
+        return;
+    ch->id = tf_blob_id_of(ch->data, ch->len);
+    /* The archive does not change while a file is encoded: its blobs may
+     * be looked up from any thread. */
+    ch->stored = tf_archive_find_blob(f->c->ar, &ch->id) >= 0;
+    ch->hashed = true;
+}
+
+/* A new buffer for chunk ch's bytes, from the heap, which the blocks
+ * freed by the chunks done (or by the cache, evicting the last file's)
+ * come back to: a block reused costs no page faults. */
+static int alloc_chunk(chunk *ch, tf_error *e)
+{
+    if (!(ch->data = malloc(ch->len ? ch->len : 1)))
+        return tf_fail(e, ENOMEM, "out of memory for a chunk of %zu bytes", ch->len);
+    return 0;
+}
+
 /* Reads chunk ch's bytes (and its id, the first time). */
 static int read_chunk(file_job *f, chunk *ch, tf_error *e)
 {
-    /* From the heap, which the blocks freed by the chunks done (or by the
-     * cache, evicting the last file's) come back to: a block reused costs
-     * no page faults. */
-    if (!(ch->data = malloc(ch->len ? ch->len : 1)))
-        return tf_fail(e, ENOMEM, "out of memory for a chunk of %zu bytes", ch->len);
-    if (read_span(f, &f->spans[ch->span], ch->off, ch->len, ch->data, e) < 0)
+    if (alloc_chunk(ch, e) < 0 || read_span(f, &f->spans[ch->span], ch->off, ch->len, ch->data, e) < 0)
         return -1;
-    if (!ch->hashed) {
-        ch->id = tf_blob_id_of(ch->data, ch->len);
-        /* The archive does not change while a file is encoded: its blobs
-         * may be looked up from any thread. */
-        ch->stored = tf_archive_find_blob(f->c->ar, &ch->id) >= 0;
-        ch->hashed = true;
-    }
+    identify(f, ch);
     return 0;
+}
+
+/* Where chunk ch lies in the file; its span's bytes are not verbatim
+ * pieces. */
+static uint64_t file_off_of(const file_job *f, const chunk *ch)
+{
+    return f->spans[ch->span].file_off + ch->off;
+}
+
+/* Whether chunk ch may join the group of the chunk before it, grown to
+ * group_bytes: both in one span, or at the end and the start of spans
+ * that follow each other in the file (tensors, back to back). */
+static bool joins_group(const file_job *f, const chunk *ch, size_t group_bytes)
+{
+    const chunk *prev = ch - 1;
+    if (group_bytes + ch->len > GROUP_BYTES)
+        return false;
+    if (prev->span == ch->span)
+        return true;
+    return !f->spans[prev->span].verbatim && !f->spans[ch->span].verbatim &&
+           file_off_of(f, prev) + prev->len == file_off_of(f, ch);
+}
+
+/* Reads the chunks of group g, consecutive bytes of the file or of a
+ * span, in one read. */
+static int read_group(file_job *f, size_t g, tf_error *e)
+{
+    chunk *first = &f->chunks[f->groups[g]], *end = &f->chunks[f->groups[g + 1]];
+    if (end - first == 1)
+        return read_chunk(f, first, e);
+    const tf_span *s = &f->spans[first->span];
+    size_t len = 0;
+    for (const chunk *ch = first; ch < end; ch++)
+        len += ch->len;
+    uint8_t *bytes = malloc(len);
+    if (!bytes)
+        return tf_fail(e, ENOMEM, "out of memory for %zu bytes of chunks", len);
+    int rc = s->verbatim ? read_span(f, s, first->off, len, bytes, e)
+                         : tf_source_read(f->src, file_off_of(f, first), bytes, len, e);
+    size_t at = 0;
+    for (chunk *ch = first; rc == 0 && ch < end; at += ch->len, ch++)
+        if ((rc = alloc_chunk(ch, e)) == 0) {
+            memcpy(ch->data, bytes + at, ch->len);
+            identify(f, ch);
+        }
+    free(bytes);
+    return rc;
 }
 
 /* ---- encoding ---- */
@@ -282,19 +348,23 @@ static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
     return rc;
 }
 
-static int chunk_work(void *arg, size_t i, tf_error *e)
+static int chunk_work(void *arg, size_t g, tf_error *e)
 {
     file_job *f = arg;
-    chunk *ch = &f->chunks[i];
-    if (read_chunk(f, ch, e) < 0)
+    if (read_group(f, g, e) < 0)
         return -1;
-    if (ch->stored)
-        return 0;
-    int rc = encode_chunk(f, ch, e);
-    if (rc == 0 && ch->job.model.len)
-        rc = tf_model_blob_make(&ch->job.model, &ch->model, e);
-    tf_buf_free(&ch->job.model);
-    return rc;
+    for (size_t k = f->groups[g]; k < f->groups[g + 1]; k++) {
+        chunk *ch = &f->chunks[k];
+        if (ch->stored)
+            continue;
+        int rc = encode_chunk(f, ch, e);
+        if (rc == 0 && ch->job.model.len)
+            rc = tf_model_blob_make(&ch->job.model, &ch->model, e);
+        tf_buf_free(&ch->job.model);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* ---- storing ---- */
@@ -392,10 +462,8 @@ static int queue_superseded(file_job *f, chunk *ch, tf_error *e)
     return f->deltas_bytes >= tf_write_opts_held_bytes(f->opts) ? flush_superseded(f, e) : 0;
 }
 
-static int chunk_sink(void *arg, size_t i, tf_error *e)
+static int sink_chunk(file_job *f, chunk *ch, tf_error *e)
 {
-    file_job *f = arg;
-    chunk *ch = &f->chunks[i];
     /* Content found now was stored before, or by an earlier chunk of
      * this file (the same bytes twice in it). */
     int64_t have = tf_commit_find_blob(f->c, &ch->id);
@@ -418,6 +486,15 @@ static int chunk_sink(void *arg, size_t i, tf_error *e)
     if (rc == 0)
         report_progress(f->opts, ch->len);
     return rc;
+}
+
+static int chunk_sink(void *arg, size_t g, tf_error *e)
+{
+    file_job *f = arg;
+    for (size_t k = f->groups[g]; k < f->groups[g + 1]; k++)
+        if (sink_chunk(f, &f->chunks[k], e) < 0)
+            return -1;
+    return 0;
 }
 
 void tf_seeds_plant(tf_seeds *s, tf_reader_ctx *r)
@@ -590,22 +667,32 @@ static int search_models(file_job *f, tf_error *e)
 
 /* ---- the file ---- */
 
-/* The chunks of the spans, in order. */
+/* The chunks of the spans, in order, and the groups they are worked on
+ * in (joins_group), up to GROUP_BYTES (a bigger chunk alone), so that a
+ * job and a read serve many small chunks. */
 static int plan_chunks(file_job *f, tf_error *e)
 {
     for (size_t s = 0; s < f->nspans; s++)
         f->nchunks += tf_chunk_count(f->spans[s].nbytes, elem_size(&f->spans[s]), f->chunk_shift);
     f->chunks = calloc(f->nchunks ? f->nchunks : 1, sizeof *f->chunks);
-    if (!f->chunks)
+    f->groups = malloc((f->nchunks + 1) * sizeof *f->groups);
+    if (!f->chunks || !f->groups)
         return tf_fail(e, ENOMEM, "out of memory");
-    size_t k = 0;
+    size_t k = 0, group_bytes = 0;
     for (size_t s = 0; s < f->nspans; s++) {
         const tf_span *sp = &f->spans[s];
         uint64_t cb = (uint64_t)elem_size(sp) << f->chunk_shift, c = 0;
-        for (uint64_t off = 0; off < sp->nbytes; off += cb, c++, k++)
+        for (uint64_t off = 0; off < sp->nbytes; off += cb, c++, k++) {
             f->chunks[k] = (chunk){ .span = s, .index = c, .off = off,
                                     .len = (size_t)(sp->nbytes - off < cb ? sp->nbytes - off : cb) };
+            if (!k || !joins_group(f, &f->chunks[k], group_bytes)) {
+                f->groups[f->ngroups++] = k;
+                group_bytes = 0;
+            }
+            group_bytes += f->chunks[k].len;
+        }
     }
+    f->groups[f->ngroups] = k;
     return 0;
 }
 
@@ -632,6 +719,7 @@ static void file_job_free(file_job *f)
     }
     free(f->deltas);
     free(f->chunks);
+    free(f->groups);
 }
 
 int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, tf_pool *pool, const tf_source *src,
@@ -648,7 +736,7 @@ int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, tf_pool *pool, cons
     if (rc == 0 && opts->search)
         rc = search_models(&f, e);
     if (rc == 0)
-        rc = tf_pool_run_ordered(f.pool, f.nchunks, TF_PIPELINE_WINDOW * (size_t)opts->threads,
+        rc = tf_pool_run_ordered(f.pool, f.ngroups, TF_PIPELINE_WINDOW * (size_t)opts->threads,
                                  chunk_work, chunk_sink, &f, e);
     if (rc == 0)
         rc = flush_superseded(&f, e);

@@ -9,10 +9,12 @@
  * chunk (the newest so far), where it is a keyframe, gets a delta
  * against it.
  *
- * Memory does not grow with the file: the chunks in flight are at most
- * TF_PIPELINE_WINDOW per thread, each holding its bytes, its reference
- * chunk and its encoding while it is worked on; and the chunks kept for
- * the cache once committed (tf_seeds) are bounded too. */
+ * Chunks are read and worked on in groups: a chunk of 64 KiB or more
+ * alone, smaller ones with their neighbours up to 64 KiB (pipeline.c).
+ * Memory does not grow with the file: the groups in flight are at most
+ * TF_PIPELINE_WINDOW per thread, each chunk holding its bytes, its
+ * reference chunk and its encoding while it is worked on; and the chunks
+ * kept for the cache once committed (tf_seeds) are bounded too. */
 #ifndef TRAJFS_STORE_PIPELINE_H
 #define TRAJFS_STORE_PIPELINE_H
 
@@ -30,8 +32,8 @@
 #include "store/source.h"
 #include "store/writer.h"
 
-/* Chunks in flight per encoder thread: enough to keep every thread busy
- * while the writer stores finished ones in order. */
+/* Groups of chunks in flight per encoder thread: enough to keep every
+ * thread busy while the writer stores finished ones in order. */
 #define TF_PIPELINE_WINDOW 4
 
 /* One tensor (or a run of opaque bytes, dtype TF_DT_NONE) to encode. The
