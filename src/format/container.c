@@ -262,6 +262,8 @@ int tf_container_open(tf_container *c, const char *path, const tf_open_opts *o, 
 void tf_container_close(tf_container *c)
 {
     tf_buf_free(&c->pending); /* uncommitted */
+    ZSTD_freeCCtx(c->cctx);
+    c->cctx = NULL;
     tf_io_close(c->io);
     c->io = NULL;
     free(c->name);
@@ -393,7 +395,11 @@ int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uin
     uint8_t *dst = tf_buf_reserve(&stored, ZSTD_compressBound(len) + TF_TRAILER_SIZE);
     if (!dst)
         return tf_fail(e, ENOMEM, "commit: out of memory");
-    size_t n = ZSTD_compress(dst, ZSTD_compressBound(len), segment, len, CATALOG_LEVEL);
+    if (!c->cctx && !(c->cctx = ZSTD_createCCtx())) {
+        tf_buf_free(&stored);
+        return tf_fail(e, ENOMEM, "commit: out of memory");
+    }
+    size_t n = ZSTD_compressCCtx(c->cctx, dst, ZSTD_compressBound(len), segment, len, CATALOG_LEVEL);
     if (ZSTD_isError(n)) {
         tf_buf_free(&stored);
         return tf_fail(e, EIO, "commit: %s", ZSTD_getErrorName(n));

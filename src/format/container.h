@@ -52,6 +52,8 @@ typedef struct {
      * and catalog a reader knows precedes. */
     tf_buf pending;
     uint64_t pending_off;
+    struct ZSTD_CCtx_s *cctx; /* the commits', kept: a context made for
+                                 each would be mapped and cleared anew */
 } tf_container;
 
 /* Creates a new, empty archive (fails if path exists). */

@@ -144,10 +144,16 @@ static void count_indexes(uint64_t *cells, const uint16_t *idx, size_t n)
 
 /* count_indexes of many indexes below `cells` (a count each): four
  * tables of 32-bit counts in turn, so that a run of one index does not
- * wait on its own increments. */
+ * wait on its own increments. Fewer indexes than the tables' cells (a
+ * small chunk) are counted directly: clearing and adding up the tables
+ * would cost more. */
 static int count_many_indexes(uint64_t *counts, size_t cells, const uint16_t *idx, size_t n,
                               tf_error *e)
 {
+    if (n < 4 * cells) {
+        count_indexes(counts, idx, n);
+        return 0;
+    }
     uint32_t *t = calloc(4 * cells, sizeof *t);
     if (!t)
         return tf_fail(e, ENOMEM, "ulp: out of memory for counts");
