@@ -34,7 +34,7 @@ unsigned tf_pool_threads(const tf_pool *p);
 int tf_pool_add(tf_pool *p, void (*fn)(void *arg), void *arg, tf_error *e);
 
 /* Runs work(arg, i) for i in [0, n) on the pool's threads, and on the
- * calling thread where it would otherwise wait for one; then, in
+ * calling thread when the job it waits for has not started; then, in
  * index order, sink(arg, i) (when not NULL) on the calling thread as
  * soon as job i is done, so that what the sink makes of the results
  * does not depend on the number of threads. Jobs start at most `window`

@@ -3,9 +3,11 @@
  * A run queues at most one task per pool thread, and each task runs jobs
  * until none is left to claim within the window: a task a job would cost
  * a queueing and a wake-up each, more than the job itself where jobs are
- * small (chunks of 2^10 elements). The calling thread claims a job
- * itself rather than sleep while one is waiting to be claimed, so the
- * run moves on whatever else the pool's threads are busy with; and it
+ * small (chunks of 2^10 elements). The calling thread runs the job it
+ * waits for itself where no task has claimed it yet, so the run moves on
+ * whatever else the pool's threads are busy with; never a later one: a
+ * job may wait (for the bytes of a file still being written) while the
+ * jobs before it are done and must be sunk (stored). And the run
  * returns once its jobs under way are done, without waiting for its
  * tasks that have not started: the last one out frees the run. */
 #include <errno.h>
@@ -115,7 +117,7 @@ static int sink_in_order(tf_pool *p, ordered_run *o,
             return -1;
         size_t mine;
         while (o->state[i] == JOB_WAITING) {
-            if (claim(o, &mine)) {
+            if (o->next == i && claim(o, &mine)) {
                 run_job(o, mine);
                 continue;
             }
