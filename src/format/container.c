@@ -388,9 +388,29 @@ int tf_container_punch(tf_container *c, uint64_t off, uint64_t len, tf_error *e)
     return from < to ? tf_io_punch(c->io, from, to - from, e) : 0;
 }
 
-int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs,
-                        tf_error *e)
+int tf_container_sync(tf_container *c, bool *synced, tf_error *e)
 {
+    /* A trailer left is known durable after this sync or never: after a
+     * failed one the kernel reports the lost writes once, and the next
+     * fsync succeeds whether they reached the disk or not. What its
+     * commit retired then stays in use (until trajpack gc), for the
+     * commit before it may be what the disk holds. */
+    bool left = c->trailer_unsynced;
+    c->trailer_unsynced = false;
+    *synced = false;
+    if (flush_pending(c, e) < 0 || tf_io_sync(c->io, e) < 0)
+        return -1;
+    *synced = left;
+    return 0;
+}
+
+int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs,
+                        bool sync_trailer, bool *previous_synced, tf_error *e)
+{
+    bool ignored;
+    if (!previous_synced)
+        previous_synced = &ignored;
+    *previous_synced = false;
     tf_buf stored = { 0 };
     uint8_t *dst = tf_buf_reserve(&stored, ZSTD_compressBound(len) + TF_TRAILER_SIZE);
     if (!dst)
@@ -399,7 +419,8 @@ int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uin
         tf_buf_free(&stored);
         return tf_fail(e, ENOMEM, "commit: out of memory");
     }
-    size_t n = ZSTD_compressCCtx(c->cctx, dst, ZSTD_compressBound(len), segment, len, CATALOG_LEVEL);
+    size_t n =
+        ZSTD_compressCCtx(c->cctx, dst, ZSTD_compressBound(len), segment, len, CATALOG_LEVEL);
     if (ZSTD_isError(n)) {
         tf_buf_free(&stored);
         return tf_fail(e, EIO, "commit: %s", ZSTD_getErrorName(n));
@@ -415,16 +436,15 @@ int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uin
     encode_trailer(dst + n, &t);
     uint64_t off;
     /* Blobs must be durable before a trailer can point to them, and the
-     * trailer before we report success. */
+     * trailer before we report success, or before the caller reports it
+     * after a later sync (sync_trailer false). */
     int rc = -1;
-    if (flush_pending(c, e) < 0)
-        ;
-    else if (tf_io_sync(c->io, e) < 0)
+    if (tf_container_sync(c, previous_synced, e) < 0)
         tf_error_prefix(e, "commit");
     else if (tf_container_append(c, dst, n + TF_TRAILER_SIZE, &off, e) < 0 ||
              flush_pending(c, e) < 0)
         ;
-    else if (tf_io_sync(c->io, e) < 0)
+    else if (sync_trailer && tf_io_sync(c->io, e) < 0)
         tf_error_prefix(e, "commit");
     else
         rc = 0;
@@ -436,5 +456,6 @@ int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uin
     c->last = t;
     c->has_commit = true;
     c->end = c->file_size;
+    c->trailer_unsynced = !sync_trailer;
     return 0;
 }

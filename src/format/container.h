@@ -54,6 +54,7 @@ typedef struct {
     uint64_t pending_off;
     struct ZSTD_CCtx_s *cctx; /* the commits', kept: a context made for
                                  each would be mapped and cleared anew */
+    bool trailer_unsynced; /* the last commit's trailer is not known durable */
 } tf_container;
 
 /* Creates a new, empty archive (fails if path exists). */
@@ -111,9 +112,18 @@ int tf_container_append(tf_container *c, const void *p, size_t len, uint64_t *of
  * between (format/catalog.h). */
 int tf_container_append_retirable(tf_container *c, const void *p, size_t len, uint64_t *off,
                                   tf_error *e);
-/* Commits: fsync, append the compressed segment and trailer, fsync. On
- * failure the appended tail is cut off again and the archive is unchanged. */
-int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs, tf_error *e);
+/* Commits: fsync, append the compressed segment and trailer, and, with
+ * sync_trailer, fsync; without, the trailer is left for the next sync
+ * (tf_container_sync, or the first of the next commit) to make durable.
+ * *previous_synced (unless NULL) tells whether the first fsync made the
+ * previous commit's trailer durable (it had been left). On failure the appended
+ * tail is cut off again and the archive is unchanged. */
+int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs,
+                        bool sync_trailer, bool *previous_synced, tf_error *e);
+/* Makes everything appended durable: *synced tells whether that made a
+ * trailer left by tf_container_commit durable (after a failure, none
+ * left is ever said to be). */
+int tf_container_sync(tf_container *c, bool *synced, tf_error *e);
 /* Drops everything appended since the last commit. */
 void tf_container_rollback(tf_container *c);
 /* Gives back the space of the whole TF_PUNCH_BLOCKs within committed

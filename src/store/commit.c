@@ -140,6 +140,18 @@ bool tf_commit_keep_open_versions(const tf_archive *ar, const tf_write_opts *opt
     return k.more;
 }
 
+/* The previous commit's trailer, left for this commit's first sync
+ * (tf_write_opts.sync_later), is durable: what that commit retired goes
+ * back now, as it would have after its own trailer's sync. The archive
+ * is still as that commit left it. */
+static void give_back_previous(tf_commit *c)
+{
+    tf_error why = { 0 };
+    if (tf_commit_give_back(c->ar, tf_archive_retired_by_last(c->ar), NULL, NULL, 0, &why) < 0 &&
+        !c->give_back.errnum)
+        c->give_back = why;
+}
+
 /* Gives back what the commit just applied left unread: the payloads its
  * redirects retired, from the retired_before'th on, and those of the
  * slots that live files needed before (`before`, of nbefore slots; NULL
@@ -188,12 +200,17 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
         c->dropped = tf_archive_segment_drops(c->ar, &c->seg);
         if (c->dropped)
             before = tf_liveness(c->ar, NULL, &c->give_back);
+        /* A commit that drops files gives their space back at once. */
+        bool sync_later = c->opts->sync_later && !c->dropped, previous_synced = false;
         tf_buf raw = { 0 };
         rc = tf_segment_encode(&c->seg, &raw, e);
         if (rc == 0)
             rc = tf_container_commit(tf_archive_container(c->ar), raw.data, raw.len,
-                                     c->seg.first_blob + c->seg.nblobs, e);
+                                     c->seg.first_blob + c->seg.nblobs, !sync_later,
+                                     &previous_synced, e);
         tf_buf_free(&raw);
+        if (previous_synced)
+            give_back_previous(c);
         if (rc == 0) {
             const tf_archive_hooks *hooks = c->opts->applied;
             if (hooks)
@@ -201,8 +218,10 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
             rc = tf_archive_apply(c->ar, &c->seg, e); /* takes the segment */
             if (hooks)
                 hooks->end(hooks->arg);
-            /* Durable: no committed state reads what it retired. */
-            give_back_after(c, retired_before, rc == 0 ? before : NULL, nbefore);
+            /* Durable: no committed state reads what it retired. Left
+             * for the next sync: given back after it. */
+            if (!sync_later)
+                give_back_after(c, retired_before, rc == 0 ? before : NULL, nbefore);
         }
     }
     if (rc < 0)

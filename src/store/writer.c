@@ -88,11 +88,28 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
     return 0;
 }
 
+int tf_writer_settle(tf_writer *w, tf_error *e)
+{
+    tf_container *ct = tf_archive_container(w->ar);
+    bool synced;
+    if (!ct->trailer_unsynced)
+        return 0;
+    if (tf_container_sync(ct, &synced, e) < 0) {
+        tf_error_prefix(e, "commit");
+        return -1;
+    }
+    tf_error why = { 0 };
+    tf_commit_give_back(w->ar, tf_archive_retired_by_last(w->ar), NULL, NULL, 0, &why);
+    tf_writer_note_give_back(w, &why);
+    return 0;
+}
+
 void tf_writer_close(tf_writer *w)
 {
     if (!w)
         return;
     tf_error why;
+    tf_writer_settle(w, &why);
     if (atomic_load(&w->give_back_owed))
         tf_writer_give_back_unread(w, &why); /* else gc gives it back */
     tf_pool_free(w->encoders);

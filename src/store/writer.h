@@ -34,6 +34,12 @@ typedef struct tf_writer tf_writer;
  * to TF_CHUNK_SHIFT_MAX) an archive as its single writer. */
 int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
                    const tf_write_opts *opts, tf_writer **out, tf_error *e);
+/* Makes the last commit durable where opts.sync_later left its trailer
+ * to a later sync, and gives back what it retired: 0, or -1 when the
+ * sync failed (the commit may then be lost in a crash). */
+int tf_writer_settle(tf_writer *w, tf_error *e);
+/* Settles (a failure unreported: call tf_writer_settle first to see
+ * it), then closes. */
 void tf_writer_close(tf_writer *w);
 tf_archive *tf_writer_archive(tf_writer *w);
 /* Whether data that only open versions read (tf_write_opts.open_versions)

@@ -1412,8 +1412,9 @@ static void build_history(const char *path, uint64_t ends[COMMITS + 1])
         ck_assert_uint_eq(off, ends[k - 1]);
         ck_assert_uint_eq(c.end, ends[k - 1]); /* appended, not committed */
         history_segment(k, &seg);
-        ck_assert_msg(tf_container_commit(&c, seg.data, seg.len, (uint64_t)k * 10, &e) == 0, "%s",
-                      e.msg);
+        ck_assert_msg(tf_container_commit(&c, seg.data, seg.len, (uint64_t)k * 10, true, NULL,
+                                          &e) == 0,
+                      "%s", e.msg);
         ck_assert_uint_eq(c.last.seq, (uint64_t)k);
         ck_assert_uint_eq(c.end, c.file_size);
         ck_assert_uint_gt(c.end, off + 10 + 17 * (size_t)k + TF_TRAILER_SIZE);
@@ -1565,7 +1566,7 @@ START_TEST(writable_open_cuts_the_torn_tail)
     /* The next commit follows the last good one and links to it. */
     tf_buf seg = { 0 };
     history_segment(9, &seg);
-    ck_assert_int_eq(tf_container_commit(&c, seg.data, seg.len, 99, &e), 0);
+    ck_assert_int_eq(tf_container_commit(&c, seg.data, seg.len, 99, true, NULL, &e), 0);
     ck_assert_uint_eq(c.last.seq, COMMITS);
     ck_assert_uint_eq(c.last.prev, ends[COMMITS - 1] - TF_TRAILER_SIZE);
     ck_assert_uint_eq(c.last.catalog_off, ends[COMMITS - 1]);

@@ -47,19 +47,24 @@ static const char *archive(void)
     return test_path("run.traj", path);
 }
 
+/* Writes step k and adds it as run/step-K.safetensors. */
+static void add_step(tf_writer *w, int k)
+{
+    write_step(k);
+    char name[64], src[TEST_PATH_MAX], dest[80];
+    snprintf(name, sizeof name, "step-%d.safetensors", k);
+    snprintf(dest, sizeof dest, "run/%s", name);
+    test_add(w, test_path(name, src), dest);
+}
+
 /* An archive of steps 1..N_STEPS as run/step-K.safetensors (reverse
  * references: each step a delta against the next, the newest whole). */
 static void make_run(void)
 {
     rng_state = 0x51ed2701u;
     tf_writer *w = test_open_writer(archive(), true, CHUNK_SHIFT, 2, 16);
-    for (int k = 1; k <= N_STEPS; k++) {
-        write_step(k);
-        char name[64], src[TEST_PATH_MAX], dest[80];
-        snprintf(name, sizeof name, "step-%d.safetensors", k);
-        snprintf(dest, sizeof dest, "run/%s", name);
-        test_add(w, test_path(name, src), dest);
-    }
+    for (int k = 1; k <= N_STEPS; k++)
+        add_step(w, k);
     tf_writer_close(w);
 }
 
@@ -187,6 +192,34 @@ static uint64_t fresh_archive(const int *steps, size_t n)
     ck_assert_int_eq(stat(path, &st), 0);
     return (uint64_t)st.st_blocks * 512;
 }
+
+/* With sync_later a commit's trailer waits for the next sync, and what
+ * the commit retired (the keyframes of the step it superseded) comes
+ * back only after that sync: the next commit's first, or settling. */
+START_TEST(space_comes_back_once_a_trailer_is_durable)
+{
+    rng_state = 0x51ed2701u;
+    tf_write_opts o;
+    tf_write_opts_default(&o);
+    o.sync_later = true;
+    tf_writer *w = NULL;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_open(archive(), true, CHUNK_SHIFT, &o, &w, &e) == 0, "%s", e.msg);
+    const tf_container *ct = tf_archive_container(tf_writer_archive(w));
+    add_step(w, 1);
+    ck_assert(ct->trailer_unsynced);
+    add_step(w, 2);
+    ck_assert(ct->trailer_unsynced);
+    uint64_t held = allocated();
+    ck_assert_msg(tf_writer_settle(w, &e) == 0, "%s", e.msg);
+    ck_assert(!ct->trailer_unsynced);
+    ck_assert_uint_lt(allocated(), held);
+    tf_writer_close(w);
+    tf_archive *ar = open_run();
+    expect_files(ar, 2);
+    tf_archive_close(ar);
+}
+END_TEST
 
 START_TEST(removal_rebases_and_gives_back)
 {
@@ -418,6 +451,7 @@ int main(void)
     tcase_add_checked_fixture(tc, test_dir_make, test_dir_remove);
     tcase_add_test(tc, ranges_sort_by_offset);
     tcase_add_test(tc, liveness_follows_references);
+    tcase_add_test(tc, space_comes_back_once_a_trailer_is_durable);
     tcase_add_test(tc, removal_rebases_and_gives_back);
     tcase_add_test(tc, dead_content_is_stored_again);
     tcase_add_test(tc, gc_rebases_what_a_removal_left);
