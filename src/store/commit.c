@@ -112,6 +112,11 @@ int tf_commit_give_back(tf_archive *ar, size_t from, const uint8_t *live,
     return rc;
 }
 
+int tf_commit_give_back_last(tf_archive *ar, tf_error *e)
+{
+    return tf_commit_give_back(ar, tf_archive_retired_by_last(ar), NULL, NULL, 0, e);
+}
+
 static int cmp_redirect(const void *a, const void *b)
 {
     uint64_t x = ((const tf_redirect *)a)->slot, y = ((const tf_redirect *)b)->slot;
@@ -147,8 +152,7 @@ bool tf_commit_keep_open_versions(const tf_archive *ar, const tf_write_opts *opt
 static void give_back_previous(tf_commit *c)
 {
     tf_error why = { 0 };
-    if (tf_commit_give_back(c->ar, tf_archive_retired_by_last(c->ar), NULL, NULL, 0, &why) < 0 &&
-        !c->give_back.errnum)
+    if (tf_commit_give_back_last(c->ar, &why) < 0 && !c->give_back.errnum)
         c->give_back = why;
 }
 

@@ -65,6 +65,11 @@ void tf_commit_abort(tf_commit *c);
 int tf_commit_give_back(tf_archive *ar, size_t from, const uint8_t *live,
                         const tf_archive_range *dead, size_t ndead, tf_error *e);
 
+/* tf_commit_give_back of what the last commit applied retired, once it
+ * is durable (after its own sync, a later one, or, at a writer's open,
+ * for a writer that died before giving it back). */
+int tf_commit_give_back_last(tf_archive *ar, tf_error *e);
+
 /* Marks in live (store/liveness.h) what the open versions of
  * opts->open_versions read; whether that kept data that live files do
  * not need. */

@@ -76,7 +76,7 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
      * the earlier one's when it opened if its own writer had not. A
      * range given back twice costs a punch of a hole already there. */
     tf_error why = { 0 };
-    tf_commit_give_back(w->ar, tf_archive_retired_by_last(w->ar), NULL, NULL, 0, &why);
+    tf_commit_give_back_last(w->ar, &why);
     tf_writer_note_give_back(w, &why);
     w->reader = tf_reader_new(w->ar, cache_bytes(w));
     w->refs = tf_ref_index_new();
@@ -99,7 +99,7 @@ int tf_writer_settle(tf_writer *w, tf_error *e)
         return -1;
     }
     tf_error why = { 0 };
-    tf_commit_give_back(w->ar, tf_archive_retired_by_last(w->ar), NULL, NULL, 0, &why);
+    tf_commit_give_back_last(w->ar, &why);
     tf_writer_note_give_back(w, &why);
     return 0;
 }
