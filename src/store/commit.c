@@ -437,6 +437,14 @@ int tf_model_blob_make(const tf_buf *model, tf_model_blob *m, tf_error *e)
     return 0;
 }
 
+int tf_model_blob_copy(const tf_model_blob *src, tf_model_blob *dst, tf_error *e)
+{
+    *dst = (tf_model_blob){ .id = src->id, .raw_len = src->raw_len, .codec = src->codec };
+    if (tf_buf_put(&dst->out, src->out.data, src->out.len) < 0)
+        return tf_fail(e, ENOMEM, "out of memory for a model");
+    return 0;
+}
+
 void tf_model_blob_free(tf_model_blob *m)
 {
     tf_buf_free(&m->out);

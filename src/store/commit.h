@@ -108,6 +108,8 @@ typedef struct {
 } tf_model_blob;
 
 int tf_model_blob_make(const tf_buf *model, tf_model_blob *m, tf_error *e);
+/* A copy of src, for another chunk that uses the same model. */
+int tf_model_blob_copy(const tf_model_blob *src, tf_model_blob *dst, tf_error *e);
 void tf_model_blob_free(tf_model_blob *m);
 /* Stores a model once, however many chunks use it (a stored blob of the
  * same bytes that decodes alone serves). Returns its global index, or

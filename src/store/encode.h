@@ -62,8 +62,9 @@ typedef struct {
 int tf_encode_chunk(tf_chunk_job *job, tf_error *e);
 
 /* Encodes one chunk job with the codec `codec` alone (given the job's
- * reference, for a delta codec; a codec that needs a model fits it on
- * the chunk, into job->model): 0, or -1 when it does not apply. */
+ * reference, for a delta codec; a codec that needs a model uses the one
+ * in job->models, or fits one on the chunk, into job->model): 0, or -1
+ * when it does not apply. */
 int tf_encode_chunk_as(tf_chunk_job *job, unsigned codec, tf_error *e);
 
 /* Encodes one chunk job as the newest checkpoint's keyframe: with

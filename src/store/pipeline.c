@@ -25,6 +25,7 @@ typedef struct {
     bool hashed;
     bool stored;    /* its content is in the archive already */
     uint64_t ref_blob; /* parent's chunk blob + 1 when encoded against it */
+    uint8_t *ref_data; /* the parent's chunk, read ahead for a shared model */
     tf_chunk_job job;
     tf_model_blob model; /* job's model, ready to store (raw_len 0: none) */
     /* The reference's keyframe chunk (slot + 1, or 0), superseded by
@@ -32,6 +33,9 @@ typedef struct {
      * (rev_ref, its blob + 1: a forward delta) or against this chunk
      * (rev_ref 0: a reverse delta). */
     uint64_t rev_slot, rev_ref;
+    /* The keyframe's bytes and those its delta is against (NULL: this
+     * chunk's), from encode_chunk until encode_superseded_group. */
+    uint8_t *rev_src, *rev_against;
     tf_chunk_job rev;
     tf_model_blob rev_model;
     uint64_t blob;  /* the blob that holds it */
@@ -268,23 +272,111 @@ static void offer_models(const file_job *f, const tf_span *s, tf_chunk_job *job)
 }
 
 /* The delta of the keyframe chunk ch supersedes (supersede_ref): the
- * reference's bytes ref re-encoded with ULP against against's, kept
- * when, with its model, it is smaller than the reference's keyframe.
- * ULP alone: the slot needs a delta (a keyframe stays as it is), and
- * ULP's is the delta of float checkpoints. */
-static void encode_superseded(file_job *f, chunk *ch, const uint8_t *ref, const uint8_t *against)
+ * reference's bytes re-encoded with ULP against the chunk before it or
+ * against ch, kept when, with its model, it is smaller than the
+ * reference's keyframe. The model is the one fitted on the chunk, or,
+ * given shared, the one fitted on its tensor's chunks in the group
+ * (shared_blob, stored once), of which the chunk pays its share. ULP
+ * alone: the slot needs a delta (a keyframe stays as it is), and ULP's
+ * is the delta of float checkpoints. */
+static void encode_superseded(file_job *f, chunk *ch, const tf_chunk_model *shared,
+                              const tf_model_blob *shared_blob)
 {
     const tf_span *s = &f->spans[ch->span];
     uint64_t slot = s->ref_blobs[ch->index];
-    ch->rev = (tf_chunk_job){ .src = ref, .len = ch->len, .dtype = s->dtype, .ref = against };
+    ch->rev = (tf_chunk_job){ .src = ch->rev_src, .len = ch->len, .dtype = s->dtype,
+                              .ref = ch->rev_against ? ch->rev_against : ch->data };
+    if (shared)
+        ch->rev.models[TF_CODEC_ULP] = *shared;
     tf_error ignored; /* a delta that cannot be made is not made */
     if (tf_encode_chunk_as(&ch->rev, TF_CODEC_ULP, NULL) == 0 &&
-        ch->rev.out.len + ch->rev.model.len < tf_archive_blob(f->c->ar, slot)->enc_len &&
-        (!ch->rev.model.len || tf_model_blob_make(&ch->rev.model, &ch->rev_model, &ignored) == 0))
+        ch->rev.out.len + (shared ? shared->share : ch->rev.model.len) <
+            tf_archive_blob(f->c->ar, slot)->enc_len &&
+        (shared ? tf_model_blob_copy(shared_blob, &ch->rev_model, &ignored) == 0
+                : !ch->rev.model.len ||
+                      tf_model_blob_make(&ch->rev.model, &ch->rev_model, &ignored) == 0))
         ch->rev_slot = slot + 1;
     else
         tf_buf_free(&ch->rev.out); /* the keyframe stays */
     tf_buf_free(&ch->rev.model);
+}
+
+/* One ULP model that a run of chunks of one tensor, worked on in one
+ * group, share: fitted on all of them, stored once, each chunk charged
+ * its share (a small chunk's own model costs about as much as its
+ * delta). */
+typedef struct {
+    tf_buf model;
+    tf_model_blob blob;
+    tf_chunk_model given;
+    bool made;
+} shared_model;
+
+/* The bytes chunk ch's delta codes, and those it is against: ch's own
+ * against its parent's, or (superseded) the keyframe ch supersedes
+ * against the chunk before it or against ch. */
+static const uint8_t *delta_src(const chunk *ch, bool superseded)
+{
+    return superseded ? ch->rev_src : ch->data;
+}
+
+static const uint8_t *delta_ref(const chunk *ch, bool superseded)
+{
+    return !superseded ? ch->ref_data : ch->rev_against ? ch->rev_against : ch->data;
+}
+
+/* Fits m on the deltas of the n chunks from run on; m->made is false
+ * where ULP does not apply or memory lacks (each chunk then fits its
+ * own). */
+static void shared_model_fit(shared_model *m, const file_job *f, const chunk *run, size_t n,
+                             bool superseded)
+{
+    *m = (shared_model){ 0 };
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++)
+        len += run[i].len;
+    uint8_t *src = malloc(len), *ref = malloc(len);
+    tf_error ignored;
+    if (src && ref) {
+        for (size_t i = 0, at = 0; i < n; at += run[i].len, i++) {
+            memcpy(src + at, delta_src(&run[i], superseded), run[i].len);
+            memcpy(ref + at, delta_ref(&run[i], superseded), run[i].len);
+        }
+        m->made = tf_fit_model(TF_CODEC_ULP, src, ref, len, f->spans[run->span].dtype, NULL,
+                               &m->model) == 0 &&
+                  tf_model_blob_make(&m->model, &m->blob, &ignored) == 0;
+    }
+    free(src);
+    free(ref);
+    m->given = (tf_chunk_model){ m->model.data, m->model.len, (m->blob.out.len + n - 1) / n };
+}
+
+static void shared_model_free(shared_model *m)
+{
+    tf_buf_free(&m->model);
+    tf_model_blob_free(&m->blob);
+}
+
+/* Encodes the deltas of the keyframes the chunks of group g supersede,
+ * those of one tensor with a shared model. */
+static void encode_superseded_group(file_job *f, size_t g)
+{
+    chunk *end = &f->chunks[f->groups[g + 1]];
+    for (chunk *run = &f->chunks[f->groups[g]], *next; run < end; run = next) {
+        for (next = run + 1; run->rev_src && next < end && next->rev_src && next->span == run->span;)
+            next++;
+        shared_model m = { 0 };
+        if (next - run > 1)
+            shared_model_fit(&m, f, run, (size_t)(next - run), true);
+        for (chunk *ch = run; ch < next; ch++) {
+            if (ch->rev_src)
+                encode_superseded(f, ch, m.made ? &m.given : NULL, &m.blob);
+            free(ch->rev_src);
+            free(ch->rev_against);
+            ch->rev_src = ch->rev_against = NULL;
+        }
+        shared_model_free(&m);
+    }
 }
 
 /* Reads blob idx, reconstructed, into a new buffer of len bytes. */
@@ -303,10 +395,11 @@ static uint8_t *read_blob(file_job *f, uint64_t idx, size_t len, tf_error *e)
 }
 
 /* Encodes chunk ch (read) with what its span offers: its reference chunk,
- * reconstructed, and the models of offer_models; a chunk of the newest
- * file of its series becomes a keyframe, and the keyframe it supersedes
- * a delta (encode_superseded). */
-static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
+ * reconstructed, and the models of offer_models (for ULP, shared where
+ * given); a chunk of the newest file of its series becomes a keyframe,
+ * and the keyframe it supersedes a delta, once the group's chunks are
+ * encoded (rev_src, rev_against: encode_superseded_group). */
+static int encode_chunk(file_job *f, chunk *ch, const tf_chunk_model *shared, tf_error *e)
 {
     const tf_span *s = &f->spans[ch->span];
     tf_chunk_job *job = &ch->job;
@@ -316,18 +409,21 @@ static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
     int64_t supersede = supersede_ref(f, s, ch);
     if (!s->newest)
         offer_models(f, s, job);
-    uint8_t *ref = NULL;
-    if ((forward || supersede >= 0) &&
+    if (shared)
+        job->models[TF_CODEC_ULP] = *shared;
+    uint8_t *ref = ch->ref_data;
+    ch->ref_data = NULL;
+    if (!ref && (forward || supersede >= 0) &&
         !(ref = read_blob(f, s->ref_blobs[ch->index], ch->len, e)))
         return -1;
     int rc;
     if (supersede >= 0) {
         uint8_t *before = supersede ? read_blob(f, (uint64_t)supersede - 1, ch->len, e) : NULL;
         rc = supersede && !before ? -1 : tf_encode_newest_keyframe(job, e);
-        if (rc == 0)
-            encode_superseded(f, ch, ref, supersede ? before : ch->data);
+        ch->rev_src = ref;
+        ch->rev_against = before;
+        ref = NULL;
         ch->rev_ref = (uint64_t)supersede;
-        free(before);
     } else if (s->newest) {
         rc = tf_encode_newest_keyframe(job, e);
         /* A chunk the keyframe codec codes in under a bit a byte is
@@ -348,22 +444,58 @@ static int encode_chunk(file_job *f, chunk *ch, tf_error *e)
     return rc;
 }
 
+/* Whether chunk ch is coded as a delta against its parent's chunk, by
+ * ULP among others (encode_chunk's last case). */
+static bool codes_forward(const file_job *f, const chunk *ch)
+{
+    const tf_span *s = &f->spans[ch->span];
+    const tf_codec *ulp = tf_codec_get(TF_CODEC_ULP);
+    return !ch->stored && !s->newest && ulp->fits_chunks_of(s->dtype) &&
+           chunk_has_ref(f, s, ch->index);
+}
+
+/* Encodes the chunks from run to next, forward deltas of one tensor
+ * when more than one: they share a ULP model, read ahead their
+ * parents' chunks for it. */
+static int encode_run(file_job *f, chunk *run, chunk *next, tf_error *e)
+{
+    shared_model m = { 0 };
+    if (next - run > 1) {
+        for (chunk *ch = run; ch < next; ch++)
+            if (!(ch->ref_data = read_blob(f, f->spans[ch->span].ref_blobs[ch->index], ch->len, e)))
+                return -1;
+        shared_model_fit(&m, f, run, (size_t)(next - run), false);
+    }
+    int rc = 0;
+    for (chunk *ch = run; rc == 0 && ch < next; ch++) {
+        if (ch->stored)
+            continue;
+        rc = encode_chunk(f, ch, m.made ? &m.given : NULL, e);
+        if (rc == 0 && ch->job.model.len)
+            rc = tf_model_blob_make(&ch->job.model, &ch->model, e);
+        else if (rc == 0 && m.made && ch->job.codec == TF_CODEC_ULP)
+            rc = tf_model_blob_copy(&m.blob, &ch->model, e);
+        tf_buf_free(&ch->job.model);
+    }
+    shared_model_free(&m);
+    return rc;
+}
+
 static int chunk_work(void *arg, size_t g, tf_error *e)
 {
     file_job *f = arg;
     if (read_group(f, g, e) < 0)
         return -1;
-    for (size_t k = f->groups[g]; k < f->groups[g + 1]; k++) {
-        chunk *ch = &f->chunks[k];
-        if (ch->stored)
-            continue;
-        int rc = encode_chunk(f, ch, e);
-        if (rc == 0 && ch->job.model.len)
-            rc = tf_model_blob_make(&ch->job.model, &ch->model, e);
-        tf_buf_free(&ch->job.model);
-        if (rc < 0)
+    chunk *end = &f->chunks[f->groups[g + 1]];
+    for (chunk *run = &f->chunks[f->groups[g]], *next; run < end; run = next) {
+        next = run + 1;
+        if (codes_forward(f, run))
+            while (next < end && next->span == run->span && codes_forward(f, next))
+                next++;
+        if (encode_run(f, run, next, e) < 0)
             return -1;
     }
+    encode_superseded_group(f, g);
     return 0;
 }
 
@@ -705,6 +837,9 @@ static void file_job_free(file_job *f)
         tf_buf_free(&f->chunks[k].job.model);
         tf_model_blob_free(&f->chunks[k].model);
         tf_model_blob_free(&f->chunks[k].rev_model);
+        free(f->chunks[k].rev_src);
+        free(f->chunks[k].rev_against);
+        free(f->chunks[k].ref_data);
         free(f->chunks[k].data);
     }
     for (size_t s = 0; s < f->nspans; s++)

@@ -267,6 +267,43 @@ START_TEST(test_max_chain_bounds_depth)
 }
 END_TEST
 
+/* The chunks of one tensor coded in one job (big's two) as ULP deltas
+ * share one model, stored once, and still read back byte for byte:
+ * the keyframes a newer checkpoint supersedes (step 1, re-encoded as
+ * deltas against step 2), and forward deltas (step 2, with the newest
+ * no keyframe). */
+static const struct {
+    unsigned max_chain;
+    const char *file; /* whose chunks of big are deltas */
+} shared_model_cases[] = {
+    { 16, "run/step-1.safetensors" },
+    { 4096, "run/step-2.safetensors" },
+};
+
+START_TEST(test_deltas_of_a_tensor_share_a_model)
+{
+    const char *a = tmp(0, "shared_model.traj");
+    unlink(a);
+    make_trajectory(a, 2, 1, shared_model_cases[_i].max_chain);
+    tf_archive *ar = open_archive(a);
+    const tf_entry *ent = tf_archive_lookup(ar, shared_model_cases[_i].file);
+    ck_assert_ptr_nonnull(ent);
+    uint64_t t = 0;
+    while (t < ent->ntensors && strcmp(tf_tensor_name(ent, t), "big") != 0)
+        t++;
+    ck_assert_uint_lt(t, ent->ntensors);
+    uint64_t first = ent->tensors[t].first_chunk;
+    const tf_blob *c0 = tf_archive_blob(ar, ent->chunks[first]);
+    const tf_blob *c1 = tf_archive_blob(ar, ent->chunks[first + 1]);
+    ck_assert_uint_eq(c0->codec, TF_CODEC_ULP);
+    ck_assert_uint_eq(c1->codec, TF_CODEC_ULP);
+    ck_assert_uint_ne(c0->model, 0);
+    ck_assert_uint_eq(c0->model, c1->model);
+    check_all_files(ar);
+    tf_archive_close(ar);
+}
+END_TEST
+
 static uint64_t decoded(const tf_reader_ctx *r)
 {
     return tf_reader_get_counts(r).decoded;
@@ -797,6 +834,8 @@ int main(void)
     tcase_add_test(tc, test_dedup_same_checkpoint);
     tcase_add_test(tc, test_dedup_within_one_writer);
     tcase_add_test(tc, test_max_chain_bounds_depth);
+    tcase_add_loop_test(tc, test_deltas_of_a_tensor_share_a_model, 0,
+                        ARRAY_LEN(shared_model_cases));
     tcase_add_test(tc, test_view_spans_are_the_bytes);
     tcase_add_test(tc, test_view_of_too_many_pieces);
     tcase_add_test(tc, test_chain_steps_kept_when_met_again);
