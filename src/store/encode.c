@@ -201,18 +201,14 @@ int tf_encode_chunk_as(tf_chunk_job *job, unsigned codec, tf_error *e)
     tf_codec_ctx ctx = { .dtype = job->dtype, .ref = job->ref, .ref_len = job->ref ? job->len : 0 };
     job->out.len = 0;
     job->model.len = 0;
-    if (!c || c->delta != (job->ref != NULL))
+    const tf_chunk_model *given = c ? &job->models[codec] : NULL;
+    bool fits = c && c->needs_model && !given->data;
+    if (!c || c->delta != (job->ref != NULL) || (fits && !c->fit_encode))
         return tf_fail(e, EINVAL, "codec %u does not apply to the chunk", codec);
-    const tf_chunk_model *given = &job->models[codec];
-    if (c->needs_model && given->data) {
-        ctx.model = given->data;
-        ctx.model_len = given->len;
-    } else if (c->needs_model && !c->fit_encode) {
-        return tf_fail(e, EINVAL, "codec %u needs a model the chunk is not given", codec);
-    }
-    int rc = c->needs_model && !given->data
-                 ? c->fit_encode(job->src, job->len, &ctx, &job->model, &job->out, e)
-                 : c->encode(job->src, job->len, &ctx, &job->out, e);
+    ctx.model = given->data;
+    ctx.model_len = given->len;
+    int rc = fits ? c->fit_encode(job->src, job->len, &ctx, &job->model, &job->out, e)
+                  : c->encode(job->src, job->len, &ctx, &job->out, e);
     if (rc < 0)
         return -1;
     job->codec = (uint8_t)codec;

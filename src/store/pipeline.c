@@ -271,6 +271,19 @@ static void offer_models(const file_job *f, const tf_span *s, tf_chunk_job *job)
     }
 }
 
+/* The bytes chunk ch's delta codes, and those it is against: ch's own
+ * against its parent's, or (superseded) the keyframe ch supersedes
+ * against the chunk before it or against ch. */
+static const uint8_t *delta_src(const chunk *ch, bool superseded)
+{
+    return superseded ? ch->rev_src : ch->data;
+}
+
+static const uint8_t *delta_ref(const chunk *ch, bool superseded)
+{
+    return !superseded ? ch->ref_data : ch->rev_against ? ch->rev_against : ch->data;
+}
+
 /* The delta of the keyframe chunk ch supersedes (supersede_ref): the
  * reference's bytes re-encoded with ULP against the chunk before it or
  * against ch, kept when, with its model, it is smaller than the
@@ -284,8 +297,8 @@ static void encode_superseded(file_job *f, chunk *ch, const tf_chunk_model *shar
 {
     const tf_span *s = &f->spans[ch->span];
     uint64_t slot = s->ref_blobs[ch->index];
-    ch->rev = (tf_chunk_job){ .src = ch->rev_src, .len = ch->len, .dtype = s->dtype,
-                              .ref = ch->rev_against ? ch->rev_against : ch->data };
+    ch->rev = (tf_chunk_job){ .src = delta_src(ch, true), .len = ch->len, .dtype = s->dtype,
+                              .ref = delta_ref(ch, true) };
     if (shared)
         ch->rev.models[TF_CODEC_ULP] = *shared;
     tf_error ignored; /* a delta that cannot be made is not made */
@@ -311,19 +324,6 @@ typedef struct {
     tf_chunk_model given;
     bool made;
 } shared_model;
-
-/* The bytes chunk ch's delta codes, and those it is against: ch's own
- * against its parent's, or (superseded) the keyframe ch supersedes
- * against the chunk before it or against ch. */
-static const uint8_t *delta_src(const chunk *ch, bool superseded)
-{
-    return superseded ? ch->rev_src : ch->data;
-}
-
-static const uint8_t *delta_ref(const chunk *ch, bool superseded)
-{
-    return !superseded ? ch->ref_data : ch->rev_against ? ch->rev_against : ch->data;
-}
 
 /* Fits m on the deltas of the n chunks from run on; m->made is false
  * where ULP does not apply or memory lacks (each chunk then fits its
@@ -357,14 +357,33 @@ static void shared_model_free(shared_model *m)
     tf_model_blob_free(&m->blob);
 }
 
+/* Whether chunk ch supersedes a keyframe whose delta is to be encoded. */
+static bool supersedes(const file_job *f, const chunk *ch)
+{
+    (void)f;
+    return ch->rev_src != NULL;
+}
+
+/* The end of the run of chunks from run on, before end, that may share a
+ * model: run alone unless `in` holds of it; else it and the chunks after
+ * it of its tensor of which `in` holds. */
+static chunk *run_end(const file_job *f, chunk *run, chunk *end,
+                      bool (*in)(const file_job *, const chunk *))
+{
+    chunk *next = run + 1;
+    if (in(f, run))
+        while (next < end && next->span == run->span && in(f, next))
+            next++;
+    return next;
+}
+
 /* Encodes the deltas of the keyframes the chunks of group g supersede,
  * those of one tensor with a shared model. */
 static void encode_superseded_group(file_job *f, size_t g)
 {
     chunk *end = &f->chunks[f->groups[g + 1]];
     for (chunk *run = &f->chunks[f->groups[g]], *next; run < end; run = next) {
-        for (next = run + 1; run->rev_src && next < end && next->rev_src && next->span == run->span;)
-            next++;
+        next = run_end(f, run, end, supersedes);
         shared_model m = { 0 };
         if (next - run > 1)
             shared_model_fit(&m, f, run, (size_t)(next - run), true);
@@ -488,10 +507,7 @@ static int chunk_work(void *arg, size_t g, tf_error *e)
         return -1;
     chunk *end = &f->chunks[f->groups[g + 1]];
     for (chunk *run = &f->chunks[f->groups[g]], *next; run < end; run = next) {
-        next = run + 1;
-        if (codes_forward(f, run))
-            while (next < end && next->span == run->span && codes_forward(f, next))
-                next++;
+        next = run_end(f, run, end, codes_forward);
         if (encode_run(f, run, next, e) < 0)
             return -1;
     }
