@@ -472,14 +472,9 @@ int64_t tf_commit_store_model_blob(tf_commit *c, const tf_model_blob *m, tf_erro
     return store_model_blob(c, m, true, e);
 }
 
-int64_t tf_commit_store_rebased_model(tf_commit *c, const tf_buf *model, tf_error *e)
+int64_t tf_commit_store_rebased_model(tf_commit *c, const tf_model_blob *m, tf_error *e)
 {
-    tf_model_blob m;
-    if (tf_model_blob_make(model, &m, e) < 0)
-        return -1;
-    int64_t idx = store_model_blob(c, &m, false, e);
-    tf_model_blob_free(&m);
-    return idx;
+    return store_model_blob(c, m, false, e);
 }
 
 /* Marks slot as redirected by this commit: 1 when it was already, 0

@@ -115,12 +115,12 @@ void tf_model_blob_free(tf_model_blob *m);
  * same bytes that decodes alone serves). Returns its global index, or
  * -1. */
 int64_t tf_commit_store_model_blob(tf_commit *c, const tf_model_blob *m, tf_error *e);
-/* A rebase's model (store/rebase.h): tf_model_blob_make, then stored
- * once in this commit. Not looked up among the archive's blobs: their
+/* A rebase's model (store/rebase.h), stored in this commit as it is.
+ * Not looked up among the archive's blobs: their
  * id index, built at its first lookup (a liveness walk, and 24 bytes or
  * more a blob), is what a removal would otherwise build for it alone,
  * and a model fitted on one rebased chunk is seldom stored already. */
-int64_t tf_commit_store_rebased_model(tf_commit *c, const tf_buf *model, tf_error *e);
+int64_t tf_commit_store_rebased_model(tf_commit *c, const tf_model_blob *m, tf_error *e);
 /* Stores a self-contained tensor chunk (no reference, no model) of the
  * newest checkpoint. With retire_soon (the writer expects the next
  * commit to retire it: its predecessor's was), a chunk too small to be

@@ -8,6 +8,7 @@
 #include "common/dtype.h"
 #include "common/pool.h"
 #include "store/encode.h"
+#include "store/shared_model.h"
 
 /* Chunks are worked on in groups of up to this many bytes (or one
  * chunk): a read and a job for each chunk of 2^10 elements cost more
@@ -314,47 +315,26 @@ static void encode_superseded(file_job *f, chunk *ch, const tf_chunk_model *shar
     tf_buf_free(&ch->rev.model);
 }
 
-/* One ULP model that a run of chunks of one tensor, worked on in one
- * group, share: fitted on all of them, stored once, each chunk charged
- * its share (a small chunk's own model costs about as much as its
- * delta). */
-typedef struct {
-    tf_buf model;
-    tf_model_blob blob;
-    tf_chunk_model given;
-    bool made;
-} shared_model;
-
-/* Fits m on the deltas of the n chunks from run on; m->made is false
- * where ULP does not apply or memory lacks (each chunk then fits its
- * own). */
-static void shared_model_fit(shared_model *m, const file_job *f, const chunk *run, size_t n,
-                             bool superseded)
+/* Fits m, shared by the n chunks from run on (of one tensor, in one
+ * group), on their deltas: those they code, or (superseded) those of the
+ * keyframes they supersede. */
+static void fit_shared(tf_shared_model *m, const file_job *f, const chunk *run, size_t n,
+                       bool superseded)
 {
-    *m = (shared_model){ 0 };
-    size_t len = 0;
-    for (size_t i = 0; i < n; i++)
-        len += run[i].len;
-    uint8_t *src = malloc(len), *ref = malloc(len);
-    tf_error ignored;
-    if (src && ref) {
-        for (size_t i = 0, at = 0; i < n; at += run[i].len, i++) {
-            memcpy(src + at, delta_src(&run[i], superseded), run[i].len);
-            memcpy(ref + at, delta_ref(&run[i], superseded), run[i].len);
+    const uint8_t **src = malloc(n * sizeof *src), **ref = malloc(n * sizeof *ref);
+    size_t *len = malloc(n * sizeof *len);
+    *m = (tf_shared_model){ 0 };
+    if (src && ref && len) {
+        for (size_t i = 0; i < n; i++) {
+            src[i] = delta_src(&run[i], superseded);
+            ref[i] = delta_ref(&run[i], superseded);
+            len[i] = run[i].len;
         }
-        m->made = tf_fit_model(TF_CODEC_ULP, src, ref, len, f->spans[run->span].dtype, NULL,
-                               &m->model) == 0 &&
-                  tf_model_blob_make(&m->model, &m->blob, &ignored) == 0;
+        tf_shared_model_fit(m, f->spans[run->span].dtype, src, ref, len, n);
     }
     free(src);
     free(ref);
-    m->given = (tf_chunk_model){ m->model.data, m->model.len, (m->blob.out.len + n - 1) / n };
-}
-
-static void shared_model_free(shared_model *m)
-{
-    tf_buf_free(&m->model);
-    tf_model_blob_free(&m->blob);
+    free(len);
 }
 
 /* Whether chunk ch supersedes a keyframe whose delta is to be encoded. */
@@ -384,9 +364,9 @@ static void encode_superseded_group(file_job *f, size_t g)
     chunk *end = &f->chunks[f->groups[g + 1]];
     for (chunk *run = &f->chunks[f->groups[g]], *next; run < end; run = next) {
         next = run_end(f, run, end, supersedes);
-        shared_model m = { 0 };
+        tf_shared_model m = { 0 };
         if (next - run > 1)
-            shared_model_fit(&m, f, run, (size_t)(next - run), true);
+            fit_shared(&m, f, run, (size_t)(next - run), true);
         for (chunk *ch = run; ch < next; ch++) {
             if (ch->rev_src)
                 encode_superseded(f, ch, m.made ? &m.given : NULL, &m.blob);
@@ -394,7 +374,7 @@ static void encode_superseded_group(file_job *f, size_t g)
             free(ch->rev_against);
             ch->rev_src = ch->rev_against = NULL;
         }
-        shared_model_free(&m);
+        tf_shared_model_free(&m);
     }
 }
 
@@ -478,12 +458,12 @@ static bool codes_forward(const file_job *f, const chunk *ch)
  * parents' chunks for it. */
 static int encode_run(file_job *f, chunk *run, chunk *next, tf_error *e)
 {
-    shared_model m = { 0 };
+    tf_shared_model m = { 0 };
     if (next - run > 1) {
         for (chunk *ch = run; ch < next; ch++)
             if (!(ch->ref_data = read_blob(f, f->spans[ch->span].ref_blobs[ch->index], ch->len, e)))
                 return -1;
-        shared_model_fit(&m, f, run, (size_t)(next - run), false);
+        fit_shared(&m, f, run, (size_t)(next - run), false);
     }
     int rc = 0;
     for (chunk *ch = run; rc == 0 && ch < next; ch++) {
@@ -492,11 +472,11 @@ static int encode_run(file_job *f, chunk *run, chunk *next, tf_error *e)
         rc = encode_chunk(f, ch, m.made ? &m.given : NULL, e);
         if (rc == 0 && ch->job.model.len)
             rc = tf_model_blob_make(&ch->job.model, &ch->model, e);
-        else if (rc == 0 && m.made && ch->job.codec == TF_CODEC_ULP)
+        else if (rc == 0 && tf_shared_model_used(&m, &ch->job))
             rc = tf_model_blob_copy(&m.blob, &ch->model, e);
         tf_buf_free(&ch->job.model);
     }
-    shared_model_free(&m);
+    tf_shared_model_free(&m);
     return rc;
 }
 

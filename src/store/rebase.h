@@ -2,7 +2,8 @@
  * may still be deltas against chunks only the removed files had (a
  * checkpoint between two kept ones), which then stay stored for them
  * alone. A rebase re-encodes each such chunk against the nearest chunk
- * down its reference chain that a live file has, as the writer encodes
+ * down its reference chain that a live file has (where none has, the
+ * chunks that lost one keyframe share a new one), as the writer encodes
  * an earlier checkpoint against a later one (a ULP delta, or a keyframe
  * where that is no larger, so that the result is what the kept files
  * added afresh would store), and

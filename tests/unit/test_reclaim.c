@@ -9,6 +9,7 @@
 
 #include "testlib.h"
 
+#include "common/dtype.h"
 #include "store/commit.h"
 #include "store/liveness.h"
 #include "store/reader.h"
@@ -251,6 +252,74 @@ START_TEST(removal_rebases_and_gives_back)
 }
 END_TEST
 
+/* With chains of one, step 2 is a keyframe that step 1 (a reverse
+ * delta) and step 3 (a forward one) are deltas against. Once it is
+ * removed, neither has a live reference: one of them becomes the
+ * keyframe, the other a delta against it, not a keyframe each. */
+START_TEST(orphans_of_a_removed_keyframe_share_one)
+{
+    rng_state = 0x51ed2701u;
+    tf_writer *w = test_open_writer(archive(), true, CHUNK_SHIFT, 2, 1);
+    for (int k = 1; k <= 4; k++)
+        add_step(w, k);
+    tf_writer_close(w);
+    const int keyframe[] = { 2 };
+    remove_steps(keyframe, ARRAY_LEN(keyframe));
+    tf_archive *ar = open_run();
+    expect_files(ar, 3);
+    expect_no_dead_references(ar);
+    const tf_entry *a = tf_archive_lookup(ar, "run/step-1.safetensors");
+    const tf_entry *b = tf_archive_lookup(ar, "run/step-3.safetensors");
+    ck_assert(a && b && a->nchunks == b->nchunks);
+    uint64_t pairs = 0;
+    for (uint64_t c = 0; c < a->nchunks; c++) {
+        const tf_blob *x = tf_archive_blob(ar, a->chunks[c]);
+        const tf_blob *y = tf_archive_blob(ar, b->chunks[c]);
+        /* (a tensor's short last chunk is a keyframe in every step) */
+        if (x->dtype != TF_DT_BF16 || x->raw_len < 2u << CHUNK_SHIFT)
+            continue;
+        ck_assert_msg(x->ref == b->chunks[c] + 1 ? !y->ref : y->ref == a->chunks[c] + 1 && !x->ref,
+                      "chunk %llu: step 1's references %llu, step 3's %llu",
+                      (unsigned long long)c, (unsigned long long)x->ref,
+                      (unsigned long long)y->ref);
+        ck_assert_uint_le(tf_archive_chain_depth(ar, a->chunks[c]), 1);
+        ck_assert_uint_le(tf_archive_chain_depth(ar, b->chunks[c]), 1);
+        pairs++;
+    }
+    ck_assert_uint_eq(pairs, 10); /* five whole chunks of each of two tensors */
+    tf_archive_close(ar);
+}
+END_TEST
+
+/* The rebased chunks of a tensor, as many as make 64 KiB (two here),
+ * share one ULP model, as the writer's small chunks of a tensor do: a
+ * model each would cost about as much as the small chunks' deltas. */
+START_TEST(rebased_chunks_of_a_tensor_share_a_model)
+{
+    make_run();
+    const int middle[] = { 2, 3, 4, 5 };
+    remove_steps(middle, ARRAY_LEN(middle));
+    tf_archive *ar = open_run();
+    expect_files(ar, 2);
+    const tf_entry *oldest = tf_archive_lookup(ar, "run/step-1.safetensors");
+    ck_assert(oldest);
+    uint64_t deltas = 0, models = 0, last_model = 0;
+    for (uint64_t c = 0; c < oldest->nchunks; c++) {
+        const tf_blob *b = tf_archive_blob(ar, oldest->chunks[c]);
+        if (!b->ref)
+            continue;
+        ck_assert_uint_ne(b->model, 0);
+        deltas++;
+        models += b->model != last_model;
+        last_model = b->model;
+    }
+    /* five whole chunks a tensor: runs of two, two and one */
+    ck_assert_uint_eq(deltas, 10);
+    ck_assert_uint_eq(models, 6);
+    tf_archive_close(ar);
+}
+END_TEST
+
 /* The content of a removed step, added again by the writer that removed
  * it, is stored again: the slots that had it are dead, their bytes given
  * back, and would read as zeros. */
@@ -453,6 +522,8 @@ int main(void)
     tcase_add_test(tc, liveness_follows_references);
     tcase_add_test(tc, space_comes_back_once_a_trailer_is_durable);
     tcase_add_test(tc, removal_rebases_and_gives_back);
+    tcase_add_test(tc, orphans_of_a_removed_keyframe_share_one);
+    tcase_add_test(tc, rebased_chunks_of_a_tensor_share_a_model);
     tcase_add_test(tc, dead_content_is_stored_again);
     tcase_add_test(tc, gc_rebases_what_a_removal_left);
     tcase_add_test(tc, removed_chains_do_not_bound_new_ones);
