@@ -33,7 +33,7 @@ shifts=${*:-20 10}
 
 held() { echo $(($(stat -c %b "$1") * $(stat -c %B "$1"))); }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b ? a / b : 0 }'; }
-keyframe_weights() { "$TRAJPACK" stats "$1" | awk '$NF == "keyframe" { print $1; exit } END { }'; }
+keyframe_weights() { "$TRAJPACK" stats "$1" | awk '$NF == "keyframe" { print $1; exit }'; }
 
 # keeps SCENARIO N: whether the scenario keeps the N-th checkpoint (from 1).
 keeps() {

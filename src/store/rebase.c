@@ -147,11 +147,15 @@ static rebased *item_of(rebase *rb, uint64_t s)
     return NULL;
 }
 
-/* Tells each item the tensor of a live file it is a chunk of. */
+/* Tells each item the tensor of a live file it is a chunk of: where two
+ * chunks of a tensor can share a model, a whole chunk (of one-byte
+ * elements at least) and another within TF_SHARED_MODEL_BYTES. */
 static void find_tensors(rebase *rb)
 {
     uint64_t tensor = 0;
     unsigned shift = tf_archive_chunk_shift(rb->ar);
+    if (((size_t)1 << shift) >= TF_SHARED_MODEL_BYTES)
+        return;
     for (size_t i = 0; rb->n && i < tf_archive_nentries(rb->ar); i++) {
         const tf_entry *ent = tf_archive_entry(rb->ar, i);
         if (!tf_entry_is_tensor_file(ent))
@@ -335,7 +339,7 @@ static int store_rebased(rebase *rb, run_state *rs, size_t k, const rebased *it,
     const tf_blob *old = tf_archive_blob(rb->ar, it->slot);
     tf_chunk_job *job = &rs->jobs[k];
     const tf_model_blob *own = rs->models[k].out.len ? &rs->models[k] : NULL;
-    bool uses_shared = !own && rs->shared.made && job->codec == TF_CODEC_ULP;
+    bool uses_shared = tf_shared_model_used(&rs->shared, job);
     int64_t model = -1;
     if (own)
         model = tf_commit_store_rebased_model(rb->c, own, e);
