@@ -386,6 +386,14 @@ void tf_cache_release(tf_cache *c, tf_cache_item *it)
     pthread_mutex_unlock(&c->lock);
 }
 
+void tf_cache_set_bound(tf_cache *c, size_t max_bytes)
+{
+    pthread_mutex_lock(&c->lock);
+    c->max_bytes = max_bytes;
+    evict(c);
+    pthread_mutex_unlock(&c->lock);
+}
+
 void tf_cache_free(tf_cache *c)
 {
     if (!c)

@@ -73,5 +73,7 @@ void tf_cache_fill(tf_cache *c, tf_cache_item *it);
 void tf_cache_abandon(tf_cache *c, tf_cache_item *it);
 /* Drops a reference to a filled item. */
 void tf_cache_release(tf_cache *c, tf_cache_item *it);
+/* Sets the bound to max_bytes, evicting down to it what nobody holds. */
+void tf_cache_set_bound(tf_cache *c, size_t max_bytes);
 
 #endif

@@ -11,17 +11,22 @@
 #include "store/blob_io.h"
 #include "store/reader_impl.h"
 
+/* A chain decode holds two blobs at once; keep room for two chunks of
+ * the widest dtype (8-byte elements) so that a step of a chain never
+ * evicts the blob it is about to use. */
+static size_t cache_bound(const tf_archive *ar, size_t cache_bytes)
+{
+    size_t floor = (size_t)16 << tf_archive_chunk_shift(ar);
+    return cache_bytes > floor ? cache_bytes : floor;
+}
+
 tf_reader_ctx *tf_reader_new(tf_archive *ar, size_t cache_bytes)
 {
-    /* A chain decode holds two blobs at once; keep room for two chunks of
-     * the widest dtype (8-byte elements) so that a step of a chain never
-     * evicts the blob it is about to use. */
-    size_t floor = (size_t)16 << tf_archive_chunk_shift(ar);
     tf_reader_ctx *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
     r->ar = ar;
-    r->cache = tf_cache_new(cache_bytes > floor ? cache_bytes : floor);
+    r->cache = tf_cache_new(cache_bound(ar, cache_bytes));
     r->steps_seen = calloc((size_t)1 << TF_STEPS_SEEN_BITS, sizeof *r->steps_seen);
     if (!r->cache || !r->steps_seen) {
         tf_cache_free(r->cache);
@@ -35,6 +40,11 @@ tf_reader_ctx *tf_reader_new(tf_archive *ar, size_t cache_bytes)
     tf_spare_bufs_init(&r->steps, 2 * (size_t)cpus);
     tf_slots_init(&r->decodes, cpus);
     return r;
+}
+
+void tf_reader_set_cache_bound(tf_reader_ctx *r, size_t cache_bytes)
+{
+    tf_cache_set_bound(r->cache, cache_bound(r->ar, cache_bytes));
 }
 
 void tf_reader_free(tf_reader_ctx *r)

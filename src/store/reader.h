@@ -22,6 +22,9 @@ typedef struct tf_reader_ctx tf_reader_ctx;
  * the same blob at the same time decode it once. */
 tf_reader_ctx *tf_reader_new(tf_archive *ar, size_t cache_bytes);
 void tf_reader_free(tf_reader_ctx *r);
+/* Bounds r's cache by cache_bytes from now on (with the floor of
+ * tf_reader_new). */
+void tf_reader_set_cache_bound(tf_reader_ctx *r, size_t cache_bytes);
 /* The archive r reads. */
 tf_archive *tf_reader_archive(const tf_reader_ctx *r);
 

@@ -21,6 +21,7 @@ struct tf_writer {
     tf_ref_index *refs;
     tf_add_report report; /* of the last file added */
     bool drop_references; /* tf_writer_keep_references(w, false) */
+    size_t largest_seeds; /* bytes: the most one file gave the cache */
     bool give_back_warned; /* a failure to give space back was noted */
     tf_error give_back_pending; /* it, until a report carries it */
     atomic_bool give_back_owed; /* data only open versions read was kept

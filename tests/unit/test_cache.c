@@ -201,6 +201,35 @@ START_TEST(cache_never_evicts_held_items)
 }
 END_TEST
 
+/* A new bound holds at once: the oldest items nobody holds go, a held
+ * one stays; a larger bound keeps what the smaller one would evict. */
+START_TEST(cache_set_bound_evicts_down_to_it)
+{
+    tf_cache *c = tf_cache_new(1000);
+    for (uint64_t k = 1; k <= 10; k++)
+        cache_put_released(c, k, 100);
+    tf_cache_item *held = cache_put_held(c, 11, 100); /* evicts 1 */
+    tf_cache_set_bound(c, 300);
+    size_t bytes = 0;
+    for (uint64_t k = 1; k <= 8; k++)
+        ck_assert_msg(!cache_has(c, k, &bytes), "key %llu outlived the new bound",
+                      (unsigned long long)k);
+    ck_assert(cache_has(c, 9, &bytes));
+    ck_assert(cache_has(c, 10, &bytes));
+    ck_assert(cache_has(c, 11, &bytes));
+    ck_assert_uint_eq(bytes, 300);
+    tf_cache_release(c, held);
+    tf_cache_set_bound(c, 500);
+    for (uint64_t k = 12; k <= 13; k++)
+        cache_put_released(c, k, 100);
+    bytes = 0;
+    for (uint64_t k = 9; k <= 13; k++)
+        ck_assert(cache_has(c, k, &bytes));
+    ck_assert_uint_eq(bytes, 500);
+    tf_cache_free(c);
+}
+END_TEST
+
 START_TEST(cache_acquire_of_a_cached_key_returns_the_item)
 {
     tf_cache *c = tf_cache_new(1000);
@@ -294,6 +323,7 @@ static Suite *cache_suite(void)
     tcase_add_test(cache, cache_large_items);
     tcase_add_test(cache, cache_keeps_many_small_items);
     tcase_add_test(cache, cache_never_evicts_held_items);
+    tcase_add_test(cache, cache_set_bound_evicts_down_to_it);
     tcase_add_test(cache, cache_acquire_of_a_cached_key_returns_the_item);
     tcase_add_test(cache, cache_waiter_gets_the_claimers_fill);
     tcase_add_test(cache, cache_waiter_claims_after_an_abandon);
