@@ -17,7 +17,14 @@ uint8_t *tf_buf_reserve(tf_buf *b, size_t n)
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n)
             cap = cap > SIZE_MAX / 2 ? b->len + n : cap * 2;
-        uint8_t *d = realloc(b->data, cap);
+        uint8_t *d;
+        if (b->len) {
+            d = realloc(b->data, cap);
+        } else { /* nothing to keep: a realloc would copy the old block */
+            free(b->data);
+            *b = (tf_buf){ 0 };
+            d = malloc(cap);
+        }
         if (!d)
             return NULL;
         b->data = d;
