@@ -3,39 +3,26 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-/* Blocks this large are mapped on their own (tf_cache_buffer). */
+/* Blocks this large come from the block pool (tf_cache_buffer). */
 #if defined(__SANITIZE_ADDRESS__)
-#define MAPPED_MIN SIZE_MAX
+#define POOLED_MIN SIZE_MAX
 #else
-#define MAPPED_MIN ((size_t)64 << 10)
+#define POOLED_MIN ((size_t)64 << 10)
 #endif
-/* Mapped blocks of evicted items kept for new items: a block reused
- * (resized where it must be) costs neither a mapping nor page faults nor
- * the kernel's zeroing of its pages. */
-#define SPARES_MAX 4
-/* The size of a transparent huge page on x86-64 and arm64 (4 KiB base
- * pages): a block this large may get one. */
-#define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
 enum { ITEM_CLAIMED, ITEM_FILLED, ITEM_ABANDONED };
 
 struct tf_cache {
     pthread_mutex_t lock;
     pthread_cond_t settled; /* some claimed item was filled or abandoned */
-    size_t max_bytes, bytes;
+    size_t max_bytes;
+    size_t bytes; /* of the filled items whose blocks are malloc's */
+    tf_block_pool *pool; /* the larger blocks, which it counts */
     unsigned waiting; /* threads in the wait for a claimed item */
     tf_cache_item *head, *tail; /* head = most recently used */
     tf_cache_item **buckets;
     size_t nbuckets, count;
-    size_t page; /* bytes */
-    struct {
-        uint8_t *data;
-        size_t mapped;
-    } spare[SPARES_MAX];
-    unsigned n_spares;
 };
 
 tf_cache *tf_cache_new(size_t max_bytes)
@@ -45,15 +32,16 @@ tf_cache *tf_cache_new(size_t max_bytes)
         return NULL;
     c->nbuckets = 1024;
     c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
-    if (!c->buckets) {
+    c->pool = tf_block_pool_new();
+    if (!c->buckets || !c->pool) {
+        free(c->buckets);
+        tf_block_pool_free(c->pool);
         free(c);
         return NULL;
     }
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->settled, NULL);
     c->max_bytes = max_bytes;
-    long page = sysconf(_SC_PAGESIZE);
-    c->page = page > 0 ? (size_t)page : 4096;
     return c;
 }
 
@@ -95,83 +83,25 @@ static void unlink_bucket(tf_cache *c, tf_cache_item *it)
     *pp = it->hnext;
 }
 
-static size_t distance(size_t a, size_t b)
+/* Bytes an item adds to c->bytes once filled: a pooled block is the
+ * pool's to count. */
+static size_t counted(const tf_cache_item *it)
 {
-    return a > b ? a - b : b - a;
+    return it->region ? 0 : it->len;
 }
 
-/* Bytes an item holds (mapped: whole pages). */
-static size_t held(const tf_cache_item *it)
+/* What the cache holds, against its bound. */
+static size_t cached_bytes(tf_cache *c)
 {
-    return it->mapped ? it->mapped : it->len;
-}
-
-/* Takes the spare block nearest in size to `need` bytes: NULL when there
- * is none; the caller holds the lock. */
-static uint8_t *take_spare(tf_cache *c, size_t need, size_t *mapped)
-{
-    if (c->n_spares == 0)
-        return NULL;
-    unsigned best = 0;
-    for (unsigned i = 1; i < c->n_spares; i++)
-        if (distance(c->spare[i].mapped, need) < distance(c->spare[best].mapped, need))
-            best = i;
-    uint8_t *data = c->spare[best].data;
-    *mapped = c->spare[best].mapped;
-    memmove(c->spare + best, c->spare + best + 1, (--c->n_spares - best) * sizeof c->spare[0]);
-    return data;
-}
-
-/* Faults a block's new pages in with one call, in huge pages where it
- * spans whole ones, instead of one fault per 4 KiB page as the decoder
- * writes: a cold read of one checkpoint of the benchmark trajectory
- * spent a quarter to a third of its CPU time in those faults, and took
- * 9% (bf16 weights) to 17% (float32 optimizer state) less CPU time with
- * this. Hints: where the kernel has neither, pages fault in as before. */
-static void prefault(void *p, size_t len)
-{
-#ifdef MADV_HUGEPAGE
-    if (len >= HUGE_PAGE_BYTES)
-        madvise(p, len, MADV_HUGEPAGE);
-#endif
-#ifdef MADV_POPULATE_WRITE
-    madvise(p, len, MADV_POPULATE_WRITE);
-#endif
-}
-
-/* A mapped block of `need` bytes (whole pages): a spare resized, of
- * which only the pages it grows by are new, or a new mapping. */
-static uint8_t *map_block(tf_cache *c, size_t need)
-{
-    size_t mapped = 0;
-    pthread_mutex_lock(&c->lock);
-    uint8_t *spare = take_spare(c, need, &mapped);
-    pthread_mutex_unlock(&c->lock);
-    void *p = MAP_FAILED;
-    if (spare && mapped == need)
-        return spare;
-    if (spare) {
-        p = mremap(spare, mapped, need, MREMAP_MAYMOVE);
-        if (p == MAP_FAILED)
-            munmap(spare, mapped);
-    }
-    if (p == MAP_FAILED)
-        p = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    prefault(p, need);
-    return p;
+    return c->bytes + tf_block_pool_bytes(c->pool);
 }
 
 uint8_t *tf_cache_buffer(tf_cache *c, tf_cache_item *it, size_t len)
 {
     it->len = len;
-    if (len < MAPPED_MIN)
+    if (len < POOLED_MIN)
         return it->data = malloc(len ? len : 1);
-    const size_t need = (len + c->page - 1) / c->page * c->page;
-    it->data = map_block(c, need);
-    it->mapped = it->data ? need : 0;
-    return it->data;
+    return it->data = tf_block_pool_take(c->pool, len, &it->region);
 }
 
 void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len)
@@ -179,25 +109,17 @@ void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len)
     (void)c;
     it->len = len;
     it->data = data;
-    it->mapped = 0;
+    it->region = NULL;
 }
 
-/* Frees an item's block, or keeps it in place of the oldest spare; the
- * caller holds the lock. */
 static void drop_buffer(tf_cache *c, tf_cache_item *it)
 {
-    if (!it->mapped) {
+    if (it->region)
+        tf_block_pool_give(c->pool, it->region);
+    else
         free(it->data);
-    } else {
-        if (c->n_spares == SPARES_MAX) {
-            munmap(c->spare[0].data, c->spare[0].mapped);
-            memmove(c->spare, c->spare + 1, --c->n_spares * sizeof c->spare[0]);
-        }
-        c->spare[c->n_spares].data = it->data;
-        c->spare[c->n_spares++].mapped = it->mapped;
-    }
     it->data = NULL;
-    it->mapped = 0;
+    it->region = NULL;
 }
 
 static void destroy(tf_cache *c, tf_cache_item *it)
@@ -212,12 +134,12 @@ static void destroy(tf_cache *c, tf_cache_item *it)
 static void evict(tf_cache *c)
 {
     tf_cache_item *it = c->tail;
-    while (it && c->bytes > c->max_bytes) {
+    while (it && cached_bytes(c) > c->max_bytes) {
         tf_cache_item *prev = it->prev;
         if (it->refs == 0) {
             unlink_lru(c, it);
             unlink_bucket(c, it);
-            c->bytes -= held(it);
+            c->bytes -= counted(it);
             c->count--;
             destroy(c, it);
         }
@@ -359,7 +281,7 @@ void tf_cache_fill(tf_cache *c, tf_cache_item *it)
     pthread_mutex_lock(&c->lock);
     it->state = ITEM_FILLED;
     push_front(c, it);
-    c->bytes += held(it);
+    c->bytes += counted(it);
     evict(c);
     pthread_cond_broadcast(&c->settled);
     pthread_mutex_unlock(&c->lock);
@@ -381,7 +303,7 @@ void tf_cache_release(tf_cache *c, tf_cache_item *it)
 {
     pthread_mutex_lock(&c->lock);
     it->refs--;
-    if (c->bytes > c->max_bytes)
+    if (cached_bytes(c) > c->max_bytes)
         evict(c);
     pthread_mutex_unlock(&c->lock);
 }
@@ -403,8 +325,7 @@ void tf_cache_free(tf_cache *c)
             next = it->hnext;
             destroy(c, it);
         }
-    for (unsigned i = 0; i < c->n_spares; i++)
-        munmap(c->spare[i].data, c->spare[i].mapped);
+    tf_block_pool_free(c->pool);
     free(c->buckets);
     pthread_cond_destroy(&c->settled);
     pthread_mutex_destroy(&c->lock);

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/block_pool.h"
+
 typedef struct tf_cache tf_cache;
 
 typedef struct tf_cache_item {
@@ -18,7 +20,7 @@ typedef struct tf_cache_item {
     size_t len;
     uint8_t *data; /* the bytes, once filled */
     /* private */
-    size_t mapped; /* bytes mapped for data; 0: data is malloc's */
+    tf_block_region *region; /* where data is the pool's; NULL: malloc's */
     unsigned refs;
     int state;
     struct tf_cache_item *prev, *next, *hnext;
@@ -54,19 +56,20 @@ tf_cache_item *tf_cache_peek(tf_cache *c, uint64_t key);
 tf_cache_item *tf_cache_get(tf_cache *c, uint64_t key);
 /* Memory for the len bytes of a claimed item, which the item holds from
  * now on: tf_cache_fill publishes them, tf_cache_abandon frees them. NULL
- * when out of memory. Blocks of 64 KiB and more are mapped on their own,
- * so the process's memory follows the cache's bound while malloc may keep
- * freed blocks in its heap for reuse (tf_malloc_reuse); the blocks of the
- * last few items evicted are kept for new items, resized to them.
- * Under AddressSanitizer every block comes from malloc, which it guards. */
+ * when out of memory. Blocks of 64 KiB and more come from the cache's
+ * block pool (store/block_pool.h), in huge pages, and count against the
+ * bound from now on as the pool counts them: whole regions. So the
+ * process's memory follows the cache's bound while malloc may keep freed
+ * blocks in its heap for reuse (tf_malloc_reuse). Under AddressSanitizer
+ * every block comes from malloc, which it guards. */
 uint8_t *tf_cache_buffer(tf_cache *c, tf_cache_item *it, size_t len);
 /* Gives a claimed item the len bytes at data, a malloc'd block, instead
  * of tf_cache_buffer's: the cache frees it when it evicts the item. */
 void tf_cache_adopt(tf_cache *c, tf_cache_item *it, uint8_t *data, size_t len);
 /* Publishes a claimed item's bytes (of tf_cache_buffer) and wakes its
  * waiters; the caller keeps its reference. The item counts against the
- * bound from now on, even when larger than all of it: it is evicted once
- * released. */
+ * bound from now on (a pooled block, since tf_cache_buffer), even when
+ * larger than all of it: it is evicted once released. */
 void tf_cache_fill(tf_cache *c, tf_cache_item *it);
 /* Gives up a claimed item (its decode failed) and drops the caller's
  * reference; waiters retry, so each gets its own error. */
