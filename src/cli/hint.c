@@ -29,11 +29,9 @@ void cli_hint_until(cli_hint *h, tf_reader_ctx *r, const tf_archive *ar, const u
                     size_t n, uint64_t until)
 {
     uint64_t nblobs = tf_archive_nblobs(ar);
-    for (; h->next < n && h->raw < until; h->next++) {
-        uint64_t b = blobs[h->next];
-        if (b >= nblobs)
-            continue; /* damage, reported by the read */
-        tf_reader_will_need(r, b);
-        h->raw += tf_archive_blob(ar, b)->raw_len;
-    }
+    size_t from = h->next;
+    for (; h->next < n && h->raw < until; h->next++)
+        if (blobs[h->next] < nblobs) /* else damage, reported by the read */
+            h->raw += tf_archive_blob(ar, blobs[h->next])->raw_len;
+    tf_reader_will_need(r, blobs + from, h->next - from);
 }

@@ -21,7 +21,27 @@ int tf_blob_read_payload(tf_archive *ar, const tf_blob *b, tf_buf *out, tf_error
     return 0;
 }
 
-void tf_blob_will_need(tf_archive *ar, const tf_blob *b)
+void tf_blob_hints_add(tf_archive *ar, tf_blob_hints *h, const tf_blob *b)
 {
-    tf_container_will_need(tf_archive_container(ar), b->offset, b->enc_len);
+    if (h->n == TF_BLOB_HINTS_MAX)
+        tf_blob_hints_send(ar, h);
+    h->r[h->n++] = (tf_archive_range){ .off = b->offset, .len = b->enc_len };
+}
+
+/* Ranges this close are hinted as one: the pages between them are read
+ * whole anyway, or nearly. */
+#define HINT_GAP ((uint64_t)4096)
+
+void tf_blob_hints_send(tf_archive *ar, tf_blob_hints *h)
+{
+    tf_container *c = tf_archive_container(ar);
+    tf_archive_ranges_sort(h->r, h->n);
+    for (size_t i = 0; i < h->n;) {
+        uint64_t off = h->r[i].off, end = off + h->r[i].len;
+        for (i++; i < h->n && h->r[i].off <= end + HINT_GAP; i++)
+            if (h->r[i].off + h->r[i].len > end)
+                end = h->r[i].off + h->r[i].len;
+        tf_container_will_need(c, off, end - off);
+    }
+    h->n = 0;
 }

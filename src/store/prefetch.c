@@ -77,8 +77,7 @@ static void worker(void *arg)
         pthread_mutex_unlock(&p->lock);
         if (p->guard.hold)
             p->guard.hold(p->guard.arg);
-        for (size_t i = 0; i < nhints; i++)
-            tf_reader_will_need(p->r, hints[i]);
+        tf_reader_will_need(p->r, hints, nhints);
         tf_reader_warm(p->r, blob);
         if (p->guard.release)
             p->guard.release(p->guard.arg);

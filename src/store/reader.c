@@ -100,15 +100,19 @@ void tf_reader_warm(tf_reader_ctx *r, uint64_t idx)
         tf_cache_release(r->cache, it);
 }
 
-void tf_reader_will_need(tf_reader_ctx *r, uint64_t idx)
+void tf_reader_will_need(tf_reader_ctx *r, const uint64_t *idx, size_t n)
 {
-    for (uint64_t i = idx + 1; i && !tf_cache_has(r->cache, i - 1);) {
-        const tf_blob *b = tf_archive_blob(r->ar, i - 1);
-        if (b->model && !tf_cache_has(r->cache, b->model - 1))
-            tf_blob_will_need(r->ar, tf_archive_blob(r->ar, b->model - 1));
-        tf_blob_will_need(r->ar, b);
-        i = b->ref;
-    }
+    const uint64_t nblobs = tf_archive_nblobs(r->ar);
+    tf_blob_hints h = { .n = 0 };
+    for (size_t k = 0; k < n; k++)
+        for (uint64_t i = idx[k] < nblobs ? idx[k] + 1 : 0; i && !tf_cache_has(r->cache, i - 1);) {
+            const tf_blob *b = tf_archive_blob(r->ar, i - 1);
+            if (b->model && !tf_cache_has(r->cache, b->model - 1))
+                tf_blob_hints_add(r->ar, &h, tf_archive_blob(r->ar, b->model - 1));
+            tf_blob_hints_add(r->ar, &h, b);
+            i = b->ref;
+        }
+    tf_blob_hints_send(r->ar, &h);
 }
 
 int tf_reader_blob_once(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e)

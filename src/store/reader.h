@@ -46,10 +46,12 @@ int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e);
  * needs the blob to report. */
 void tf_reader_warm(tf_reader_ctx *r, uint64_t idx);
 
-/* Asks the kernel for the stored bytes blob idx needs and the cache does
- * not hold: its payload and model, and those of its reference chain down
- * to a cached blob. Returns at once (tf_blob_will_need). */
-void tf_reader_will_need(tf_reader_ctx *r, uint64_t idx);
+/* Asks the kernel for the stored bytes the n blobs idx[] need and the
+ * cache does not hold: their payloads and models, and those of their
+ * reference chains down to a cached blob, in one batch of hints
+ * (tf_blob_hints_send). Indices out of range (damage, which the read
+ * reports) are skipped. Returns at once. */
+void tf_reader_will_need(tf_reader_ctx *r, const uint64_t *idx, size_t n);
 
 /* tf_reader_blob for a blob wanted once (a writer's reference chunk): a
  * cached copy serves, but one decoded here is not kept. */

@@ -61,12 +61,14 @@ static int decode_one(tf_reader_ctx *r, uint64_t idx, const uint8_t *ref,
  * waiting for one read per step. */
 static void will_need(tf_reader_ctx *r, const uint64_t *chain, size_t n)
 {
+    tf_blob_hints h = { .n = 0 };
     for (size_t i = n; i-- > 0;) {
         const tf_blob *b = tf_archive_blob(r->ar, chain[i]);
         if (b->model)
-            tf_blob_will_need(r->ar, tf_archive_blob(r->ar, b->model - 1));
-        tf_blob_will_need(r->ar, b);
+            tf_blob_hints_add(r->ar, &h, tf_archive_blob(r->ar, b->model - 1));
+        tf_blob_hints_add(r->ar, &h, b);
     }
+    tf_blob_hints_send(r->ar, &h);
 }
 
 /* Whether blob idx was lately a step of a chain decoded and not kept;
