@@ -316,6 +316,14 @@ void tf_cache_set_bound(tf_cache *c, size_t max_bytes)
     pthread_mutex_unlock(&c->lock);
 }
 
+size_t tf_cache_bound(tf_cache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t bound = c->max_bytes;
+    pthread_mutex_unlock(&c->lock);
+    return bound;
+}
+
 void tf_cache_free(tf_cache *c)
 {
     if (!c)

@@ -78,5 +78,7 @@ void tf_cache_abandon(tf_cache *c, tf_cache_item *it);
 void tf_cache_release(tf_cache *c, tf_cache_item *it);
 /* Sets the bound to max_bytes, evicting down to it what nobody holds. */
 void tf_cache_set_bound(tf_cache *c, size_t max_bytes);
+/* The bound now. */
+size_t tf_cache_bound(tf_cache *c);
 
 #endif

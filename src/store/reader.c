@@ -47,6 +47,11 @@ void tf_reader_set_cache_bound(tf_reader_ctx *r, size_t cache_bytes)
     tf_cache_set_bound(r->cache, cache_bound(r->ar, cache_bytes));
 }
 
+size_t tf_reader_cache_bound(const tf_reader_ctx *r)
+{
+    return tf_cache_bound(r->cache);
+}
+
 void tf_reader_free(tf_reader_ctx *r)
 {
     if (!r)

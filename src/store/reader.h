@@ -25,6 +25,8 @@ void tf_reader_free(tf_reader_ctx *r);
 /* Bounds r's cache by cache_bytes from now on (with the floor of
  * tf_reader_new). */
 void tf_reader_set_cache_bound(tf_reader_ctx *r, size_t cache_bytes);
+/* The bound of r's cache now, in bytes. */
+size_t tf_reader_cache_bound(const tf_reader_ctx *r);
 /* The archive r reads. */
 tf_archive *tf_reader_archive(const tf_reader_ctx *r);
 

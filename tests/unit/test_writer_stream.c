@@ -4,7 +4,8 @@
  * with its predecessor as reference, in memory bounded by the cache, not
  * by the file; the chunks of a file added go to the cache for the next
  * checkpoint's references, unless the writer was told that none
- * follows. */
+ * follows; a writer given no cache bound sizes its cache by the files
+ * it adds. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,6 +244,33 @@ START_TEST(test_kept_chunks_serve_as_references)
 }
 END_TEST
 
+/* Given no bound, the writer bounds its cache at 8 times the most one
+ * file gave it, between 32 MiB and its default of 256 MiB; a bound
+ * given stays. */
+START_TEST(test_cache_bound_follows_the_files)
+{
+    const size_t mib = (size_t)1 << 20;
+    char small[TEST_PATH_MAX], big[TEST_PATH_MAX], archive[TEST_PATH_MAX];
+    write_big(test_path("small.safetensors", small), "F32", 200000, 1); /* 0.8 MB */
+    write_big(test_path("big.safetensors", big), "BF16", (uint64_t)1 << 23, 1); /* 16 MiB */
+    tf_writer *w = open_writer(test_path("a.traj", archive), 2, 0);
+    const tf_reader_ctx *r = tf_writer_reader(w);
+    ck_assert_uint_eq(tf_reader_cache_bound(r), 256 * mib);
+    test_add(w, small, "run/step-1.safetensors");
+    ck_assert_uint_eq(tf_reader_cache_bound(r), 32 * mib);
+    test_add(w, big, "big/step-1.safetensors");
+    ck_assert_uint_eq(tf_reader_cache_bound(r), 8 * 16 * mib);
+    test_add(w, small, "run/step-2.safetensors"); /* less than the most */
+    ck_assert_uint_eq(tf_reader_cache_bound(r), 8 * 16 * mib);
+    tf_writer_close(w);
+
+    w = open_writer(test_path("given.traj", archive), 2, 4 * mib);
+    test_add(w, big, "big/step-1.safetensors");
+    ck_assert_uint_eq(tf_reader_cache_bound(tf_writer_reader(w)), 4 * mib);
+    tf_writer_close(w);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("writer_stream");
@@ -252,6 +280,7 @@ int main(void)
     tcase_add_test(tc, test_threads_do_not_change_bytes);
     tcase_add_test(tc, test_memory_bounded_by_the_cache);
     tcase_add_test(tc, test_kept_chunks_serve_as_references);
+    tcase_add_test(tc, test_cache_bound_follows_the_files);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
