@@ -1,6 +1,7 @@
 #include "store/blob_io.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "format/container.h"
@@ -35,10 +36,14 @@ void tf_blob_hints_add(tf_archive *ar, tf_blob_hints *h, const tf_blob *b)
 void tf_blob_hints_send(tf_archive *ar, tf_blob_hints *h)
 {
     tf_container *c = tf_archive_container(ar);
+    /* A remote archive's disk cache keeps ranges as they were hinted and
+     * serves exactly those: merged ones, which differ with what the
+     * memory cache held at the time, would miss it in the next mount. */
+    const bool merge = !tf_archive_is_remote(ar);
     tf_archive_ranges_sort(h->r, h->n);
     for (size_t i = 0; i < h->n;) {
         uint64_t off = h->r[i].off, end = off + h->r[i].len;
-        for (i++; i < h->n && h->r[i].off <= end + HINT_GAP; i++)
+        for (i++; merge && i < h->n && h->r[i].off <= end + HINT_GAP; i++)
             if (h->r[i].off + h->r[i].len > end)
                 end = h->r[i].off + h->r[i].len;
         tf_container_will_need(c, off, end - off);
