@@ -1,6 +1,7 @@
 #include "store/block_pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,9 @@ struct tf_block_region {
 struct tf_block_pool {
     pthread_mutex_t lock;
     size_t page;
-    size_t bytes;             /* the sizes of the regions with live blocks */
+    /* The sizes of the regions with live blocks: written under the lock,
+     * read without it, on every release of a cache item. */
+    _Atomic size_t bytes;
     tf_block_region *shared;  /* where blocks of a huge page or less are cut */
     tf_block_region *spare[SPARES_MAX];
     unsigned n_spares;
@@ -138,7 +141,7 @@ uint8_t *tf_block_pool_take(tf_block_pool *p, size_t len, tf_block_region **regi
     uint8_t *block = NULL;
     if (r) {
         if (r->live++ == 0)
-            p->bytes += r->size;
+            atomic_fetch_add_explicit(&p->bytes, r->size, memory_order_relaxed);
         block = r->base + r->used;
         r->used += need;
     }
@@ -158,7 +161,7 @@ void tf_block_pool_give(tf_block_pool *p, tf_block_region *r)
 {
     pthread_mutex_lock(&p->lock);
     if (--r->live == 0) {
-        p->bytes -= r->size;
+        atomic_fetch_sub_explicit(&p->bytes, r->size, memory_order_relaxed);
         r->used = 0;
         if (r != p->shared)
             keep_spare(p, r);
@@ -168,8 +171,5 @@ void tf_block_pool_give(tf_block_pool *p, tf_block_region *r)
 
 size_t tf_block_pool_bytes(tf_block_pool *p)
 {
-    pthread_mutex_lock(&p->lock);
-    size_t bytes = p->bytes;
-    pthread_mutex_unlock(&p->lock);
-    return bytes;
+    return atomic_load_explicit(&p->bytes, memory_order_relaxed);
 }

@@ -17,7 +17,8 @@
  * What the pool counts is what it maps for blocks in use: whole regions,
  * even where a block in use keeps its freed neighbours' bytes. The cache
  * bounds that, so the process's memory follows the cache's bound. The
- * pool has its own lock; callers may hold theirs when giving back. */
+ * pool has its own lock; callers may hold theirs when giving back, and
+ * reading its count takes no lock. */
 #ifndef TRAJFS_STORE_BLOCK_POOL_H
 #define TRAJFS_STORE_BLOCK_POOL_H
 
