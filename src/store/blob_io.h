@@ -31,12 +31,12 @@ typedef struct {
 void tf_blob_hints_add(tf_archive *ar, tf_blob_hints *h, const tf_blob *b);
 /* Tells the kernel that the payloads in h will be read soon, in ranges
  * sorted and, for a local archive, merged where they share a page, and
- * empties h: the kernel
- * starts reading them into the page cache (a remote archive: fetches
- * them with the next read that fetches, side by side) and the call
- * returns at once, so that the blobs of a reference chain, scattered
- * over as many commits, are read side by side instead of one dependent
- * read after the other. A hint: failure changes nothing. */
+ * empties h: the kernel starts reading them into the page cache (a
+ * remote archive: fetches them with the next read that fetches, side by
+ * side) and the call returns at once, so that the blobs of a reference
+ * chain, scattered over as many commits, are read side by side instead
+ * of one dependent read after the other. A hint: failure changes
+ * nothing. */
 void tf_blob_hints_send(tf_archive *ar, tf_blob_hints *h);
 
 #endif
