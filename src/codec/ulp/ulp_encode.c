@@ -351,17 +351,24 @@ ULP_ALWAYS_INLINE void bits_put(bit_writer *w, uint64_t v, unsigned n) /* n <= 5
     w->count &= 7;
 }
 
-/* Two puts in one: a (na bits) then b (nb bits), na + nb <= 120 with
- * the pending bits; stores 16 bytes, so the buffer needs 16 bytes of
- * slack. Half the chain of shifts that two puts make. */
+/* Two puts in one: a (na < 64 bits) then b (nb bits), na + nb <= 120
+ * with the pending bits; stores 16 bytes, so the buffer needs 16 bytes
+ * of slack. Half the chain of shifts that two puts make. The 128 bits
+ * are two words shifted apart, not an __int128: its shifts by a
+ * variable count (shld, shrd) were a quarter of a split's time, on the
+ * chain from one put to the next. */
 ULP_ALWAYS_INLINE void bits_put2(bit_writer *w, uint64_t a, unsigned na, uint64_t b, unsigned nb)
 {
-    unsigned __int128 v = ((unsigned __int128)a | (unsigned __int128)b << na) << w->count | w->acc;
-    tf_le64_put(w->p, (uint64_t)v);
-    tf_le64_put(w->p + 8, (uint64_t)(v >> 64));
-    unsigned total = w->count + na + nb, whole = total >> 3;
+    uint64_t lo = a | b << na, hi = b >> 1 >> (63 - na); /* b >> (64 - na), 0 for na 0 */
+    unsigned count = w->count;
+    hi = hi << count | lo >> 1 >> (63 - count);
+    lo = lo << count | w->acc;
+    tf_le64_put(w->p, lo);
+    tf_le64_put(w->p + 8, hi);
+    unsigned total = count + na + nb, whole = total >> 3;
     w->p += whole;
-    w->acc = (uint64_t)(v >> (8 * whole));
+    /* the bits past the whole bytes, all in one word (none above them) */
+    w->acc = whole < 8 ? lo >> (8 * whole) : hi >> (8 * whole - 64);
     w->count = total & 7;
 }
 
