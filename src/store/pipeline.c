@@ -55,6 +55,7 @@ typedef struct {
     /* The jobs: group g is chunks [groups[g], groups[g + 1]). */
     size_t *groups;
     size_t ngroups;
+    size_t largest_group; /* its bytes */
     unsigned chunk_shift;
     tf_pool *pool;         /* the encoder's threads; NULL: the calling one */
     /* The deltas of superseded keyframes, encoded, stored once their
@@ -818,10 +819,30 @@ static int plan_chunks(file_job *f, tf_error *e)
                 group_bytes = 0;
             }
             group_bytes += f->chunks[k].len;
+            if (group_bytes > f->largest_group)
+                f->largest_group = group_bytes;
         }
     }
     f->groups[f->ngroups] = k;
     return 0;
+}
+
+/* A group in flight holds about this many times its bytes: its chunks,
+ * their references, the keyframes they supersede, the encodings of both
+ * and the codecs' scratch. (Two threads committing a bf16 checkpoint of
+ * 2 MiB chunks into a mount: each group more in flight, about 15 MiB
+ * more at the peak.) */
+#define GROUP_COPIES 8
+
+/* The groups in flight: TF_PIPELINE_WINDOW per thread, fewer where they
+ * would hold more than the writer's cache bound (a small cache asks for
+ * little memory), one per thread at least. */
+static size_t pipeline_window(const file_job *f)
+{
+    size_t threads = f->opts->threads, most = TF_PIPELINE_WINDOW * threads;
+    size_t cache = f->opts->cache_bytes ? f->opts->cache_bytes : TF_WRITE_CACHE_DEFAULT;
+    size_t fits = cache / GROUP_COPIES / (f->largest_group ? f->largest_group : 1);
+    return fits < threads ? threads : fits < most ? fits : most;
 }
 
 static void file_job_free(file_job *f)
@@ -867,8 +888,8 @@ int tf_encode_spans(tf_commit *c, const tf_write_opts *opts, tf_pool *pool, cons
     if (rc == 0 && opts->search)
         rc = search_models(&f, e);
     if (rc == 0)
-        rc = tf_pool_run_ordered(f.pool, f.ngroups, TF_PIPELINE_WINDOW * (size_t)opts->threads,
-                                 chunk_work, chunk_sink, &f, e);
+        rc = tf_pool_run_ordered(f.pool, f.ngroups, pipeline_window(&f), chunk_work, chunk_sink,
+                                 &f, e);
     if (rc == 0)
         rc = flush_superseded(&f, e);
     if (rc == 0) {
