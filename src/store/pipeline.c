@@ -835,13 +835,15 @@ static int plan_chunks(file_job *f, tf_error *e)
 #define GROUP_COPIES 8
 
 /* The groups in flight: TF_PIPELINE_WINDOW per thread, fewer where they
- * would hold more than the writer's cache bound (a small cache asks for
- * little memory), one per thread at least. */
+ * would hold more than the cache bound the writer was given (a small
+ * cache asks for little memory), one per thread at least. A writer given
+ * none (trajpack's) keeps them all, whatever its number of threads. */
 static size_t pipeline_window(const file_job *f)
 {
     size_t threads = f->opts->threads, most = TF_PIPELINE_WINDOW * threads;
-    size_t cache = f->opts->cache_bytes ? f->opts->cache_bytes : TF_WRITE_CACHE_DEFAULT;
-    size_t fits = cache / GROUP_COPIES / (f->largest_group ? f->largest_group : 1);
+    if (!f->opts->cache_bytes)
+        return most;
+    size_t fits = f->opts->cache_bytes / GROUP_COPIES / (f->largest_group ? f->largest_group : 1);
     return fits < threads ? threads : fits < most ? fits : most;
 }
 
