@@ -403,7 +403,8 @@ static int store_work(void *arg, size_t i, tf_error *e)
     c->stored = (tf_chunk_job){ .src = d->p->src.data + c->off, .len = c->len,
                                 .dtype = d->p->dtype, .ref = d->p->ref.data + c->off };
     c->stored.models[TF_CODEC_ULP] =
-        (tf_chunk_model){ model->data, model->len, model->len / d->chunks_of[c->tensor] };
+        (tf_chunk_model){ .data = model->data, .len = model->len,
+                          .share = model->len / d->chunks_of[c->tensor] };
     return tf_encode_chunk(&c->stored, e);
 }
 

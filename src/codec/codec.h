@@ -33,6 +33,8 @@ typedef struct {
     size_t ref_len;
     const uint8_t *model; /* codecs with a fit step: the tensor's shared model */
     size_t model_len;
+    const void *prepared; /* encode: what the codec's prepare made of this
+                             model, or NULL */
     const void *fit_opts; /* fit: the codec's own options (a codec with a
                              search: tf_search_opts), NULL for its defaults */
 } tf_codec_ctx;
@@ -110,6 +112,14 @@ typedef struct {
      * the codecs whose estimates come near the best one
      * (store/encode.h). */
     size_t (*estimate)(const uint8_t *src, size_t len, const tf_codec_ctx *ctx);
+    /* Optional, for a codec that needs its model: what encode makes of
+     * ctx->model before it codes a chunk (tables read, an encoder built),
+     * made once for the chunks that share the model and given to encode
+     * in ctx->prepared; NULL where the model is bad or memory lacks. A
+     * small chunk's encoding otherwise spends a good part of its time
+     * on it. */
+    void *(*prepare)(const tf_codec_ctx *ctx);
+    void (*prepared_free)(void *prepared);
     /* Appends the encoding of src[0..len) to out. Returns -1 when the codec
      * does not apply to this input (wrong dtype, no reference) or fails. */
     int (*encode)(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,

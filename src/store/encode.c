@@ -37,6 +37,7 @@ static bool competes(const tf_codec *codec, const tf_chunk_job *job, candidate *
     if (m->data) {
         c->ctx.model = m->data;
         c->ctx.model_len = m->len;
+        c->ctx.prepared = m->prepared;
         c->charge = codec->needs_model ? m->share : 0;
         return true;
     }
@@ -207,6 +208,7 @@ int tf_encode_chunk_as(tf_chunk_job *job, unsigned codec, tf_error *e)
         return tf_fail(e, EINVAL, "codec %u does not apply to the chunk", codec);
     ctx.model = given->data;
     ctx.model_len = given->len;
+    ctx.prepared = given->prepared;
     int rc = fits ? c->fit_encode(job->src, job->len, &ctx, &job->model, &job->out, e)
                   : c->encode(job->src, job->len, &ctx, &job->out, e);
     if (rc < 0)

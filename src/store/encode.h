@@ -18,6 +18,7 @@ typedef struct {
     size_t share; /* the chunk's part of the model's size, charged to the
                      codec's output when the model is stored (needs_model):
                      small tensors cannot amortize a model */
+    const void *prepared; /* the codec's prepare of data, or NULL */
 } tf_chunk_model;
 
 /* One chunk to encode. Every codec of the table competes that the job

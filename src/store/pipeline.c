@@ -265,7 +265,8 @@ static void offer_models(const file_job *f, const tf_span *s, tf_chunk_job *job)
             continue;
         if (f->opts->search && codec->search) {
             if (s->has_model[id])
-                job->models[id] = (tf_chunk_model){ s->model[id].data, s->model[id].len, 0 };
+                job->models[id] =
+                    (tf_chunk_model){ .data = s->model[id].data, .len = s->model[id].len };
         } else if (codec->fits_chunks_of && codec->fits_chunks_of(s->dtype)) {
             job->fit_chunk[id] = true;
             job->fit_opts[id] = codec->search ? &f->search_opts[id] : NULL;

@@ -22,13 +22,22 @@ void tf_shared_model_fit(tf_shared_model *m, unsigned dtype, const uint8_t *cons
     }
     free(s);
     free(r);
-    m->given = (tf_chunk_model){ m->model.data, m->model.len, n ? (m->blob.out.len + n - 1) / n : 0 };
+    if (m->made) {
+        tf_codec_ctx ctx = { .dtype = dtype, .model = m->model.data, .model_len = m->model.len };
+        m->prepared = tf_codec_get(TF_CODEC_ULP)->prepare(&ctx);
+    }
+    m->given = (tf_chunk_model){ .data = m->model.data, .len = m->model.len,
+                                 .share = n ? (m->blob.out.len + n - 1) / n : 0,
+                                 .prepared = m->prepared };
 }
 
 void tf_shared_model_free(tf_shared_model *m)
 {
     tf_buf_free(&m->model);
     tf_model_blob_free(&m->blob);
+    if (m->prepared)
+        tf_codec_get(TF_CODEC_ULP)->prepared_free(m->prepared);
+    m->prepared = NULL;
 }
 
 bool tf_shared_model_used(const tf_shared_model *m, const tf_chunk_job *job)

@@ -23,6 +23,7 @@ typedef struct {
     tf_buf model;
     tf_model_blob blob;   /* to store, once */
     tf_chunk_model given; /* for tf_chunk_job.models[TF_CODEC_ULP] */
+    void *prepared;       /* the codec's prepare of model, for given */
     bool made;
 } tf_shared_model;
 

@@ -46,7 +46,7 @@ static void tensor_free(tensor *t)
 
 static tf_chunk_model model_of(const tf_buf *model, size_t share)
 {
-    return (tf_chunk_model){ model->data, model->len, share };
+    return (tf_chunk_model){ .data = model->data, .len = model->len, .share = share };
 }
 
 /* The size of codec id's encoding of the tensor with what it needs. */

@@ -1,6 +1,7 @@
 /* Static interleaved rANS: table fitting and serialization, stream round
  * trips, and refusal of anything a hostile archive could feed it. */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -313,6 +314,32 @@ START_TEST(test_compresses_to_entropy)
 }
 END_TEST
 
+/* The plug-in entropy, row by row: sum c log2(total / c), for counts
+ * small and large (below and above the lookup of c log2 c), zeros and
+ * empty rows. */
+START_TEST(test_entropy_bits)
+{
+    const uint64_t flat[4] = { 1, 1, 1, 1 };
+    ck_assert_double_eq_tol(tf_rans_entropy_bits(flat, 1, 4), 8.0, 1e-12);
+    const uint64_t rows[3][3] = { { 3, 0, 1 }, { 0, 0, 0 }, { 5000, 5000, 0 } };
+    ck_assert_double_eq_tol(tf_rans_entropy_bits(&rows[0][0], 3, 3),
+                            3 * log2(4.0 / 3) + 2 + 10000, 1e-9);
+    for (int round = 0; round < 20; round++) {
+        uint64_t c[64];
+        double want = 0;
+        uint64_t total = 0;
+        for (unsigned i = 0; i < 64; i++) {
+            c[i] = rng_next() % (round & 1 ? 100000 : 50);
+            total += c[i];
+        }
+        for (unsigned i = 0; i < 64; i++)
+            if (c[i])
+                want += (double)c[i] * log2((double)total / (double)c[i]);
+        ck_assert_double_eq_tol(tf_rans_entropy_bits(c, 1, 64), want, want * 1e-12 + 1e-9);
+    }
+}
+END_TEST
+
 START_TEST(test_encode_refuses_uncovered_symbols)
 {
     uint64_t counts[2 * 4] = { 5, 5, 0, 0, 0, 0, 0, 0 }; /* context 1 unseen */
@@ -621,6 +648,7 @@ static Suite *rans_suite(void)
     tcase_add_test(tc, test_roundtrip_without_contexts);
     tcase_add_test(tc, test_certain_symbol_costs_nothing);
     tcase_add_test(tc, test_compresses_to_entropy);
+    tcase_add_test(tc, test_entropy_bits);
     tcase_add_test(tc, test_encode_refuses_uncovered_symbols);
     tcase_add_test(tc, test_simd_cap);
     tcase_add_test(tc, test_indexed_encoder_writes_the_same_bytes);

@@ -437,6 +437,84 @@ START_TEST(test_fit_encode_is_fit_then_encode)
 }
 END_TEST
 
+/* A model prepared once (tf_codec.prepare) encodes each chunk that
+ * shares it to the bytes encode gives with the model alone, for every
+ * dtype, pattern and a range of chunk sizes (one lane and sixteen, one
+ * stream and two), with and without SIMD; a bad model prepares to NULL. */
+START_TEST(test_prepared_model_encodes_the_same)
+{
+    static const size_t counts[] = { 1, 15, 17, 1024, 2047, 2048, 4099, 32768, 40000 };
+    static const pattern pats[] = { PAT_RANDOM, PAT_SPECIAL, PAT_TRAJECTORY };
+    unsigned dtype = test_float_dtypes[_i], size = tf_dtype_get(dtype)->size;
+    const size_t n = 100000, len = n * size;
+    for (size_t p = 0; p < ARRAY_LEN(pats); p++) {
+        uint8_t *x = malloc(len), *r = malloc(len);
+        make_pair(dtype, pats[p], n, 90 + p, x, r);
+        tf_buf model;
+        fit(dtype, x, r, len, &model);
+        tf_codec_ctx ctx = ctx_for(dtype, r, len, &model);
+        void *prepared = tf_codec_ulp.prepare(&ctx);
+        ck_assert_ptr_nonnull(prepared);
+        for (int simd = 0; simd < 2; simd++) {
+            tf_simd_level_cap(simd ? TF_SIMD_AVX512 : TF_SIMD_NONE);
+            for (size_t c = 0, at = 0; c < ARRAY_LEN(counts); at += counts[c], c++) {
+                const size_t k = counts[c] * size;
+                tf_buf alone = { 0 }, with = { 0 };
+                encode(dtype, x + at * size, r + at * size, k, &model, &alone);
+                tf_codec_ctx chunk = ctx_for(dtype, r + at * size, k, &model);
+                chunk.prepared = prepared;
+                tf_error e;
+                ck_assert_msg(tf_codec_ulp.encode(x + at * size, k, &chunk, &with, &e) == 0,
+                              "%s", e.msg);
+                ck_assert_msg(with.len == alone.len && memcmp(with.data, alone.data, with.len) == 0,
+                              "dtype %u pattern %zu chunk of %zu: other bytes", dtype, p,
+                              counts[c]);
+                tf_buf_free(&alone);
+                tf_buf_free(&with);
+            }
+        }
+        tf_simd_level_cap(TF_SIMD_AVX512);
+        tf_codec_ulp.prepared_free(prepared);
+        ctx.model_len = model.len - 1;
+        ck_assert_ptr_null(tf_codec_ulp.prepare(&ctx));
+        ctx.model_len = model.len;
+        ctx.dtype = dtype == TF_DT_F32 ? TF_DT_BF16 : TF_DT_F32;
+        ck_assert_ptr_null(tf_codec_ulp.prepare(&ctx));
+        tf_buf_free(&model);
+        free(x);
+        free(r);
+    }
+}
+END_TEST
+
+/* A fit gives the same model with SIMD and without, for tensors small
+ * enough that it counts in the reference's own range of exponents (found
+ * by vectors, and the rest one by one), of every dtype and pattern. */
+START_TEST(test_fit_same_with_and_without_simd)
+{
+    static const size_t counts[] = { 1, 7, 15, 16, 17, 31, 33, 1000, 4099, 65536 };
+    static const pattern pats[] = { PAT_RANDOM, PAT_SPECIAL, PAT_TRAJECTORY, PAT_SAME };
+    unsigned dtype = test_float_dtypes[_i], size = tf_dtype_get(dtype)->size;
+    for (size_t c = 0; c < ARRAY_LEN(counts); c++)
+        for (size_t p = 0; p < ARRAY_LEN(pats); p++) {
+            size_t len = counts[c] * size;
+            uint8_t *x = malloc(len), *r = malloc(len);
+            make_pair(dtype, pats[p], counts[c], 120 + c + p, x, r);
+            tf_buf plain, vector;
+            tf_simd_level_cap(TF_SIMD_NONE);
+            fit(dtype, x, r, len, &plain);
+            tf_simd_level_cap(TF_SIMD_AVX512);
+            fit(dtype, x, r, len, &vector);
+            ck_assert_msg(plain.len == vector.len && memcmp(plain.data, vector.data, plain.len) == 0,
+                          "dtype %u n %zu pattern %zu: another model", dtype, counts[c], p);
+            tf_buf_free(&plain);
+            tf_buf_free(&vector);
+            free(x);
+            free(r);
+        }
+}
+END_TEST
+
 /* The estimate from a chunk's sample lands near what fit_encode stores
  * (the chunk and its model). */
 START_TEST(test_estimate_near_the_size)
@@ -810,6 +888,8 @@ static Suite *ulp_suite(void)
     tcase_add_test(tc, test_chunks_decode_alone_and_encode_deterministically);
     tcase_add_test(tc, test_encode_output_is_pinned);
     tcase_add_loop_test(tc, test_fit_encode_is_fit_then_encode, 0, N_TEST_FLOAT_DTYPES);
+    tcase_add_loop_test(tc, test_prepared_model_encodes_the_same, 0, N_TEST_FLOAT_DTYPES);
+    tcase_add_loop_test(tc, test_fit_same_with_and_without_simd, 0, N_TEST_FLOAT_DTYPES);
     tcase_add_loop_test(tc, test_estimate_near_the_size, 0, 2);
     tcase_add_test(tc, test_refuses_what_does_not_apply);
     tcase_add_test(tc, test_uncovered_symbols);

@@ -281,8 +281,9 @@ static inline size_t turn_pos(size_t i, unsigned lanes, unsigned k, unsigned tur
 /* Symbols [from, to) backwards, one lane each in turn; returns whether
  * all were codable. (A state that runs wild after an uncodable symbol is
  * harmless: the stream is discarded.) */
-static bool put_range(const tf_rans_indexed *ix, const uint16_t *idx, unsigned k, unsigned turn,
-                      size_t from, size_t to, uint32_t *lane_x, unsigned lanes, uint8_t **words)
+static inline __attribute__((always_inline)) bool
+put_range(const tf_rans_indexed *ix, const uint16_t *idx, unsigned k, unsigned turn, size_t from,
+          size_t to, uint32_t *lane_x, unsigned lanes, uint8_t **words)
 {
     /* Local copies: stores of bytes through w could alias *words and
      * lane_x, which would then go back to memory after each one. */
@@ -475,7 +476,11 @@ int tf_rans_encode_indexed_turn(const tf_rans_indexed *ix, const uint16_t *idx, 
     if (lanes == 16 && m >= 64 && tf_simd_level_get() >= TF_SIMD_AVX2)
         vector_end = m & ~(size_t)15;
 #endif
-    bool codable = put_range(ix, idx, k, turn, vector_end, m, sw.x, lanes, &words);
+    /* One lane in one stream (a small chunk) gets a loop of its own: with
+     * the constants in, the index is the symbol's, with no division. */
+    bool codable = lanes == 1 && k == 1
+                       ? put_range(ix, idx, 1, 0, vector_end, m, sw.x, 1, &words)
+                       : put_range(ix, idx, k, turn, vector_end, m, sw.x, lanes, &words);
 #ifdef TF_X86_SIMD
     const uint16_t *mine = idx + (size_t)turn * lanes;
     if (vector_end && tf_simd_level_get() >= TF_SIMD_AVX512)

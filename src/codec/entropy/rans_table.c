@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 void tf_rans_table_free(tf_rans_table *t)
@@ -134,17 +135,37 @@ int tf_rans_table_fit_span(tf_rans_table *t, unsigned n_ctx, unsigned n_sym, uns
     return 0;
 }
 
+/* c log2 c for the counts below CLOG2C_SMALL, which samples and small
+ * chunks count in: a lookup where there would be a log2 a symbol. */
+#define CLOG2C_SMALL 4096
+static double clog2c_small[CLOG2C_SMALL];
+static pthread_once_t clog2c_once = PTHREAD_ONCE_INIT;
+
+static void clog2c_init(void)
+{
+    for (unsigned c = 1; c < CLOG2C_SMALL; c++)
+        clog2c_small[c] = c * log2(c);
+}
+
+static double clog2c(uint64_t c)
+{
+    return c < CLOG2C_SMALL ? clog2c_small[c] : (double)c * log2((double)c);
+}
+
+/* A row of total T holds sum c log2(T / c) = T log2 T - sum c log2 c. */
 double tf_rans_entropy_bits(const uint64_t *counts, size_t n_rows, unsigned n_sym)
 {
+    pthread_once(&clog2c_once, clog2c_init);
     double bits = 0;
     for (size_t row = 0; row < n_rows; row++) {
         const uint64_t *c = counts + row * n_sym;
         uint64_t total = 0;
-        for (unsigned s = 0; s < n_sym; s++)
+        double sum = 0;
+        for (unsigned s = 0; s < n_sym; s++) {
             total += c[s];
-        for (unsigned s = 0; s < n_sym; s++)
-            if (c[s])
-                bits += (double)c[s] * log2((double)total / (double)c[s]);
+            sum += clog2c(c[s]);
+        }
+        bits += clog2c(total) - sum;
     }
     return bits;
 }

@@ -5,10 +5,10 @@
 #include "codec/ulp/ulp_format.h"
 #include "common/dtype.h"
 
-int tf_ulp_format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_error *e)
+static int format_of_dtype(unsigned dtype, ulp_format *f, tf_error *e)
 {
-    *f = (ulp_format){ .dtype = ctx->dtype, .version = ULP_MODEL_VERSION };
-    switch (ctx->dtype) {
+    *f = (ulp_format){ .dtype = dtype, .version = ULP_MODEL_VERSION };
+    switch (dtype) {
 #define X(dt, size, man, exp, sb)                 \
     case dt:                                      \
         f->bytes = size;                          \
@@ -19,12 +19,22 @@ int tf_ulp_format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_erro
         ULP_FORMATS(X)
 #undef X
     default:
-        return tf_fail(e, EINVAL, "ulp: needs a float dtype, not %u", ctx->dtype);
+        return tf_fail(e, EINVAL, "ulp: needs a float dtype, not %u", dtype);
     }
+    return 0;
+}
+
+int tf_ulp_check_chunk(const tf_codec_ctx *ctx, size_t len, const ulp_format *f, tf_error *e)
+{
     if (!ctx->ref || ctx->ref_len != len || len % f->bytes)
         return tf_fail(e, EINVAL, "ulp: %zu bytes of %s need a reference of the same length",
-                       len, tf_dtype_get(ctx->dtype)->name);
+                       len, tf_dtype_get(f->dtype)->name);
     return 0;
+}
+
+int tf_ulp_format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_error *e)
+{
+    return format_of_dtype(ctx->dtype, f, e) < 0 ? -1 : tf_ulp_check_chunk(ctx, len, f, e);
 }
 
 static int read_model(const tf_codec_ctx *ctx, ulp_format *f, tf_rans_table *t, tf_error *e)
@@ -53,6 +63,11 @@ int tf_ulp_format_and_model(const tf_codec_ctx *ctx, size_t len, ulp_format *f,
     return tf_ulp_format_of(ctx, len, f, e) < 0 ? -1 : read_model(ctx, f, t, e);
 }
 
+int tf_ulp_model_of(const tf_codec_ctx *ctx, ulp_format *f, tf_rans_table *t, tf_error *e)
+{
+    return format_of_dtype(ctx->dtype, f, e) < 0 ? -1 : read_model(ctx, f, t, e);
+}
+
 int tf_ulp_read_model(const tf_codec_ctx *ctx, size_t len, tf_rans_table *t, tf_error *e)
 {
     ulp_format f;
@@ -75,6 +90,8 @@ const tf_codec tf_codec_ulp = {
     .fits_chunks_of = fits_chunks_of,
     .fit_encode = tf_ulp_fit_encode,
     .estimate = tf_ulp_estimate,
+    .prepare = tf_ulp_prepare,
+    .prepared_free = tf_ulp_prepared_free,
     .encode = tf_ulp_encode,
     .decode = tf_ulp_decode,
 };

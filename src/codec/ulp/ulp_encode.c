@@ -247,29 +247,77 @@ static void count_cells(uint64_t *cells, ctx_span span, const ulp_format *f, con
     }
 }
 
-ULP_ALWAYS_INLINE ctx_span span_sized(const uint8_t *ref, size_t n, unsigned bytes,
-                                      unsigned man, unsigned exp)
+/* The least and greatest exponent (context) of n elements, into *lo and
+ * *hi, which hold those of elements before them. */
+ULP_ALWAYS_INLINE void span_sized(const uint8_t *ref, size_t n, unsigned bytes, unsigned man,
+                                  unsigned exp, unsigned *lo, unsigned *hi)
 {
-    unsigned lo = ~0u, hi = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned c = context_of(tf_le_get(ref + i * bytes, bytes), man, exp);
-        lo = c < lo ? c : lo;
-        hi = c > hi ? c : hi;
+        *lo = c < *lo ? c : *lo;
+        *hi = c > *hi ? c : *hi;
     }
-    return n ? (ctx_span){ lo, hi + 1 - lo } : (ctx_span){ 0, 0 };
 }
+
+#ifdef TF_X86_SIMD
+/* span_sized of 2- and 4-byte elements, whole vectors of them by min and
+ * max, the rest one by one. */
+TF_AVX2_FUNCTION void span_avx2(const uint8_t *ref, size_t n, unsigned bytes, unsigned man,
+                                unsigned exp, unsigned *lo, unsigned *hi)
+{
+    const size_t per = 32 / bytes;
+    size_t i = 0;
+    if (n >= per) {
+        __m256i least = _mm256_set1_epi32(-1), most = _mm256_setzero_si256();
+        const __m256i mask = _mm256_set1_epi32((1 << exp) - 1);
+        for (; i + per <= n; i += per) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(ref + i * bytes));
+            if (bytes == 2) { /* each 16-bit context in the low half of a 32-bit lane */
+                __m256i even = _mm256_and_si256(_mm256_srli_epi32(v, man), mask);
+                __m256i odd = _mm256_and_si256(_mm256_srli_epi32(v, 16 + man), mask);
+                least = _mm256_min_epu32(least, _mm256_min_epu32(even, odd));
+                most = _mm256_max_epu32(most, _mm256_max_epu32(even, odd));
+            } else {
+                __m256i c = _mm256_and_si256(_mm256_srli_epi32(v, man), mask);
+                least = _mm256_min_epu32(least, c);
+                most = _mm256_max_epu32(most, c);
+            }
+        }
+        uint32_t l[8], h[8];
+        _mm256_storeu_si256((__m256i *)l, least);
+        _mm256_storeu_si256((__m256i *)h, most);
+        for (unsigned k = 0; k < 8; k++) {
+            *lo = l[k] < *lo ? l[k] : *lo;
+            *hi = h[k] > *hi ? h[k] : *hi;
+        }
+    }
+    span_sized(ref + i * bytes, n - i, bytes, man, exp, lo, hi);
+}
+#endif
 
 /* The exponents of n reference elements, from the least to the
  * greatest. */
 static ctx_span reference_span_exact(const ulp_format *f, const uint8_t *ref, size_t n)
 {
+    unsigned lo = ~0u, hi = 0;
     switch (f->dtype) {
+#ifdef TF_X86_SIMD
+#define X(dt, bytes, man, exp, sb)                           \
+    case dt:                                                 \
+        if (use_avx2(bytes))                                 \
+            span_avx2(ref, n, bytes, man, exp, &lo, &hi);    \
+        else                                                 \
+            span_sized(ref, n, bytes, man, exp, &lo, &hi);   \
+        break;
+#else
 #define X(dt, bytes, man, exp, sb) \
-    case dt: return span_sized(ref, n, bytes, man, exp);
+    case dt: span_sized(ref, n, bytes, man, exp, &lo, &hi); break;
+#endif
         ULP_FORMATS(X)
 #undef X
+    default: return (ctx_span){ 0, f->n_ctx };
     }
-    return (ctx_span){ 0, f->n_ctx };
+    return n ? (ctx_span){ lo, hi + 1 - lo } : (ctx_span){ 0, 0 };
 }
 
 /* The span counting the indexes of n elements needs. */
@@ -601,36 +649,73 @@ static int encode_streams(const tf_rans_indexed *ix, unsigned k, const uint16_t 
     return 0;
 }
 
-static int encode_indexed(const ulp_format *f, const tf_rans_table *t, const uint8_t *src,
-                          const uint8_t *ref, size_t n, uint8_t *raw, tf_buf *out,
-                          size_t *raw_len, tf_error *e)
+/* A model read, and its encoder built: per chunk, or once for the chunks
+ * that share the model (tf_ulp_prepare). */
+typedef struct {
+    ulp_format f;
+    tf_rans_table t;
+    tf_rans_indexed ix; /* all but F64, whose indexes do not fit 16 bits */
+} ulp_prepared;
+
+static void prepared_release(ulp_prepared *p)
+{
+    tf_rans_indexed_free(&p->ix);
+    tf_rans_table_free(&p->t);
+}
+
+static int prepare(ulp_prepared *p, const tf_codec_ctx *ctx, tf_error *e)
+{
+    *p = (ulp_prepared){ 0 };
+    if (tf_ulp_model_of(ctx, &p->f, &p->t, e) < 0)
+        return -1;
+    if (p->f.bytes != 8 && tf_rans_indexed_init(&p->ix, &p->t, p->f.sym_bits, e) < 0) {
+        prepared_release(p);
+        return -1;
+    }
+    return 0;
+}
+
+void *tf_ulp_prepare(const tf_codec_ctx *ctx)
+{
+    ulp_prepared *p = malloc(sizeof *p);
+    if (p && prepare(p, ctx, NULL) < 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void tf_ulp_prepared_free(void *prepared)
+{
+    if (prepared)
+        prepared_release(prepared);
+    free(prepared);
+}
+
+static int encode_indexed(const ulp_prepared *p, const uint8_t *src, const uint8_t *ref,
+                          size_t n, uint8_t *raw, tf_buf *out, size_t *raw_len, tf_error *e)
 {
     uint16_t *idx = malloc((n + 1) * sizeof *idx);
-    tf_rans_indexed ix = { 0 };
-    int rc = -1;
     if (!idx)
-        tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
-    else if (tf_rans_indexed_init(&ix, t, f->sym_bits, e) == 0) {
-        ctx_span span = { ix.ctx_lo, ix.n_rows };
-        *raw_len = split_residuals(f, src, ref, n, span, idx, raw);
-        rc = encode_streams(&ix, streams_of_chunk(f, n), idx, n, out, e);
-    }
-    tf_rans_indexed_free(&ix);
+        return tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
+    ctx_span span = { p->ix.ctx_lo, p->ix.n_rows };
+    *raw_len = split_residuals(&p->f, src, ref, n, span, idx, raw);
+    int rc = encode_streams(&p->ix, streams_of_chunk(&p->f, n), idx, n, out, e);
     free(idx);
     return rc;
 }
 
-static int encode_chunk(const ulp_format *f, const tf_rans_table *t, const uint8_t *src,
-                        const uint8_t *ref, size_t n, tf_buf *out, tf_error *e)
+static int encode_chunk(const ulp_prepared *p, const uint8_t *src, const uint8_t *ref, size_t n,
+                        tf_buf *out, tf_error *e)
 {
     /* At most 8 * bytes - 3 raw bits per element, plus the writer's slack. */
-    uint8_t *raw = malloc(n * f->bytes + 16);
+    uint8_t *raw = malloc(n * p->f.bytes + 16);
     if (!raw)
         return tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
     size_t raw_len = 0;
-    const unsigned k = streams_of_chunk(f, n);
-    int rc = f->bytes == 8 ? encode_f64(t, k, src, ref, n, raw, out, &raw_len, e)
-                           : encode_indexed(f, t, src, ref, n, raw, out, &raw_len, e);
+    const unsigned k = streams_of_chunk(&p->f, n);
+    int rc = p->f.bytes == 8 ? encode_f64(&p->t, k, src, ref, n, raw, out, &raw_len, e)
+                             : encode_indexed(p, src, ref, n, raw, out, &raw_len, e);
     if (rc == 0 && tf_buf_put(out, raw, raw_len) < 0)
         rc = tf_fail(e, ENOMEM, "ulp: out of memory for the raw bits");
     free(raw);
@@ -641,12 +726,19 @@ int tf_ulp_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_bu
                   tf_error *e)
 {
     ulp_format f;
-    tf_rans_table t;
-    if (tf_ulp_format_and_model(ctx, len, &f, &t, e) < 0)
+    if (tf_ulp_format_of(ctx, len, &f, e) < 0)
         return -1;
+    ulp_prepared own;
+    const ulp_prepared *p = ctx->prepared;
+    if (!p) {
+        if (prepare(&own, ctx, e) < 0)
+            return -1;
+        p = &own;
+    }
     size_t before = out->len;
-    int rc = encode_chunk(&f, &t, src, ctx->ref, len / f.bytes, out, e);
-    tf_rans_table_free(&t);
+    int rc = encode_chunk(p, src, ctx->ref, len / f.bytes, out, e);
+    if (p == &own)
+        prepared_release(&own);
     if (rc < 0)
         out->len = before; /* nothing half-written is left behind */
     return rc;
@@ -671,6 +763,7 @@ int tf_ulp_fit_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, t
         tf_codec_ctx with = *ctx;
         with.model = model->data;
         with.model_len = model->len;
+        with.prepared = NULL;
         return tf_ulp_encode(src, len, &with, out, e);
     }
     const ctx_span span = reference_span(&f, ctx->ref, n);

@@ -65,10 +65,16 @@ typedef struct {
  * whole number of elements matching a reference of the same length. */
 int tf_ulp_format_of(const tf_codec_ctx *ctx, size_t len, ulp_format *f, tf_error *e);
 
+/* The second half of tf_ulp_format_of: len against f and the reference. */
+int tf_ulp_check_chunk(const tf_codec_ctx *ctx, size_t len, const ulp_format *f, tf_error *e);
+
 /* tf_ulp_format_of, then the model of ctx read and checked for that
  * format into *t, which the caller frees; f->version is the model's. */
 int tf_ulp_format_and_model(const tf_codec_ctx *ctx, size_t len, ulp_format *f,
                             tf_rans_table *t, tf_error *e);
+
+/* The same for the model alone, of no chunk yet (tf_ulp_prepare). */
+int tf_ulp_model_of(const tf_codec_ctx *ctx, ulp_format *f, tf_rans_table *t, tf_error *e);
 
 /* The rANS streams of a chunk of n elements. */
 ULP_ALWAYS_INLINE unsigned streams_of_chunk(const ulp_format *f, size_t n)
@@ -133,6 +139,10 @@ int tf_ulp_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *
                tf_error *e);
 int tf_ulp_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *out,
                   tf_error *e);
+/* The model of ctx read, and its encoder built, once for the chunks that
+ * share it (tf_codec.prepare); NULL where it is bad or memory lacks. */
+void *tf_ulp_prepare(const tf_codec_ctx *ctx);
+void tf_ulp_prepared_free(void *prepared);
 /* Fits a model on the chunk and encodes it with that model, appending
  * the model to *model: what tf_ulp_fit of the chunk and tf_ulp_encode
  * with its model give, faster. */
