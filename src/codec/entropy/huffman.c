@@ -129,14 +129,18 @@ uint64_t tf_huff_cost_bits(const uint64_t *count, const uint8_t *len, unsigned n
     return bits;
 }
 
-/* The low n (<= 16) bits of code in reverse order. */
+/* The bits of each byte in reverse order (the classic construction: each
+ * step places two more bits, from the outside in). */
+#define REV2(n) (n), (n) + 2 * 64, (n) + 1 * 64, (n) + 3 * 64
+#define REV4(n) REV2(n), REV2((n) + 2 * 16), REV2((n) + 1 * 16), REV2((n) + 3 * 16)
+#define REV6(n) REV4(n), REV4((n) + 2 * 4), REV4((n) + 1 * 4), REV4((n) + 3 * 4)
+static const uint8_t reversed_byte[256] = { REV6(0), REV6(2), REV6(1), REV6(3) };
+
+/* The low n bits of code (n <= 16) in reverse order: codes are assigned
+ * MSB first, and read LSB first. */
 static uint16_t reverse_bits(uint16_t code, unsigned n)
 {
-    uint32_t x = code;
-    x = (x & 0x5555u) << 1 | (x >> 1 & 0x5555u);
-    x = (x & 0x3333u) << 2 | (x >> 2 & 0x3333u);
-    x = (x & 0x0f0fu) << 4 | (x >> 4 & 0x0f0fu);
-    x = (x & 0x00ffu) << 8 | (x >> 8 & 0x00ffu);
+    uint32_t x = (uint32_t)reversed_byte[code & 0xff] << 8 | reversed_byte[code >> 8];
     return (uint16_t)(x >> (16 - n));
 }
 

@@ -262,7 +262,10 @@ int tf_rans_indexed_init_span(tf_rans_indexed *ix, const tf_rans_table *t, unsig
 static inline uint32_t put_packed(uint32_t x, uint64_t entry, unsigned prec, uint8_t **w)
 {
     uint32_t hi = (uint32_t)(entry >> 32), freq = hi >> 20;
-    uint32_t emit = (x >> (32 - prec)) >= freq;
+    /* x >> (32 - prec) >= freq, with the shift on freq, known before x
+     * is: the chain from x to x, what bounds one lane, is a step
+     * shorter. */
+    uint32_t emit = x >= (uint64_t)freq << (32 - prec);
     (*w)[-2] = (uint8_t)x;
     (*w)[-1] = (uint8_t)(x >> 8);
     *w -= 2 * emit;
