@@ -292,7 +292,7 @@ static build_stats build_archive(const char *path, size_t checkpoints, const mod
         if (tf_segment_encode(&s, &seg, &e) < 0)
             die("encode segment", &e);
         st.blobs += nblobs;
-        if (tf_container_commit(&c, seg.data, seg.len, st.blobs, true, NULL, &e) < 0)
+        if (tf_container_commit(&c, seg.data, seg.len, st.blobs, TF_COMMIT_DURABLE, NULL, &e) < 0)
             die("commit", &e);
         st.catalog_raw += seg.len;
         st.catalog_stored += c.last.catalog_len;

@@ -203,9 +203,9 @@ static int add_inputs(const add_args *a, const cli_input_list *list)
                                            list->total_bytes, a->quiet);
     wopts.progress = bar ? on_progress : NULL;
     wopts.progress_arg = bar;
-    /* Each file is its own commit, made durable by the next one's sync,
-     * the last by tf_writer_settle: one sync a file. */
-    wopts.sync_later = true;
+    /* Each file is its own commit, written and made durable behind the
+     * encoding of the next; tf_writer_settle waits for the last. */
+    wopts.commit_behind = true;
     if (tf_writer_open(a->archive, a->create, a->chunk_shift, &wopts, &w, &e) < 0) {
         cli_progress_end(bar);
         cli_file_error(a->archive, e.msg);

@@ -24,6 +24,8 @@ static const uint8_t TRAILER_MAGIC[8] = { 0x89, 'T', 'R', 'J', 'E', 'N', 'D', '\
 
 int tf_container_pread(const tf_container *c, uint64_t off, void *buf, size_t len, tf_error *e)
 {
+    if (c->behind && tf_behind_read(c->behind, off, buf, len))
+        return 0; /* a commit's bytes, being written behind */
     return tf_io_pread(c->io, off, buf, len, e);
 }
 
@@ -183,6 +185,7 @@ static void find_last_commit(tf_container *c)
     uint64_t at;
     c->has_commit = find_commit_from(c, TF_SUPERBLOCK_SIZE, &c->last, &at);
     c->end = c->has_commit ? at + TF_TRAILER_SIZE : TF_SUPERBLOCK_SIZE;
+    c->durable_end = c->end;
 }
 
 int tf_container_poll(tf_container *c, tf_trailer *t, uint64_t *at, bool *found, tf_error *e)
@@ -261,6 +264,8 @@ int tf_container_open(tf_container *c, const char *path, const tf_open_opts *o, 
 
 void tf_container_close(tf_container *c)
 {
+    tf_behind_free(c->behind); /* waits: a writer settled it before */
+    c->behind = NULL;
     tf_buf_free(&c->pending); /* uncommitted */
     ZSTD_freeCCtx(c->cctx);
     c->cctx = NULL;
@@ -368,7 +373,7 @@ int tf_container_append_retirable(tf_container *c, const void *p, size_t len, ui
     return 0;
 }
 
-void tf_container_rollback(tf_container *c)
+static void cut_to_end(tf_container *c)
 {
     c->pending.len = 0;
     /* Unconditionally: a failed append may have written part of its bytes
@@ -376,6 +381,39 @@ void tf_container_rollback(tf_container *c)
     if (tf_io_truncate(c->io, c->end, NULL) == 0)
         c->file_size = c->end;
     c->retirable_run = false;
+}
+
+/* Waits for the commit written behind, if any: *synced tells whether it
+ * was there and is durable. Its failure breaks the container: the
+ * archive is cut back to what its last durable commit left. */
+static int settle_behind(tf_container *c, bool *synced, tf_error *e)
+{
+    *synced = false;
+    if (!c->broken.errnum && c->behind) {
+        tf_error why = { 0 };
+        if (tf_behind_wait(c->behind, synced, &why) < 0) {
+            c->broken = why;
+            c->end = c->durable_end;
+            cut_to_end(c);
+        } else if (*synced) {
+            c->durable_end = c->end;
+            c->trailer_unsynced = false;
+        }
+    }
+    if (c->broken.errnum) {
+        *synced = false;
+        if (e)
+            *e = c->broken;
+        return -1;
+    }
+    return 0;
+}
+
+void tf_container_rollback(tf_container *c)
+{
+    bool synced;
+    settle_behind(c, &synced, NULL);
+    cut_to_end(c);
 }
 
 int tf_container_punch(tf_container *c, uint64_t off, uint64_t len, tf_error *e)
@@ -390,42 +428,35 @@ int tf_container_punch(tf_container *c, uint64_t off, uint64_t len, tf_error *e)
 
 int tf_container_sync(tf_container *c, bool *synced, tf_error *e)
 {
-    /* A trailer left is known durable after this sync or never: after a
-     * failed one the kernel reports the lost writes once, and the next
-     * fsync succeeds whether they reached the disk or not. What its
-     * commit retired then stays in use (until trajpack gc), for the
-     * commit before it may be what the disk holds. */
-    bool left = c->trailer_unsynced;
-    c->trailer_unsynced = false;
-    *synced = false;
-    if (flush_pending(c, e) < 0 || tf_io_sync(c->io, e) < 0)
+    /* A commit written behind is durable once its job's syncs succeed,
+     * or never: after a failed fsync the kernel reports the lost writes
+     * once, and the next one succeeds whether they reached the disk or
+     * not. So its failure breaks the container (settle_behind), and what
+     * it retired stays in use (until trajpack gc). */
+    if (settle_behind(c, synced, e) < 0)
         return -1;
-    *synced = left;
+    if (flush_pending(c, e) < 0 || tf_io_sync(c->io, e) < 0) {
+        *synced = false;
+        return -1;
+    }
     return 0;
 }
 
-int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs,
-                        bool sync_trailer, bool *previous_synced, tf_error *e)
+/* The commit's tail: its segment compressed, then its trailer, into
+ * *stored; the trailer in *t. */
+static int make_tail(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs,
+                     tf_buf *stored, tf_trailer *t, tf_error *e)
 {
-    bool ignored;
-    if (!previous_synced)
-        previous_synced = &ignored;
-    *previous_synced = false;
-    tf_buf stored = { 0 };
-    uint8_t *dst = tf_buf_reserve(&stored, ZSTD_compressBound(len) + TF_TRAILER_SIZE);
+    uint8_t *dst = tf_buf_reserve(stored, ZSTD_compressBound(len) + TF_TRAILER_SIZE);
     if (!dst)
         return tf_fail(e, ENOMEM, "commit: out of memory");
-    if (!c->cctx && !(c->cctx = ZSTD_createCCtx())) {
-        tf_buf_free(&stored);
+    if (!c->cctx && !(c->cctx = ZSTD_createCCtx()))
         return tf_fail(e, ENOMEM, "commit: out of memory");
-    }
     size_t n =
         ZSTD_compressCCtx(c->cctx, dst, ZSTD_compressBound(len), segment, len, CATALOG_LEVEL);
-    if (ZSTD_isError(n)) {
-        tf_buf_free(&stored);
+    if (ZSTD_isError(n))
         return tf_fail(e, EIO, "commit: %s", ZSTD_getErrorName(n));
-    }
-    tf_trailer t = {
+    *t = (tf_trailer){
         .seq = c->has_commit ? c->last.seq + 1 : 1,
         .catalog_off = c->file_size,
         .catalog_len = n,
@@ -433,21 +464,57 @@ int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uin
         .prev = c->has_commit ? c->end - TF_TRAILER_SIZE : 0,
         .nblobs = nblobs,
     };
-    encode_trailer(dst + n, &t);
+    encode_trailer(dst + n, t);
+    tf_buf_commit(stored, n + TF_TRAILER_SIZE);
+    return 0;
+}
+
+/* The commit written behind: the blobs pending and its tail go to the
+ * container's thread (the first commit behind starts it). */
+static int commit_behind(tf_container *c, tf_buf *stored, tf_error *e)
+{
+    if (!c->behind && !(c->behind = tf_behind_new(c->io)))
+        return tf_fail(e, ENOMEM, "commit: cannot start the thread that writes commits");
+    uint64_t tail_off = c->file_size;
+    size_t tail_len = stored->len;
+    tf_behind_submit(c->behind, &c->pending, c->pending_off, stored, tail_off);
+    c->file_size = tail_off + tail_len;
+    return 0;
+}
+
+int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs,
+                        tf_commit_mode mode, bool *previous_synced, tf_error *e)
+{
+    bool ignored;
+    if (!previous_synced)
+        previous_synced = &ignored;
+    *previous_synced = false;
+    tf_buf stored = { 0 };
+    tf_trailer t;
     uint64_t off;
     /* Blobs must be durable before a trailer can point to them, and the
-     * trailer before we report success, or before the caller reports it
-     * after a later sync (sync_trailer false). */
-    int rc = -1;
-    if (tf_container_sync(c, previous_synced, e) < 0)
+     * trailer before we report success (or the caller reports it, after
+     * waiting for a commit written behind). */
+    int rc = make_tail(c, segment, len, nblobs, &stored, &t, e);
+    if (rc == 0 && settle_behind(c, previous_synced, e) < 0) {
+        tf_error_prefix(e, "commit: the commit before it");
+        rc = -1;
+    }
+    if (rc == 0 && mode == TF_COMMIT_DURABLE && tf_container_sync(c, &ignored, e) < 0) {
         tf_error_prefix(e, "commit");
-    else if (tf_container_append(c, dst, n + TF_TRAILER_SIZE, &off, e) < 0 ||
-             flush_pending(c, e) < 0)
+        rc = -1;
+    }
+    if (rc < 0)
         ;
-    else if (sync_trailer && tf_io_sync(c->io, e) < 0)
+    else if (mode == TF_COMMIT_BEHIND)
+        rc = commit_behind(c, &stored, e);
+    else if (tf_container_append(c, stored.data, stored.len, &off, e) < 0 ||
+             flush_pending(c, e) < 0)
+        rc = -1;
+    else if (tf_io_sync(c->io, e) < 0) {
         tf_error_prefix(e, "commit");
-    else
-        rc = 0;
+        rc = -1;
+    }
     tf_buf_free(&stored);
     if (rc < 0) {
         tf_container_rollback(c);
@@ -456,6 +523,8 @@ int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uin
     c->last = t;
     c->has_commit = true;
     c->end = c->file_size;
-    c->trailer_unsynced = !sync_trailer;
+    c->trailer_unsynced = mode == TF_COMMIT_BEHIND;
+    if (!c->trailer_unsynced)
+        c->durable_end = c->end;
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #include "common/buf.h"
 #include "common/error.h"
+#include "format/behind.h"
 #include "io/io.h"
 
 #define TF_FORMAT_VERSION 1
@@ -55,7 +56,25 @@ typedef struct {
     struct ZSTD_CCtx_s *cctx; /* the commits', kept: a context made for
                                  each would be mapped and cleared anew */
     bool trailer_unsynced; /* the last commit's trailer is not known durable */
+    tf_behind *behind;     /* writes commits behind (TF_COMMIT_BEHIND); NULL
+                              until the first */
+    uint64_t durable_end;  /* end of the last commit known durable */
+    tf_error broken;       /* a commit written behind failed: every write
+                              after it fails so (errnum 0: none did) */
 } tf_container;
+
+/* How tf_container_commit makes a commit durable. */
+typedef enum {
+    /* Synced before it returns. */
+    TF_COMMIT_DURABLE,
+    /* Written and synced by the container's thread (format/behind.h)
+     * while the caller goes on: its blobs, a sync, its trailer, a sync.
+     * The next commit, sync or rollback waits for it; a failure is
+     * theirs to report, and every write after it fails. The caller
+     * applies the commit at once: its bytes read from the job until
+     * they are written. */
+    TF_COMMIT_BEHIND,
+} tf_commit_mode;
 
 /* Creates a new, empty archive (fails if path exists). */
 int tf_container_create(const char *path, unsigned chunk_shift, tf_error *e);
@@ -112,19 +131,19 @@ int tf_container_append(tf_container *c, const void *p, size_t len, uint64_t *of
  * between (format/catalog.h). */
 int tf_container_append_retirable(tf_container *c, const void *p, size_t len, uint64_t *off,
                                   tf_error *e);
-/* Commits: fsync, append the compressed segment and trailer, and, with
- * sync_trailer, fsync; without, the trailer is left for the next sync
- * (tf_container_sync, or the first of the next commit) to make durable.
- * *previous_synced (unless NULL) tells whether the first fsync made the
- * previous commit's trailer durable (it had been left). On failure the appended
- * tail is cut off again and the archive is unchanged. */
+/* Commits: fsync, append the compressed segment and trailer, and fsync
+ * as mode says. *previous_synced (unless NULL) tells whether this made
+ * the previous commit's trailer durable (it was written behind). On
+ * failure the appended tail is cut off again and the
+ * archive is as its last durable commit left it. */
 int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs,
-                        bool sync_trailer, bool *previous_synced, tf_error *e);
+                        tf_commit_mode mode, bool *previous_synced, tf_error *e);
 /* Makes everything appended durable: *synced tells whether that made a
- * trailer left by tf_container_commit durable (after a failure, none
- * left is ever said to be). */
+ * trailer written behind durable (after a failure, none is ever said
+ * to be). */
 int tf_container_sync(tf_container *c, bool *synced, tf_error *e);
-/* Drops everything appended since the last commit. */
+/* Drops everything appended since the last commit (since the last
+ * durable one, after a commit written behind failed). */
 void tf_container_rollback(tf_container *c);
 /* Gives back the space of the whole TF_PUNCH_BLOCKs within committed
  * bytes [off, off + len) that no committed state reads (io/io.h punch);

@@ -145,8 +145,8 @@ bool tf_commit_keep_open_versions(const tf_archive *ar, const tf_write_opts *opt
     return k.more;
 }
 
-/* The previous commit's trailer, left for this commit's first sync
- * (tf_write_opts.sync_later), is durable: what that commit retired goes
+/* The previous commit, written behind (tf_write_opts.commit_behind), is
+ * durable now that this one waited for it: what that commit retired goes
  * back now, as it would have after its own trailer's sync. The archive
  * is still as that commit left it. */
 static void give_back_previous(tf_commit *c)
@@ -205,12 +205,13 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
         if (c->dropped)
             before = tf_liveness(c->ar, NULL, &c->give_back);
         /* A commit that drops files gives their space back at once. */
-        bool sync_later = c->opts->sync_later && !c->dropped, previous_synced = false;
+        bool behind = c->opts->commit_behind && !c->dropped, previous_synced = false;
         tf_buf raw = { 0 };
         rc = tf_segment_encode(&c->seg, &raw, e);
         if (rc == 0)
             rc = tf_container_commit(tf_archive_container(c->ar), raw.data, raw.len,
-                                     c->seg.first_blob + c->seg.nblobs, !sync_later,
+                                     c->seg.first_blob + c->seg.nblobs,
+                                     behind ? TF_COMMIT_BEHIND : TF_COMMIT_DURABLE,
                                      &previous_synced, e);
         tf_buf_free(&raw);
         if (previous_synced)
@@ -222,9 +223,10 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
             rc = tf_archive_apply(c->ar, &c->seg, e); /* takes the segment */
             if (hooks)
                 hooks->end(hooks->arg);
-            /* Durable: no committed state reads what it retired. Left
-             * for the next sync: given back after it. */
-            if (!sync_later)
+            /* Durable: no committed state reads what it retired. Written
+             * behind: given back once the next commit, or settling, has
+             * waited for it. */
+            if (!behind)
                 give_back_after(c, retired_before, rc == 0 ? before : NULL, nbefore);
         }
     }

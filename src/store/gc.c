@@ -184,7 +184,7 @@ static int write_archive(void *arg, const char *tmp, tf_error *e)
     if (rc == 0)
         rc = tf_segment_encode(&r->seg, &raw, e);
     if (rc == 0)
-        rc = tf_container_commit(&r->out, raw.data, raw.len, r->kept, true, NULL, e);
+        rc = tf_container_commit(&r->out, raw.data, raw.len, r->kept, TF_COMMIT_DURABLE, NULL, e);
     tf_buf_free(&raw);
     tf_container_close(&r->out);
     return rc;

@@ -122,7 +122,7 @@ static int keep_ino_counter(const tf_repack *rp, const char *tmp, tf_error *e)
     if (rc == 0) {
         rc = tf_segment_encode(&seg, &raw, e);
         if (rc == 0)
-            rc = tf_container_commit(&c, raw.data, raw.len, 0, true, NULL, e);
+            rc = tf_container_commit(&c, raw.data, raw.len, 0, TF_COMMIT_DURABLE, NULL, e);
         tf_container_close(&c);
     }
     tf_buf_free(&raw);

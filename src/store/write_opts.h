@@ -67,13 +67,14 @@ typedef struct {
      * replaces one) gives that directory's entry the commit's time, as a
      * file system gives a directory's mtime (a mount's writer). */
     bool dir_times;
-    /* A series of commits (trajpack add of many files): a commit's
-     * trailer is made durable by the next commit's first sync, which
-     * also makes that commit's blobs durable, or by tf_writer_settle;
-     * one sync a commit instead of two. The space a commit retires is
-     * given back once its trailer is durable, as always. A commit that
-     * drops files is synced at once. */
-    bool sync_later;
+    /* A series of commits (trajpack add of many files): each is written
+     * behind (format/container.h, TF_COMMIT_BEHIND), its payloads and
+     * trailer written and synced by the container's thread while the
+     * next file is encoded; the next commit, or tf_writer_settle, waits
+     * for it. The space a commit retires is given back once its trailer
+     * is durable, as always. A commit that drops files is synced at
+     * once. */
+    bool commit_behind;
     /* Bytes of reconstructed chunks the writer's reader caches (for a
      * parent that is not the file added just before); 0:
      * TF_WRITE_CACHE_DEFAULT. */

@@ -34,9 +34,9 @@ typedef struct tf_writer tf_writer;
  * to TF_CHUNK_SHIFT_MAX) an archive as its single writer. */
 int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
                    const tf_write_opts *opts, tf_writer **out, tf_error *e);
-/* Makes the last commit durable where opts.sync_later left its trailer
- * to a later sync, and gives back what it retired: 0, or -1 when the
- * sync failed (the commit may then be lost in a crash). */
+/* Waits for the last commit written behind (opts.commit_behind) to be
+ * durable, and gives back what it retired: 0, or -1 when writing or
+ * syncing it failed (it is then not in the archive). */
 int tf_writer_settle(tf_writer *w, tf_error *e);
 /* Settles (a failure unreported: call tf_writer_settle first to see
  * it), then closes. */

@@ -86,8 +86,9 @@ static int write_commits(tf_container *c, tf_cursor *in, tf_error *e)
         /* The segment's blobs may lie in what was just appended. */
         bool decoded = rc == 0 && fix_checksums(c, seg, m, nblobs, off + n, &fixed, &after) == 0;
         if (rc == 0)
-            rc = decoded ? tf_container_commit(c, fixed.data, fixed.len, after, true, NULL, e)
-                         : tf_container_commit(c, seg, m, nblobs, true, NULL, e);
+            rc = decoded ? tf_container_commit(c, fixed.data, fixed.len, after, TF_COMMIT_DURABLE,
+                                               NULL, e)
+                         : tf_container_commit(c, seg, m, nblobs, TF_COMMIT_DURABLE, NULL, e);
         if (!decoded)
             break; /* opening stops at this commit anyway */
         nblobs = after;

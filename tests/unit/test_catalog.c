@@ -1393,9 +1393,10 @@ static void history_segment(int k, tf_buf *out)
     ck_assert_int_eq(tf_segment_encode(&seg, out, NULL), 0);
 }
 
-/* Creates an archive of COMMITS commits, each appending some blob bytes
- * first; ends[k] is the end of commit k (ends[0]: the superblock). */
-static void build_history(const char *path, uint64_t ends[COMMITS + 1])
+/* Creates an archive of COMMITS commits made as mode says, each
+ * appending some blob bytes first, which read back at once; ends[k] is
+ * the end of commit k (ends[0]: the superblock). */
+static void build_history_as(const char *path, uint64_t ends[COMMITS + 1], tf_commit_mode mode)
 {
     tf_error e = { 0 };
     ck_assert_int_eq(tf_container_create(path, 16, &e), 0);
@@ -1412,17 +1413,60 @@ static void build_history(const char *path, uint64_t ends[COMMITS + 1])
         ck_assert_uint_eq(off, ends[k - 1]);
         ck_assert_uint_eq(c.end, ends[k - 1]); /* appended, not committed */
         history_segment(k, &seg);
-        ck_assert_msg(tf_container_commit(&c, seg.data, seg.len, (uint64_t)k * 10, true, NULL,
+        bool synced;
+        ck_assert_msg(tf_container_commit(&c, seg.data, seg.len, (uint64_t)k * 10, mode, &synced,
                                           &e) == 0,
                       "%s", e.msg);
+        /* written behind: the commit before is durable once this one
+         * has waited for it */
+        ck_assert(synced == (mode == TF_COMMIT_BEHIND && k > 1));
+        ck_assert(c.trailer_unsynced == (mode == TF_COMMIT_BEHIND));
         ck_assert_uint_eq(c.last.seq, (uint64_t)k);
         ck_assert_uint_eq(c.end, c.file_size);
         ck_assert_uint_gt(c.end, off + 10 + 17 * (size_t)k + TF_TRAILER_SIZE);
+        /* (behind: from the job's bytes, until the next commit waits) */
+        uint8_t back[64] = { 0 };
+        ck_assert_int_eq(tf_container_pread(&c, off, back, 10 + 17 * (size_t)k, &e), 0);
+        ck_assert(memcmp(back, blob, 10 + 17 * (size_t)k) == 0);
+        tf_trailer t;
+        ck_assert_msg(tf_container_read_trailer(&c, c.end - TF_TRAILER_SIZE, &t, &e) == 0, "%s",
+                      e.msg);
+        ck_assert_uint_eq(t.seq, (uint64_t)k);
         ends[k] = c.end;
     }
+    bool synced;
+    ck_assert_msg(tf_container_sync(&c, &synced, &e) == 0, "%s", e.msg);
+    ck_assert(synced == (mode == TF_COMMIT_BEHIND));
+    ck_assert(!c.trailer_unsynced);
     tf_buf_free(&seg);
     tf_container_close(&c);
 }
+
+static void build_history(const char *path, uint64_t ends[COMMITS + 1])
+{
+    build_history_as(path, ends, TF_COMMIT_DURABLE);
+}
+
+/* Commits written behind leave the bytes that commits synced at once
+ * leave, and reopen the same. */
+START_TEST(commits_written_behind_are_the_same)
+{
+    char durable[TEST_PATH_MAX], behind[TEST_PATH_MAX];
+    test_path("durable.trajfs", durable);
+    test_path("behind.trajfs", behind);
+    uint64_t ends[COMMITS + 1], ends_behind[COMMITS + 1];
+    build_history_as(durable, ends, TF_COMMIT_DURABLE);
+    build_history_as(behind, ends_behind, TF_COMMIT_BEHIND);
+    ck_assert(memcmp(ends, ends_behind, sizeof ends) == 0);
+    expect_commit(behind, COMMITS, ends[COMMITS]);
+    size_t len_a, len_b;
+    uint8_t *a = test_read_whole_file(durable, &len_a), *b = test_read_whole_file(behind, &len_b);
+    ck_assert_uint_eq(len_a, len_b);
+    ck_assert(memcmp(a, b, len_a) == 0);
+    free(a);
+    free(b);
+}
+END_TEST
 
 START_TEST(commits_survive_reopen)
 {
@@ -1566,7 +1610,8 @@ START_TEST(writable_open_cuts_the_torn_tail)
     /* The next commit follows the last good one and links to it. */
     tf_buf seg = { 0 };
     history_segment(9, &seg);
-    ck_assert_int_eq(tf_container_commit(&c, seg.data, seg.len, 99, true, NULL, &e), 0);
+    ck_assert_int_eq(tf_container_commit(&c, seg.data, seg.len, 99, TF_COMMIT_DURABLE, NULL, &e),
+                     0);
     ck_assert_uint_eq(c.last.seq, COMMITS);
     ck_assert_uint_eq(c.last.prev, ends[COMMITS - 1] - TF_TRAILER_SIZE);
     ck_assert_uint_eq(c.last.catalog_off, ends[COMMITS - 1]);
@@ -1673,6 +1718,7 @@ static Suite *catalog_suite(void)
     tcase_add_test(cont, open_rejects_what_is_not_an_archive);
     tcase_add_loop_test(cont, open_rejects_a_bad_superblock, 0, ARRAY_LEN(superblock_cases));
     tcase_add_test(cont, commits_survive_reopen);
+    tcase_add_test(cont, commits_written_behind_are_the_same);
     tcase_add_test(cont, rollback_drops_uncommitted_bytes);
     tcase_add_test(cont, every_torn_tail_falls_back_to_the_previous_commit);
     tcase_add_test(cont, garbage_after_the_last_commit_is_ignored);

@@ -146,7 +146,8 @@ static void write_archive(const plan *p, const tf_segment *const *segs, size_t n
     for (size_t k = 0; k < nsegs; k++) {
         encode(p, segs[k], &seg);
         nblobs += segs[k]->nblobs;
-        ck_assert_msg(tf_container_commit(&c, seg.data, seg.len, nblobs, true, NULL, &e) == 0,
+        ck_assert_msg(tf_container_commit(&c, seg.data, seg.len, nblobs, TF_COMMIT_DURABLE, NULL,
+                                          &e) == 0,
                       "%s", e.msg);
     }
     tf_buf_free(&seg);

@@ -155,8 +155,8 @@ static void commit_through(tf_container *c, const tf_segment *segs, size_t from,
     for (size_t k = from; k < to; k++) {
         enc.len = 0;
         ck_assert_int_eq(tf_segment_encode(&segs[k], &enc, NULL), 0);
-        ck_assert_msg(tf_container_commit(c, enc.data, enc.len,
-                                          segs[k].first_blob + segs[k].nblobs, true, NULL, &e) == 0,
+        ck_assert_msg(tf_container_commit(c, enc.data, enc.len, segs[k].first_blob + segs[k].nblobs,
+                                          TF_COMMIT_DURABLE, NULL, &e) == 0,
                       "%s", e.msg);
     }
     tf_buf_free(&enc);

@@ -260,8 +260,8 @@ static void commit_raw(const tf_segment *seg)
     ck_assert_msg(tf_container_open(&c, archive_path, &writable, &e) == 0, "%s", e.msg);
     tf_buf raw = { 0 };
     ck_assert_int_eq(tf_segment_encode(seg, &raw, NULL), 0);
-    ck_assert_msg(tf_container_commit(&c, raw.data, raw.len, seg->first_blob + seg->nblobs, true,
-                                      NULL, &e) == 0,
+    ck_assert_msg(tf_container_commit(&c, raw.data, raw.len, seg->first_blob + seg->nblobs,
+                                      TF_COMMIT_DURABLE, NULL, &e) == 0,
                   "%s", e.msg);
     tf_buf_free(&raw);
     tf_container_close(&c);
