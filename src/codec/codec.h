@@ -124,6 +124,13 @@ typedef struct {
      * does not apply to this input (wrong dtype, no reference) or fails. */
     int (*encode)(const uint8_t *src, size_t len, const tf_codec_ctx *ctx,
                   tf_buf *out, tf_error *e);
+    /* Optional: encode of two chunks whose contexts give the same model
+     * (and prepared model), side by side, each appended to its out (two
+     * distinct buffers) as encode appends it; faster where coding one
+     * chunk is one serial chain (a small ULP chunk's). On failure neither
+     * out is changed. */
+    int (*encode_pair)(const uint8_t *const src[2], const size_t len[2],
+                       const tf_codec_ctx *const ctx[2], tf_buf *const out[2], tf_error *e);
     /* Decodes exactly len bytes into dst. enc comes from an archive and is
      * untrusted: any inconsistency is an error, never an over-read. */
     int (*decode)(const uint8_t *enc, size_t enc_len, const tf_codec_ctx *ctx,

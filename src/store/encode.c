@@ -217,6 +217,35 @@ int tf_encode_chunk_as(tf_chunk_job *job, unsigned codec, tf_error *e)
     return 0;
 }
 
+void tf_encode_chunk_pair_as(tf_chunk_job *const jobs[2], unsigned codec, int rc[2])
+{
+    const tf_codec *c = tf_codec_get(codec);
+    const tf_chunk_model *m[2] = { c ? &jobs[0]->models[codec] : NULL,
+                                   c ? &jobs[1]->models[codec] : NULL };
+    if (c && c->encode_pair && c->delta && jobs[0]->ref && jobs[1]->ref && m[0]->data &&
+        m[0]->data == m[1]->data && m[0]->prepared == m[1]->prepared &&
+        jobs[0]->dtype == jobs[1]->dtype) {
+        tf_codec_ctx ctx[2];
+        for (unsigned j = 0; j < 2; j++) {
+            ctx[j] = (tf_codec_ctx){ .dtype = jobs[j]->dtype, .ref = jobs[j]->ref,
+                                     .ref_len = jobs[j]->len, .model = m[j]->data,
+                                     .model_len = m[j]->len, .prepared = m[j]->prepared };
+            jobs[j]->out.len = jobs[j]->model.len = 0;
+        }
+        const uint8_t *const src[2] = { jobs[0]->src, jobs[1]->src };
+        const size_t len[2] = { jobs[0]->len, jobs[1]->len };
+        const tf_codec_ctx *const cp[2] = { &ctx[0], &ctx[1] };
+        tf_buf *const out[2] = { &jobs[0]->out, &jobs[1]->out };
+        if (c->encode_pair(src, len, cp, out, NULL) == 0) {
+            jobs[0]->codec = jobs[1]->codec = (uint8_t)codec;
+            rc[0] = rc[1] = 0;
+            return;
+        }
+    }
+    for (unsigned j = 0; j < 2; j++)
+        rc[j] = tf_encode_chunk_as(jobs[j], codec, NULL);
+}
+
 int tf_encode_newest_keyframe(tf_chunk_job *job, tf_error *e)
 {
     const uint8_t *ref = job->ref;

@@ -68,6 +68,12 @@ int tf_encode_chunk(tf_chunk_job *job, tf_error *e);
  * when it does not apply. */
 int tf_encode_chunk_as(tf_chunk_job *job, unsigned codec, tf_error *e);
 
+/* tf_encode_chunk_as of two jobs, rc[j] job j's result (errors are not
+ * reported beyond that): side by side where the codec has encode_pair
+ * and the jobs give it the same model (codec/codec.h), else one after
+ * the other. The same bytes either way. */
+void tf_encode_chunk_pair_as(tf_chunk_job *const jobs[2], unsigned codec, int rc[2]);
+
 /* Encodes one chunk job as the newest checkpoint's keyframe: with
  * tf_codec_newest_keyframe (codec/codec.h), or raw where that is no
  * smaller. */

@@ -294,18 +294,24 @@ static const uint8_t *delta_ref(const chunk *ch, bool superseded)
  * given shared, the one fitted on its tensor's chunks in the group
  * (shared_blob, stored once), of which the chunk pays its share. ULP
  * alone: the slot needs a delta (a keyframe stays as it is), and ULP's
- * is the delta of float checkpoints. */
-static void encode_superseded(file_job *f, chunk *ch, const tf_chunk_model *shared,
-                              const tf_model_blob *shared_blob)
+ * is the delta of float checkpoints. First the job: */
+static void superseded_job(const file_job *f, chunk *ch, const tf_chunk_model *shared)
 {
     const tf_span *s = &f->spans[ch->span];
-    uint64_t slot = s->ref_blobs[ch->index];
     ch->rev = (tf_chunk_job){ .src = delta_src(ch, true), .len = ch->len, .dtype = s->dtype,
                               .ref = delta_ref(ch, true) };
     if (shared)
         ch->rev.models[TF_CODEC_ULP] = *shared;
+}
+
+/* ... then, encoded (rc 0) or not, whether the delta is kept; ch's
+ * sources go. */
+static void keep_superseded(file_job *f, chunk *ch, int rc, const tf_chunk_model *shared,
+                            const tf_model_blob *shared_blob)
+{
+    uint64_t slot = f->spans[ch->span].ref_blobs[ch->index];
     tf_error ignored; /* a delta that cannot be made is not made */
-    if (tf_encode_chunk_as(&ch->rev, TF_CODEC_ULP, NULL) == 0 &&
+    if (rc == 0 &&
         ch->rev.out.len + (shared ? shared->share : ch->rev.model.len) <
             tf_archive_blob(f->c->ar, slot)->enc_len &&
         (shared ? tf_model_blob_copy(shared_blob, &ch->rev_model, &ignored) == 0
@@ -315,6 +321,9 @@ static void encode_superseded(file_job *f, chunk *ch, const tf_chunk_model *shar
     else
         tf_buf_free(&ch->rev.out); /* the keyframe stays */
     tf_buf_free(&ch->rev.model);
+    free(ch->rev_src);
+    free(ch->rev_against);
+    ch->rev_src = ch->rev_against = NULL;
 }
 
 /* Fits m, shared by the n chunks from run on (of one tensor, in one
@@ -369,13 +378,30 @@ static void encode_superseded_group(file_job *f, size_t g)
         tf_shared_model m = { 0 };
         if (next - run > 1)
             fit_shared(&m, f, run, (size_t)(next - run), true);
+        const tf_chunk_model *shared = m.made ? &m.given : NULL;
+        /* two at a time: small chunks' deltas code side by side */
+        chunk *waiting = NULL;
         for (chunk *ch = run; ch < next; ch++) {
-            if (ch->rev_src)
-                encode_superseded(f, ch, m.made ? &m.given : NULL, &m.blob);
-            free(ch->rev_src);
-            free(ch->rev_against);
-            ch->rev_src = ch->rev_against = NULL;
+            if (!ch->rev_src) {
+                free(ch->rev_against);
+                ch->rev_against = NULL;
+                continue;
+            }
+            superseded_job(f, ch, shared);
+            if (!waiting) {
+                waiting = ch;
+                continue;
+            }
+            tf_chunk_job *const jobs[2] = { &waiting->rev, &ch->rev };
+            int rc[2];
+            tf_encode_chunk_pair_as(jobs, TF_CODEC_ULP, rc);
+            keep_superseded(f, waiting, rc[0], shared, &m.blob);
+            keep_superseded(f, ch, rc[1], shared, &m.blob);
+            waiting = NULL;
         }
+        if (waiting)
+            keep_superseded(f, waiting, tf_encode_chunk_as(&waiting->rev, TF_CODEC_ULP, NULL),
+                            shared, &m.blob);
         tf_shared_model_free(&m);
     }
 }

@@ -182,6 +182,57 @@ START_TEST(fit_model_goes_through_the_table)
 }
 END_TEST
 
+/* Two chunk jobs encoded as a pair get what each gets alone: side by
+ * side with a shared, prepared ULP model; one after the other with a
+ * model fitted on each chunk (then also the model). */
+START_TEST(pair_as_is_each_as)
+{
+    tensor *t = counting_tensor();
+    for (size_t i = 0; i < N; i++) { /* a delta with something to code */
+        float f = (float)i * 1.0001f;
+        memcpy(t->ref + 4 * i, &f, 4);
+    }
+    tf_buf model = { 0 };
+    ck_assert_int_eq(tf_fit_model(TF_CODEC_ULP, t->src, t->ref, LEN, TF_DT_F32, NULL, &model), 0);
+    tf_codec_ctx whole = { .dtype = TF_DT_F32, .model = model.data, .model_len = model.len };
+    void *prepared = tf_codec_get(TF_CODEC_ULP)->prepare(&whole);
+    ck_assert_ptr_nonnull(prepared);
+    const size_t part = LEN / 4; /* 1024 elements: one lane each */
+    for (int shared = 0; shared < 2; shared++) {
+        tf_chunk_job alone[2], pair[2];
+        for (unsigned j = 0; j < 2; j++) {
+            alone[j] = (tf_chunk_job){ .src = t->src + j * part, .len = part, .dtype = TF_DT_F32,
+                                       .ref = t->ref + j * part };
+            if (shared)
+                alone[j].models[TF_CODEC_ULP] = (tf_chunk_model){
+                    .data = model.data, .len = model.len, .prepared = prepared
+                };
+            pair[j] = alone[j];
+            ck_assert_int_eq(tf_encode_chunk_as(&alone[j], TF_CODEC_ULP, NULL), 0);
+        }
+        tf_chunk_job *const jobs[2] = { &pair[0], &pair[1] };
+        int rc[2];
+        tf_encode_chunk_pair_as(jobs, TF_CODEC_ULP, rc);
+        for (unsigned j = 0; j < 2; j++) {
+            ck_assert_int_eq(rc[j], 0);
+            ck_assert_uint_eq(pair[j].codec, TF_CODEC_ULP);
+            ck_assert(pair[j].out.len == alone[j].out.len &&
+                      memcmp(pair[j].out.data, alone[j].out.data, pair[j].out.len) == 0);
+            ck_assert(pair[j].model.len == alone[j].model.len &&
+                      memcmp(pair[j].model.data, alone[j].model.data, pair[j].model.len) == 0);
+            ck_assert_uint_eq(pair[j].model.len > 0, !shared);
+            tf_buf_free(&alone[j].out);
+            tf_buf_free(&alone[j].model);
+            tf_buf_free(&pair[j].out);
+            tf_buf_free(&pair[j].model);
+        }
+    }
+    tf_codec_get(TF_CODEC_ULP)->prepared_free(prepared);
+    tf_buf_free(&model);
+    tensor_free(t);
+}
+END_TEST
+
 static Suite *encode_suite(void)
 {
     Suite *s = suite_create("encode");
@@ -191,6 +242,7 @@ static Suite *encode_suite(void)
     tcase_add_test(tc, fitted_codecs_compete_with_what_they_need);
     tcase_add_test(tc, stored_models_are_charged_and_ties_go_to_decoding_alone);
     tcase_add_test(tc, fit_model_goes_through_the_table);
+    tcase_add_test(tc, pair_as_is_each_as);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,6 +1,7 @@
 /* Static interleaved rANS: table fitting and serialization, stream round
  * trips, and refusal of anything a hostile archive could feed it. */
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,6 +434,53 @@ static void fit_indexed(const sample *s, unsigned sym_bits, tf_rans_table *t, tf
     ck_assert_int_eq(tf_rans_indexed_init(ix, t, sym_bits, &e), 0);
 }
 
+/* Two one-lane streams coded side by side are the two streams coded one
+ * after the other, byte for byte, for lengths equal and not (either
+ * longer, either empty), appended after what their buffers held; a
+ * symbol without a frequency fails the pair. */
+START_TEST(test_pair_writes_the_same_bytes)
+{
+    const size_t lens[][2] = { { 0, 0 }, { 1, 0 }, { 0, 5 }, { 1024, 1024 }, { 1024, 1000 },
+                               { 7, 2047 }, { 333, 334 } };
+    sample s = make_sample(6, 40, 4096, 77);
+    tf_rans_table t;
+    tf_rans_indexed ix;
+    fit_indexed(&s, bits_for(s.n_sym), &t, &ix);
+    uint16_t *idx = malloc(s.n * sizeof *idx);
+    for (size_t i = 0; i < s.n; i++)
+        idx[i] = (uint16_t)tf_rans_index(&ix, s.ctx[i], s.sym[i]);
+    tf_error e;
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        const uint16_t *const two[2] = { idx, idx + 2048 };
+        tf_buf want[2] = { 0 }, got[2] = { 0 };
+        for (unsigned j = 0; j < 2; j++) {
+            ck_assert_int_eq(tf_rans_encode_indexed(&ix, two[j], lens[k][j], 1, &want[j], &e), 0);
+            tf_buf_put(&got[j], "head", 4 + j); /* what the buffers held */
+        }
+        tf_buf *const out[2] = { &got[0], &got[1] };
+        ck_assert_msg(tf_rans_encode_indexed_pair(&ix, two, lens[k], out, &e) == 0, "%s", e.msg);
+        for (unsigned j = 0; j < 2; j++) {
+            ck_assert_uint_eq(got[j].len, 4 + j + want[j].len);
+            ck_assert(memcmp(got[j].data + 4 + j, want[j].data, want[j].len) == 0);
+            tf_buf_free(&want[j]);
+            tf_buf_free(&got[j]);
+        }
+    }
+    /* an index whose entry has no frequency: the row past the last */
+    idx[2048 + 17] = (uint16_t)(ix.n_rows << ix.sym_bits);
+    const uint16_t *const two[2] = { idx, idx + 2048 };
+    const size_t n[2] = { 100, 100 };
+    tf_buf got[2] = { 0 };
+    tf_buf *const out[2] = { &got[0], &got[1] };
+    ck_assert_int_lt(tf_rans_encode_indexed_pair(&ix, two, n, out, &e), 0);
+    ck_assert_int_eq(e.errnum, EINVAL);
+    free(idx);
+    tf_rans_indexed_free(&ix);
+    tf_rans_table_free(&t);
+    free_sample(&s);
+}
+END_TEST
+
 START_TEST(test_indexed_encoder_writes_the_same_bytes)
 {
     /* Every size around the 16-lane rounds, every lane count, with and
@@ -652,6 +700,7 @@ static Suite *rans_suite(void)
     tcase_add_test(tc, test_encode_refuses_uncovered_symbols);
     tcase_add_test(tc, test_simd_cap);
     tcase_add_test(tc, test_indexed_encoder_writes_the_same_bytes);
+    tcase_add_test(tc, test_pair_writes_the_same_bytes);
     tcase_add_test(tc, test_indexed_encoder_refuses_uncovered_symbols);
     tcase_add_test(tc, test_turn_streams_are_the_streams_of_their_rounds);
     tcase_add_test(tc, test_decode_rejects_truncation);

@@ -487,6 +487,80 @@ START_TEST(test_prepared_model_encodes_the_same)
 }
 END_TEST
 
+/* encode_pair of two chunks is encode of each, byte for byte, appended
+ * after what the buffers held: side by side (one lane each, a prepared
+ * model) or one after the other (no prepared model, more lanes, two
+ * streams, F64), for every dtype. */
+START_TEST(test_pair_encodes_the_same)
+{
+    static const size_t pairs[][2] = { { 1, 1 }, { 1024, 1024 }, { 1024, 1000 }, { 17, 2047 },
+                                       { 2047, 2048 }, { 4099, 1024 }, { 40000, 1024 } };
+    unsigned dtype = test_float_dtypes[_i], size = tf_dtype_get(dtype)->size;
+    const size_t n = 100000, len = n * size;
+    uint8_t *x = malloc(len), *r = malloc(len);
+    make_pair(dtype, PAT_TRAJECTORY, n, 140, x, r);
+    tf_buf model;
+    fit(dtype, x, r, len, &model);
+    tf_codec_ctx whole = ctx_for(dtype, r, len, &model);
+    void *prepared = tf_codec_ulp.prepare(&whole);
+    ck_assert_ptr_nonnull(prepared);
+    for (int given = 0; given < 2; given++)
+        for (size_t k = 0; k < ARRAY_LEN(pairs); k++) {
+            const size_t at[2] = { 0, pairs[k][0] };
+            const uint8_t *src[2];
+            size_t bytes[2];
+            tf_codec_ctx ctx[2];
+            tf_buf want[2] = { 0 }, got[2] = { 0 };
+            for (unsigned j = 0; j < 2; j++) {
+                src[j] = x + at[j] * size;
+                bytes[j] = pairs[k][j] * size;
+                ctx[j] = ctx_for(dtype, r + at[j] * size, bytes[j], &model);
+                ctx[j].prepared = given ? prepared : NULL;
+                encode(dtype, src[j], ctx[j].ref, bytes[j], &model, &want[j]);
+                tf_buf_put(&got[j], "held", 3 + j);
+            }
+            const tf_codec_ctx *const cp[2] = { &ctx[0], &ctx[1] };
+            tf_buf *const out[2] = { &got[0], &got[1] };
+            tf_error e;
+            ck_assert_msg(tf_codec_ulp.encode_pair(src, bytes, cp, out, &e) == 0, "%s", e.msg);
+            for (unsigned j = 0; j < 2; j++) {
+                ck_assert_msg(got[j].len == 3 + j + want[j].len &&
+                                  memcmp(got[j].data + 3 + j, want[j].data, want[j].len) == 0,
+                              "dtype %u chunks of %zu and %zu, chunk %u: other bytes", dtype,
+                              pairs[k][0], pairs[k][1], j);
+                tf_buf_free(&want[j]);
+                tf_buf_free(&got[j]);
+            }
+        }
+    tf_codec_ulp.prepared_free(prepared);
+    tf_buf_free(&model);
+    /* A model that does not cover the second chunk: the pair fails and
+     * neither buffer changes. */
+    const size_t m = 1024, bytes = m * size;
+    make_pair(dtype, PAT_SAME, m, 141, x, r);
+    make_pair(dtype, PAT_RANDOM, m, 142, x + bytes, r + bytes);
+    fit(dtype, x, r, bytes, &model);
+    tf_codec_ctx ctx[2] = { ctx_for(dtype, r, bytes, &model),
+                            ctx_for(dtype, r + bytes, bytes, &model) };
+    ctx[0].prepared = ctx[1].prepared = prepared = tf_codec_ulp.prepare(&ctx[0]);
+    const uint8_t *const src[2] = { x, x + bytes };
+    const size_t lens[2] = { bytes, bytes };
+    const tf_codec_ctx *const cp[2] = { &ctx[0], &ctx[1] };
+    tf_buf got[2] = { 0 };
+    tf_buf *const out[2] = { &got[0], &got[1] };
+    tf_buf_put(&got[0], "held", 4);
+    tf_error e;
+    ck_assert_int_lt(tf_codec_ulp.encode_pair(src, lens, cp, out, &e), 0);
+    ck_assert_uint_eq(got[0].len, 4);
+    ck_assert_uint_eq(got[1].len, 0);
+    tf_buf_free(&got[0]);
+    tf_codec_ulp.prepared_free(prepared);
+    tf_buf_free(&model);
+    free(x);
+    free(r);
+}
+END_TEST
+
 /* A fit gives the same model with SIMD and without, for tensors small
  * enough that it counts in the reference's own range of exponents (found
  * by vectors, and the rest one by one), of every dtype and pattern. */
@@ -890,6 +964,7 @@ static Suite *ulp_suite(void)
     tcase_add_loop_test(tc, test_fit_encode_is_fit_then_encode, 0, N_TEST_FLOAT_DTYPES);
     tcase_add_loop_test(tc, test_prepared_model_encodes_the_same, 0, N_TEST_FLOAT_DTYPES);
     tcase_add_loop_test(tc, test_fit_same_with_and_without_simd, 0, N_TEST_FLOAT_DTYPES);
+    tcase_add_loop_test(tc, test_pair_encodes_the_same, 0, N_TEST_FLOAT_DTYPES);
     tcase_add_loop_test(tc, test_estimate_near_the_size, 0, 2);
     tcase_add_test(tc, test_refuses_what_does_not_apply);
     tcase_add_test(tc, test_uncovered_symbols);

@@ -159,6 +159,15 @@ int tf_rans_encode_indexed_turn(const tf_rans_indexed *ix, const uint16_t *idx, 
                                 unsigned lanes, unsigned k, unsigned turn, tf_buf *out,
                                 tf_error *e);
 
+/* The one-lane streams of two chunks, coded side by side: stream j, of
+ * the coding indexes idx[j][0..n[j]), is appended to out[j] (two
+ * distinct buffers), the bytes tf_rans_encode_indexed(ix, idx[j], n[j],
+ * 1, out[j]) gives. A one-lane stream's state updates form one chain,
+ * which bounds its speed; two of them interleave. (Small chunks have one
+ * lane: codec/ulp/ulp.h.) */
+int tf_rans_encode_indexed_pair(const tf_rans_indexed *ix, const uint16_t *const idx[2],
+                                const size_t n[2], tf_buf *const out[2], tf_error *e);
+
 typedef struct {
     unsigned n_ctx, prec;
     const uint32_t **slots_of_ctx; /* n_ctx entries, NULL when not built */

@@ -508,3 +508,45 @@ int tf_rans_encode_indexed(const tf_rans_indexed *ix, const uint16_t *idx, size_
 {
     return tf_rans_encode_indexed_turn(ix, idx, n, lanes, 1, 0, out, e);
 }
+
+/* Symbol i of a one-lane stream: its entry put into state *x, words
+ * below *w; false when it has no frequency. */
+static inline __attribute__((always_inline)) bool
+put_one(const tf_rans_indexed *ix, const uint16_t *idx, size_t i, uint32_t *x, uint8_t **w)
+{
+    uint64_t en = ix->entry[idx[i]];
+    *x = put_packed(*x, en, ix->prec, w);
+    return en != 0;
+}
+
+int tf_rans_encode_indexed_pair(const tf_rans_indexed *ix, const uint16_t *const idx[2],
+                                const size_t n[2], tf_buf *const out[2], tf_error *e)
+{
+    stream_writer a, b;
+    if (stream_begin(&a, n[0], 1, out[0], e) < 0 || stream_begin(&b, n[1], 1, out[1], e) < 0)
+        return -1;
+    /* Locals, not the writers' fields: the stores of words through wa
+     * and wb could alias those, which would then go back to memory. */
+    uint32_t xa = a.x[0], xb = b.x[0];
+    uint8_t *wa = a.top, *wb = b.top;
+    size_t ia = n[0], ib = n[1];
+    bool codable = true;
+    for (; ia && ib; ia--, ib--) {
+        codable &= put_one(ix, idx[0], ia - 1, &xa, &wa);
+        codable &= put_one(ix, idx[1], ib - 1, &xb, &wb);
+    }
+    for (; ia; ia--)
+        codable &= put_one(ix, idx[0], ia - 1, &xa, &wa);
+    for (; ib; ib--)
+        codable &= put_one(ix, idx[1], ib - 1, &xb, &wb);
+    for (unsigned j = 0; !codable && j < 2; j++)
+        for (size_t i = 0; i < n[j]; i++)
+            if (!ix->entry[idx[j][i]])
+                return tf_fail(e, EINVAL, "rans: symbol index %u at %zu has no frequency",
+                               idx[j][i], i);
+    a.x[0] = xa;
+    b.x[0] = xb;
+    stream_end(&a, wa, 1, out[0]);
+    stream_end(&b, wb, 1, out[1]);
+    return 0;
+}

@@ -93,5 +93,6 @@ const tf_codec tf_codec_ulp = {
     .prepare = tf_ulp_prepare,
     .prepared_free = tf_ulp_prepared_free,
     .encode = tf_ulp_encode,
+    .encode_pair = tf_ulp_encode_pair,
     .decode = tf_ulp_decode,
 };

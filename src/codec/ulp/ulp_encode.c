@@ -744,6 +744,65 @@ int tf_ulp_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_bu
     return rc;
 }
 
+/* Two one-lane, one-stream chunks of a prepared model: their indexes
+ * split, their streams coded side by side, each followed by its raw
+ * bits. */
+static int encode_pair_of(const ulp_prepared *p, const uint8_t *const src[2],
+                          const uint8_t *const ref[2], const size_t n[2], tf_buf *const out[2],
+                          tf_error *e)
+{
+    uint16_t *idx[2] = { malloc((n[0] + 1) * sizeof *idx[0]), malloc((n[1] + 1) * sizeof *idx[1]) };
+    uint8_t *raw[2] = { malloc(n[0] * p->f.bytes + 16), malloc(n[1] * p->f.bytes + 16) };
+    size_t raw_len[2];
+    int rc = -1;
+    if (!idx[0] || !idx[1] || !raw[0] || !raw[1]) {
+        tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu and %zu elements", n[0], n[1]);
+        goto done;
+    }
+    const ctx_span span = { p->ix.ctx_lo, p->ix.n_rows };
+    for (unsigned j = 0; j < 2; j++)
+        raw_len[j] = split_residuals(&p->f, src[j], ref[j], n[j], span, idx[j], raw[j]);
+    const uint16_t *const coded[2] = { idx[0], idx[1] };
+    rc = tf_rans_encode_indexed_pair(&p->ix, coded, n, out, e);
+    for (unsigned j = 0; j < 2 && rc == 0; j++)
+        if (tf_buf_put(out[j], raw[j], raw_len[j]) < 0)
+            rc = tf_fail(e, ENOMEM, "ulp: out of memory for the raw bits");
+done:
+    for (unsigned j = 0; j < 2; j++) {
+        free(idx[j]);
+        free(raw[j]);
+    }
+    return rc;
+}
+
+int tf_ulp_encode_pair(const uint8_t *const src[2], const size_t len[2],
+                       const tf_codec_ctx *const ctx[2], tf_buf *const out[2], tf_error *e)
+{
+    ulp_format f[2];
+    size_t n[2], before[2] = { out[0]->len, out[1]->len };
+    for (unsigned j = 0; j < 2; j++) {
+        if (tf_ulp_format_of(ctx[j], len[j], &f[j], e) < 0)
+            return -1;
+        n[j] = len[j] / f[j].bytes;
+    }
+    const ulp_prepared *p = ctx[0]->prepared;
+    int rc;
+    if (p && p == ctx[1]->prepared && f[0].dtype == f[1].dtype && p->f.bytes != 8 &&
+        lanes_of(n[0]) == 1 && lanes_of(n[1]) == 1 && streams_of_chunk(&p->f, n[0]) == 1 &&
+        streams_of_chunk(&p->f, n[1]) == 1) {
+        const uint8_t *const ref[2] = { ctx[0]->ref, ctx[1]->ref };
+        rc = encode_pair_of(p, src, ref, n, out, e);
+    } else {
+        rc = tf_ulp_encode(src[0], len[0], ctx[0], out[0], e);
+        if (rc == 0)
+            rc = tf_ulp_encode(src[1], len[1], ctx[1], out[1], e);
+    }
+    if (rc < 0)
+        for (unsigned j = 0; j < 2; j++)
+            out[j]->len = before[j]; /* nothing half-written is left behind */
+    return rc;
+}
+
 /* ---- fitted on the chunk itself ---- */
 
 /* The indexes are computed once, under the span the fit counts in, and

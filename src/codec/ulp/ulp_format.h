@@ -139,6 +139,8 @@ int tf_ulp_fit(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *
                tf_error *e);
 int tf_ulp_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_buf *out,
                   tf_error *e);
+int tf_ulp_encode_pair(const uint8_t *const src[2], const size_t len[2],
+                       const tf_codec_ctx *const ctx[2], tf_buf *const out[2], tf_error *e);
 /* The model of ctx read, and its encoder built, once for the chunks that
  * share it (tf_codec.prepare); NULL where it is bad or memory lacks. */
 void *tf_ulp_prepare(const tf_codec_ctx *ctx);
