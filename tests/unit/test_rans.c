@@ -474,6 +474,9 @@ START_TEST(test_pair_writes_the_same_bytes)
     tf_buf *const out[2] = { &got[0], &got[1] };
     ck_assert_int_lt(tf_rans_encode_indexed_pair(&ix, two, n, out, &e), 0);
     ck_assert_int_eq(e.errnum, EINVAL);
+    ck_assert_uint_eq(got[0].len + got[1].len, 0);
+    tf_buf_free(&got[0]);
+    tf_buf_free(&got[1]);
     free(idx);
     tf_rans_indexed_free(&ix);
     tf_rans_table_free(&t);

@@ -554,6 +554,7 @@ START_TEST(test_pair_encodes_the_same)
     ck_assert_uint_eq(got[0].len, 4);
     ck_assert_uint_eq(got[1].len, 0);
     tf_buf_free(&got[0]);
+    tf_buf_free(&got[1]);
     tf_codec_ulp.prepared_free(prepared);
     tf_buf_free(&model);
     free(x);
