@@ -435,6 +435,8 @@ int tf_container_sync(tf_container *c, bool *synced, tf_error *e)
      * it retired stays in use (until trajpack gc). */
     if (settle_behind(c, synced, e) < 0)
         return -1;
+    if (*synced && !c->pending.len && c->file_size == c->end)
+        return 0; /* nothing appended since the job's sync */
     if (flush_pending(c, e) < 0 || tf_io_sync(c->io, e) < 0) {
         *synced = false;
         return -1;
