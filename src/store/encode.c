@@ -196,19 +196,25 @@ int tf_fit_model(unsigned codec, const uint8_t *src, const uint8_t *ref, size_t 
     return c && c->fit ? c->fit(src, len, &ctx, model, NULL) : -1;
 }
 
+/* What codec `codec` gets for the job: its reference, and the model it
+ * is given (none: data NULL). */
+static tf_codec_ctx given_ctx(const tf_chunk_job *job, unsigned codec)
+{
+    const tf_chunk_model *given = &job->models[codec];
+    return (tf_codec_ctx){ .dtype = job->dtype, .ref = job->ref,
+                           .ref_len = job->ref ? job->len : 0, .model = given->data,
+                           .model_len = given->len, .prepared = given->prepared };
+}
+
 int tf_encode_chunk_as(tf_chunk_job *job, unsigned codec, tf_error *e)
 {
     const tf_codec *c = tf_codec_get(codec);
-    tf_codec_ctx ctx = { .dtype = job->dtype, .ref = job->ref, .ref_len = job->ref ? job->len : 0 };
     job->out.len = 0;
     job->model.len = 0;
-    const tf_chunk_model *given = c ? &job->models[codec] : NULL;
-    bool fits = c && c->needs_model && !given->data;
+    bool fits = c && c->needs_model && !job->models[codec].data;
     if (!c || c->delta != (job->ref != NULL) || (fits && !c->fit_encode))
         return tf_fail(e, EINVAL, "codec %u does not apply to the chunk", codec);
-    ctx.model = given->data;
-    ctx.model_len = given->len;
-    ctx.prepared = given->prepared;
+    tf_codec_ctx ctx = given_ctx(job, codec);
     int rc = fits ? c->fit_encode(job->src, job->len, &ctx, &job->model, &job->out, e)
                   : c->encode(job->src, job->len, &ctx, &job->out, e);
     if (rc < 0)
@@ -227,9 +233,7 @@ void tf_encode_chunk_pair_as(tf_chunk_job *const jobs[2], unsigned codec, int rc
         jobs[0]->dtype == jobs[1]->dtype) {
         tf_codec_ctx ctx[2];
         for (unsigned j = 0; j < 2; j++) {
-            ctx[j] = (tf_codec_ctx){ .dtype = jobs[j]->dtype, .ref = jobs[j]->ref,
-                                     .ref_len = jobs[j]->len, .model = m[j]->data,
-                                     .model_len = m[j]->len, .prepared = m[j]->prepared };
+            ctx[j] = given_ctx(jobs[j], codec);
             jobs[j]->out.len = jobs[j]->model.len = 0;
         }
         const uint8_t *const src[2] = { jobs[0]->src, jobs[1]->src };

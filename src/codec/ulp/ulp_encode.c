@@ -692,33 +692,58 @@ void tf_ulp_prepared_free(void *prepared)
     free(prepared);
 }
 
-static int encode_indexed(const ulp_prepared *p, const uint8_t *src, const uint8_t *ref,
-                          size_t n, uint8_t *raw, tf_buf *out, size_t *raw_len, tf_error *e)
+/* A chunk of n elements split under a prepared model: its coding
+ * indexes (all but F64's) and its raw bits. */
+typedef struct {
+    uint16_t *idx;
+    uint8_t *raw;
+    size_t n, raw_len;
+} split_chunk;
+
+static void split_free(split_chunk *s)
 {
-    uint16_t *idx = malloc((n + 1) * sizeof *idx);
-    if (!idx)
+    free(s->idx);
+    free(s->raw);
+}
+
+/* Room for the split (F64: for the raw bits alone), and, but for F64,
+ * the split itself. */
+static int split_chunk_of(const ulp_prepared *p, const uint8_t *src, const uint8_t *ref, size_t n,
+                          split_chunk *s, tf_error *e)
+{
+    /* At most 8 * bytes - 3 raw bits per element, plus the writer's slack. */
+    *s = (split_chunk){ .n = n, .raw = malloc(n * p->f.bytes + 16) };
+    if (p->f.bytes != 8)
+        s->idx = malloc((n + 1) * sizeof *s->idx);
+    if (!s->raw || (p->f.bytes != 8 && !s->idx)) {
+        split_free(s);
         return tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
-    ctx_span span = { p->ix.ctx_lo, p->ix.n_rows };
-    *raw_len = split_residuals(&p->f, src, ref, n, span, idx, raw);
-    int rc = encode_streams(&p->ix, streams_of_chunk(&p->f, n), idx, n, out, e);
-    free(idx);
-    return rc;
+    }
+    if (p->f.bytes != 8)
+        s->raw_len = split_residuals(&p->f, src, ref, n, (ctx_span){ p->ix.ctx_lo, p->ix.n_rows },
+                                     s->idx, s->raw);
+    return 0;
+}
+
+static int put_raw(const split_chunk *s, tf_buf *out, tf_error *e)
+{
+    return tf_buf_put(out, s->raw, s->raw_len) < 0
+               ? tf_fail(e, ENOMEM, "ulp: out of memory for the raw bits")
+               : 0;
 }
 
 static int encode_chunk(const ulp_prepared *p, const uint8_t *src, const uint8_t *ref, size_t n,
                         tf_buf *out, tf_error *e)
 {
-    /* At most 8 * bytes - 3 raw bits per element, plus the writer's slack. */
-    uint8_t *raw = malloc(n * p->f.bytes + 16);
-    if (!raw)
-        return tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu elements", n);
-    size_t raw_len = 0;
+    split_chunk s;
+    if (split_chunk_of(p, src, ref, n, &s, e) < 0)
+        return -1;
     const unsigned k = streams_of_chunk(&p->f, n);
-    int rc = p->f.bytes == 8 ? encode_f64(&p->t, k, src, ref, n, raw, out, &raw_len, e)
-                             : encode_indexed(p, src, ref, n, raw, out, &raw_len, e);
-    if (rc == 0 && tf_buf_put(out, raw, raw_len) < 0)
-        rc = tf_fail(e, ENOMEM, "ulp: out of memory for the raw bits");
-    free(raw);
+    int rc = p->f.bytes == 8 ? encode_f64(&p->t, k, src, ref, n, s.raw, out, &s.raw_len, e)
+                             : encode_streams(&p->ix, k, s.idx, n, out, e);
+    if (rc == 0)
+        rc = put_raw(&s, out, e);
+    split_free(&s);
     return rc;
 }
 
@@ -744,34 +769,25 @@ int tf_ulp_encode(const uint8_t *src, size_t len, const tf_codec_ctx *ctx, tf_bu
     return rc;
 }
 
-/* Two one-lane, one-stream chunks of a prepared model: their indexes
- * split, their streams coded side by side, each followed by its raw
- * bits. */
+/* Two one-lane chunks of a prepared model (not F64): their streams
+ * coded side by side, each followed by its raw bits. */
 static int encode_pair_of(const ulp_prepared *p, const uint8_t *const src[2],
                           const uint8_t *const ref[2], const size_t n[2], tf_buf *const out[2],
                           tf_error *e)
 {
-    uint16_t *idx[2] = { malloc((n[0] + 1) * sizeof *idx[0]), malloc((n[1] + 1) * sizeof *idx[1]) };
-    uint8_t *raw[2] = { malloc(n[0] * p->f.bytes + 16), malloc(n[1] * p->f.bytes + 16) };
-    size_t raw_len[2];
-    int rc = -1;
-    if (!idx[0] || !idx[1] || !raw[0] || !raw[1]) {
-        tf_fail(e, ENOMEM, "ulp: out of memory encoding %zu and %zu elements", n[0], n[1]);
-        goto done;
+    split_chunk s[2];
+    if (split_chunk_of(p, src[0], ref[0], n[0], &s[0], e) < 0)
+        return -1;
+    if (split_chunk_of(p, src[1], ref[1], n[1], &s[1], e) < 0) {
+        split_free(&s[0]);
+        return -1;
     }
-    const ctx_span span = { p->ix.ctx_lo, p->ix.n_rows };
-    for (unsigned j = 0; j < 2; j++)
-        raw_len[j] = split_residuals(&p->f, src[j], ref[j], n[j], span, idx[j], raw[j]);
-    const uint16_t *const coded[2] = { idx[0], idx[1] };
-    rc = tf_rans_encode_indexed_pair(&p->ix, coded, n, out, e);
+    const uint16_t *const idx[2] = { s[0].idx, s[1].idx };
+    int rc = tf_rans_encode_indexed_pair(&p->ix, idx, n, out, e);
     for (unsigned j = 0; j < 2 && rc == 0; j++)
-        if (tf_buf_put(out[j], raw[j], raw_len[j]) < 0)
-            rc = tf_fail(e, ENOMEM, "ulp: out of memory for the raw bits");
-done:
-    for (unsigned j = 0; j < 2; j++) {
-        free(idx[j]);
-        free(raw[j]);
-    }
+        rc = put_raw(&s[j], out[j], e);
+    split_free(&s[0]);
+    split_free(&s[1]);
     return rc;
 }
 
@@ -787,9 +803,10 @@ int tf_ulp_encode_pair(const uint8_t *const src[2], const size_t len[2],
     }
     const ulp_prepared *p = ctx[0]->prepared;
     int rc;
+    /* one lane: under ULP_ONE_LANE_BELOW elements, so one stream */
+    _Static_assert(ULP_ONE_LANE_BELOW <= ULP_STREAMS_FROM, "a one-lane chunk has two streams");
     if (p && p == ctx[1]->prepared && f[0].dtype == f[1].dtype && p->f.bytes != 8 &&
-        lanes_of(n[0]) == 1 && lanes_of(n[1]) == 1 && streams_of_chunk(&p->f, n[0]) == 1 &&
-        streams_of_chunk(&p->f, n[1]) == 1) {
+        lanes_of(n[0]) == 1 && lanes_of(n[1]) == 1) {
         const uint8_t *const ref[2] = { ctx[0]->ref, ctx[1]->ref };
         rc = encode_pair_of(p, src, ref, n, out, e);
     } else {
