@@ -55,44 +55,56 @@ typedef struct {
     uint64_t tensor_bytes, delta_bytes;
 } delta_share;
 
-static delta_share measure_deltas(const tf_archive *ar, const tf_entry *ent)
+/* The share of ent's tensor bytes stored as deltas into *d; false (after
+ * a message) when a blob's record cannot be read. */
+static bool measure_deltas(const tf_archive *ar, const tf_entry *ent, delta_share *d)
 {
-    delta_share d = { 0, 0 };
+    *d = (delta_share){ 0, 0 };
     for (uint64_t t = 0; t < ent->ntensors; t++) {
         const tf_tensor_span *ts = &ent->tensors[t];
         uint64_t n = tf_tensor_nchunks(ar, ent, t), chunk_bytes = tf_tensor_chunk_bytes(ar, ts);
-        d.tensor_bytes += ts->nbytes;
+        d->tensor_bytes += ts->nbytes;
         for (uint64_t k = 0; k < n; k++) {
-            uint64_t b = ent->chunks[ts->first_chunk + k];
-            if (b >= tf_archive_nblobs(ar) || !tf_archive_blob(ar, b)->ref)
+            tf_blob b;
+            tf_error e;
+            if (tf_archive_blob(ar, ent->chunks[ts->first_chunk + k], &b, &e) < 0) {
+                cli_error("%s: %s", ent->path, e.msg);
+                return false;
+            }
+            if (!b.ref)
                 continue;
             uint64_t at = k * chunk_bytes;
-            d.delta_bytes += ts->nbytes - at < chunk_bytes ? ts->nbytes - at : chunk_bytes;
+            d->delta_bytes += ts->nbytes - at < chunk_bytes ? ts->nbytes - at : chunk_bytes;
         }
     }
-    return d;
+    return true;
 }
 
 /* Stored bytes charged to each entry (see tf_archive_blob_owners). */
 static file_cost *charge_entries(const tf_archive *ar)
 {
     size_t n = tf_archive_nentries(ar);
-    uint64_t *owners = tf_archive_blob_owners(ar);
-    file_cost *cost = calloc(n ? n : 1, sizeof *cost);
-    if (!owners || !cost) {
+    tf_error e;
+    uint64_t *owners = tf_archive_blob_owners(ar, &e);
+    file_cost *cost = owners ? calloc(n ? n : 1, sizeof *cost) : NULL;
+    if (!cost) {
+        cli_error("%s", owners ? "out of memory" : e.msg);
         free(owners);
-        free(cost);
-        cli_error("out of memory");
         return NULL;
     }
     for (uint64_t b = 0; b < tf_archive_nblobs(ar); b++) {
+        tf_blob blob;
         if (!owners[b])
             continue;
-        const tf_blob *blob = tf_archive_blob(ar, b);
+        if (tf_archive_blob(ar, b, &blob, &e) < 0) {
+            cli_error("%s", e.msg);
+            free(owners);
+            free(cost);
+            return NULL;
+        }
         file_cost *fc = &cost[owners[b] - 1];
-        fc->stored += blob->enc_len;
-        fc->by_codec[blob->codec < TF_CODEC_COUNT ? blob->codec : TF_CODEC_COUNT] +=
-            blob->enc_len;
+        fc->stored += blob.enc_len;
+        fc->by_codec[blob.codec < TF_CODEC_COUNT ? blob.codec : TF_CODEC_COUNT] += blob.enc_len;
     }
     free(owners);
     return cost;
@@ -146,12 +158,16 @@ static void format_mix(const tf_entry *ent, const file_cost *fc, char *out, size
 /* "delta 93%" for a tensor file: the share of its tensor bytes stored as
  * deltas, never rounded to 0% or 100% unless it is exactly that; "-" for
  * other entries and tensor files without tensor bytes. */
-static void format_delta(const tf_archive *ar, const tf_entry *ent, char *out, size_t outsz)
+static bool format_delta(const tf_archive *ar, const tf_entry *ent, char *out, size_t outsz)
 {
-    delta_share d = tf_entry_is_tensor_file(ent) ? measure_deltas(ar, ent) : (delta_share){ 0 };
+    delta_share d = { 0, 0 };
+    if (tf_entry_is_tensor_file(ent) && !measure_deltas(ar, ent, &d)) {
+        snprintf(out, outsz, "?");
+        return false;
+    }
     if (d.tensor_bytes == 0) {
         snprintf(out, outsz, "-");
-        return;
+        return true;
     }
     unsigned pct = (unsigned)(100.0 * (double)d.delta_bytes / (double)d.tensor_bytes + 0.5);
     if (pct == 0 && d.delta_bytes)
@@ -159,6 +175,7 @@ static void format_delta(const tf_archive *ar, const tf_entry *ent, char *out, s
     if (pct == 100 && d.delta_bytes < d.tensor_bytes)
         pct = 99;
     snprintf(out, outsz, "delta %u%%", pct);
+    return true;
 }
 
 static void format_ratio(uint64_t size, uint64_t stored, char *out, size_t outsz)
@@ -169,11 +186,13 @@ static void format_ratio(uint64_t size, uint64_t stored, char *out, size_t outsz
         snprintf(out, outsz, "%.2fx", (double)size / (double)stored);
 }
 
-static void print_long(const tf_archive *ar, const tf_entry *ent, const file_cost *fc)
+/* One entry of `list -l`; false (after a message, the line printed with
+ * "?" for what could not be read) when a blob's record cannot be read. */
+static bool print_long(const tf_archive *ar, const tf_entry *ent, const file_cost *fc)
 {
     char mode[11], size[CLI_SIZE_LEN], stored[CLI_SIZE_LEN], ratio[32], delta[16], mix[128];
     format_mode(ent, mode);
-    format_delta(ar, ent, delta, sizeof delta);
+    bool ok = format_delta(ar, ent, delta, sizeof delta);
     if (tf_entry_is_regular(ent)) {
         cli_format_size(ent->size, size);
         cli_format_size(fc->stored, stored);
@@ -194,6 +213,7 @@ static void print_long(const tf_archive *ar, const tf_entry *ent, const file_cos
         cli_put_visible(stdout, ent->target);
     }
     putchar('\n');
+    return ok;
 }
 
 static void print_total(const tf_archive *ar, const bool *selected, const file_cost *cost)
@@ -229,20 +249,21 @@ static int print_entries(const tf_archive *ar, const size_t *order, const bool *
     file_cost *cost = NULL;
     if (long_format && !(cost = charge_entries(ar)))
         return CLI_EXIT_FAIL;
+    bool ok = true;
     for (size_t k = 0; k < tf_archive_nentries(ar); k++) {
         size_t i = order[k];
         const tf_entry *ent = tf_archive_entry(ar, i);
         if (!selected[i])
             continue;
         if (long_format)
-            print_long(ar, ent, &cost[i]);
+            ok &= print_long(ar, ent, &cost[i]);
         else
             printf("%s%s\n", ent->path, ent->kind == TF_ENTRY_DIR ? "/" : "");
     }
     if (long_format)
         print_total(ar, selected, cost);
     free(cost);
-    return CLI_EXIT_OK;
+    return ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
 /* ---- blob listing ------------------------------------------------------ */
@@ -255,24 +276,33 @@ static void print_blob_index(uint64_t plus_one)
         fputs("\t-", stdout);
 }
 
-static void print_blob(const tf_archive *ar, uint64_t b)
+/* The columns of blob b; false (after a message) when its record cannot
+ * be read. */
+static bool print_blob(const tf_archive *ar, uint64_t b)
 {
-    const tf_blob *blob = tf_archive_blob(ar, b);
-    printf("%llu\t%llu\t%llu\t%llu\t%s", (unsigned long long)b,
-           (unsigned long long)blob->offset, (unsigned long long)blob->enc_len,
-           (unsigned long long)blob->raw_len, tf_codec_name(blob->codec));
-    print_blob_index(blob->ref);
-    print_blob_index(blob->model);
+    tf_blob blob;
+    tf_error e;
+    if (tf_archive_blob(ar, b, &blob, &e) < 0) {
+        cli_error("%s", e.msg);
+        return false;
+    }
+    printf("%llu\t%llu\t%llu\t%llu\t%s", (unsigned long long)b, (unsigned long long)blob.offset,
+           (unsigned long long)blob.enc_len, (unsigned long long)blob.raw_len,
+           tf_codec_name(blob.codec));
+    print_blob_index(blob.ref);
+    print_blob_index(blob.model);
+    return true;
 }
 
-static void print_chunk_uses(const tf_archive *ar, const tf_entry *ent, bool *used)
+static bool print_chunk_uses(const tf_archive *ar, const tf_entry *ent, bool *used)
 {
     for (uint64_t c = 0; c < ent->nchunks; c++) {
         uint64_t b = ent->chunks[c];
         if (b >= tf_archive_nblobs(ar))
             continue;
         used[b] = true;
-        print_blob(ar, b);
+        if (!print_blob(ar, b))
+            return false;
         printf("\t%s\t", ent->path);
         uint64_t t = tf_tensor_of_chunk(ar, ent, c);
         if (t < ent->ntensors) {
@@ -282,6 +312,7 @@ static void print_chunk_uses(const tf_archive *ar, const tf_entry *ent, bool *us
             printf("-\t%llu\n", (unsigned long long)c);
         }
     }
+    return true;
 }
 
 static int print_blobs(tf_archive *ar, const size_t *order, const bool *selected, bool all)
@@ -293,20 +324,22 @@ static int print_blobs(tf_archive *ar, const size_t *order, const bool *selected
         return CLI_EXIT_FAIL;
     }
     puts("#blob\toffset\tenc_len\traw_len\tcodec\tref\tmodel\tpath\ttensor\tchunk");
-    for (size_t k = 0; k < tf_archive_nentries(ar); k++) {
+    bool ok = true;
+    for (size_t k = 0; ok && k < tf_archive_nentries(ar); k++) {
         const tf_entry *ent = tf_archive_entry(ar, order[k]);
         if (selected[order[k]] && tf_entry_is_regular(ent))
-            print_chunk_uses(ar, ent, used);
+            ok = print_chunk_uses(ar, ent, used);
     }
     /* Models and references left by replaced files, when listing all. */
-    for (uint64_t b = 0; all && b < nblobs; b++) {
+    for (uint64_t b = 0; ok && all && b < nblobs; b++) {
         if (!used[b]) {
-            print_blob(ar, b);
-            puts("\t-\t-\t-");
+            ok = print_blob(ar, b);
+            if (ok)
+                puts("\t-\t-\t-");
         }
     }
     free(used);
-    return CLI_EXIT_OK;
+    return ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
 /* ---- the verb ---------------------------------------------------------- */

@@ -59,17 +59,19 @@ static blob_state check_blob(verifier *v, uint64_t b)
         return BLOB_BAD; /* the catalog decoder rejects this; stay safe */
     if (v->state[b] != BLOB_UNCHECKED)
         return v->state[b];
-    const tf_blob *blob = tf_archive_blob(v->ar, b);
+    tf_blob blob;
     tf_error e;
     v->blobs_checked++;
     cli_hint_until(&v->hint, v->reader, v->ar, v->order, v->norder, v->raw_checked + CLI_HINT_WINDOW);
-    v->raw_checked += blob->raw_len;
-    int rc;
-    if (blob->raw_len > MAX_RAW_BYTES)
-        rc = tf_fail(&e, 0, "blob %llu: implausible length %llu",
-                     (unsigned long long)b, (unsigned long long)blob->raw_len);
-    else
-        rc = tf_reader_blob(v->reader, b, v->buf, &e);
+    int rc = tf_archive_blob(v->ar, b, &blob, &e);
+    uint64_t raw = rc == 0 ? blob.raw_len : 0; /* as measure() counted it */
+    if (rc == 0) {
+        v->raw_checked += raw;
+        rc = blob.raw_len > MAX_RAW_BYTES
+                 ? tf_fail(&e, 0, "blob %llu: implausible length %llu", (unsigned long long)b,
+                           (unsigned long long)blob.raw_len)
+                 : tf_reader_blob(v->reader, b, v->buf, &e);
+    }
     if (rc < 0) {
         v->state[b] = BLOB_BAD;
         v->why[b] = strdup(e.msg);
@@ -77,7 +79,7 @@ static blob_state check_blob(verifier *v, uint64_t b)
     } else {
         v->state[b] = BLOB_GOOD;
     }
-    cli_progress_add(v->bar, blob->raw_len);
+    cli_progress_add(v->bar, raw);
     return v->state[b];
 }
 
@@ -129,7 +131,9 @@ static void measure(const tf_archive *ar, const uint64_t *blobs, size_t n, uint6
 {
     *total = *largest = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t raw = tf_archive_blob(ar, blobs[i])->raw_len;
+        tf_blob b;
+        tf_error ignored; /* the check of the blob reports it */
+        uint64_t raw = tf_archive_blob(ar, blobs[i], &b, &ignored) == 0 ? b.raw_len : 0;
         *total += raw;
         if (raw <= MAX_RAW_BYTES && raw > *largest)
             *largest = raw;

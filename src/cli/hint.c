@@ -28,10 +28,12 @@ uint64_t *cli_blob_order(const tf_archive *ar, const size_t *files, size_t nfile
 void cli_hint_until(cli_hint *h, tf_reader_ctx *r, const tf_archive *ar, const uint64_t *blobs,
                     size_t n, uint64_t until)
 {
-    uint64_t nblobs = tf_archive_nblobs(ar);
     size_t from = h->next;
-    for (; h->next < n && h->raw < until; h->next++)
-        if (blobs[h->next] < nblobs) /* else damage, reported by the read */
-            h->raw += tf_archive_blob(ar, blobs[h->next])->raw_len;
+    for (; h->next < n && h->raw < until; h->next++) {
+        tf_blob b;
+        tf_error ignored; /* damage, reported by the read */
+        if (tf_archive_blob(ar, blobs[h->next], &b, &ignored) == 0)
+            h->raw += b.raw_len;
+    }
     tf_reader_will_need(r, blobs + from, h->next - from);
 }

@@ -21,7 +21,20 @@ typedef struct {
     stats *st;
     tf_reader_ctx *reader;
     tf_ulp_blobs *ulp; /* the ulp breakdown, with reader */
+    tf_error failed;   /* the first blob record that could not be read */
 } stats_ctx;
+
+/* Blob b's record into *out; false (noted in cx->failed, once) when it
+ * cannot be read: the figures would be wrong, and stats fails. */
+static bool record_of(stats_ctx *cx, uint64_t b, tf_blob *out)
+{
+    tf_error e;
+    if (tf_archive_blob(cx->ar, b, out, &e) == 0)
+        return true;
+    if (!cx->failed.errnum)
+        cx->failed = e;
+    return false;
+}
 
 /* Bytes that blob b (and the model it needs) add when entry owner_plus1
  * uses it now; 0 when they were charged already. The model's share goes
@@ -30,16 +43,17 @@ static uint64_t charge(stats_ctx *cx, uint64_t b, uint64_t owner_plus1, uint64_t
                        uint64_t *model_bytes)
 {
     uint64_t nblobs = tf_archive_nblobs(cx->ar), bytes = 0;
-    if (b >= nblobs || cx->owners[b] != owner_plus1 || cx->counted[b])
+    tf_blob blob, model;
+    if (b >= nblobs || cx->owners[b] != owner_plus1 || cx->counted[b] || !record_of(cx, b, &blob))
         return 0;
-    const tf_blob *blob = tf_archive_blob(cx->ar, b);
     cx->counted[b] = true;
-    bytes += blob->enc_len;
+    bytes += blob.enc_len;
     (*blobs)++;
-    uint64_t m = blob->model;
-    if (m && m - 1 < nblobs && cx->owners[m - 1] == owner_plus1 && !cx->counted[m - 1]) {
+    uint64_t m = blob.model;
+    if (m && m - 1 < nblobs && cx->owners[m - 1] == owner_plus1 && !cx->counted[m - 1] &&
+        record_of(cx, m - 1, &model)) {
         cx->counted[m - 1] = true;
-        *model_bytes = tf_archive_blob(cx->ar, m - 1)->enc_len;
+        *model_bytes = model.enc_len;
         bytes += *model_bytes;
         (*blobs)++;
     }
@@ -89,10 +103,11 @@ static void account_chunk(stats_ctx *cx, size_t i, unsigned dtype, uint64_t b,
     add_row(&st->tensors, weights, bytes, blobs);
     add_row(&st->by_dtype[dtype], weights, bytes, blobs);
     add_row(&st->by_entry[i], weights, bytes, blobs);
+    tf_blob blob;
     if (blobs == 0) {
         add_row(&st->dedup, weights, 0, 0);
-    } else {
-        unsigned codec = tf_archive_blob(cx->ar, b)->codec;
+    } else if (record_of(cx, b, &blob)) {
+        unsigned codec = blob.codec;
         add_row(&st->by_codec[codec < TF_CODEC_COUNT ? codec : TF_CODEC_COUNT], weights,
                 bytes, blobs);
         if (codec == TF_CODEC_ULP && !account_ulp(cx, i, dtype, b, model_bytes))
@@ -180,13 +195,17 @@ int stats_gather(tf_archive *ar, stats *st)
     size_t n = tf_archive_nentries(ar);
     uint64_t nblobs = tf_archive_nblobs(ar);
     stats_ctx cx = { .ar = ar, .st = st };
-    cx.owners = tf_archive_blob_owners(ar);
+    tf_error e;
+    if (!(cx.owners = tf_archive_blob_owners(ar, &e))) {
+        cli_error("%s", e.msg);
+        return -1;
+    }
     cx.counted = calloc(nblobs ? nblobs : 1, sizeof *cx.counted);
     cx.reader = tf_reader_new(ar, CACHE_BYTES);
     cx.ulp = cx.reader ? tf_ulp_blobs_new(cx.reader) : NULL;
     st->by_entry = calloc(n ? n : 1, sizeof *st->by_entry);
     st->notes = calloc(n ? n : 1, sizeof *st->notes);
-    if (!cx.owners || !cx.counted || !cx.ulp || !st->by_entry || !st->notes) {
+    if (!cx.counted || !cx.ulp || !st->by_entry || !st->notes) {
         stats_ctx_free(&cx);
         cli_error("out of memory");
         return -1;
@@ -194,9 +213,14 @@ int stats_gather(tf_archive *ar, stats *st)
     st->allocated_known = cli_archive_allocated(ar, &st->allocated_bytes);
     for (size_t i = 0; i < n; i++)
         account_entry(&cx, i, tf_archive_entry(ar, i));
+    tf_blob blob;
     for (uint64_t b = 0; b < nblobs; b++)
-        if (!cx.owners[b] && !tf_archive_blob_serves_slot(ar, b))
-            st->unused_bytes += tf_archive_blob(ar, b)->enc_len;
+        if (!cx.owners[b] && !tf_archive_blob_serves_slot(ar, b) && record_of(&cx, b, &blob))
+            st->unused_bytes += blob.enc_len;
     stats_ctx_free(&cx);
+    if (cx.failed.errnum) {
+        cli_error("%s", cx.failed.msg);
+        return -1;
+    }
     return 0;
 }

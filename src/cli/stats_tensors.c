@@ -29,7 +29,9 @@ typedef struct {
     uint64_t first_ref_at;        /* that chunk's number in the tensor */
 } tensor_cost;
 
-static void cost_tensor(const tf_archive *ar, const tf_entry *ent, uint64_t t, tensor_cost *tc)
+/* The cost of tensor t of ent; false (after a message) when a blob's
+ * record cannot be read. */
+static bool cost_tensor(const tf_archive *ar, const tf_entry *ent, uint64_t t, tensor_cost *tc)
 {
     const tf_tensor_span *ts = &ent->tensors[t];
     uint64_t n = tf_tensor_nchunks(ar, ent, t);
@@ -37,20 +39,28 @@ static void cost_tensor(const tf_archive *ar, const tf_entry *ent, uint64_t t, t
     *tc = (tensor_cost){ 0 };
     for (uint64_t k = 0; k < n; k++) {
         uint64_t b = ent->chunks[ts->first_chunk + k];
-        const tf_blob *blob = tf_archive_blob(ar, b);
-        tc->stored += blob->enc_len;
-        if (blob->model && blob->model != model) {
-            model = blob->model;
-            tc->stored += tf_archive_blob(ar, model - 1)->enc_len;
+        tf_blob blob, shared;
+        tf_error e;
+        if (tf_archive_blob(ar, b, &blob, &e) < 0 ||
+            (blob.model && blob.model != model &&
+             tf_archive_blob(ar, blob.model - 1, &shared, &e) < 0)) {
+            cli_error("%s: %s: %s", ent->path, tf_tensor_name(ent, t), e.msg);
+            return false;
         }
-        tc->chunks[blob->codec < TF_CODEC_COUNT ? blob->codec : TF_CODEC_COUNT]++;
-        if (blob->codec == TF_CODEC_PROG && !tc->first_prog)
+        tc->stored += blob.enc_len;
+        if (blob.model && blob.model != model) {
+            model = blob.model;
+            tc->stored += shared.enc_len;
+        }
+        tc->chunks[blob.codec < TF_CODEC_COUNT ? blob.codec : TF_CODEC_COUNT]++;
+        if (blob.codec == TF_CODEC_PROG && !tc->first_prog)
             tc->first_prog = b + 1;
-        if (blob->ref && !tc->first_ref) {
-            tc->first_ref = blob->ref;
+        if (blob.ref && !tc->first_ref) {
+            tc->first_ref = blob.ref;
             tc->first_ref_at = k;
         }
     }
+    return true;
 }
 
 /* What a tensor's deltas point to. */
@@ -178,13 +188,14 @@ static void print_tensor(const tf_entry *ent, const char *tensor, const tf_tenso
 }
 
 /* The per-tensor view of the selected entries; 0, or -1 when a program
- * could not be read (the others are still printed). */
+ * or a blob's record could not be read (the others are still printed). */
 int stats_print_tensors(tf_archive *ar, const char *archive, const size_t *order,
                         const bool *selected, bool json)
 {
-    tensors_ctx cx = { .ar = ar, .users = tf_archive_blob_tensors(ar) };
+    tf_error e;
+    tensors_ctx cx = { .ar = ar, .users = tf_archive_blob_tensors(ar, &e) };
     if (!cx.users) {
-        cli_error("out of memory");
+        cli_error("%s", e.msg);
         return -1;
     }
     if (json) {
@@ -202,8 +213,8 @@ int stats_print_tensors(tf_archive *ar, const char *archive, const size_t *order
         for (uint64_t t = 0; t < ent->ntensors; t++) {
             const char *name = tf_tensor_name(ent, t);
             tensor_cost tc;
-            cost_tensor(ar, ent, t, &tc);
-            if (!describe_program(&cx, ent, name, &tc, program, sizeof program))
+            if (!cost_tensor(ar, ent, t, &tc) ||
+                !describe_program(&cx, ent, name, &tc, program, sizeof program))
                 rc = -1;
             tensor_ref ref = find_reference(&cx, t, &tc);
             print_tensor(ent, name, &ent->tensors[t], &tc, program, &ref, json,

@@ -1012,7 +1012,14 @@ void tf_archive_cancel_fetches(tf_archive *ar) { tf_io_cancel(ar->c.io); }
 size_t tf_archive_nentries(const tf_archive *ar) { return ar->nentries; }
 const tf_entry *tf_archive_entry(const tf_archive *ar, size_t i) { return &ar->entries[i]; }
 uint64_t tf_archive_nblobs(const tf_archive *ar) { return ar->nblobs; }
-const tf_blob *tf_archive_blob(const tf_archive *ar, uint64_t idx) { return &ar->blobs[idx]; }
+int tf_archive_blob(const tf_archive *ar, uint64_t idx, tf_blob *b, tf_error *e)
+{
+    if (idx >= ar->nblobs)
+        return tf_fail(e, EIO, "blob %llu: not in the catalog (%llu blobs)", (unsigned long long)idx,
+                       (unsigned long long)ar->nblobs);
+    *b = ar->blobs[idx];
+    return 0;
+}
 unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx)
 {
     return (unsigned)chain_depth(ar, NULL, idx); /* applied chains are within TF_CHAIN_MAX */

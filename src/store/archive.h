@@ -73,7 +73,11 @@ int tf_entry_clone(const tf_entry *src, const char *path, tf_entry *dst, tf_erro
 bool tf_entry_same_version(const tf_entry *a, const tf_entry *b);
 
 uint64_t tf_archive_nblobs(const tf_archive *ar);
-const tf_blob *tf_archive_blob(const tf_archive *ar, uint64_t idx);
+/* Copies the record of blob slot idx (redirects applied) into *b. The
+ * record is a copy, not a view into the archive: a catalog read by the
+ * page (docs/CATALOG.md) decodes it from a page that may be evicted, or
+ * fail to read. 0, or -1 with the reason (idx past the table). */
+int tf_archive_blob(const tf_archive *ar, uint64_t idx, tf_blob *b, tf_error *e);
 /* Global index of the blob with this id, or -1 when not stored. */
 int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id);
 /* Number of delta steps from blob idx down to a self-contained blob,

@@ -33,7 +33,10 @@ void tf_ulp_blobs_free(tf_ulp_blobs *u)
 /* Blob idx reconstructed into buf. */
 static int reconstruct(tf_ulp_blobs *u, uint64_t idx, tf_buf *buf, tf_error *e)
 {
-    uint64_t len = tf_archive_blob(tf_reader_archive(u->reader), idx)->raw_len;
+    tf_blob b;
+    if (tf_archive_blob(tf_reader_archive(u->reader), idx, &b, e) < 0)
+        return -1;
+    uint64_t len = b.raw_len;
     buf->len = 0;
     uint8_t *p = len <= SIZE_MAX ? tf_buf_reserve(buf, (size_t)len) : NULL;
     if (!p)
@@ -47,7 +50,10 @@ static int reconstruct(tf_ulp_blobs *u, uint64_t idx, tf_buf *buf, tf_error *e)
 int tf_ulp_blobs_breakdown(tf_ulp_blobs *u, uint64_t b, tf_ulp_bits *bits, tf_error *e)
 {
     tf_archive *ar = tf_reader_archive(u->reader);
-    const tf_blob *blob = tf_archive_blob(ar, b);
+    tf_blob rec;
+    if (tf_archive_blob(ar, b, &rec, e) < 0)
+        return -1;
+    const tf_blob *blob = &rec;
     if (!blob->ref || !blob->model)
         return tf_fail(e, EIO, "a ulp blob needs a reference and a model");
     if (u->model_of != blob->model) {
@@ -68,10 +74,10 @@ int tf_ulp_blobs_breakdown(tf_ulp_blobs *u, uint64_t b, tf_ulp_bits *bits, tf_er
 int tf_blob_program_text(tf_archive *ar, uint64_t b, tf_buf *payload, char *out, size_t outsz,
                          tf_error *e)
 {
-    const tf_blob *blob = tf_archive_blob(ar, b);
-    if (tf_blob_read_payload(ar, blob, payload, e) < 0)
+    tf_blob blob;
+    if (tf_archive_blob(ar, b, &blob, e) < 0 || tf_blob_read_payload(ar, &blob, payload, e) < 0)
         return -1;
-    if (tf_prog_describe_chunk(payload->data, payload->len, blob->dtype, (size_t)blob->raw_len,
+    if (tf_prog_describe_chunk(payload->data, payload->len, blob.dtype, (size_t)blob.raw_len,
                                out, outsz) < 0)
         return tf_fail(e, EIO, "not a valid program");
     return 0;

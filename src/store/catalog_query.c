@@ -1,5 +1,6 @@
 #include "store/catalog_query.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,20 +41,24 @@ static size_t *commit_order(const tf_archive *ar)
 }
 
 /* Gives blob b (and its model) to owner when nobody has it yet. */
-static void claim_blob(const tf_archive *ar, uint64_t *owners, uint64_t b, uint64_t owner)
+static int claim_blob(const tf_archive *ar, uint64_t *owners, uint64_t b, uint64_t owner,
+                      tf_error *e)
 {
     uint64_t nblobs = tf_archive_nblobs(ar);
     if (b >= nblobs || owners[b])
-        return;
+        return 0;
     owners[b] = owner;
-    uint64_t model = tf_archive_blob(ar, b)->model;
-    if (model && model - 1 < nblobs && !owners[model - 1])
-        owners[model - 1] = owner;
+    tf_blob blob;
+    if (tf_archive_blob(ar, b, &blob, e) < 0)
+        return -1;
+    if (blob.model && blob.model - 1 < nblobs && !owners[blob.model - 1])
+        owners[blob.model - 1] = owner;
+    return 0;
 }
 
 /* A zeroed array of one `size`-byte element per blob, and the entries'
  * commit order in *order; NULL (and nothing) when out of memory. */
-static void *per_blob(const tf_archive *ar, size_t size, size_t **order)
+static void *per_blob(const tf_archive *ar, size_t size, size_t **order, tf_error *e)
 {
     uint64_t nblobs = tf_archive_nblobs(ar);
     void *per = calloc(nblobs ? nblobs : 1, size);
@@ -61,33 +66,39 @@ static void *per_blob(const tf_archive *ar, size_t size, size_t **order)
     if (!per || !*order) {
         free(per);
         free(*order);
+        tf_fail(e, ENOMEM, "out of memory");
         return NULL;
     }
     return per;
 }
 
-uint64_t *tf_archive_blob_owners(const tf_archive *ar)
+uint64_t *tf_archive_blob_owners(const tf_archive *ar, tf_error *e)
 {
     size_t *order;
-    uint64_t *owners = per_blob(ar, sizeof *owners, &order);
+    uint64_t *owners = per_blob(ar, sizeof *owners, &order, e);
     if (!owners)
         return NULL;
-    for (size_t k = 0; k < tf_archive_nentries(ar); k++) {
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < tf_archive_nentries(ar); k++) {
         const tf_entry *ent = tf_archive_entry(ar, order[k]);
         if (!tf_entry_is_regular(ent))
             continue;
-        for (uint64_t c = 0; c < ent->nchunks; c++)
-            claim_blob(ar, owners, ent->chunks[c], order[k] + 1);
+        for (uint64_t c = 0; rc == 0 && c < ent->nchunks; c++)
+            rc = claim_blob(ar, owners, ent->chunks[c], order[k] + 1, e);
     }
     free(order);
+    if (rc < 0) {
+        free(owners);
+        return NULL;
+    }
     return owners;
 }
 
-tf_blob_user *tf_archive_blob_tensors(const tf_archive *ar)
+tf_blob_user *tf_archive_blob_tensors(const tf_archive *ar, tf_error *e)
 {
     uint64_t nblobs = tf_archive_nblobs(ar);
     size_t *order;
-    tf_blob_user *users = per_blob(ar, sizeof *users, &order);
+    tf_blob_user *users = per_blob(ar, sizeof *users, &order, e);
     if (!users)
         return NULL;
     for (size_t k = 0; k < tf_archive_nentries(ar); k++) {

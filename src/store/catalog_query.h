@@ -17,8 +17,8 @@
  * chunks use a blob that has it as model. owner[b] is that entry's index
  * in archive order plus one, or 0 when no live entry uses blob b (e.g. a
  * reference left behind by a replaced file). Returns a malloc'd array of
- * tf_archive_nblobs() elements, or NULL when out of memory. */
-uint64_t *tf_archive_blob_owners(const tf_archive *ar);
+ * tf_archive_nblobs() elements, or NULL with the reason. */
+uint64_t *tf_archive_blob_owners(const tf_archive *ar, tf_error *e);
 
 /* Which tensor first stored each blob: the first live entry in commit
  * order (ascending ino) whose tensor uses it as a chunk. entry is that
@@ -30,8 +30,8 @@ typedef struct {
 } tf_blob_user;
 
 /* tf_blob_user of each blob: a malloc'd array of tf_archive_nblobs()
- * elements, or NULL when out of memory. */
-tf_blob_user *tf_archive_blob_tensors(const tf_archive *ar);
+ * elements, or NULL with the reason. */
+tf_blob_user *tf_archive_blob_tensors(const tf_archive *ar, tf_error *e);
 
 /* Bytes in each chunk of a tensor but its last. */
 uint64_t tf_tensor_chunk_bytes(const tf_archive *ar, const tf_tensor_span *ts);

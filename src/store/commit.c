@@ -128,18 +128,23 @@ static int write_held(tf_commit *c, tf_error *e); /* with the blobs, below */
 typedef struct {
     const tf_archive *ar;
     uint8_t *live;
-    bool more;
+    int more; /* 1, 0, or -1 from the first version that failed */
+    tf_error *e;
 } keep_ctx;
 
 static void keep_version(void *arg, const tf_entry *ent)
 {
     keep_ctx *k = arg;
-    k->more |= tf_liveness_keep(k->ar, k->live, ent);
+    if (k->more >= 0) {
+        int more = tf_liveness_keep(k->ar, k->live, ent, k->e);
+        k->more = more < 0 ? -1 : k->more | more;
+    }
 }
 
-bool tf_commit_keep_open_versions(const tf_archive *ar, const tf_write_opts *opts, uint8_t *live)
+int tf_commit_keep_open_versions(const tf_archive *ar, const tf_write_opts *opts, uint8_t *live,
+                                 tf_error *e)
 {
-    keep_ctx k = { ar, live, false };
+    keep_ctx k = { ar, live, 0, e };
     if (opts->open_versions)
         opts->open_versions(opts->open_versions_arg, keep_version, &k);
     return k.more;
@@ -168,10 +173,14 @@ static void give_back_after(tf_commit *c, size_t retired_before, const uint8_t *
     tf_archive_range *dead = NULL;
     size_t ndead = 0;
     uint8_t *now = before ? tf_liveness(c->ar, NULL, &c->give_back) : NULL;
-    if (now) {
-        c->kept_open = tf_commit_keep_open_versions(c->ar, c->opts, now);
-        tf_liveness_died(c->ar, before, nbefore, now, &dead, &ndead, &c->give_back);
+    int kept = now ? tf_commit_keep_open_versions(c->ar, c->opts, now, &c->give_back) : 0;
+    if (kept < 0) { /* what open versions read is not known: give back no file's data */
+        free(now);
+        now = NULL;
     }
+    c->kept_open = kept > 0;
+    if (now)
+        tf_liveness_died(c->ar, before, nbefore, now, &dead, &ndead, &c->give_back);
     tf_error why = { 0 };
     if (tf_commit_give_back(c->ar, retired_before, now, dead, ndead, &why) < 0 &&
         !c->give_back.errnum)
@@ -419,13 +428,17 @@ int64_t tf_commit_store_keyframe(tf_commit *c, const tf_blob_id *id, const tf_bu
     return store_blob(c, &desc, payload, retire_soon && dtype != TF_DT_NONE, e);
 }
 
-/* True when blob idx (stored, or appended by this commit) decodes alone. */
-static bool blob_stands_alone(const tf_commit *c, uint64_t idx)
+/* 1 when blob idx (stored, or appended by this commit) decodes alone,
+ * 0 when not, -1 with the reason when its record cannot be read. */
+static int blob_stands_alone(const tf_commit *c, uint64_t idx, tf_error *e)
 {
     const tf_segment *seg = &c->seg;
-    const tf_blob *b = idx >= seg->first_blob ? &seg->blobs[idx - seg->first_blob]
-                                              : tf_archive_blob(c->ar, idx);
-    return !b->ref && !b->model;
+    tf_blob b;
+    if (idx >= seg->first_blob)
+        b = seg->blobs[idx - seg->first_blob];
+    else if (tf_archive_blob(c->ar, idx, &b, e) < 0)
+        return -1;
+    return !b.ref && !b.model;
 }
 
 int tf_model_blob_make(const tf_buf *model, tf_model_blob *m, tf_error *e)
@@ -464,8 +477,9 @@ static int64_t store_model_blob(tf_commit *c, const tf_model_blob *m, bool archi
                                                            : -1;
     /* Same bytes stored as a delta cannot serve as a model, which must
      * decode alone. */
-    if (have >= 0 && blob_stands_alone(c, (uint64_t)have))
-        return have;
+    int alone = have >= 0 ? blob_stands_alone(c, (uint64_t)have, e) : 0;
+    if (alone != 0)
+        return alone > 0 ? have : -1;
     return tf_commit_store_blob(c, &m->id, &m->out, m->raw_len, m->codec, TF_DT_NONE, 0, 0, e);
 }
 
@@ -502,6 +516,9 @@ int tf_commit_redirect(tf_commit *c, uint64_t slot, const tf_buf *payload, uint8
     if (!tf_archive_may_redirect(c->ar, slot, &again))
         return tf_fail(e, EINVAL, "blob %llu is a model or serves another: it cannot be "
                        "redirected", (unsigned long long)slot);
+    tf_blob old;
+    if (tf_archive_blob(c->ar, slot, &old, e) < 0)
+        return -1;
     int was = mark_redirected(c, slot, e);
     if (was != 0)
         return was > 0 ? 0 : -1;
@@ -509,10 +526,9 @@ int tf_commit_redirect(tf_commit *c, uint64_t slot, const tf_buf *payload, uint8
     if (room_for_one((void **)&c->seg.redirects, &c->redirects_cap, c->seg.nredirects,
                      sizeof *c->seg.redirects, e) < 0)
         return -1;
-    const tf_blob *old = tf_archive_blob(c->ar, slot);
     /* Not in `pending`: the content's users keep naming the slot. */
-    tf_blob desc = { .id = old->id, .raw_len = old->raw_len, .codec = codec,
-                     .dtype = old->dtype, .ref = ref, .model = model };
+    tf_blob desc = { .id = old.id, .raw_len = old.raw_len, .codec = codec,
+                     .dtype = old.dtype, .ref = ref, .model = model };
     int64_t idx = append_blob(c, &desc, payload, false, e);
     if (idx < 0)
         return -1;

@@ -71,9 +71,11 @@ int tf_commit_give_back(tf_archive *ar, size_t from, const uint8_t *live,
 int tf_commit_give_back_last(tf_archive *ar, tf_error *e);
 
 /* Marks in live (store/liveness.h) what the open versions of
- * opts->open_versions read; whether that kept data that live files do
- * not need. */
-bool tf_commit_keep_open_versions(const tf_archive *ar, const tf_write_opts *opts, uint8_t *live);
+ * opts->open_versions read: 1 when that kept data that live files do not
+ * need, 0 when not, -1 with the reason (then live may be given back by
+ * none). */
+int tf_commit_keep_open_versions(const tf_archive *ar, const tf_write_opts *opts, uint8_t *live,
+                                 tf_error *e);
 
 /* Adds an entry of the given kind at path. attrs NULL: mode 0755, the
  * current time, and a new inode number (a directory added again keeps

@@ -28,25 +28,29 @@ typedef struct {
 
 /* The blobs blob i of the old archive needs to be decoded: its
  * reference and its model (+ 1, 0 for none). */
-static void needs_of(const rewrite *r, uint64_t i, uint64_t need[2])
+static int needs_of(const rewrite *r, uint64_t i, uint64_t need[2], tf_error *e)
 {
-    const tf_blob *b = tf_archive_blob(r->old, i);
-    need[0] = b->ref;
-    need[1] = b->model;
+    tf_blob b;
+    if (tf_archive_blob(r->old, i, &b, e) < 0)
+        return -1;
+    need[0] = b.ref;
+    need[1] = b.model;
+    return 0;
 }
 
 /* Numbers blob i after the blobs it needs (depth first, with the stack
  * of n entries: a chain is acyclic and visits a blob once): the new
  * archive has references to earlier blobs only, as its one segment must,
  * also where redirects made references run to later blobs. */
-static void number_after_needs(rewrite *r, uint64_t i, uint64_t *stack)
+static int number_after_needs(rewrite *r, uint64_t i, uint64_t *stack, tf_error *e)
 {
     size_t top = 0;
     stack[top++] = i;
     r->renumber[i] = NUMBERING;
     while (top) {
         uint64_t b = stack[top - 1], need[2];
-        needs_of(r, b, need);
+        if (needs_of(r, b, need, e) < 0)
+            return -1;
         bool pushed = false;
         for (int k = 0; k < 2 && !pushed; k++)
             if (need[k] && r->renumber[need[k] - 1] == MARKED) {
@@ -60,6 +64,7 @@ static void number_after_needs(rewrite *r, uint64_t i, uint64_t *stack)
         r->order[r->kept] = b;
         r->renumber[b] = ++r->kept;
     }
+    return 0;
 }
 
 /* Marks the blobs live entries use and, from there, the references and
@@ -84,20 +89,21 @@ static int mark_live(rewrite *r, tf_error *e)
                 stack[top++] = ent->chunks[c];
             }
     }
-    while (top) {
+    int rc = 0;
+    while (rc == 0 && top) {
         uint64_t need[2];
-        needs_of(r, stack[--top], need);
-        for (int k = 0; k < 2; k++)
+        rc = needs_of(r, stack[--top], need, e);
+        for (int k = 0; rc == 0 && k < 2; k++)
             if (need[k] && !r->renumber[need[k] - 1]) {
                 r->renumber[need[k] - 1] = MARKED;
                 stack[top++] = need[k] - 1;
             }
     }
-    for (uint64_t i = 0; i < n; i++)
+    for (uint64_t i = 0; rc == 0 && i < n; i++)
         if (r->renumber[i] == MARKED)
-            number_after_needs(r, i, stack);
+            rc = number_after_needs(r, i, stack, e);
     free(stack);
-    return 0;
+    return rc;
 }
 
 /* Copies the payloads of the kept blobs into the new archive: first
@@ -118,8 +124,9 @@ static int copy_blobs(rewrite *r, tf_error *e)
     for (int retirable = 1; retirable >= 0; retirable--)
         for (uint64_t k = 0; rc == 0 && k < r->kept; k++) {
             uint64_t i = r->order[k];
-            tf_blob b = *tf_archive_blob(r->old, i);
-            if (tf_blob_in_retirable_run(&b) != retirable)
+            tf_blob b;
+            rc = tf_archive_blob(r->old, i, &b, e);
+            if (rc < 0 || tf_blob_in_retirable_run(&b) != retirable)
                 continue;
             rc = tf_blob_read_payload(r->old, &b, &payload, e);
             if (rc < 0)

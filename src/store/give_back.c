@@ -63,8 +63,10 @@ static int read_ranges(tf_archive *ar, const uint8_t *live, tf_archive_range **o
     }
     for (uint64_t s = 0; rc == 0 && s < tf_archive_nblobs(ar); s++)
         if (live[s] & TF_LIVE_NEEDED) {
-            const tf_blob *b = tf_archive_blob(ar, s);
-            rc = append_range(&r, n, &cap, (tf_archive_range){ b->offset, b->enc_len }, e);
+            tf_blob b;
+            rc = tf_archive_blob(ar, s, &b, e);
+            if (rc == 0)
+                rc = append_range(&r, n, &cap, (tf_archive_range){ b.offset, b.enc_len }, e);
         }
     if (rc < 0) {
         free(r);

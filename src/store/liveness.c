@@ -7,17 +7,20 @@
  * blob has one reference and one model, and a model stands alone (an
  * open checks both), so this is a walk, not a search; it stops at a slot
  * marked before, whose chain is marked already. */
-static void need_chain(const tf_archive *ar, uint8_t *live, uint64_t s)
+static int need_chain(const tf_archive *ar, uint8_t *live, uint64_t s, tf_error *e)
 {
     for (unsigned steps = 0; steps <= TF_CHAIN_MAX && !(live[s] & TF_LIVE_NEEDED); steps++) {
+        tf_blob b;
+        if (tf_archive_blob(ar, s, &b, e) < 0)
+            return -1;
         live[s] |= TF_LIVE_NEEDED;
-        const tf_blob *b = tf_archive_blob(ar, s);
-        if (b->model)
-            live[b->model - 1] |= TF_LIVE_NEEDED;
-        if (!b->ref)
-            return;
-        s = b->ref - 1;
+        if (b.model)
+            live[b.model - 1] |= TF_LIVE_NEEDED;
+        if (!b.ref)
+            return 0;
+        s = b.ref - 1;
     }
+    return 0;
 }
 
 uint8_t *tf_liveness(const tf_archive *ar, const bool *dropped, tf_error *e)
@@ -28,26 +31,32 @@ uint8_t *tf_liveness(const tf_archive *ar, const bool *dropped, tf_error *e)
         tf_fail(e, ENOMEM, "out of memory for the liveness of %llu blobs", (unsigned long long)n);
         return NULL;
     }
-    for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < tf_archive_nentries(ar); i++) {
         if (dropped && dropped[i])
             continue;
         const tf_entry *ent = tf_archive_entry(ar, i);
-        for (uint64_t c = 0; c < ent->nchunks; c++) {
+        for (uint64_t c = 0; rc == 0 && c < ent->nchunks; c++) {
             live[ent->chunks[c]] |= TF_LIVE_CHUNK;
-            need_chain(ar, live, ent->chunks[c]);
+            rc = need_chain(ar, live, ent->chunks[c], e);
         }
+    }
+    if (rc < 0) {
+        free(live);
+        return NULL;
     }
     return live;
 }
 
-bool tf_liveness_keep(const tf_archive *ar, uint8_t *live, const tf_entry *ent)
+int tf_liveness_keep(const tf_archive *ar, uint8_t *live, const tf_entry *ent, tf_error *e)
 {
-    bool more = false;
+    int more = 0;
     uint64_t n = tf_archive_nblobs(ar);
     for (uint64_t c = 0; c < ent->nchunks; c++)
         if (ent->chunks[c] < n && !(live[ent->chunks[c]] & TF_LIVE_NEEDED)) {
-            need_chain(ar, live, ent->chunks[c]);
-            more = true;
+            if (need_chain(ar, live, ent->chunks[c], e) < 0)
+                return -1;
+            more = 1;
         }
     return more;
 }
@@ -69,8 +78,12 @@ static tf_archive_range *payloads(const tf_archive *ar, const uint8_t *a, uint64
     k = 0;
     for (uint64_t s = 0; s < nblobs; s++)
         if (pick(a[s], b ? b[s] : 0)) {
-            const tf_blob *blob = tf_archive_blob(ar, s);
-            r[k++] = (tf_archive_range){ blob->offset, blob->enc_len };
+            tf_blob blob;
+            if (tf_archive_blob(ar, s, &blob, e) < 0) {
+                free(r);
+                return NULL;
+            }
+            r[k++] = (tf_archive_range){ blob.offset, blob.enc_len };
         }
     tf_archive_ranges_sort(r, k);
     *n = k;
@@ -88,19 +101,21 @@ static bool needed_then_not(uint8_t before, uint8_t now)
     return (before & TF_LIVE_NEEDED) && !(now & TF_LIVE_NEEDED);
 }
 
-uint64_t tf_liveness_payload_bytes(const tf_archive *ar, const uint8_t *live)
+int tf_liveness_payload_bytes(const tf_archive *ar, const uint8_t *live, uint64_t *bytes,
+                              tf_error *e)
 {
     size_t n;
-    tf_error e;
-    tf_archive_range *r = payloads(ar, live, UINT64_MAX, NULL, is_needed, &n, &e);
-    uint64_t bytes = 0;
+    tf_archive_range *r = payloads(ar, live, UINT64_MAX, NULL, is_needed, &n, e);
+    if (!r)
+        return -1;
+    *bytes = 0;
     /* A payload serves two slots (a redirect's blob and its slot, where
      * something names both): counted once. */
-    for (size_t i = 0; r && i < n; i++)
+    for (size_t i = 0; i < n; i++)
         if (!i || r[i].off != r[i - 1].off)
-            bytes += r[i].len;
+            *bytes += r[i].len;
     free(r);
-    return bytes;
+    return 0;
 }
 
 /* Whether a payload at off serves one of the slots needed in live. */

@@ -25,13 +25,17 @@ enum {
 uint8_t *tf_liveness(const tf_archive *ar, const bool *dropped, tf_error *e);
 
 /* Marks in live what reading ent needs (TF_LIVE_NEEDED): a version of a
- * file that readers still have open, not a live file's. Returns whether
- * that needed a slot that live did not. */
-bool tf_liveness_keep(const tf_archive *ar, uint8_t *live, const tf_entry *ent);
+ * file that readers still have open, not a live file's. Returns 1 when
+ * that needed a slot that live did not, 0 when not, -1 with the reason
+ * when a blob's record could not be read (live is then partly marked:
+ * nothing may be given back by it). */
+int tf_liveness_keep(const tf_archive *ar, uint8_t *live, const tf_entry *ent, tf_error *e);
 
 /* The payload bytes that the slots with TF_LIVE_NEEDED in live are
- * served by, each payload counted once. */
-uint64_t tf_liveness_payload_bytes(const tf_archive *ar, const uint8_t *live);
+ * served by, each payload counted once, in *bytes. 0, or -1 with the
+ * reason. */
+int tf_liveness_payload_bytes(const tf_archive *ar, const uint8_t *live, uint64_t *bytes,
+                              tf_error *e);
 
 /* The payloads of the slots needed in `before` (a liveness of this
  * archive before its last commits, of nbefore slots) and not in `now`,

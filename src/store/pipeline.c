@@ -190,6 +190,10 @@ static int read_group(file_job *f, size_t g, tf_error *e)
 
 /* ---- encoding ---- */
 
+/* The choices of references below take the safe way where a blob's
+ * record cannot be read: a keyframe, or no delta; the read that needs
+ * the record reports it. */
+
 /* Whether chunk c of span s may be a delta against the parent's chunk:
  * it has one, of its dtype (a chunk deduplicated against equal bytes of
  * another dtype has not), whose chain is short enough to grow by one;
@@ -197,7 +201,10 @@ static int read_group(file_job *f, size_t g, tf_error *e)
 static bool chunk_has_ref(const file_job *f, const tf_span *s, uint64_t c)
 {
     const tf_archive *ar = f->c->ar;
-    return s->ref_blobs && !s->newest && tf_archive_blob(ar, s->ref_blobs[c])->dtype == s->dtype &&
+    tf_blob ref;
+    tf_error ignored;
+    return s->ref_blobs && !s->newest &&
+           tf_archive_blob(ar, s->ref_blobs[c], &ref, &ignored) == 0 && ref.dtype == s->dtype &&
            tf_archive_chain_depth(ar, s->ref_blobs[c]) + 1u <= f->opts->max_chain;
 }
 
@@ -205,12 +212,13 @@ static bool chunk_has_ref(const file_job *f, const tf_span *s, uint64_t c)
 static bool chain_passes(const tf_archive *ar, uint64_t idx, uint64_t slot)
 {
     for (unsigned steps = 0; steps <= TF_CHAIN_MAX; steps++) {
-        if (idx == slot)
+        tf_blob b;
+        tf_error ignored;
+        if (idx == slot || tf_archive_blob(ar, idx, &b, &ignored) < 0)
             return true;
-        uint64_t ref = tf_archive_blob(ar, idx)->ref;
-        if (!ref)
+        if (!b.ref)
             return false;
-        idx = ref - 1;
+        idx = b.ref - 1;
     }
     return true; /* longer than any applied chain: never taken */
 }
@@ -239,14 +247,16 @@ static int64_t supersede_ref(const file_job *f, const tf_span *s, const chunk *c
     if (!s->newest || !s->ref_blobs)
         return -1;
     uint64_t slot = s->ref_blobs[ch->index];
-    const tf_blob *b = tf_archive_blob(ar, slot);
-    if (b->dtype != s->dtype || b->ref || b->raw_len != ch->len || tf_blob_id_eq(&b->id, &ch->id))
+    tf_blob b, p;
+    tf_error ignored;
+    if (tf_archive_blob(ar, slot, &b, &ignored) < 0 || b.dtype != s->dtype || b.ref ||
+        b.raw_len != ch->len || tf_blob_id_eq(&b.id, &ch->id))
         return -1;
     unsigned above = tf_archive_chain_above(ar, slot), max = f->opts->max_chain;
     if (s->prev_blobs) {
         uint64_t prev = s->prev_blobs[ch->index];
-        const tf_blob *p = tf_archive_blob(ar, prev);
-        if (p->dtype == s->dtype && p->raw_len == ch->len && !chain_passes(ar, prev, slot) &&
+        if (tf_archive_blob(ar, prev, &p, &ignored) == 0 && p.dtype == s->dtype &&
+            p.raw_len == ch->len && !chain_passes(ar, prev, slot) &&
             tf_archive_chain_depth(ar, prev) + 1u + above <= max)
             return (int64_t)prev + 1;
     }
@@ -311,9 +321,9 @@ static void keep_superseded(file_job *f, chunk *ch, int rc, const tf_chunk_model
 {
     uint64_t slot = f->spans[ch->span].ref_blobs[ch->index];
     tf_error ignored; /* a delta that cannot be made is not made */
-    if (rc == 0 &&
-        ch->rev.out.len + (shared ? shared->share : ch->rev.model.len) <
-            tf_archive_blob(f->c->ar, slot)->enc_len &&
+    tf_blob old;
+    if (rc == 0 && tf_archive_blob(f->c->ar, slot, &old, &ignored) == 0 &&
+        ch->rev.out.len + (shared ? shared->share : ch->rev.model.len) < old.enc_len &&
         (shared ? tf_model_blob_copy(shared_blob, &ch->rev_model, &ignored) == 0
                 : !ch->rev.model.len ||
                       tf_model_blob_make(&ch->rev.model, &ch->rev_model, &ignored) == 0))

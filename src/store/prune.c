@@ -434,29 +434,33 @@ int tf_prune_frees_of(const tf_archive *ar, const bool *dropped, tf_prune_frees 
         free(after);
         return now && after ? tf_fail(e, ENOMEM, "out of memory") : -1;
     }
-    uint64_t before_bytes = tf_liveness_payload_bytes(ar, now);
-    uint64_t after_bytes = tf_liveness_payload_bytes(ar, after);
-    out->now = before_bytes > after_bytes ? before_bytes - after_bytes : 0;
+    uint64_t before_bytes, after_bytes;
+    int rc = tf_liveness_payload_bytes(ar, now, &before_bytes, e);
+    if (rc == 0)
+        rc = tf_liveness_payload_bytes(ar, after, &after_bytes, e);
+    if (rc == 0)
+        out->now = before_bytes > after_bytes ? before_bytes - after_bytes : 0;
     /* Chunks of removed files that kept chunks decode through, and the
      * payloads of the kept chunks that are deltas against them: the
      * rebase gives both back (store/rebase.h), and writes new ones. */
     for (uint64_t s = 0; s < nblobs; s++)
         if ((now[s] & TF_LIVE_CHUNK) && (after[s] & TF_LIVE_NEEDED) && !(after[s] & TF_LIVE_CHUNK))
             later[s] = TF_LIVE_NEEDED;
-    for (uint64_t s = 0; s < nblobs; s++) {
-        if (!(after[s] & TF_LIVE_CHUNK))
+    for (uint64_t s = 0; rc == 0 && s < nblobs; s++) {
+        tf_blob b;
+        if (!(after[s] & TF_LIVE_CHUNK) || (rc = tf_archive_blob(ar, s, &b, e)) < 0)
             continue;
-        uint64_t ref = tf_archive_blob(ar, s)->ref;
         bool again;
-        if (ref && ref <= nblobs && !(after[ref - 1] & TF_LIVE_CHUNK) &&
+        if (b.ref && b.ref <= nblobs && !(after[b.ref - 1] & TF_LIVE_CHUNK) &&
             tf_archive_may_redirect(ar, s, &again)) {
             out->rebase_chunks++;
             later[s] = TF_LIVE_NEEDED;
         }
     }
-    out->later = tf_liveness_payload_bytes(ar, later);
+    if (rc == 0)
+        rc = tf_liveness_payload_bytes(ar, later, &out->later, e);
     free(now);
     free(after);
     free(later);
-    return 0;
+    return rc;
 }

@@ -17,12 +17,13 @@ static int by_depth(const void *a, const void *b)
 
 static double mean_depth(const tf_archive *ar, const tf_entry *ent)
 {
-    uint64_t nblobs = tf_archive_nblobs(ar);
     double steps = 0, bytes = 0;
     for (uint64_t c = 0; c < ent->nchunks; c++) {
-        if (ent->chunks[c] >= nblobs)
+        tf_blob b;
+        tf_error ignored;
+        if (tf_archive_blob(ar, ent->chunks[c], &b, &ignored) < 0)
             continue; /* damage, which the read reports */
-        double raw = (double)tf_archive_blob(ar, ent->chunks[c])->raw_len;
+        double raw = (double)b.raw_len;
         steps += raw * tf_archive_chain_depth(ar, ent->chunks[c]);
         bytes += raw;
     }

@@ -87,8 +87,12 @@ tf_cache_item *tf_reader_obtain(tf_reader_ctx *r, uint64_t idx, tf_error *e)
         r->hits++;
         return it;
     }
-    uint8_t *data = tf_cache_buffer(r->cache, it, (size_t)tf_archive_blob(r->ar, idx)->raw_len);
-    int rc = data ? tf_reader_decode_chain(r, idx, data, e) : tf_fail(e, ENOMEM, "out of memory");
+    tf_blob b;
+    int rc = tf_archive_blob(r->ar, idx, &b, e);
+    if (rc == 0) {
+        uint8_t *data = tf_cache_buffer(r->cache, it, (size_t)b.raw_len);
+        rc = data ? tf_reader_decode_chain(r, idx, data, e) : tf_fail(e, ENOMEM, "out of memory");
+    }
     if (rc < 0) {
         tf_cache_abandon(r->cache, it);
         return NULL;
@@ -107,16 +111,21 @@ void tf_reader_warm(tf_reader_ctx *r, uint64_t idx)
 
 void tf_reader_will_need(tf_reader_ctx *r, const uint64_t *idx, size_t n)
 {
-    const uint64_t nblobs = tf_archive_nblobs(r->ar);
     tf_blob_hints h = { .n = 0 };
-    for (size_t k = 0; k < n; k++)
-        for (uint64_t i = idx[k] < nblobs ? idx[k] + 1 : 0; i && !tf_cache_has(r->cache, i - 1);) {
-            const tf_blob *b = tf_archive_blob(r->ar, i - 1);
-            if (b->model && !tf_cache_has(r->cache, b->model - 1))
-                tf_blob_hints_add(r->ar, &h, tf_archive_blob(r->ar, b->model - 1));
-            tf_blob_hints_add(r->ar, &h, b);
-            i = b->ref;
+    tf_error ignored; /* hints: the reads report what fails */
+    for (size_t k = 0; k < n; k++) {
+        tf_blob b, model;
+        for (uint64_t i = idx[k]; !tf_cache_has(r->cache, i) &&
+                                  tf_archive_blob(r->ar, i, &b, &ignored) == 0;
+             i = b.ref - 1) {
+            if (b.model && !tf_cache_has(r->cache, b.model - 1) &&
+                tf_archive_blob(r->ar, b.model - 1, &model, &ignored) == 0)
+                tf_blob_hints_add(r->ar, &h, &model);
+            tf_blob_hints_add(r->ar, &h, &b);
+            if (!b.ref)
+                break;
         }
+    }
     tf_blob_hints_send(r->ar, &h);
 }
 
@@ -133,10 +142,16 @@ int tf_reader_blob_once(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *
 
 void tf_reader_seed_owned(tf_reader_ctx *r, uint64_t idx, uint8_t *data)
 {
+    tf_blob b;
+    tf_error ignored; /* a seed: without it, the blob is decoded when read */
+    if (tf_archive_blob(r->ar, idx, &b, &ignored) < 0) {
+        free(data);
+        return;
+    }
     bool claimed;
     tf_cache_item *it = tf_cache_acquire(r->cache, idx, &claimed);
     if (it && claimed) {
-        tf_cache_adopt(r->cache, it, data, (size_t)tf_archive_blob(r->ar, idx)->raw_len);
+        tf_cache_adopt(r->cache, it, data, (size_t)b.raw_len);
         tf_cache_fill(r->cache, it);
         data = NULL;
     }

@@ -10,11 +10,10 @@
 
 /* Reads and checks a blob's payload into a payload buffer (each decode
  * has its own, so threads decode side by side). */
-static tf_buf *read_payload(tf_reader_ctx *r, uint64_t idx, tf_error *e)
+static tf_buf *read_payload(tf_reader_ctx *r, uint64_t idx, const tf_blob *b, tf_error *e)
 {
     tf_buf *buf = tf_spare_buf_take(&r->payloads);
-    int rc = buf ? tf_blob_read_payload(r->ar, tf_archive_blob(r->ar, idx), buf, e)
-                 : tf_fail(e, ENOMEM, "out of memory");
+    int rc = buf ? tf_blob_read_payload(r->ar, b, buf, e) : tf_fail(e, ENOMEM, "out of memory");
     if (rc < 0) {
         tf_error_prefix(e, "blob %llu", (unsigned long long)idx);
         tf_spare_buf_give(&r->payloads, buf);
@@ -23,19 +22,18 @@ static tf_buf *read_payload(tf_reader_ctx *r, uint64_t idx, tf_error *e)
     return buf;
 }
 
-/* Decodes one blob given its reference's bytes (NULL when it has none)
- * and its model (NULL when it has none), and, with check_id, checks the
- * result against the blob's id. */
-static int decode_one(tf_reader_ctx *r, uint64_t idx, const uint8_t *ref,
+/* Decodes blob idx, whose record is b, given its reference's bytes (NULL
+ * when it has none) and its model (NULL when it has none), and, with
+ * check_id, checks the result against the blob's id. */
+static int decode_one(tf_reader_ctx *r, uint64_t idx, const tf_blob *b, const uint8_t *ref,
                       const tf_cache_item *model, uint8_t *out, bool check_id, tf_error *e)
 {
-    const tf_blob *b = tf_archive_blob(r->ar, idx);
     tf_codec_ctx ctx = { .dtype = b->dtype, .ref = ref, .ref_len = ref ? b->raw_len : 0 };
     if (model) {
         ctx.model = model->data;
         ctx.model_len = model->len;
     }
-    tf_buf *payload = read_payload(r, idx, e);
+    tf_buf *payload = read_payload(r, idx, b, e);
     if (!payload)
         return -1;
     const tf_codec *codec = tf_codec_get(b->codec);
@@ -59,14 +57,15 @@ static int decode_one(tf_reader_ctx *r, uint64_t idx, const uint8_t *ref,
 /* Asks for the payloads (and models) of the n blobs of a chain, all at
  * once: the decode then finds them read, or being read, instead of
  * waiting for one read per step. */
-static void will_need(tf_reader_ctx *r, const uint64_t *chain, size_t n)
+static void will_need(tf_reader_ctx *r, const tf_blob *blobs, size_t n)
 {
     tf_blob_hints h = { .n = 0 };
     for (size_t i = n; i-- > 0;) {
-        const tf_blob *b = tf_archive_blob(r->ar, chain[i]);
-        if (b->model)
-            tf_blob_hints_add(r->ar, &h, tf_archive_blob(r->ar, b->model - 1));
-        tf_blob_hints_add(r->ar, &h, b);
+        tf_blob model;
+        tf_error ignored; /* a hint: the decode reports what fails */
+        if (blobs[i].model && tf_archive_blob(r->ar, blobs[i].model - 1, &model, &ignored) == 0)
+            tf_blob_hints_add(r->ar, &h, &model);
+        tf_blob_hints_add(r->ar, &h, &blobs[i]);
     }
     tf_blob_hints_send(r->ar, &h);
 }
@@ -83,11 +82,13 @@ static bool step_seen_before(tf_reader_ctx *r, uint64_t idx)
 
 /* A chain to decode: chain[0] the blob wanted, chain[i + 1] the
  * reference of chain[i], down to chain[n - 1], which is self-contained
- * or has `base`, a cached blob, for reference; models[i] the model of
- * chain[i], held (or NULL); kept[i] (i >= 1) the cache item claimed for
- * step chain[i], or NULL for a step decoded into a buffer of its own. */
+ * or has `base`, a cached blob, for reference; blobs[i] the record of
+ * chain[i]; models[i] the model of chain[i], held (or NULL); kept[i]
+ * (i >= 1) the cache item claimed for step chain[i], or NULL for a step
+ * decoded into a buffer of its own. */
 typedef struct {
     uint64_t *chain;
+    tf_blob *blobs;
     tf_cache_item **models, **kept;
     size_t n;
     tf_cache_item *base;
@@ -106,6 +107,7 @@ static void walk_release(tf_reader_ctx *r, chain_walk *w, size_t filled_from)
     if (w->base)
         tf_cache_release(r->cache, w->base);
     free(w->chain);
+    free(w->blobs);
 }
 
 /* Walks down from blob idx to a cached blob (waiting for one being
@@ -124,13 +126,16 @@ static void walk_release(tf_reader_ctx *r, chain_walk *w, size_t filled_from)
 static int walk_chain(tf_reader_ctx *r, uint64_t idx, chain_walk *w, tf_error *e)
 {
     size_t depth = (size_t)tf_archive_chain_depth(r->ar, idx) + 1;
-    *w = (chain_walk){ .chain = calloc(depth, sizeof *w->chain + 2 * sizeof *w->models) };
-    if (!w->chain)
+    *w = (chain_walk){ .chain = calloc(depth, sizeof *w->chain + 2 * sizeof *w->models),
+                       .blobs = malloc(depth * sizeof *w->blobs) };
+    if (!w->chain || !w->blobs)
         return tf_fail(e, ENOMEM, "out of memory");
     w->models = (tf_cache_item **)(w->chain + depth);
     w->kept = w->models + depth;
     for (uint64_t i = idx;;) {
-        const tf_blob *b = tf_archive_blob(r->ar, i);
+        const tf_blob *b = &w->blobs[w->n];
+        if (tf_archive_blob(r->ar, i, &w->blobs[w->n], e) < 0)
+            return -1;
         w->chain[w->n++] = i; /* n < depth: checked before each step down */
         if (b->model) {
             /* Models are self-contained blobs: one level deep. */
@@ -177,7 +182,7 @@ static int decode_walk(tf_reader_ctx *r, const chain_walk *w, uint8_t *out, size
     const uint8_t *ref = w->base ? w->base->data : NULL;
     int rc = 0;
     for (size_t i = w->n; rc == 0 && i-- > 1;) {
-        size_t len = (size_t)tf_archive_blob(r->ar, w->chain[i])->raw_len;
+        size_t len = (size_t)w->blobs[i].raw_len;
         tf_cache_item *it = w->kept[i];
         uint8_t *step;
         if (it) {
@@ -188,7 +193,7 @@ static int decode_walk(tf_reader_ctx *r, const chain_walk *w, uint8_t *out, size
                 *buf = tf_spare_buf_take(&r->steps);
             step = *buf ? ((*buf)->len = 0, tf_buf_reserve(*buf, len)) : NULL;
         }
-        rc = step ? decode_one(r, w->chain[i], ref, w->models[i], step, it != NULL, e)
+        rc = step ? decode_one(r, w->chain[i], &w->blobs[i], ref, w->models[i], step, it != NULL, e)
                   : tf_fail(e, ENOMEM, "out of memory for a chain step");
         if (rc == 0 && it) {
             tf_cache_fill(r->cache, it);
@@ -197,7 +202,7 @@ static int decode_walk(tf_reader_ctx *r, const chain_walk *w, uint8_t *out, size
         ref = step;
     }
     if (rc == 0)
-        rc = decode_one(r, w->chain[0], ref, w->models[0], out, true, e);
+        rc = decode_one(r, w->chain[0], &w->blobs[0], ref, w->models[0], out, true, e);
     tf_spare_buf_give(&r->steps, bufs[0]);
     tf_spare_buf_give(&r->steps, bufs[1]);
     return rc;
@@ -209,7 +214,7 @@ int tf_reader_decode_chain(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_erro
     int rc = walk_chain(r, idx, &w, e);
     size_t filled_from = w.n;
     if (rc == 0) {
-        will_need(r, w.chain, w.n);
+        will_need(r, w.blobs, w.n);
         tf_slot_take(&r->decodes);
         rc = decode_walk(r, &w, out, &filled_from, e);
         tf_slot_give(&r->decodes);

@@ -10,11 +10,12 @@
 #include "store/shared_model.h"
 #include "store/writer_impl.h"
 
-/* One chunk to re-encode: its slot, the new reference (slot + 1, 0 for
- * none), and the tensor of a live file it is a chunk of (+ 1; 0 for
- * none found). */
+/* One chunk to re-encode: its slot and the slot's record, the new
+ * reference (slot + 1, 0 for none), and the tensor of a live file it is
+ * a chunk of (+ 1; 0 for none found). */
 typedef struct {
     uint64_t slot;
+    tf_blob blob;
     uint64_t ref;
     uint64_t tensor;
 } rebased;
@@ -45,38 +46,51 @@ typedef struct {
 } rebase;
 
 /* The nearest slot down a reference chain from ref (+ 1) that a live
- * file has as a chunk (+ 1), or 0 when the chain has none. */
-static uint64_t nearest_live(const tf_archive *ar, const uint8_t *live, uint64_t ref)
+ * file has as a chunk (+ 1), or 0 when the chain has none, in *near. */
+static int nearest_live(const tf_archive *ar, const uint8_t *live, uint64_t ref, uint64_t *near,
+                        tf_error *e)
 {
+    *near = 0;
     for (unsigned steps = 0; ref && steps <= TF_CHAIN_MAX; steps++) {
-        if (live[ref - 1] & TF_LIVE_CHUNK)
-            return ref;
-        ref = tf_archive_blob(ar, ref - 1)->ref;
+        if (live[ref - 1] & TF_LIVE_CHUNK) {
+            *near = ref;
+            return 0;
+        }
+        tf_blob b;
+        if (tf_archive_blob(ar, ref - 1, &b, e) < 0)
+            return -1;
+        ref = b.ref;
     }
     return 0;
 }
 
-/* Whether slot s is a live file's chunk, a delta against a slot that is
- * no live file's chunk, and may be redirected. */
-static bool needs_rebase(const tf_archive *ar, const uint8_t *live, uint64_t s)
+/* 1 when slot s, whose record is *b, is a live file's chunk, a delta
+ * against a slot that is no live file's chunk, and may be redirected; 0
+ * when not; -1 with the reason. */
+static int needs_rebase(const tf_archive *ar, const uint8_t *live, uint64_t s, tf_blob *b,
+                        tf_error *e)
 {
     if (!(live[s] & TF_LIVE_CHUNK))
-        return false;
-    uint64_t ref = tf_archive_blob(ar, s)->ref;
+        return 0;
+    if (tf_archive_blob(ar, s, b, e) < 0)
+        return -1;
     bool again;
-    return ref && !(live[ref - 1] & TF_LIVE_CHUNK) && tf_archive_may_redirect(ar, s, &again);
+    return b->ref && !(live[b->ref - 1] & TF_LIVE_CHUNK) && tf_archive_may_redirect(ar, s, &again);
 }
 
-/* The keyframe slot at the bottom of slot s's reference chain. */
-static uint64_t chain_root(const tf_archive *ar, uint64_t s)
+/* The keyframe slot at the bottom of slot s's reference chain, in *root. */
+static int chain_root(const tf_archive *ar, uint64_t s, uint64_t *root, tf_error *e)
 {
     for (unsigned steps = 0; steps <= TF_CHAIN_MAX; steps++) {
-        uint64_t ref = tf_archive_blob(ar, s)->ref;
-        if (!ref)
+        tf_blob b;
+        if (tf_archive_blob(ar, s, &b, e) < 0)
+            return -1;
+        if (!b.ref)
             break;
-        s = ref - 1;
+        s = b.ref - 1;
     }
-    return s;
+    *root = s;
+    return 0;
 }
 
 typedef struct {
@@ -114,16 +128,19 @@ static int pair_orphans(rebase *rb, tf_error *e)
         return tf_fail(e, ENOMEM, "out of memory for %zu chunks to rebase", n);
     n = 0;
     for (size_t i = 0; i < rb->n; i++)
-        if (!rb->items[i].ref)
-            o[n++] = (orphan){ chain_root(rb->ar, rb->items[i].slot), i };
+        if (!rb->items[i].ref) {
+            o[n] = (orphan){ .item = i };
+            if (chain_root(rb->ar, rb->items[i].slot, &o[n++].root, e) < 0) {
+                free(o);
+                return -1;
+            }
+        }
     qsort(o, n, sizeof *o, orphan_cmp);
     for (size_t first = 0, k; first < n; first = k) {
         const rebased *key = &rb->items[o[first].item];
-        const tf_blob *a = tf_archive_blob(rb->ar, key->slot);
         for (k = first + 1; k < n && o[k].root == o[first].root; k++) {
             rebased *it = &rb->items[o[k].item];
-            const tf_blob *b = tf_archive_blob(rb->ar, it->slot);
-            if (a->dtype == b->dtype && a->raw_len == b->raw_len)
+            if (key->blob.dtype == it->blob.dtype && key->blob.raw_len == it->blob.raw_len)
                 it->ref = key->slot + 1;
         }
     }
@@ -179,7 +196,7 @@ static bool joins_run(const rebase *rb, size_t i, size_t bytes)
 {
     const rebased *it = &rb->items[i], *prev = it - 1;
     return it->tensor && it->tensor == prev->tensor && it->ref && prev->ref &&
-           bytes + tf_archive_blob(rb->ar, it->slot)->raw_len <= TF_SHARED_MODEL_BYTES;
+           bytes + it->blob.raw_len <= TF_SHARED_MODEL_BYTES;
 }
 
 /* Splits the items into runs. */
@@ -193,7 +210,7 @@ static int make_runs(rebase *rb)
             rb->runs[rb->nruns++] = i;
             bytes = 0;
         }
-        bytes += tf_archive_blob(rb->ar, rb->items[i].slot)->raw_len;
+        bytes += rb->items[i].blob.raw_len;
     }
     rb->runs[rb->nruns] = rb->n;
     return 0;
@@ -207,19 +224,22 @@ static int find_chunks(rebase *rb, tf_error *e)
     if (!live)
         return -1;
     uint64_t nblobs = tf_archive_nblobs(rb->ar), n = 0;
-    for (uint64_t s = 0; s < nblobs; s++)
-        n += needs_rebase(rb->ar, live, s);
-    if (n && !(rb->items = calloc(n, sizeof *rb->items))) {
-        free(live);
-        return tf_fail(e, ENOMEM, "out of memory for %llu chunks to rebase",
-                       (unsigned long long)n);
+    int rc = 0;
+    tf_blob b;
+    for (uint64_t s = 0; rc >= 0 && s < nblobs; s++)
+        n += (rc = needs_rebase(rb->ar, live, s, &b, e)) > 0;
+    if (rc >= 0 && n && !(rb->items = calloc(n, sizeof *rb->items)))
+        rc = tf_fail(e, ENOMEM, "out of memory for %llu chunks to rebase", (unsigned long long)n);
+    for (uint64_t s = nblobs; rc >= 0 && rb->n < n && s-- > 0;) {
+        rebased *it = &rb->items[rb->n];
+        if ((rc = needs_rebase(rb->ar, live, s, &b, e)) > 0) {
+            *it = (rebased){ .slot = s, .blob = b };
+            rc = nearest_live(rb->ar, live, b.ref, &it->ref, e);
+            rb->n++;
+        }
     }
-    for (uint64_t s = nblobs; s-- > 0;)
-        if (needs_rebase(rb->ar, live, s))
-            rb->items[rb->n++] = (rebased){
-                .slot = s, .ref = nearest_live(rb->ar, live, tf_archive_blob(rb->ar, s)->ref) };
     free(live);
-    if (pair_orphans(rb, e) < 0)
+    if (rc < 0 || pair_orphans(rb, e) < 0)
         return -1;
     find_tensors(rb);
     return make_runs(rb) < 0 ? tf_fail(e, ENOMEM, "out of memory for %zu chunks to rebase", rb->n)
@@ -287,9 +307,9 @@ static void run_state_clear(run_state *rs)
 static int encode_run(rebase *rb, run_state *rs, const rebased *items, uint8_t **src,
                       uint8_t **ref, size_t *len, tf_error *e)
 {
-    unsigned dtype = tf_archive_blob(rb->ar, items[0].slot)->dtype;
+    unsigned dtype = items[0].blob.dtype;
     for (size_t k = 0; k < rs->n; k++) {
-        len[k] = (size_t)tf_archive_blob(rb->ar, items[k].slot)->raw_len;
+        len[k] = (size_t)items[k].blob.raw_len;
         if (!(src[k] = reconstruct(rb, items[k].slot, len[k], e)) ||
             (items[k].ref && !(ref[k] = reconstruct(rb, items[k].ref - 1, len[k], e))))
             return -1;
@@ -336,7 +356,7 @@ static int rebase_work(void *arg, size_t g, tf_error *e)
 static int store_rebased(rebase *rb, run_state *rs, size_t k, const rebased *it,
                          int64_t *shared, tf_error *e)
 {
-    const tf_blob *old = tf_archive_blob(rb->ar, it->slot);
+    const tf_blob *old = &it->blob;
     tf_chunk_job *job = &rs->jobs[k];
     const tf_model_blob *own = rs->models[k].out.len ? &rs->models[k] : NULL;
     bool uses_shared = tf_shared_model_used(&rs->shared, job);
@@ -405,7 +425,7 @@ int tf_writer_rebase(tf_writer *w, tf_rebase_stats *st, tf_error *e)
     if (rc == 0 && rb.n && w->opts.rebasing) {
         uint64_t bytes = 0;
         for (size_t i = 0; i < rb.n; i++)
-            bytes += tf_archive_blob(rb.ar, rb.items[i].slot)->raw_len;
+            bytes += rb.items[i].blob.raw_len;
         w->opts.rebasing(w->opts.progress_arg, rb.n, bytes);
     }
     if (rc == 0 && rb.n)

@@ -161,9 +161,10 @@ int tf_writer_give_back_unread(tf_writer *w, tf_error *e)
     uint8_t *live = tf_liveness(w->ar, NULL, e);
     if (!live)
         return -1;
-    if (tf_commit_keep_open_versions(w->ar, &w->opts, live))
+    int kept = tf_commit_keep_open_versions(w->ar, &w->opts, live, e);
+    if (kept > 0)
         atomic_store(&w->give_back_owed, true);
-    int rc = tf_give_back_all(w->ar, live, e);
+    int rc = kept < 0 ? -1 : tf_give_back_all(w->ar, live, e);
     free(live);
     return rc;
 }

@@ -48,17 +48,23 @@ static int read_blobs(tf_archive *ar, tf_reader_ctx *r, tf_error *e)
 {
     int rc = 0;
     uint64_t largest = 0;
-    for (uint64_t i = 0; i < tf_archive_nblobs(ar); i++)
-        if (tf_archive_blob(ar, i)->raw_len <= MAX_RAW_BYTES && tf_archive_blob(ar, i)->raw_len > largest)
-            largest = tf_archive_blob(ar, i)->raw_len;
+    tf_blob b;
+    tf_error got = { 0 };
+    for (uint64_t i = 0; i < tf_archive_nblobs(ar); i++) {
+        if (tf_archive_blob(ar, i, &b, &got) < 0)
+            broken("a blob of the table cannot be read", got.msg);
+        if (b.raw_len <= MAX_RAW_BYTES && b.raw_len > largest)
+            largest = b.raw_len;
+    }
     uint8_t *buf = malloc(largest ? largest : 1);
     if (!buf)
         return tf_fail(e, ENOMEM, "out of memory");
     for (uint64_t i = 0; i < tf_archive_nblobs(ar); i++) {
-        tf_error got = { 0 };
         if (tf_archive_chain_depth(ar, i) > TF_CHAIN_MAX)
             broken("a reference chain is longer than the bound at blob", "");
-        if (tf_archive_blob(ar, i)->raw_len <= MAX_RAW_BYTES && tf_reader_blob(r, i, buf, &got) < 0)
+        got = (tf_error){ 0 };
+        if (tf_archive_blob(ar, i, &b, &got) == 0 && b.raw_len <= MAX_RAW_BYTES &&
+            tf_reader_blob(r, i, buf, &got) < 0)
             rc = note(e, &got);
     }
     free(buf);

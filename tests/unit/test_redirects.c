@@ -244,7 +244,7 @@ static void expect_refused(const history *h, const char *want)
     write_archive(h->seg, h->nsegs - 1);
     ar = open_ok();
     uint64_t commits = tf_archive_commits(ar), nblobs = tf_archive_nblobs(ar);
-    tf_blob slot0 = *tf_archive_blob(ar, 0);
+    tf_blob slot0 = test_blob(ar, 0);
     commit_segments(h->seg, h->nsegs - 1, h->nsegs);
     bool changed = true;
     e = (tf_error){ 0 };
@@ -253,8 +253,8 @@ static void expect_refused(const history *h, const char *want)
     ck_assert(!changed);
     ck_assert_uint_eq(tf_archive_commits(ar), commits);
     ck_assert_uint_eq(tf_archive_nblobs(ar), nblobs);
-    ck_assert_uint_eq(tf_archive_blob(ar, 0)->offset, slot0.offset);
-    ck_assert_uint_eq(tf_archive_blob(ar, 0)->codec, slot0.codec);
+    ck_assert_uint_eq(test_blob(ar, 0).offset, slot0.offset);
+    ck_assert_uint_eq(test_blob(ar, 0).codec, slot0.codec);
     expect_slot(ar, 0, chunk_a);
     tf_archive_close(ar);
 }
@@ -266,7 +266,7 @@ static void expect_refused(const history *h, const char *want)
 static void expect_redirected(tf_archive *ar)
 {
     ck_assert_uint_eq(tf_archive_nblobs(ar), 4);
-    const tf_blob *b = tf_archive_blob(ar, 0);
+    const tf_blob b_rec = test_blob(ar, 0), *b = &b_rec;
     ck_assert_uint_eq(b->codec, TF_CODEC_ULP);
     ck_assert_uint_eq(b->offset, PAYLOAD_AT + at_delta_a);
     ck_assert_uint_eq(tf_archive_chain_depth(ar, 0), 1);
@@ -302,7 +302,7 @@ START_TEST(refresh_applies_a_redirect)
     make_history(&h);
     write_archive(h.seg, 1);
     tf_archive *ar = open_ok();
-    ck_assert_uint_eq(tf_archive_blob(ar, 0)->codec, TF_CODEC_RAW);
+    ck_assert_uint_eq(test_blob(ar, 0).codec, TF_CODEC_RAW);
     expect_slot(ar, 0, chunk_a);
     commit_segments(h.seg, 1, 2);
     bool changed = false;
@@ -324,7 +324,7 @@ START_TEST(version_3_redirects_a_slot_again)
     h.seg[2].redirects_again = true;
     write_archive(h.seg, 3);
     tf_archive *ar = open_ok();
-    ck_assert_uint_eq(tf_archive_blob(ar, 0)->codec, TF_CODEC_RAW);
+    ck_assert_uint_eq(test_blob(ar, 0).codec, TF_CODEC_RAW);
     ck_assert_uint_eq(tf_archive_chain_depth(ar, 0), 0);
     size_t n;
     const tf_archive_range *r = tf_archive_retired(ar, &n);

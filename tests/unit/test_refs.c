@@ -304,7 +304,7 @@ static void expect_link(const tf_archive *ar, const char *path, const char *name
     ck_assert_uint_eq(chunks, 3);
     for (uint64_t c = 0; c < chunks; c++) {
         uint64_t mine = ent->chunks[ts->first_chunk + c], theirs = ref->chunks[rs->first_chunk + c];
-        const tf_blob *b = tf_archive_blob(ar, mine), *r = tf_archive_blob(ar, theirs);
+        const tf_blob b_rec = test_blob(ar, mine), *b = &b_rec, r_rec = test_blob(ar, theirs), *r = &r_rec;
         bool there = b->ref == theirs + 1, back = !forward && r->ref == mine + 1;
         ck_assert_msg(!(there || back) || tf_codec_get(there ? b->codec : r->codec)->delta,
                       "%s \"%s\" chunk %llu: a reference without a delta codec", path, name,
@@ -336,7 +336,7 @@ static void expect_standalone(const tf_archive *ar, const char *path, const char
     const tf_tensor_span *ts = &ent->tensors[tensor_index(ent, name)];
     uint64_t chunks = tf_chunk_count(ts->nbytes, tf_dtype_get(ts->dtype)->size, SHIFT);
     for (uint64_t c = 0; c < chunks; c++) {
-        const tf_blob *b = tf_archive_blob(ar, ent->chunks[ts->first_chunk + c]);
+        const tf_blob b_rec = test_blob(ar, ent->chunks[ts->first_chunk + c]), *b = &b_rec;
         ck_assert_msg(b->ref == 0, "%s \"%s\" chunk %llu is a delta", path, name,
                       (unsigned long long)c);
     }

@@ -147,11 +147,11 @@ START_TEST(test_roundtrip_and_codecs)
     const tf_entry *prev = tf_archive_lookup(ar, "run/step-3.safetensors");
     ck_assert_ptr_nonnull(prev);
     for (uint64_t c = 0; c < last->nchunks; c++)
-        ck_assert_uint_eq(tf_archive_blob(ar, last->chunks[c])->ref, 0);
+        ck_assert_uint_eq(test_blob(ar, last->chunks[c]).ref, 0);
     const tf_tensor_span *big3 = &prev->tensors[2], *big4 = &last->tensors[2];
     ck_assert_str_eq(tf_tensor_name(prev, 2), "big");
     for (uint64_t c = 0; c < 2; c++) { /* "big" is two chunks */
-        const tf_blob *b = tf_archive_blob(ar, prev->chunks[big3->first_chunk + c]);
+        const tf_blob b_rec = test_blob(ar, prev->chunks[big3->first_chunk + c]), *b = &b_rec;
         ck_assert_uint_eq(b->codec, TF_CODEC_ULP);
         ck_assert_uint_eq(b->ref, last->chunks[big4->first_chunk + c] + 1);
     }
@@ -243,10 +243,11 @@ START_TEST(test_dedup_within_one_writer)
     ck_assert(memcmp(x->chunks, y->chunks, x->nchunks * sizeof *x->chunks) == 0);
     /* Found by content after the open too, each id at its first blob. */
     for (uint64_t i = 0; i < x->nchunks; i++) {
-        const tf_blob *b = tf_archive_blob(ar, x->chunks[i]);
+        const tf_blob b_rec = test_blob(ar, x->chunks[i]), *b = &b_rec;
         int64_t found = tf_archive_find_blob(ar, &b->id);
         ck_assert_int_ge(found, 0);
-        ck_assert(tf_blob_id_eq(&tf_archive_blob(ar, (uint64_t)found)->id, &b->id));
+        tf_blob same = test_blob(ar, (uint64_t)found);
+        ck_assert(tf_blob_id_eq(&same.id, &b->id));
         ck_assert_int_le(found, (int64_t)x->chunks[i]);
     }
     tf_archive_close(ar);
@@ -293,8 +294,8 @@ START_TEST(test_deltas_of_a_tensor_share_a_model)
         t++;
     ck_assert_uint_lt(t, ent->ntensors);
     uint64_t first = ent->tensors[t].first_chunk;
-    const tf_blob *c0 = tf_archive_blob(ar, ent->chunks[first]);
-    const tf_blob *c1 = tf_archive_blob(ar, ent->chunks[first + 1]);
+    const tf_blob c0_rec = test_blob(ar, ent->chunks[first]), *c0 = &c0_rec;
+    const tf_blob c1_rec = test_blob(ar, ent->chunks[first + 1]), *c1 = &c1_rec;
     ck_assert_uint_eq(c0->codec, TF_CODEC_ULP);
     ck_assert_uint_eq(c1->codec, TF_CODEC_ULP);
     ck_assert_uint_ne(c0->model, 0);
@@ -591,7 +592,7 @@ START_TEST(test_threads_do_not_change_bytes)
     tf_archive *x = open_archive(a1), *y = open_archive(a2);
     ck_assert_uint_eq(tf_archive_nblobs(x), tf_archive_nblobs(y));
     for (uint64_t b = 0; b < tf_archive_nblobs(x); b++) {
-        const tf_blob *bx = tf_archive_blob(x, b), *by = tf_archive_blob(y, b);
+        const tf_blob bx_rec = test_blob(x, b), *bx = &bx_rec, by_rec = test_blob(y, b), *by = &by_rec;
         ck_assert_uint_eq(bx->codec, by->codec);
         ck_assert_uint_eq(bx->enc_len, by->enc_len);
         ck_assert(memcmp(p1 + bx->offset, p2 + by->offset, bx->enc_len) == 0);
@@ -662,7 +663,7 @@ START_TEST(test_damaged_blob_names_tensor)
     tf_archive *ar = open_archive(a);
     const tf_entry *ent = tf_archive_lookup(ar, "run/step-1.safetensors");
     /* tensor 1 in data order is "f32" (I64 sorts first by offset) */
-    const tf_blob *b = tf_archive_blob(ar, ent->chunks[ent->tensors[1].first_chunk]);
+    const tf_blob b_rec = test_blob(ar, ent->chunks[ent->tensors[1].first_chunk]), *b = &b_rec;
     uint64_t at = b->offset + b->enc_len / 2;
     tf_archive_close(ar);
     size_t n;
@@ -778,9 +779,9 @@ START_TEST(test_equal_bytes_of_two_dtypes)
     const tf_entry *s2 = tf_archive_lookup(ar, "run/step-2.safetensors");
     ck_assert_ptr_nonnull(s2);
     for (uint64_t c = s2->tensors[1].first_chunk; c < s2->nchunks; c++) {
-        const tf_blob *b = tf_archive_blob(ar, s2->chunks[c]);
+        const tf_blob b_rec = test_blob(ar, s2->chunks[c]), *b = &b_rec;
         if (b->ref)
-            ck_assert_uint_eq(tf_archive_blob(ar, b->ref - 1)->dtype, b->dtype);
+            ck_assert_uint_eq(test_blob(ar, b->ref - 1).dtype, b->dtype);
     }
     check_all_files(ar);
     tf_archive_close(ar);

@@ -126,6 +126,14 @@ void test_add(tf_writer *w, const char *src, const char *dest)
     ck_assert_msg(tf_writer_add(w, src, dest, NULL, &e) == 0, "%s", e.msg);
 }
 
+tf_blob test_blob(const tf_archive *ar, uint64_t idx)
+{
+    tf_blob b;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_blob(ar, idx, &b, &e) == 0, "%s", e.msg);
+    return b;
+}
+
 int run_suite(Suite *s)
 {
     SRunner *sr = srunner_create(s);

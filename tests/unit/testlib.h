@@ -73,6 +73,8 @@ tf_writer *test_open_writer(const char *archive, bool create, unsigned chunk_shi
                             unsigned threads, unsigned max_chain);
 /* Adds the file src as dest; fails the test when that fails. */
 void test_add(tf_writer *w, const char *src, const char *dest);
+/* The record of blob slot idx; fails the test when it cannot be read. */
+tf_blob test_blob(const tf_archive *ar, uint64_t idx);
 
 /* Runs every test of s; returns main's exit status. */
 int run_suite(Suite *s);
