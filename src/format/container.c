@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <zstd.h>
 
+#include "codec/zstd_codec.h"
 #include "common/hash.h"
 #include "io/url.h"
 
@@ -301,10 +302,11 @@ int tf_container_read_catalog(const tf_container *c, const tf_trailer *t, tf_buf
         tf_fail(e, ENOMEM, "catalog: out of memory");
         goto done;
     }
-    size_t got = ZSTD_decompress(dst, n, stored, t->catalog_len);
-    if (ZSTD_isError(got) || got != n) {
-        tf_fail(e, EIO, "catalog of commit %llu: %s", (unsigned long long)t->seq,
-                ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short frame");
+    /* With the thread's context: ZSTD_decompress sets one up for each
+     * call, and zstd asks the processor its features (CPUID, twice)
+     * whenever it does, in a virtual machine a trap to the host each. */
+    if (tf_zstd_decompress(stored, t->catalog_len, dst, n, e) < 0) {
+        tf_error_prefix(e, "catalog of commit %llu", (unsigned long long)t->seq);
         goto done;
     }
     tf_buf_commit(out, n);
