@@ -462,7 +462,9 @@ static int cmp_redirect_slot(const void *a, const void *b)
 
 /* The redirect list: each from an earlier commit's slot, to a blob of
  * this segment, no slot twice. Sorted by slot (store/archive.c looks
- * slots up by bisection). */
+ * slots up by bisection): the writer stores them so, and a list in
+ * order is only checked (qsort of each segment's list was a quarter of
+ * the instructions of an open of 1,001 commits of 400 redirects). */
 static int read_redirects(decoder *d, tf_segment *s)
 {
     if (read_count(d, MIN_REDIRECT_BYTES, "redirects", &s->nredirects) < 0)
@@ -486,8 +488,13 @@ static int read_redirects(decoder *d, tf_segment *s)
             return tf_fail(d->e, EIO, "catalog: blob %llu redirected to a blob not of its segment",
                            (unsigned long long)r->slot);
     }
+    uint64_t i = 1;
+    while (i < s->nredirects && s->redirects[i - 1].slot < s->redirects[i].slot)
+        i++;
+    if (i == s->nredirects)
+        return 0;
     qsort(s->redirects, s->nredirects, sizeof *s->redirects, cmp_redirect_slot);
-    for (uint64_t i = 1; i < s->nredirects; i++)
+    for (i = 1; i < s->nredirects; i++)
         if (s->redirects[i].slot == s->redirects[i - 1].slot)
             return tf_fail(d->e, EIO, "catalog: blob %llu redirected twice",
                            (unsigned long long)s->redirects[i].slot);
