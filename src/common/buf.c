@@ -111,20 +111,25 @@ uint64_t tf_read_u64(tf_cursor *r)
     return p ? tf_le64_get(p) : 0;
 }
 
-uint64_t tf_read_varint(tf_cursor *r)
+/* Reads the bytes in place, bounded once by those left, where a read of
+ * each (tf_read_bytes) checked them again and again. A bad varint leaves
+ * the cursor as far as it read, as such a read did. */
+uint64_t tf_read_varint_long(tf_cursor *r)
 {
+    size_t left = tf_cursor_left(r), n = left < 10 ? left : 10;
     uint64_t v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-        const uint8_t *p = tf_read_bytes(r, 1);
-        if (!p)
-            return 0;
-        uint64_t part = p[0] & 0x7f;
-        if (shift == 63 && part > 1) /* would overflow 64 bits */
+    for (size_t i = 0; i < n; i++) {
+        uint8_t byte = r->p[r->pos + i];
+        uint64_t part = byte & 0x7f;
+        if (i == 9 && part > 1) /* would overflow 64 bits */
             break;
-        v |= part << shift;
-        if (!(p[0] & 0x80))
+        v |= part << (7 * i);
+        if (!(byte & 0x80)) {
+            r->pos += i + 1;
             return v;
+        }
     }
+    r->pos += n;
     r->bad = true;
     return 0;
 }

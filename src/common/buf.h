@@ -131,6 +131,15 @@ const uint8_t *tf_read_bytes(tf_cursor *r, size_t n); /* NULL when short */
 uint8_t  tf_read_u8(tf_cursor *r);
 uint32_t tf_read_u32(tf_cursor *r);
 uint64_t tf_read_u64(tf_cursor *r);
-uint64_t tf_read_varint(tf_cursor *r); /* rejects > 10 bytes or overflow */
+/* Rejects > 10 bytes or overflow. The one-byte case (counts, codecs,
+ * small lengths and ids) is inline: the decode of a catalog segment
+ * reads a varint every few bytes, and the call was a tenth of an open. */
+uint64_t tf_read_varint_long(tf_cursor *r);
+static inline uint64_t tf_read_varint(tf_cursor *r)
+{
+    if (!r->bad && r->pos < r->len && r->p[r->pos] < 0x80)
+        return r->p[r->pos++];
+    return tf_read_varint_long(r);
+}
 
 #endif
