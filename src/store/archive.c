@@ -146,33 +146,83 @@ static const tf_redirect *redirect_of(const tf_segment *seg, uint64_t idx)
     return NULL;
 }
 
+/* The blob that serves slot idx once seg (may be NULL) is applied: idx,
+ * or the blob of seg that seg redirects it to. */
+static uint64_t served_by(const tf_segment *seg, uint64_t idx)
+{
+    const tf_redirect *r = redirect_of(seg, idx);
+    return r ? r->blob : idx;
+}
+
+/* The record of blob idx: stored, or in seg. */
+static const tf_blob *blob_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
+{
+    return idx < ar->nblobs ? &ar->blobs[idx] : &seg->blobs[idx - seg->first_blob];
+}
+
 /* The blob serving slot idx of the archive as it is once seg (may be
  * NULL) is applied: stored, in seg, or seg's redirect of a stored slot. */
 static const tf_blob *blob_after(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
-    const tf_redirect *r = redirect_of(seg, idx);
-    if (r)
-        idx = r->blob;
-    return idx < ar->nblobs ? &ar->blobs[idx] : &seg->blobs[idx - seg->first_blob];
+    return blob_at(ar, seg, served_by(seg, idx));
+}
+
+/* The chain depths of seg's blobs that the checks of seg found so far,
+ * per blob of seg its depth + 1 (0: not yet), or NULL. A commit that
+ * supersedes the newest checkpoint redirects each of its slots to a
+ * delta of the commit: the check of the redirect and the check of the
+ * delta walked the same chain, and walks were a fifth of an open. */
+static uint16_t *known_depth(const tf_segment *seg, uint16_t *known, uint64_t idx)
+{
+    return known && idx >= seg->first_blob && idx - seg->first_blob < seg->nblobs
+               ? &known[idx - seg->first_blob]
+               : NULL;
+}
+
+/* Room for those of seg, none known; NULL (out of memory) only makes
+ * the walks longer. */
+static uint16_t *new_known_depths(const tf_segment *seg)
+{
+    return calloc(seg->nblobs ? seg->nblobs : 1, sizeof(uint16_t));
 }
 
 /* Number of deltas from slot idx down to a self-contained blob, once seg
  * is applied; -1 when that is more than TF_CHAIN_MAX (a chain that long,
- * or one that loops through redirects). */
-static int chain_depth(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
+ * or one that loops through redirects). A walk stops at a blob of seg
+ * whose depth is known, and records the depth of the blob it starts at
+ * when that is one of seg. */
+static int chain_depth(const tf_archive *ar, const tf_segment *seg, uint16_t *known,
+                       uint64_t idx)
 {
+    idx = served_by(seg, idx);
+    uint16_t *start = known_depth(seg, known, idx);
     int depth = 0;
-    for (const tf_blob *b = blob_after(ar, seg, idx); b->ref; b = blob_after(ar, seg, b->ref - 1))
+    for (;;) {
+        uint16_t *k = known_depth(seg, known, idx);
+        if (k && *k) {
+            depth += *k - 1;
+            break;
+        }
+        const tf_blob *b = blob_at(ar, seg, idx);
+        if (!b->ref)
+            break;
         if (++depth > TF_CHAIN_MAX)
             return -1;
+        idx = served_by(seg, b->ref - 1);
+    }
+    if (depth > TF_CHAIN_MAX)
+        return -1;
+    if (start)
+        *start = (uint16_t)(depth + 1);
     return depth;
 }
 
 /* Checks blob idx (in seg, its references and models earlier) against
- * the archive as it is once seg is applied. */
-static int check_blob(const tf_archive *ar, const tf_segment *seg, uint64_t idx, tf_error *e)
+ * the archive as it is once seg is applied; known: chain_depth's. */
+static int check_blob(const tf_archive *ar, const tf_segment *seg, uint16_t *known,
+                      uint64_t idx, tf_error *e)
 {
-    const tf_blob *b = idx < ar->nblobs ? &ar->blobs[idx] : &seg->blobs[idx - seg->first_blob];
+    const tf_blob *b = blob_at(ar, seg, idx);
     const tf_codec *codec = tf_codec_get(b->codec);
     if (!codec)
         return tf_fail(e, EIO, "blob %llu: unknown codec %u", (unsigned long long)idx, b->codec);
@@ -194,8 +244,10 @@ static int check_blob(const tf_archive *ar, const tf_segment *seg, uint64_t idx,
         if (r->raw_len != b->raw_len || r->dtype != b->dtype)
             return tf_fail(e, EIO, "blob %llu: reference blob %llu differs in size or dtype",
                            (unsigned long long)idx, (unsigned long long)ri);
-        int d = chain_depth(ar, seg, ri);
-        if (d < 0 || d + 1 > TF_CHAIN_MAX)
+        /* The depth of idx itself, 1 + that of ri: no redirect names a
+         * blob of seg, and the check of a redirect to idx may have
+         * found it. */
+        if (chain_depth(ar, seg, known, idx) < 0)
             return tf_fail(e, EIO, "blob %llu: reference chain longer than %d",
                            (unsigned long long)idx, TF_CHAIN_MAX);
     }
@@ -235,9 +287,9 @@ static int check_chain_through(const tf_archive *ar, uint64_t slot, int depth, t
 }
 
 /* Checks redirect r of seg against the archive as it is once all of seg
- * is applied. */
-static int check_redirect(const tf_archive *ar, const tf_segment *seg, const tf_redirect *r,
-                          tf_error *e)
+ * is applied; known: chain_depth's. */
+static int check_redirect(const tf_archive *ar, const tf_segment *seg, uint16_t *known,
+                          const tf_redirect *r, tf_error *e)
 {
     if (r->slot >= ar->nblobs || r->blob < seg->first_blob ||
         r->blob - seg->first_blob >= seg->nblobs)
@@ -245,7 +297,7 @@ static int check_redirect(const tf_archive *ar, const tf_segment *seg, const tf_
                        (unsigned long long)r->slot);
     if (check_redirect_content(ar, seg, r->slot, &seg->blobs[r->blob - seg->first_blob], e) < 0)
         return -1;
-    return check_chain_through(ar, r->slot, chain_depth(ar, seg, r->slot), e);
+    return check_chain_through(ar, r->slot, chain_depth(ar, seg, known, r->slot), e);
 }
 
 /* Checks seg's redirects against the archive as it is once all of seg is
@@ -253,7 +305,8 @@ static int check_redirect(const tf_archive *ar, const tf_segment *seg, const tf_
  * changes anything, and so cannot fail half way for what a check of the
  * segment let through. A slot a blob of seg names as its model stays:
  * the model must stand alone, not become a delta. */
-static int check_redirects(const tf_archive *ar, const tf_segment *seg, tf_error *e)
+static int check_redirects(const tf_archive *ar, const tf_segment *seg, uint16_t *known,
+                           tf_error *e)
 {
     for (uint64_t i = 1; i < seg->nredirects; i++)
         if (seg->redirects[i].slot <= seg->redirects[i - 1].slot)
@@ -264,7 +317,7 @@ static int check_redirects(const tf_archive *ar, const tf_segment *seg, tf_error
             return refuse_slot(model - 1, e);
     }
     for (uint64_t i = 0; i < seg->nredirects; i++)
-        if (check_redirect(ar, seg, &seg->redirects[i], e) < 0)
+        if (check_redirect(ar, seg, known, &seg->redirects[i], e) < 0)
             return -1;
     return 0;
 }
@@ -356,7 +409,7 @@ static int grow_blobs(tf_archive *ar, uint64_t need, tf_error *e)
 
 /* Appends seg's blobs; an invariant kept for raise_above: the slot a
  * delta references has a longer chain ending at it than the delta. */
-static int add_blobs(tf_archive *ar, const tf_segment *seg, tf_error *e)
+static int add_blobs(tf_archive *ar, const tf_segment *seg, uint16_t *known, tf_error *e)
 {
     if (seg->first_blob != ar->nblobs)
         return tf_fail(e, EIO, "catalog: segment blobs start at %llu, expected %llu",
@@ -373,7 +426,7 @@ static int add_blobs(tf_archive *ar, const tf_segment *seg, tf_error *e)
         *b = seg->blobs[i];
         ar->above[idx] = 0;
         ar->flags[idx] = 0;
-        if (check_blob(ar, seg, idx, e) < 0) {
+        if (check_blob(ar, seg, known, idx, e) < 0) {
             ar->nblobs--;
             return -1;
         }
@@ -474,9 +527,11 @@ int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_err
     if (seg->first_blob != ar->nblobs)
         return tf_fail(e, EIO, "catalog: segment blobs start at %llu, expected %llu",
                        (unsigned long long)seg->first_blob, (unsigned long long)ar->nblobs);
-    int rc = check_redirects(ar, seg, e);
+    uint16_t *known = new_known_depths(seg);
+    int rc = check_redirects(ar, seg, known, e);
     for (uint64_t i = 0; rc == 0 && i < seg->nblobs; i++)
-        rc = check_blob(ar, seg, ar->nblobs + i, e);
+        rc = check_blob(ar, seg, known, ar->nblobs + i, e);
+    free(known);
     for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)
         rc = check_entry(ar, seg, &seg->entries[i], e);
     return rc;
@@ -680,9 +735,11 @@ int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
     if (atomic_load_explicit(&ar->ids->built, memory_order_relaxed) &&
         tf_archive_segment_drops(ar, seg))
         forget_ids(ar);
-    int rc = check_redirects(ar, seg, e);
+    uint16_t *known = new_known_depths(seg);
+    int rc = check_redirects(ar, seg, known, e);
     if (rc == 0)
-        rc = add_blobs(ar, seg, e);
+        rc = add_blobs(ar, seg, known, e);
+    free(known);
     if (rc == 0)
         rc = apply_redirects(ar, seg, e);
     for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)
@@ -1022,7 +1079,7 @@ int tf_archive_blob(const tf_archive *ar, uint64_t idx, tf_blob *b, tf_error *e)
 }
 unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx)
 {
-    return (unsigned)chain_depth(ar, NULL, idx); /* applied chains are within TF_CHAIN_MAX */
+    return (unsigned)chain_depth(ar, NULL, NULL, idx); /* applied chains are within TF_CHAIN_MAX */
 }
 
 unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx)
