@@ -564,6 +564,73 @@ START_TEST(moved_entry_keeps_its_inode)
 }
 END_TEST
 
+/* ---- a long history ---- */
+
+/* The plan, then empty commits up to `commits`, commit `bad` (if not 0)
+ * holding a blob of an unknown codec; the stored catalog of commit
+ * `damaged` (if not 0) then has a byte flipped. An open reads catalogs
+ * ahead of the commit it applies: what it reports must still be the
+ * first commit in order that fails, as each were read once the one
+ * before is applied. */
+static void write_history(uint64_t commits, uint64_t bad, uint64_t damaged)
+{
+    plan p;
+    make_plan(&p);
+    tf_blob unknown = p.blobs[1];
+    unknown.codec = 200;
+    tf_segment empty = { 0 }, odd = { .nblobs = 1, .blobs = &unknown };
+    const tf_segment **segs = calloc(commits, sizeof *segs);
+    ck_assert_ptr_nonnull(segs);
+    segs[0] = &p.seg;
+    for (uint64_t k = 1; k < commits; k++)
+        segs[k] = k + 1 == bad ? &odd : &empty;
+    write_archive(&p, segs, commits);
+    free(segs);
+    if (!damaged)
+        return;
+    tf_container c;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_container_open(&c, archive_path, NULL, &e) == 0, "%s", e.msg);
+    tf_trailer t = c.last;
+    while (t.seq != damaged)
+        ck_assert_msg(tf_container_read_trailer(&c, t.prev, &t, &e) == 0, "%s", e.msg);
+    tf_container_close(&c);
+    FILE *f = fopen(archive_path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, (long)t.catalog_off, SEEK_SET), 0);
+    int byte = fgetc(f);
+    ck_assert_int_ne(byte, EOF);
+    ck_assert_int_eq(fseek(f, (long)t.catalog_off, SEEK_SET), 0);
+    ck_assert_int_ne(fputc(byte ^ 0xff, f), EOF);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(long_history_opens)
+{
+    write_history(40, 0, 0);
+    tf_archive *ar = open_ok();
+    ck_assert_uint_eq(tf_archive_commits(ar), 40);
+    ck_assert_ptr_nonnull(tf_archive_lookup(ar, "run/m.safetensors"));
+    tf_archive_close(ar);
+}
+END_TEST
+
+START_TEST(damaged_catalog_in_a_long_history_is_named)
+{
+    write_history(40, 0, 30);
+    expect_open_fails("catalog of commit 30: checksum mismatch");
+}
+END_TEST
+
+START_TEST(first_failing_commit_is_reported)
+{
+    write_history(40, 29, 30);
+    expect_open_fails("blob 3: unknown codec 200");
+    write_history(40, 30, 29);
+    expect_open_fails("catalog of commit 29: checksum mismatch");
+}
+END_TEST
+
 /* ---- reference chains ---- */
 
 /* Blob 0 holds the BF16 chunk raw; blobs 1..n are ulp deltas, each on
@@ -660,6 +727,9 @@ static Suite *hostile_suite(void)
     tcase_add_test(tc, dir_replaced_by_file_drops_subtree);
     tcase_add_test(tc, later_commit_cannot_reuse_a_live_inode);
     tcase_add_test(tc, moved_entry_keeps_its_inode);
+    tcase_add_test(tc, long_history_opens);
+    tcase_add_test(tc, damaged_catalog_in_a_long_history_is_named);
+    tcase_add_test(tc, first_failing_commit_is_reported);
     tcase_add_test(tc, chain_at_the_bound_opens);
     tcase_add_test(tc, chain_past_the_bound_is_refused);
     tcase_add_test(tc, model_chain_is_refused);
