@@ -127,14 +127,10 @@ int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id)
     return tf_idmap_get(&ar->ids->map, id, &idx) ? (int64_t)idx : -1;
 }
 
-/* The redirect of slot idx in seg (its redirects sorted by slot), or NULL.
- * A chain walk's steps mostly lie below the slots a commit redirects
- * (those of the checkpoint before it): they skip the search. */
-static const tf_redirect *redirect_of(const tf_segment *seg, uint64_t idx)
+/* The redirect of slot idx in seg (its redirects sorted by slot), or NULL:
+ * a bisection. */
+static const tf_redirect *search_redirect(const tf_segment *seg, uint64_t idx)
 {
-    if (!seg || !seg->nredirects || idx < seg->redirects[0].slot ||
-        idx > seg->redirects[seg->nredirects - 1].slot)
-        return NULL;
     size_t lo = 0, hi = (size_t)seg->nredirects;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -146,6 +142,17 @@ static const tf_redirect *redirect_of(const tf_segment *seg, uint64_t idx)
             hi = mid;
     }
     return NULL;
+}
+
+/* The same, the slots outside the range seg redirects ruled out inline: a
+ * chain walk's steps mostly lie below the slots a commit redirects (those
+ * of the checkpoint before it), and the call was 7% of an open. */
+static inline const tf_redirect *redirect_of(const tf_segment *seg, uint64_t idx)
+{
+    if (!seg || !seg->nredirects || idx < seg->redirects[0].slot ||
+        idx > seg->redirects[seg->nredirects - 1].slot)
+        return NULL;
+    return search_redirect(seg, idx);
 }
 
 /* The blob that serves slot idx once seg (may be NULL) is applied: idx,
