@@ -1,66 +1,44 @@
 #include "common/idmap.h"
 
 #include <stdlib.h>
-#include <string.h>
 
-/* Slots hold value + 1 so that 0 marks an empty slot. */
-static uint64_t slot_of(const tf_blob_id *id, uint64_t cap)
+/* The pairs, in the order put, indexed by their ids. */
+
+static const tf_blob_id *id_of_pair(const void *pairs, uint64_t pos)
 {
-    uint64_t h;
-    memcpy(&h, id->b, sizeof h);
-    return h & (cap - 1);
+    return &((const tf_idmap_pair *)pairs)[pos].id;
 }
 
-static void insert(tf_blob_id *ids, uint64_t *values, uint64_t cap, const tf_blob_id *id, uint64_t v)
+/* Room for n pairs in all. */
+static int room_for(tf_idmap *m, uint64_t n)
 {
-    uint64_t s = slot_of(id, cap);
-    while (values[s])
-        s = (s + 1) & (cap - 1);
-    ids[s] = *id;
-    values[s] = v + 1;
-}
-
-/* Moves the map into cap slots (a power of two, more than it holds). */
-static int grow_to(tf_idmap *m, uint64_t cap)
-{
-    tf_blob_id *ids = malloc(cap * sizeof *ids);
-    uint64_t *values = calloc(cap, sizeof *values);
-    if (!ids || !values) {
-        free(ids);
-        free(values);
+    if (n <= m->pairs_cap)
+        return 0;
+    if (n > SIZE_MAX / 2 / sizeof *m->pairs)
         return -1;
-    }
-    for (uint64_t s = 0; s < m->cap; s++)
-        if (m->values[s])
-            insert(ids, values, cap, &m->ids[s], m->values[s] - 1);
-    free(m->ids);
-    free(m->values);
-    m->ids = ids;
-    m->values = values;
-    m->cap = cap;
+    uint64_t cap = m->pairs_cap ? m->pairs_cap : 64;
+    while (cap < n)
+        cap *= 2;
+    tf_idmap_pair *p = realloc(m->pairs, cap * sizeof *p);
+    if (!p)
+        return -1;
+    m->pairs = p;
+    m->pairs_cap = cap;
     return 0;
 }
 
 int tf_idmap_reserve(tf_idmap *m, uint64_t n)
 {
-    if (n > UINT64_MAX / 4)
-        return -1;
-    uint64_t cap = m->cap ? m->cap : 256;
-    while (n * 2 > cap)
-        cap *= 2;
-    return cap > m->cap ? grow_to(m, cap) : 0;
+    return room_for(m, n) < 0 ? -1 : tf_id_index_reserve(&m->index, n, id_of_pair, m->pairs);
 }
 
 int tf_idmap_get(const tf_idmap *m, const tf_blob_id *id, uint64_t *value)
 {
-    if (!m->cap)
+    uint64_t pos;
+    if (!tf_id_index_get(&m->index, id, id_of_pair, m->pairs, &pos))
         return 0;
-    for (uint64_t s = slot_of(id, m->cap); m->values[s]; s = (s + 1) & (m->cap - 1))
-        if (tf_blob_id_eq(&m->ids[s], id)) {
-            *value = m->values[s] - 1;
-            return 1;
-        }
-    return 0;
+    *value = m->pairs[pos].value;
+    return 1;
 }
 
 int tf_idmap_put(tf_idmap *m, const tf_blob_id *id, uint64_t value)
@@ -68,16 +46,16 @@ int tf_idmap_put(tf_idmap *m, const tf_blob_id *id, uint64_t value)
     uint64_t old;
     if (tf_idmap_get(m, id, &old))
         return 0;
-    if ((m->count + 1) * 2 > m->cap && grow_to(m, m->cap ? m->cap * 2 : 256) < 0)
+    uint64_t pos = m->index.count;
+    if (room_for(m, pos + 1) < 0)
         return -1;
-    insert(m->ids, m->values, m->cap, id, value);
-    m->count++;
-    return 0;
+    m->pairs[pos] = (tf_idmap_pair){ *id, value };
+    return tf_id_index_put(&m->index, id, pos, id_of_pair, m->pairs);
 }
 
 void tf_idmap_free(tf_idmap *m)
 {
-    free(m->ids);
-    free(m->values);
+    free(m->pairs);
+    tf_id_index_free(&m->index);
     *m = (tf_idmap){ 0 };
 }

@@ -1,16 +1,22 @@
-/* Map from content id to a value below UINT64_MAX (open addressing; ids are
- * uniformly distributed hashes, so their first bytes index directly). */
+/* Map from content id to a value: the pairs in the order put, indexed by
+ * their ids (common/id_index.h). */
 #ifndef TRAJFS_COMMON_IDMAP_H
 #define TRAJFS_COMMON_IDMAP_H
 
 #include <stdint.h>
 
 #include "common/hash.h"
+#include "common/id_index.h"
 
 typedef struct {
-    tf_blob_id *ids;
-    uint64_t *values;
-    uint64_t cap, count; /* cap is 0 or a power of two */
+    tf_blob_id id;
+    uint64_t value;
+} tf_idmap_pair;
+
+typedef struct {
+    tf_idmap_pair *pairs; /* index.count of them */
+    uint64_t pairs_cap;
+    tf_id_index index;
 } tf_idmap;
 
 /* 0, or -1 when out of memory. An existing id keeps its first value. */

@@ -9,7 +9,7 @@
 
 #include "codec/codec.h"
 #include "common/cpus.h"
-#include "common/idmap.h"
+#include "common/id_index.h"
 #include "common/dtype.h"
 #include "common/pool.h"
 #include "store/liveness.h"
@@ -38,7 +38,7 @@ enum {
 typedef struct {
     pthread_mutex_t lock;
     atomic_bool built;
-    tf_idmap map;
+    tf_id_index map; /* into the blob table */
     uint16_t *live_above; /* per slot, as `above`, over live slots */
     uint64_t live_cap;
 } id_index;
@@ -87,6 +87,12 @@ static int path_cmp(const char *a, const char *b)
  * given back: new content stored as it would read as zeros. */
 static bool count_live_above(const tf_archive *ar, const uint8_t *live);
 
+/* The id of blob slot pos, for the id index. */
+static const tf_blob_id *id_of_slot(const void *ar, uint64_t pos)
+{
+    return &((const tf_archive *)ar)->blobs[pos].id;
+}
+
 static bool build_ids(const tf_archive *ar)
 {
     id_index *x = ar->ids;
@@ -98,16 +104,16 @@ static bool build_ids(const tf_archive *ar)
         uint64_t n = 0;
         for (uint64_t i = 0; live && i < ar->nblobs; i++)
             n += (live[i] & TF_LIVE_NEEDED) != 0;
-        ok = live && tf_idmap_reserve(&x->map, n) == 0;
+        ok = live && tf_id_index_reserve(&x->map, n, id_of_slot, ar) == 0;
         for (uint64_t i = 0; ok && i < ar->nblobs; i++)
             if (live[i] & TF_LIVE_NEEDED)
-                ok = tf_idmap_put(&x->map, &ar->blobs[i].id, i) == 0;
+                ok = tf_id_index_put(&x->map, &ar->blobs[i].id, i, id_of_slot, ar) == 0;
         ok = ok && count_live_above(ar, live);
         free(live);
         if (ok) {
             atomic_store_explicit(&x->built, true, memory_order_release);
         } else { /* a later question tries again */
-            tf_idmap_free(&x->map);
+            tf_id_index_free(&x->map);
             free(x->live_above);
             x->live_above = NULL;
             x->live_cap = 0;
@@ -124,7 +130,7 @@ int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id)
      * again (blobs may share an id), rather than failing the write. */
     if (!atomic_load_explicit(&ar->ids->built, memory_order_acquire) && !build_ids(ar))
         return -1;
-    return tf_idmap_get(&ar->ids->map, id, &idx) ? (int64_t)idx : -1;
+    return tf_id_index_get(&ar->ids->map, id, id_of_slot, ar, &idx) ? (int64_t)idx : -1;
 }
 
 /* The redirect of slot idx in seg (its redirects sorted by slot), or NULL:
@@ -439,7 +445,7 @@ static int add_blobs(tf_archive *ar, const tf_segment *seg, uint16_t *known, tf_
             ar->nblobs--;
             return -1;
         }
-        if (built && tf_idmap_put(&x->map, &b->id, idx) < 0)
+        if (built && tf_id_index_put(&x->map, &b->id, idx, id_of_slot, ar) < 0)
             return tf_fail(e, ENOMEM, "blob index: out of memory");
         if (b->model)
             ar->flags[b->model - 1] |= SLOT_MODEL;
@@ -731,7 +737,7 @@ bool tf_archive_segment_drops(const tf_archive *ar, const tf_segment *seg)
  * some dead, the next lookup builds it again. */
 static void forget_ids(tf_archive *ar)
 {
-    tf_idmap_free(&ar->ids->map);
+    tf_id_index_free(&ar->ids->map);
     free(ar->ids->live_above);
     ar->ids->live_above = NULL;
     ar->ids->live_cap = 0;
@@ -1118,7 +1124,7 @@ void tf_archive_close(tf_archive *ar)
     free(ar->above);
     free(ar->flags);
     free(ar->retired);
-    tf_idmap_free(&ar->ids->map);
+    tf_id_index_free(&ar->ids->map);
     free(ar->ids->live_above);
     pthread_mutex_destroy(&ar->ids->lock);
     free(ar->ids);

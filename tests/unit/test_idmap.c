@@ -1,4 +1,5 @@
-/* The id map (common/idmap.h): many ids, duplicates, collisions. */
+/* The id map (common/idmap.h) and the id index under it
+ * (common/id_index.h): many ids, duplicates, collisions. */
 #include <check.h>
 #include <stdint.h>
 #include <string.h>
@@ -6,6 +7,7 @@
 #include "testlib.h"
 
 #include "common/hash.h"
+#include "common/id_index.h"
 #include "common/idmap.h"
 
 static tf_blob_id id_of_number(uint64_t n)
@@ -25,8 +27,8 @@ START_TEST(idmap_many_ids)
         failed |= tf_idmap_put(&m, &id, i * 3);
     }
     ck_assert_int_eq(failed, 0);
-    ck_assert_uint_eq(m.count, n);
-    ck_assert_uint_ge(m.cap, 2 * n); /* load factor at most 1/2 */
+    ck_assert_uint_eq(m.index.count, n);
+    ck_assert_uint_ge(m.index.cap, 2 * n); /* load factor at most 1/2 */
     uint64_t missing = 0, wrong = 0, phantom = 0;
     for (uint64_t i = 0; i < n; i++) {
         tf_blob_id id = id_of_number(i);
@@ -44,8 +46,8 @@ START_TEST(idmap_many_ids)
     ck_assert_uint_eq(wrong, 0);
     ck_assert_uint_eq(phantom, 0);
     tf_idmap_free(&m);
-    ck_assert_uint_eq(m.cap, 0);
-    ck_assert_uint_eq(m.count, 0);
+    ck_assert_uint_eq(m.index.cap, 0);
+    ck_assert_uint_eq(m.index.count, 0);
 }
 END_TEST
 
@@ -58,8 +60,9 @@ START_TEST(idmap_reserve_then_put)
     tf_blob_id first = id_of_number(0);
     ck_assert_int_eq(tf_idmap_put(&m, &first, 0), 0);
     ck_assert_int_eq(tf_idmap_reserve(&m, n), 0);
-    const uint64_t cap = m.cap;
-    const tf_blob_id *ids = m.ids;
+    const uint64_t cap = m.index.cap;
+    const uint64_t *slots = m.index.slots;
+    const tf_idmap_pair *pairs = m.pairs;
     ck_assert_uint_ge(cap, 2 * n);
     ck_assert_uint_lt(cap, 4 * n); /* the smallest power of two that holds them */
     int failed = 0;
@@ -68,8 +71,9 @@ START_TEST(idmap_reserve_then_put)
         failed |= tf_idmap_put(&m, &id, i);
     }
     ck_assert_int_eq(failed, 0);
-    ck_assert_uint_eq(m.cap, cap);
-    ck_assert_ptr_eq(m.ids, ids);
+    ck_assert_uint_eq(m.index.cap, cap);
+    ck_assert_ptr_eq(m.index.slots, slots);
+    ck_assert_ptr_eq(m.pairs, pairs);
     uint64_t wrong = 0, v;
     for (uint64_t i = 0; i < n; i++) {
         tf_blob_id id = id_of_number(i);
@@ -77,7 +81,7 @@ START_TEST(idmap_reserve_then_put)
     }
     ck_assert_uint_eq(wrong, 0);
     ck_assert_int_eq(tf_idmap_reserve(&m, n / 2), 0); /* never shrinks */
-    ck_assert_uint_eq(m.cap, cap);
+    ck_assert_uint_eq(m.index.cap, cap);
     ck_assert_int_eq(tf_idmap_reserve(&m, UINT64_MAX), -1);
     tf_idmap_free(&m);
 }
@@ -90,29 +94,59 @@ START_TEST(idmap_duplicate_put_keeps_first_value)
     uint64_t v;
     ck_assert_int_eq(tf_idmap_put(&m, &id, 0), 0); /* value 0 is a real value */
     ck_assert_int_eq(tf_idmap_put(&m, &id, 99), 0);
-    ck_assert_uint_eq(m.count, 1);
+    ck_assert_uint_eq(m.index.count, 1);
     ck_assert_int_eq(tf_idmap_get(&m, &id, &v), 1);
     ck_assert_uint_eq(v, 0);
     tf_idmap_free(&m);
 }
 END_TEST
 
-START_TEST(idmap_ids_sharing_a_slot_stay_apart)
+START_TEST(idmap_ids_sharing_first_bytes_stay_apart)
 {
-    /* Same first 8 bytes (same home slot), different tails: probing. */
-    tf_idmap m = { 0 };
-    tf_blob_id ids[600];
-    for (unsigned i = 0; i < ARRAY_LEN(ids); i++) {
-        memset(ids[i].b, 0xaa, sizeof ids[i].b);
-        memcpy(ids[i].b + 8, &i, sizeof i);
-        ck_assert_int_eq(tf_idmap_put(&m, &ids[i], 1000 + i), 0);
-    }
-    for (unsigned i = 0; i < ARRAY_LEN(ids); i++) {
+    /* Ids alike in their first 8 bytes (the same home slot: probing), then
+     * in their first 12 (the 24 bits of the id a slot keeps too: only the
+     * ids of the table tell them apart). */
+    static const size_t differ_from[] = { 8, 12 };
+    for (size_t k = 0; k < ARRAY_LEN(differ_from); k++) {
+        tf_idmap m = { 0 };
+        tf_blob_id ids[600];
+        for (unsigned i = 0; i < ARRAY_LEN(ids); i++) {
+            memset(ids[i].b, 0xaa, sizeof ids[i].b);
+            memcpy(ids[i].b + differ_from[k], &i, sizeof i);
+            ck_assert_int_eq(tf_idmap_put(&m, &ids[i], 1000 + i), 0);
+        }
+        for (unsigned i = 0; i < ARRAY_LEN(ids); i++) {
+            uint64_t v;
+            ck_assert_int_eq(tf_idmap_get(&m, &ids[i], &v), 1);
+            ck_assert_uint_eq(v, 1000 + i);
+        }
+        tf_blob_id other = ids[0];
+        other.b[15] ^= 0x80;
         uint64_t v;
-        ck_assert_int_eq(tf_idmap_get(&m, &ids[i], &v), 1);
-        ck_assert_uint_eq(v, 1000 + i);
+        ck_assert_int_eq(tf_idmap_get(&m, &other, &v), 0);
+        tf_idmap_free(&m);
     }
-    tf_idmap_free(&m);
+}
+END_TEST
+
+/* The index reads ids from the caller's table: here an array of ids. */
+static const tf_blob_id *id_in_array(const void *table, uint64_t pos)
+{
+    return &((const tf_blob_id *)table)[pos];
+}
+
+START_TEST(id_index_refuses_a_position_too_large)
+{
+    tf_id_index x = { 0 };
+    tf_blob_id id = id_of_number(1);
+    ck_assert_int_eq(tf_id_index_put(&x, &id, TF_ID_INDEX_MAX, id_in_array, &id), -1);
+    ck_assert_uint_eq(x.count, 0);
+    uint64_t pos;
+    ck_assert_int_eq(tf_id_index_get(&x, &id, id_in_array, &id, &pos), 0);
+    ck_assert_int_eq(tf_id_index_put(&x, &id, 0, id_in_array, &id), 0);
+    ck_assert_int_eq(tf_id_index_get(&x, &id, id_in_array, &id, &pos), 1);
+    ck_assert_uint_eq(pos, 0);
+    tf_id_index_free(&x);
 }
 END_TEST
 
@@ -123,7 +157,8 @@ static Suite *idmap_suite(void)
     tcase_add_test(ids, idmap_many_ids);
     tcase_add_test(ids, idmap_reserve_then_put);
     tcase_add_test(ids, idmap_duplicate_put_keeps_first_value);
-    tcase_add_test(ids, idmap_ids_sharing_a_slot_stay_apart);
+    tcase_add_test(ids, idmap_ids_sharing_first_bytes_stay_apart);
+    tcase_add_test(ids, id_index_refuses_a_position_too_large);
     suite_add_tcase(s, ids);
     return s;
 }
