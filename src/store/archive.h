@@ -106,7 +106,8 @@ typedef struct {
 void tf_archive_ranges_sort(tf_archive_range *r, size_t n);
 /* The payloads that redirects retired, in the order of their commits:
  * no committed state after theirs reads them, so their space may be
- * given back (*n of them; valid until the next apply). */
+ * given back (*n of them; valid until the next apply). A writer's
+ * archive keeps them; a read-only one only their bytes (*n is 0). */
 const tf_archive_range *tf_archive_retired(const tf_archive *ar, size_t *n);
 /* Their bytes, in all. */
 uint64_t tf_archive_retired_bytes(const tf_archive *ar);
