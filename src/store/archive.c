@@ -12,6 +12,7 @@
 #include "common/id_index.h"
 #include "common/dtype.h"
 #include "common/pool.h"
+#include "store/blob_table.h"
 #include "store/liveness.h"
 
 /* What a blob slot is to others (flags, per blob). A slot that serves a
@@ -46,10 +47,10 @@ typedef struct {
 struct tf_archive {
     tf_container c;
     uint64_t commits;
-    tf_blob *blobs;  /* per slot, the blob that serves it (redirects applied) */
+    tf_blob_table blobs; /* per slot, the blob that serves it (redirects applied) */
     uint16_t *above; /* per slot, the longest chain of deltas ending at it */
     uint8_t *flags;  /* per slot, SLOT_* */
-    uint64_t nblobs, blobs_cap;
+    uint64_t nblobs;
     id_index *ids; /* NULL in a scratch index of entries */
     tf_archive_range *retired; /* payloads of redirected slots (a writer's) */
     uint64_t retired_bytes;    /* theirs, in all (every archive's) */
@@ -91,7 +92,7 @@ static bool count_live_above(const tf_archive *ar, const uint8_t *live);
 /* The id of blob slot pos, for the id index. */
 static const tf_blob_id *id_of_slot(const void *ar, uint64_t pos)
 {
-    return &((const tf_archive *)ar)->blobs[pos].id;
+    return tf_blob_table_id(&((const tf_archive *)ar)->blobs, pos);
 }
 
 static bool build_ids(const tf_archive *ar)
@@ -108,7 +109,7 @@ static bool build_ids(const tf_archive *ar)
         ok = live && tf_id_index_reserve(&x->map, n, id_of_slot, ar) == 0;
         for (uint64_t i = 0; ok && i < ar->nblobs; i++)
             if (live[i] & TF_LIVE_NEEDED)
-                ok = tf_id_index_put(&x->map, &ar->blobs[i].id, i, id_of_slot, ar) == 0;
+                ok = tf_id_index_put(&x->map, id_of_slot(ar, i), i, id_of_slot, ar) == 0;
         ok = ok && count_live_above(ar, live);
         free(live);
         if (ok) {
@@ -170,17 +171,28 @@ static uint64_t served_by(const tf_segment *seg, uint64_t idx)
     return r ? r->blob : idx;
 }
 
-/* The record of blob idx: stored, or in seg. */
-static const tf_blob *blob_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
+/* Fields of blob idx: stored, or in seg (NULL: stored). */
+static uint64_t ref_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
-    return idx < ar->nblobs ? &ar->blobs[idx] : &seg->blobs[idx - seg->first_blob];
+    return idx < ar->nblobs ? tf_blob_table_ref(&ar->blobs, idx)
+                            : seg->blobs[idx - seg->first_blob].ref;
 }
 
-/* The blob serving slot idx of the archive as it is once seg (may be
- * NULL) is applied: stored, in seg, or seg's redirect of a stored slot. */
-static const tf_blob *blob_after(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
+static uint64_t model_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
-    return blob_at(ar, seg, served_by(seg, idx));
+    return idx < ar->nblobs ? tf_blob_table_model(&ar->blobs, idx)
+                            : seg->blobs[idx - seg->first_blob].model;
+}
+
+static uint64_t raw_len_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
+{
+    return idx < ar->nblobs ? tf_blob_table_raw_len(&ar->blobs, idx)
+                            : seg->blobs[idx - seg->first_blob].raw_len;
+}
+
+static unsigned dtype_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
+{
+    return idx < ar->nblobs ? ar->blobs.slots[idx].dtype : seg->blobs[idx - seg->first_blob].dtype;
 }
 
 /* The chain depths of seg's blobs that the checks of seg found so far,
@@ -219,12 +231,12 @@ static int chain_depth(const tf_archive *ar, const tf_segment *seg, uint16_t *kn
             depth += *k - 1;
             break;
         }
-        const tf_blob *b = blob_at(ar, seg, idx);
-        if (!b->ref)
+        uint64_t ref = ref_at(ar, seg, idx);
+        if (!ref)
             break;
         if (++depth > TF_CHAIN_MAX)
             return -1;
-        idx = served_by(seg, b->ref - 1);
+        idx = served_by(seg, ref - 1);
     }
     if (depth > TF_CHAIN_MAX)
         return -1;
@@ -238,7 +250,7 @@ static int chain_depth(const tf_archive *ar, const tf_segment *seg, uint16_t *kn
 static int check_blob(const tf_archive *ar, const tf_segment *seg, uint16_t *known,
                       uint64_t idx, tf_error *e)
 {
-    const tf_blob *b = blob_at(ar, seg, idx);
+    const tf_blob *b = &seg->blobs[idx - seg->first_blob];
     const tf_codec *codec = tf_codec_get(b->codec);
     if (!codec)
         return tf_fail(e, EIO, "blob %llu: unknown codec %u", (unsigned long long)idx, b->codec);
@@ -250,14 +262,13 @@ static int check_blob(const tf_archive *ar, const tf_segment *seg, uint16_t *kno
                        codec->name);
     /* A model is decoded while its user is being decoded: it must stand
      * alone, or a chain of models would nest decodes without bound. */
-    const tf_blob *m = b->model ? blob_after(ar, seg, b->model - 1) : NULL;
-    if (m && (m->ref || m->model))
+    uint64_t m = b->model ? served_by(seg, b->model - 1) : 0;
+    if (b->model && (ref_at(ar, seg, m) || model_at(ar, seg, m)))
         return tf_fail(e, EIO, "blob %llu: model blob %llu is not self-contained",
                        (unsigned long long)idx, (unsigned long long)(b->model - 1));
     if (b->ref) {
-        uint64_t ri = b->ref - 1;
-        const tf_blob *r = blob_after(ar, seg, ri);
-        if (r->raw_len != b->raw_len || r->dtype != b->dtype)
+        uint64_t ri = b->ref - 1, r = served_by(seg, ri);
+        if (raw_len_at(ar, seg, r) != b->raw_len || dtype_at(ar, seg, r) != b->dtype)
             return tf_fail(e, EIO, "blob %llu: reference blob %llu differs in size or dtype",
                            (unsigned long long)idx, (unsigned long long)ri);
         /* The depth of idx itself, 1 + that of ri: no redirect names a
@@ -282,8 +293,9 @@ static int refuse_slot(uint64_t slot, tf_error *e)
 static int check_redirect_content(const tf_archive *ar, const tf_segment *seg, uint64_t slot,
                                   const tf_blob *b, tf_error *e)
 {
-    const tf_blob *old = &ar->blobs[slot];
-    if (!tf_blob_id_eq(&old->id, &b->id) || old->raw_len != b->raw_len || old->dtype != b->dtype)
+    if (!tf_blob_id_eq(tf_blob_table_id(&ar->blobs, slot), &b->id) ||
+        tf_blob_table_raw_len(&ar->blobs, slot) != b->raw_len ||
+        ar->blobs.slots[slot].dtype != b->dtype)
         return tf_fail(e, EIO, "catalog: blob %llu redirected to a blob of other content",
                        (unsigned long long)slot);
     uint8_t refused = seg->redirects_again ? SLOT_MODEL | SLOT_TARGET : 0xff;
@@ -346,9 +358,10 @@ static void raise_above(const tf_archive *ar, uint16_t *counts, uint64_t idx, un
 {
     for (unsigned steps = 0; steps <= TF_CHAIN_MAX && counts[idx] < above; steps++) {
         counts[idx] = (uint16_t)above++;
-        if (!ar->blobs[idx].ref)
+        uint64_t ref = tf_blob_table_ref(&ar->blobs, idx);
+        if (!ref)
             return;
-        idx = ar->blobs[idx].ref - 1;
+        idx = ref - 1;
     }
 }
 
@@ -381,8 +394,9 @@ static bool count_live_above(const tf_archive *ar, const uint8_t *live)
         return false;
     memset(x->live_above, 0, ar->nblobs * sizeof *x->live_above);
     for (uint64_t s = 0; s < ar->nblobs; s++)
-        if ((live[s] & TF_LIVE_NEEDED) && ar->blobs[s].ref)
-            raise_above(ar, x->live_above, ar->blobs[s].ref - 1, x->live_above[s] + 1u);
+        if ((live[s] & TF_LIVE_NEEDED) && tf_blob_table_ref(&ar->blobs, s))
+            raise_above(ar, x->live_above, tf_blob_table_ref(&ar->blobs, s) - 1,
+                        x->live_above[s] + 1u);
     return true;
 }
 
@@ -398,26 +412,24 @@ static void raise_both(tf_archive *ar, uint64_t idx, unsigned above, unsigned li
 /* Room for cap blobs in the blob table (cap >= the blobs there). */
 static int resize_blobs(tf_archive *ar, uint64_t cap, tf_error *e)
 {
-    tf_blob *b = realloc(ar->blobs, cap * sizeof *b);
-    if (b)
-        ar->blobs = b;
+    if (tf_blob_table_reserve(&ar->blobs, cap, e) < 0)
+        return -1;
     uint16_t *a = realloc(ar->above, cap * sizeof *a);
     if (a)
         ar->above = a;
     uint8_t *f = realloc(ar->flags, cap * sizeof *f);
     if (f)
         ar->flags = f;
-    if (!b || !a || !f)
+    if (!a || !f)
         return tf_fail(e, ENOMEM, "blob table: out of memory");
-    ar->blobs_cap = cap;
     return 0;
 }
 
 static int grow_blobs(tf_archive *ar, uint64_t need, tf_error *e)
 {
-    if (need <= ar->blobs_cap)
+    if (need <= ar->blobs.cap)
         return 0;
-    uint64_t cap = ar->blobs_cap ? ar->blobs_cap : 1024;
+    uint64_t cap = ar->blobs.cap ? ar->blobs.cap : 1024;
     while (cap < need)
         cap *= 2;
     return resize_blobs(ar, cap, e);
@@ -437,9 +449,11 @@ static int add_blobs(tf_archive *ar, const tf_segment *seg, uint16_t *known, tf_
     if (built && !room_for_live_above(x, ar->nblobs, ar->nblobs + seg->nblobs))
         return tf_fail(e, ENOMEM, "blob table: out of memory");
     for (uint64_t i = 0; i < seg->nblobs; i++) {
-        uint64_t idx = ar->nblobs++;
-        tf_blob *b = &ar->blobs[idx];
-        *b = seg->blobs[i];
+        uint64_t idx = ar->nblobs;
+        const tf_blob *b = &seg->blobs[i];
+        if (tf_blob_table_set(&ar->blobs, idx, b, e) < 0)
+            return -1;
+        ar->nblobs++;
         ar->above[idx] = 0;
         ar->flags[idx] = 0;
         if (check_blob(ar, seg, known, idx, e) < 0) {
@@ -483,13 +497,14 @@ static int apply_redirects(tf_archive *ar, const tf_segment *seg, tf_error *e)
 {
     for (uint64_t i = 0; i < seg->nredirects; i++) {
         const tf_redirect *r = &seg->redirects[i];
-        if (add_retired(ar, &ar->blobs[r->slot], e) < 0)
+        tf_blob old = tf_blob_table_get(&ar->blobs, r->slot);
+        tf_blob now = tf_blob_table_get(&ar->blobs, r->blob);
+        if (add_retired(ar, &old, e) < 0 || tf_blob_table_set(&ar->blobs, r->slot, &now, e) < 0)
             return -1;
-        ar->blobs[r->slot] = ar->blobs[r->blob];
         ar->flags[r->slot] |= SLOT_REDIRECTED;
         ar->flags[r->blob] |= SLOT_TARGET;
-        if (ar->blobs[r->slot].ref)
-            raise_both(ar, ar->blobs[r->slot].ref - 1, ar->above[r->slot] + 1u,
+        if (now.ref)
+            raise_both(ar, now.ref - 1, ar->above[r->slot] + 1u,
                        atomic_load_explicit(&ar->ids->built, memory_order_relaxed)
                            ? ar->ids->live_above[r->slot] + 1u
                            : 0);
@@ -506,10 +521,10 @@ static int apply_redirects(tf_archive *ar, const tf_segment *seg, tf_error *e)
 static int check_chunk(const tf_archive *ar, const tf_segment *seg, const tf_entry *ent,
                        uint64_t chunk, uint64_t want, tf_error *e)
 {
-    const tf_blob *b = blob_after(ar, seg, ent->chunks[chunk]);
-    if (b->raw_len != want)
+    uint64_t have = raw_len_at(ar, seg, served_by(seg, ent->chunks[chunk]));
+    if (have != want)
         return tf_fail(e, EIO, "catalog: \"%s\" chunk %llu has %llu bytes, expected %llu",
-                       ent->path, (unsigned long long)chunk, (unsigned long long)b->raw_len,
+                       ent->path, (unsigned long long)chunk, (unsigned long long)have,
                        (unsigned long long)want);
     return 0;
 }
@@ -722,7 +737,7 @@ bool tf_archive_segment_drops(const tf_archive *ar, const tf_segment *seg)
      * it alone. */
     for (uint64_t i = 0; i < seg->nredirects; i++) {
         uint64_t slot = seg->redirects[i].slot;
-        if (slot < ar->nblobs && (ar->blobs[slot].ref || ar->blobs[slot].model))
+        if (slot < ar->nblobs && (ref_at(ar, NULL, slot) || model_at(ar, NULL, slot)))
             return true;
     }
     for (uint64_t i = 0; i < seg->nentries; i++) {
@@ -1127,7 +1142,7 @@ void tf_archive_close(tf_archive *ar)
     for (size_t i = 0; i < ar->nentries; i++)
         tf_entry_free(&ar->entries[i]);
     free(ar->entries);
-    free(ar->blobs);
+    tf_blob_table_free(&ar->blobs);
     free(ar->above);
     free(ar->flags);
     free(ar->retired);
@@ -1164,7 +1179,7 @@ int tf_archive_blob(const tf_archive *ar, uint64_t idx, tf_blob *b, tf_error *e)
     if (idx >= ar->nblobs)
         return tf_fail(e, EIO, "blob %llu: not in the catalog (%llu blobs)", (unsigned long long)idx,
                        (unsigned long long)ar->nblobs);
-    *b = ar->blobs[idx];
+    *b = tf_blob_table_get(&ar->blobs, idx);
     return 0;
 }
 unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx)
