@@ -52,10 +52,10 @@ struct tf_archive {
     uint8_t *flags;  /* per slot, SLOT_* */
     uint64_t nblobs;
     id_index *ids; /* NULL in a scratch index of entries */
-    tf_archive_range *retired; /* payloads of redirected slots (a writer's) */
-    uint64_t retired_bytes;    /* theirs, in all (every archive's) */
+    tf_archive_range *retired; /* payloads the last commit's redirects retired
+                                  (a writer's) */
     size_t nretired, retired_cap;
-    size_t retired_by_last; /* index of the last commit's first one */
+    uint64_t retired_bytes; /* those of every commit, in all */
     tf_entry *entries; /* live entries in path order */
     size_t nentries, entries_cap;
     uint64_t next_ino;
@@ -470,9 +470,10 @@ static int add_blobs(tf_archive *ar, const tf_segment *seg, uint16_t *known, tf_
     return 0;
 }
 
-/* Only a writer gives retired payloads back: a read-only archive counts
- * their bytes (a tenth of the memory of an open of 1,000 small
- * checkpoints went to their ranges). */
+/* Only a writer gives retired payloads back, those of the commit it
+ * just made (or, at its open, of the last one, again): the others count
+ * their bytes (on the 1,000 small checkpoints, the ranges of every
+ * commit were a tenth of the memory of an open). */
 static int add_retired(tf_archive *ar, const tf_blob *old, tf_error *e)
 {
     ar->retired_bytes += old->enc_len;
@@ -768,7 +769,7 @@ static void forget_ids(tf_archive *ar)
 
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
 {
-    ar->retired_by_last = ar->nretired;
+    ar->nretired = 0;
     if (atomic_load_explicit(&ar->ids->built, memory_order_relaxed) &&
         tf_archive_segment_drops(ar, seg))
         forget_ids(ar);
@@ -1209,7 +1210,6 @@ bool tf_archive_blob_serves_slot(const tf_archive *ar, uint64_t idx)
 
 uint64_t tf_archive_retired_bytes(const tf_archive *ar) { return ar->retired_bytes; }
 
-size_t tf_archive_retired_by_last(const tf_archive *ar) { return ar->retired_by_last; }
 
 bool tf_blob_in_retirable_run(const tf_blob *b)
 {

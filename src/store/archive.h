@@ -104,16 +104,13 @@ typedef struct {
 } tf_archive_range;
 /* Sorts n ranges by offset. */
 void tf_archive_ranges_sort(tf_archive_range *r, size_t n);
-/* The payloads that redirects retired, in the order of their commits:
- * no committed state after theirs reads them, so their space may be
- * given back (*n of them; valid until the next apply). A writer's
- * archive keeps them; a read-only one only their bytes (*n is 0). */
+/* The payloads that the redirects of the last commit applied retired:
+ * no committed state after it reads them, so their space may be given
+ * back once it is durable (*n of them; valid until the next apply). A
+ * writer's archive keeps them, a read-only one none (*n is 0). */
 const tf_archive_range *tf_archive_retired(const tf_archive *ar, size_t *n);
-/* Their bytes, in all. */
+/* The bytes of the payloads that redirects retired, in all commits. */
 uint64_t tf_archive_retired_bytes(const tf_archive *ar);
-/* The index in tf_archive_retired of the first range the last commit
- * retired (n when it retired none). */
-size_t tf_archive_retired_by_last(const tf_archive *ar);
 /* Payloads smaller than this are too small to give back: a few blocks
  * at most, and their delta is often no smaller, so that they stay. */
 #define TF_GIVE_BACK_MIN ((uint64_t)16 << 10)

@@ -92,19 +92,18 @@ static int touch_directories(tf_commit *c, tf_error *e)
     return 0;
 }
 
-int tf_commit_give_back(tf_archive *ar, size_t from, const uint8_t *live,
-                        const tf_archive_range *dead, size_t ndead, tf_error *e)
+int tf_commit_give_back(tf_archive *ar, const uint8_t *live, const tf_archive_range *dead,
+                        size_t ndead, tf_error *e)
 {
-    size_t n;
-    const tf_archive_range *retired = tf_archive_retired(ar, &n);
-    size_t nretired = from < n ? n - from : 0;
+    size_t nretired;
+    const tf_archive_range *retired = tf_archive_retired(ar, &nretired);
     if (!nretired && !ndead)
         return 0;
     tf_archive_range *r = malloc((nretired + ndead) * sizeof *r);
     if (!r)
         return tf_fail(e, ENOMEM, "out of memory to give back retired space");
     if (nretired)
-        memcpy(r, retired + from, nretired * sizeof *r);
+        memcpy(r, retired, nretired * sizeof *r);
     if (ndead)
         memcpy(r + nretired, dead, ndead * sizeof *r);
     int rc = tf_give_back(ar, live, r, nretired + ndead, e);
@@ -114,7 +113,7 @@ int tf_commit_give_back(tf_archive *ar, size_t from, const uint8_t *live,
 
 int tf_commit_give_back_last(tf_archive *ar, tf_error *e)
 {
-    return tf_commit_give_back(ar, tf_archive_retired_by_last(ar), NULL, NULL, 0, e);
+    return tf_commit_give_back(ar, NULL, NULL, 0, e);
 }
 
 static int cmp_redirect(const void *a, const void *b)
@@ -162,13 +161,11 @@ static void give_back_previous(tf_commit *c)
 }
 
 /* Gives back what the commit just applied left unread: the payloads its
- * redirects retired, from the retired_before'th on, and those of the
- * slots that live files needed before (`before`, of nbefore slots; NULL
+ * redirects retired, and those of the slots that live files needed before (`before`, of nbefore slots; NULL
  * when the commit dropped no file) and need no more, but what open
  * versions read (c->kept_open when that kept any). A failure is only
  * noted, in c->give_back: the space stays in use until trajpack gc. */
-static void give_back_after(tf_commit *c, size_t retired_before, const uint8_t *before,
-                            uint64_t nbefore)
+static void give_back_after(tf_commit *c, const uint8_t *before, uint64_t nbefore)
 {
     tf_archive_range *dead = NULL;
     size_t ndead = 0;
@@ -182,7 +179,7 @@ static void give_back_after(tf_commit *c, size_t retired_before, const uint8_t *
     if (now)
         tf_liveness_died(c->ar, before, nbefore, now, &dead, &ndead, &c->give_back);
     tf_error why = { 0 };
-    if (tf_commit_give_back(c->ar, retired_before, now, dead, ndead, &why) < 0 &&
+    if (tf_commit_give_back(c->ar, now, dead, ndead, &why) < 0 &&
         !c->give_back.errnum)
         c->give_back = why;
     free(now);
@@ -191,8 +188,6 @@ static void give_back_after(tf_commit *c, size_t retired_before, const uint8_t *
 
 int tf_commit_finish(tf_commit *c, tf_error *e)
 {
-    size_t retired_before;
-    tf_archive_retired(c->ar, &retired_before);
     c->give_back = (tf_error){ 0 };
     c->dropped = c->kept_open = false;
     uint8_t *before = NULL;
@@ -236,7 +231,7 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
              * behind: given back once the next commit, or settling, has
              * waited for it. */
             if (!behind)
-                give_back_after(c, retired_before, rc == 0 ? before : NULL, nbefore);
+                give_back_after(c, rc == 0 ? before : NULL, nbefore);
         }
     }
     if (rc < 0)

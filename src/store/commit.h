@@ -56,14 +56,14 @@ int tf_commit_finish(tf_commit *c, tf_error *e);
 /* Drops the commit and the bytes it appended. */
 void tf_commit_abort(tf_commit *c);
 
-/* Gives back (store/give_back.h) the space of the payloads that
- * redirects retired (tf_archive_retired), from the from'th on, and of
- * the ndead payloads in dead (that no live file needs any more), once
- * the commits that left them are durable; with live (the archive's
- * liveness now, or NULL), the whole gaps around them. -1, the first
- * failure in e: the space stays in use until trajpack gc. */
-int tf_commit_give_back(tf_archive *ar, size_t from, const uint8_t *live,
-                        const tf_archive_range *dead, size_t ndead, tf_error *e);
+/* Gives back (store/give_back.h) the space of the payloads that the
+ * last commit's redirects retired (tf_archive_retired) and of the ndead
+ * payloads in dead (that no live file needs any more), once the commit
+ * that left them is durable; with live (the archive's liveness now, or
+ * NULL), the whole gaps around them. -1, the first failure in e: the
+ * space stays in use until trajpack gc. */
+int tf_commit_give_back(tf_archive *ar, const uint8_t *live, const tf_archive_range *dead,
+                        size_t ndead, tf_error *e);
 
 /* tf_commit_give_back of what the last commit applied retired, once it
  * is durable (after its own sync, a later one, or, at a writer's open,

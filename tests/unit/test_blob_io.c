@@ -78,10 +78,10 @@ START_TEST(blob_record_is_a_copy_and_past_the_table_refused)
 {
     tf_blob b;
     tf_archive *ar = archive_of_one_blob("a.traj", &b);
-    tf_blob again = test_blob(ar, 0);
-    ck_assert_mem_eq(&again, &b, sizeof b);
-    again.offset = 0; /* a copy: the archive's record stays */
-    ck_assert_uint_eq(test_blob(ar, 0).offset, b.offset);
+    uint64_t offset = b.offset;
+    ck_assert_uint_ge(offset, 32); /* after the superblock */
+    b.offset = 0; /* a copy: the archive's record stays */
+    ck_assert_uint_eq(test_blob(ar, 0).offset, offset);
     tf_error e = { 0 };
     tf_blob past = { .enc_len = 7 };
     ck_assert_int_eq(tf_archive_blob(ar, 1, &past, &e), -1);
