@@ -33,7 +33,7 @@
 #include "codec/bytegroup.h"
 #include "codec/codec.h"
 #include "codec/prog/prog.h"
-#include "codec/zstd_codec.h"
+#include "common/zstd_frame.h"
 #include "common/buf.h"
 #include "common/dtype.h"
 #include "common/error.h"

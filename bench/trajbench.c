@@ -64,7 +64,7 @@
 #include "codec/codec.h"
 #include "codec/ulp/ulp.h"
 #include "codec/ulp/ulp_stats.h"
-#include "codec/zstd_codec.h"
+#include "common/zstd_frame.h"
 #include "common/clock.h"
 #include "common/buf.h"
 #include "common/error.h"

@@ -6,6 +6,7 @@
 
 #include "codec/zstd_codec.h"
 #include "common/dtype.h"
+#include "common/zstd_frame.h"
 
 /* The level is not part of the format. Most of the gain is in the
  * exponent plane, which even fast levels find; see README for figures. */

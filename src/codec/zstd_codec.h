@@ -8,10 +8,6 @@
 
 extern const tf_codec tf_codec_zstd;
 
-/* Shared with the byte-grouping codec: compress/decompress one frame whose
- * content size must be exactly len. */
-int tf_zstd_compress(const uint8_t *src, size_t len, int level, tf_buf *out, tf_error *e);
-int tf_zstd_decompress(const uint8_t *enc, size_t enc_len, uint8_t *dst, size_t len, tf_error *e);
 /* The bytes one frame of the n elements of `bytes` bytes at src takes at
  * level, estimated by compressing their sample (codec/sample.h), first
  * rearranged by `arrange` (from its m elements to dst) when not NULL, as

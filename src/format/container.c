@@ -6,8 +6,8 @@
 #include <sys/stat.h>
 #include <zstd.h>
 
-#include "codec/zstd_codec.h"
 #include "common/hash.h"
+#include "common/zstd_frame.h"
 #include "io/url.h"
 
 static const uint8_t SUPER_MAGIC[8] = { 0x89, 'T', 'R', 'A', 'J', 'F', 'S', '\n' };
