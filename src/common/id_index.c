@@ -54,32 +54,44 @@ int tf_id_index_reserve(tf_id_index *x, uint64_t n, tf_id_of *id_of, const void 
     return cap > x->cap ? grow_to(x, cap, id_of, table) : 0;
 }
 
+/* Walks the probe sequence of id once: 1 with *slot the slot that holds
+ * it, or 0 with *slot the empty one it would go to (a look-up and then
+ * an insert walked it twice, where building a writer's index puts every
+ * live slot, most of them new ids). x has slots. */
+static int find(const tf_id_index *x, const tf_blob_id *id, tf_id_of *id_of, const void *table,
+                uint64_t *slot)
+{
+    const uint64_t tag = tag_of(id) << POS_BITS;
+    uint64_t s = home_of(id, x->cap);
+    for (; x->slots[s]; s = (s + 1) & (x->cap - 1))
+        if ((x->slots[s] & ~POS_MASK) == tag &&
+            tf_blob_id_eq(id_of(table, (x->slots[s] & POS_MASK) - 1), id))
+            break;
+    *slot = s;
+    return x->slots[s] != 0;
+}
+
 int tf_id_index_get(const tf_id_index *x, const tf_blob_id *id, tf_id_of *id_of,
                     const void *table, uint64_t *pos)
 {
-    if (!x->cap)
+    uint64_t s;
+    if (!x->cap || !find(x, id, id_of, table, &s))
         return 0;
-    const uint64_t tag = tag_of(id) << POS_BITS;
-    for (uint64_t s = home_of(id, x->cap); x->slots[s]; s = (s + 1) & (x->cap - 1))
-        if ((x->slots[s] & ~POS_MASK) == tag &&
-            tf_blob_id_eq(id_of(table, (x->slots[s] & POS_MASK) - 1), id)) {
-            *pos = (x->slots[s] & POS_MASK) - 1;
-            return 1;
-        }
-    return 0;
+    *pos = (x->slots[s] & POS_MASK) - 1;
+    return 1;
 }
 
 int tf_id_index_put(tf_id_index *x, const tf_blob_id *id, uint64_t pos, tf_id_of *id_of,
                     const void *table)
 {
-    uint64_t old;
     if (pos >= TF_ID_INDEX_MAX)
         return -1;
-    if (tf_id_index_get(x, id, id_of, table, &old))
-        return 0;
     if ((x->count + 1) * 2 > x->cap && grow_to(x, x->cap ? x->cap * 2 : 256, id_of, table) < 0)
         return -1;
-    insert(x->slots, x->cap, id, tag_of(id) << POS_BITS | (pos + 1));
+    uint64_t s;
+    if (find(x, id, id_of, table, &s))
+        return 0; /* indexed already: it keeps its first position */
+    x->slots[s] = tag_of(id) << POS_BITS | (pos + 1);
     x->count++;
     return 0;
 }

@@ -43,12 +43,11 @@ int tf_idmap_get(const tf_idmap *m, const tf_blob_id *id, uint64_t *value)
 
 int tf_idmap_put(tf_idmap *m, const tf_blob_id *id, uint64_t value)
 {
-    uint64_t old;
-    if (tf_idmap_get(m, id, &old))
-        return 0;
     uint64_t pos = m->index.count;
     if (room_for(m, pos + 1) < 0)
         return -1;
+    /* Kept when the id is new (the index counts it); else the next put
+     * writes over it. */
     m->pairs[pos] = (tf_idmap_pair){ *id, value };
     return tf_id_index_put(&m->index, id, pos, id_of_pair, m->pairs);
 }
