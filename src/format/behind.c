@@ -4,11 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/pool.h"
+
 /* The lock is the job's: the submitter and the thread hand it over
  * through `busy`; readers look at the bytes under it. */
 struct tf_behind {
     tf_io *io;
-    pthread_t thread;
+    tf_pool *thread; /* one long-lived worker: behind_main */
     pthread_mutex_t lock;
     pthread_cond_t changed;
     bool queued;   /* submitted, not yet waited for */
@@ -32,7 +34,7 @@ static int write_job(tf_behind *b, tf_error *e)
     return tf_io_sync(b->io, e);
 }
 
-static void *behind_main(void *arg)
+static void behind_main(void *arg)
 {
     tf_behind *b = arg;
     pthread_mutex_lock(&b->lock);
@@ -53,7 +55,6 @@ static void *behind_main(void *arg)
         pthread_cond_broadcast(&b->changed);
     }
     pthread_mutex_unlock(&b->lock);
-    return NULL;
 }
 
 tf_behind *tf_behind_new(tf_io *io)
@@ -64,10 +65,8 @@ tf_behind *tf_behind_new(tf_io *io)
     b->io = io;
     pthread_mutex_init(&b->lock, NULL);
     pthread_cond_init(&b->changed, NULL);
-    if (pthread_create(&b->thread, NULL, behind_main, b) != 0) {
-        pthread_cond_destroy(&b->changed);
-        pthread_mutex_destroy(&b->lock);
-        free(b);
+    if (!(b->thread = tf_pool_new(1)) || tf_pool_add(b->thread, behind_main, b, NULL) < 0) {
+        tf_behind_free(b);
         return NULL;
     }
     return b;
@@ -81,7 +80,7 @@ void tf_behind_free(tf_behind *b)
     b->stopping = true;
     pthread_cond_broadcast(&b->changed);
     pthread_mutex_unlock(&b->lock);
-    pthread_join(b->thread, NULL);
+    tf_pool_free(b->thread); /* the worker returns once nothing is in flight */
     pthread_cond_destroy(&b->changed);
     pthread_mutex_destroy(&b->lock);
     tf_buf_free(&b->blobs);

@@ -486,6 +486,21 @@ static int commit_behind(tf_container *c, tf_buf *stored, tf_error *e)
     return 0;
 }
 
+/* The commit made durable here: its tail appended after the blobs
+ * pending, the lot written, and synced. */
+static int commit_durable(tf_container *c, const tf_buf *stored, tf_error *e)
+{
+    uint64_t off;
+    if (tf_container_append(c, stored->data, stored->len, &off, e) < 0 ||
+        flush_pending(c, e) < 0)
+        return -1;
+    if (tf_io_sync(c->io, e) < 0) {
+        tf_error_prefix(e, "commit");
+        return -1;
+    }
+    return 0;
+}
+
 int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uint64_t nblobs,
                         tf_commit_mode mode, bool *previous_synced, tf_error *e)
 {
@@ -495,7 +510,6 @@ int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uin
     *previous_synced = false;
     tf_buf stored = { 0 };
     tf_trailer t;
-    uint64_t off;
     /* Blobs must be durable before a trailer can point to them, and the
      * trailer before we report success (or the caller reports it, after
      * waiting for a commit written behind). */
@@ -508,17 +522,9 @@ int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uin
         tf_error_prefix(e, "commit");
         rc = -1;
     }
-    if (rc < 0)
-        ;
-    else if (mode == TF_COMMIT_BEHIND)
-        rc = commit_behind(c, &stored, e);
-    else if (tf_container_append(c, stored.data, stored.len, &off, e) < 0 ||
-             flush_pending(c, e) < 0)
-        rc = -1;
-    else if (tf_io_sync(c->io, e) < 0) {
-        tf_error_prefix(e, "commit");
-        rc = -1;
-    }
+    if (rc == 0)
+        rc = mode == TF_COMMIT_BEHIND ? commit_behind(c, &stored, e)
+                                      : commit_durable(c, &stored, e);
     tf_buf_free(&stored);
     if (rc < 0) {
         tf_container_rollback(c);
