@@ -192,7 +192,8 @@ static uint64_t raw_len_at(const tf_archive *ar, const tf_segment *seg, uint64_t
 
 static unsigned dtype_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
-    return idx < ar->nblobs ? ar->blobs.slots[idx].dtype : seg->blobs[idx - seg->first_blob].dtype;
+    return idx < ar->nblobs ? tf_blob_table_dtype(&ar->blobs, idx)
+                            : seg->blobs[idx - seg->first_blob].dtype;
 }
 
 /* The chain depths of seg's blobs that the checks of seg found so far,
@@ -295,7 +296,7 @@ static int check_redirect_content(const tf_archive *ar, const tf_segment *seg, u
 {
     if (!tf_blob_id_eq(tf_blob_table_id(&ar->blobs, slot), &b->id) ||
         tf_blob_table_raw_len(&ar->blobs, slot) != b->raw_len ||
-        ar->blobs.slots[slot].dtype != b->dtype)
+        tf_blob_table_dtype(&ar->blobs, slot) != b->dtype)
         return tf_fail(e, EIO, "catalog: blob %llu redirected to a blob of other content",
                        (unsigned long long)slot);
     uint8_t refused = seg->redirects_again ? SLOT_MODEL | SLOT_TARGET : 0xff;

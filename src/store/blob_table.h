@@ -26,7 +26,7 @@ typedef struct __attribute__((packed, aligned(4))) {
     uint32_t ref, model; /* blob index + 1, or 0 */
     uint8_t codec, dtype;
     bool wide; /* its lengths, reference or model do not fit: the whole
-                  record is in `wide` (its id is here too) */
+                  record is in `wide` (its id and dtype are here too) */
 } tf_blob_slot;
 
 typedef struct {
@@ -78,6 +78,11 @@ static inline uint64_t tf_blob_table_raw_len(const tf_blob_table *t, uint64_t id
 {
     const tf_blob_slot *s = &t->slots[idx];
     return s->wide ? tf_blob_table_wide(t, idx)->raw_len : s->raw_len;
+}
+
+static inline unsigned tf_blob_table_dtype(const tf_blob_table *t, uint64_t idx)
+{
+    return t->slots[idx].dtype;
 }
 
 static inline const tf_blob_id *tf_blob_table_id(const tf_blob_table *t, uint64_t idx)

@@ -447,9 +447,11 @@ int tf_prune_frees_of(const tf_archive *ar, const bool *dropped, tf_prune_frees 
         if ((now[s] & TF_LIVE_CHUNK) && (after[s] & TF_LIVE_NEEDED) && !(after[s] & TF_LIVE_CHUNK))
             later[s] = TF_LIVE_NEEDED;
     for (uint64_t s = 0; rc == 0 && s < nblobs; s++) {
-        tf_blob b;
-        if (!(after[s] & TF_LIVE_CHUNK) || (rc = tf_archive_blob(ar, s, &b, e)) < 0)
+        if (!(after[s] & TF_LIVE_CHUNK))
             continue;
+        tf_blob b;
+        if ((rc = tf_archive_blob(ar, s, &b, e)) < 0)
+            break;
         bool again;
         if (b.ref && b.ref <= nblobs && !(after[b.ref - 1] & TF_LIVE_CHUNK) &&
             tf_archive_may_redirect(ar, s, &again)) {

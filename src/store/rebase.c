@@ -226,8 +226,10 @@ static int find_chunks(rebase *rb, tf_error *e)
     uint64_t nblobs = tf_archive_nblobs(rb->ar), n = 0;
     int rc = 0;
     tf_blob b;
-    for (uint64_t s = 0; rc >= 0 && s < nblobs; s++)
-        n += (rc = needs_rebase(rb->ar, live, s, &b, e)) > 0;
+    for (uint64_t s = 0; rc >= 0 && s < nblobs; s++) {
+        rc = needs_rebase(rb->ar, live, s, &b, e);
+        n += rc > 0;
+    }
     if (rc >= 0 && n && !(rb->items = calloc(n, sizeof *rb->items)))
         rc = tf_fail(e, ENOMEM, "out of memory for %llu chunks to rebase", (unsigned long long)n);
     for (uint64_t s = nblobs; rc >= 0 && rb->n < n && s-- > 0;) {
