@@ -1,0 +1,421 @@
+#include "format/blob_tree.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LEAF_BYTES (TF_BLOB_LEAF_RECORDS * TF_BLOB_RECORD_SIZE)
+#define NODE_BYTES (TF_BLOB_FANOUT * TF_PAGE_REF_SIZE)
+/* log2 of the fanout: a node's children are the next 7 bits of the leaf
+ * index. */
+#define FANOUT_BITS 7
+_Static_assert(1u << FANOUT_BITS == TF_BLOB_FANOUT, "fanout is a power of two");
+_Static_assert(TF_PAGE_HEADER_SIZE + LEAF_BYTES <= TF_PAGE_MAX, "a leaf fits a page");
+
+/* A cached page: decoded, keyed by its offset (pages are immutable). */
+typedef struct {
+    uint64_t off; /* 0: empty (no page lies at offset 0, the superblock's) */
+    tf_page page;
+} cached;
+
+/* A leaf with staged changes: its records as they will be written. */
+typedef struct {
+    uint64_t idx;
+    uint32_t count;
+    uint8_t rec[LEAF_BYTES];
+} staged_leaf;
+
+struct tf_blob_tree {
+    tf_page_source src;
+    tf_page_ref root;
+    uint64_t n;        /* records at root */
+    unsigned height;   /* of the tree at root */
+    pthread_mutex_t lock; /* guards the cache */
+    cached *cache;     /* direct mapped by offset */
+    size_t ncache;
+    staged_leaf **staged; /* by idx, ascending */
+    size_t nstaged, staged_cap;
+    uint64_t staged_n; /* records once the staged changes are written */
+};
+
+/* ---- records ---- */
+
+static void record_put(uint8_t *p, const tf_blob *b, uint8_t flags)
+{
+    memcpy(p, b->id.b, 16);
+    tf_le64_put(p + 16, b->offset);
+    tf_le64_put(p + 24, b->enc_len);
+    tf_le64_put(p + 32, b->raw_len);
+    tf_le64_put(p + 40, b->enc_hash);
+    tf_le64_put(p + 48, b->ref);
+    tf_le64_put(p + 56, b->model);
+    p[64] = b->codec;
+    p[65] = b->dtype;
+    p[66] = flags;
+    p[67] = 0;
+}
+
+static int record_get(const uint8_t *p, uint64_t slot, tf_blob *b, uint8_t *flags, tf_error *e)
+{
+    if (p[66] & ~TF_BLOB_FLAGS_KNOWN || p[67])
+        return tf_fail(e, EIO, "blob %llu: record has unknown flags", (unsigned long long)slot);
+    memcpy(b->id.b, p, 16);
+    b->offset = tf_le64_get(p + 16);
+    b->enc_len = tf_le64_get(p + 24);
+    b->raw_len = tf_le64_get(p + 32);
+    b->enc_hash = tf_le64_get(p + 40);
+    b->ref = tf_le64_get(p + 48);
+    b->model = tf_le64_get(p + 56);
+    b->codec = p[64];
+    b->dtype = p[65];
+    if (flags)
+        *flags = p[66];
+    return 0;
+}
+
+/* ---- shape ---- */
+
+static uint64_t leaves_of(uint64_t n)
+{
+    return n / TF_BLOB_LEAF_RECORDS + (n % TF_BLOB_LEAF_RECORDS != 0);
+}
+
+/* Nodes at level k of a tree of n records (level 0: leaves). */
+static uint64_t nodes_at(unsigned k, uint64_t n)
+{
+    uint64_t m = leaves_of(n);
+    for (unsigned i = 0; i < k; i++)
+        m = (m >> FANOUT_BITS) + ((m & (TF_BLOB_FANOUT - 1)) != 0);
+    return m;
+}
+
+unsigned tf_blob_tree_height(uint64_t n)
+{
+    unsigned h = 0;
+    while (nodes_at(h, n) > 1)
+        h++;
+    return h;
+}
+
+/* Records of leaf j, or children of node p at level k >= 1. */
+static uint32_t count_at(unsigned k, uint64_t p, uint64_t n)
+{
+    uint64_t below = k ? nodes_at(k - 1, n) : n;
+    uint64_t per = k ? TF_BLOB_FANOUT : TF_BLOB_LEAF_RECORDS;
+    uint64_t left = below - p * per;
+    return (uint32_t)(left < per ? left : per);
+}
+
+/* ---- the cache ---- */
+
+tf_blob_tree *tf_blob_tree_new(const tf_page_source *src, const tf_page_ref *root,
+                               uint64_t nblobs, size_t cache_bytes)
+{
+    tf_blob_tree *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->ncache = cache_bytes / (TF_PAGE_HEADER_SIZE + LEAF_BYTES);
+    t->ncache = t->ncache ? t->ncache : 1;
+    t->cache = calloc(t->ncache, sizeof *t->cache);
+    if (!t->cache) {
+        free(t);
+        return NULL;
+    }
+    t->src = *src;
+    t->root = nblobs ? *root : (tf_page_ref){ 0 };
+    t->n = t->staged_n = nblobs;
+    t->height = tf_blob_tree_height(nblobs);
+    pthread_mutex_init(&t->lock, NULL);
+    return t;
+}
+
+void tf_blob_tree_discard(tf_blob_tree *t)
+{
+    for (size_t i = 0; i < t->nstaged; i++)
+        free(t->staged[i]);
+    t->nstaged = 0;
+    t->staged_n = t->n;
+}
+
+void tf_blob_tree_free(tf_blob_tree *t)
+{
+    if (!t)
+        return;
+    tf_blob_tree_discard(t);
+    free(t->staged);
+    for (size_t i = 0; i < t->ncache; i++)
+        tf_page_free(&t->cache[i].page);
+    free(t->cache);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+uint64_t tf_blob_tree_count(const tf_blob_tree *t)
+{
+    return t->staged_n;
+}
+
+static cached *cache_slot(tf_blob_tree *t, uint64_t off)
+{
+    return &t->cache[(size_t)((off * 0x9e3779b97f4a7c15u) >> 20) % t->ncache];
+}
+
+/* Whether page pg may stand at level k, position p: a page reached by
+ * two paths must fit both. */
+static int check_shape(const tf_page *pg, const tf_page_ref *ref, unsigned k, uint64_t p,
+                       uint64_t n, tf_error *e)
+{
+    uint32_t want = count_at(k, p, n);
+    size_t size = k ? TF_PAGE_REF_SIZE : TF_BLOB_RECORD_SIZE;
+    if (pg->level != k || pg->count != want || pg->len != (size_t)want * size)
+        return tf_fail(e, EIO, "blob table: page at %llu holds %u entries in %zu bytes, "
+                       "expected %u", (unsigned long long)ref->off, pg->count, pg->len, want);
+    return 0;
+}
+
+/* Copies `len` bytes at `at` of the page ref names (level k, position p
+ * of the tree at root) into out, reading the page on a miss. */
+static int copy_from(tf_blob_tree *t, const tf_page_ref *ref, unsigned k, uint64_t p,
+                     size_t at, void *out, size_t len, tf_error *e)
+{
+    const tf_page_kind kind = k ? TF_PAGE_BLOB_NODE : TF_PAGE_BLOB_LEAF;
+    pthread_mutex_lock(&t->lock);
+    cached *c = cache_slot(t, ref->off);
+    bool hit = c->off == ref->off && c->page.kind == kind;
+    int rc = hit ? check_shape(&c->page, ref, k, p, t->n, e) : 0;
+    if (hit && rc == 0)
+        memcpy(out, c->page.data + at, len);
+    pthread_mutex_unlock(&t->lock);
+    if (hit)
+        return rc;
+    /* Read without the lock: other threads' hits go on meanwhile. */
+    tf_page pg;
+    if (tf_page_read(&t->src, ref, kind, k, &pg, e) < 0)
+        return -1;
+    if (check_shape(&pg, ref, k, p, t->n, e) < 0) {
+        tf_page_free(&pg);
+        return -1;
+    }
+    memcpy(out, pg.data + at, len);
+    pthread_mutex_lock(&t->lock);
+    c = cache_slot(t, ref->off);
+    tf_page_free(&c->page);
+    c->off = ref->off;
+    c->page = pg;
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+/* The reference of node (k, p) in the tree at root (k <= height). */
+static int node_ref(tf_blob_tree *t, unsigned k, uint64_t p, tf_page_ref *out, tf_error *e)
+{
+    tf_page_ref ref = t->root;
+    for (unsigned lvl = t->height; lvl > k; lvl--) {
+        unsigned shift = FANOUT_BITS * (lvl - 1 - k);
+        uint64_t child = (p >> shift) & (TF_BLOB_FANOUT - 1);
+        uint8_t raw[TF_PAGE_REF_SIZE];
+        if (copy_from(t, &ref, lvl, p >> (shift + FANOUT_BITS), child * TF_PAGE_REF_SIZE, raw,
+                      sizeof raw, e) < 0)
+            return -1;
+        ref = tf_page_ref_get(raw);
+    }
+    *out = ref;
+    return 0;
+}
+
+/* Record slot of the tree at root, encoded, into rec. */
+static int stored_record(tf_blob_tree *t, uint64_t slot, uint8_t *rec, tf_error *e)
+{
+    uint64_t leaf = slot / TF_BLOB_LEAF_RECORDS;
+    tf_page_ref ref;
+    if (node_ref(t, 0, leaf, &ref, e) < 0)
+        return -1;
+    return copy_from(t, &ref, 0, leaf, (size_t)(slot % TF_BLOB_LEAF_RECORDS) * TF_BLOB_RECORD_SIZE,
+                     rec, TF_BLOB_RECORD_SIZE, e);
+}
+
+/* ---- staged changes ---- */
+
+/* The staged leaf j, or where it would go (*pos). */
+static staged_leaf *find_staged(const tf_blob_tree *t, uint64_t j, size_t *pos)
+{
+    size_t lo = 0, hi = t->nstaged;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->staged[mid]->idx < j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *pos = lo;
+    return lo < t->nstaged && t->staged[lo]->idx == j ? t->staged[lo] : NULL;
+}
+
+int tf_blob_tree_get(tf_blob_tree *t, uint64_t slot, tf_blob *b, uint8_t *flags, tf_error *e)
+{
+    if (slot >= t->staged_n)
+        return tf_fail(e, EIO, "blob %llu: not in the catalog (%llu blobs)",
+                       (unsigned long long)slot, (unsigned long long)t->staged_n);
+    size_t pos;
+    const staged_leaf *s = t->nstaged ? find_staged(t, slot / TF_BLOB_LEAF_RECORDS, &pos) : NULL;
+    if (s)
+        return record_get(s->rec + (slot % TF_BLOB_LEAF_RECORDS) * TF_BLOB_RECORD_SIZE, slot, b,
+                          flags, e);
+    uint8_t rec[TF_BLOB_RECORD_SIZE];
+    if (stored_record(t, slot, rec, e) < 0)
+        return -1;
+    return record_get(rec, slot, b, flags, e);
+}
+
+/* Stages leaf j, with its stored records when it has some. */
+static staged_leaf *stage_leaf(tf_blob_tree *t, uint64_t j, tf_error *e)
+{
+    size_t pos;
+    staged_leaf *s = find_staged(t, j, &pos);
+    if (s)
+        return s;
+    if (t->nstaged == t->staged_cap) {
+        size_t cap = t->staged_cap ? 2 * t->staged_cap : 16;
+        staged_leaf **a = realloc(t->staged, cap * sizeof *a);
+        if (!a)
+            goto oom;
+        t->staged = a;
+        t->staged_cap = cap;
+    }
+    s = malloc(sizeof *s);
+    if (!s)
+        goto oom;
+    s->idx = j;
+    s->count = j < leaves_of(t->n) ? count_at(0, j, t->n) : 0;
+    if (s->count) {
+        tf_page_ref ref;
+        if (node_ref(t, 0, j, &ref, e) < 0 ||
+            copy_from(t, &ref, 0, j, 0, s->rec, (size_t)s->count * TF_BLOB_RECORD_SIZE, e) < 0) {
+            free(s);
+            return NULL;
+        }
+    }
+    memmove(t->staged + pos + 1, t->staged + pos, (t->nstaged - pos) * sizeof *t->staged);
+    t->staged[pos] = s;
+    t->nstaged++;
+    return s;
+oom:
+    tf_fail(e, ENOMEM, "blob table: out of memory");
+    return NULL;
+}
+
+int tf_blob_tree_set(tf_blob_tree *t, uint64_t slot, const tf_blob *b, uint8_t flags,
+                     tf_error *e)
+{
+    if (slot > t->staged_n || (flags & ~TF_BLOB_FLAGS_KNOWN))
+        return tf_fail(e, EINVAL, "blob %llu: cannot be set (%llu blobs)",
+                       (unsigned long long)slot, (unsigned long long)t->staged_n);
+    staged_leaf *s = stage_leaf(t, slot / TF_BLOB_LEAF_RECORDS, e);
+    if (!s)
+        return -1;
+    unsigned i = (unsigned)(slot % TF_BLOB_LEAF_RECORDS);
+    record_put(s->rec + (size_t)i * TF_BLOB_RECORD_SIZE, b, flags);
+    if (slot == t->staged_n) {
+        s->count = i + 1;
+        t->staged_n++;
+    }
+    return 0;
+}
+
+/* ---- writing ---- */
+
+/* A page written at some level: its position there and its reference. */
+typedef struct {
+    uint64_t idx;
+    tf_page_ref ref;
+} written;
+
+/* Writes the staged leaves, in order, into out. */
+static int write_leaves(tf_blob_tree *t, const tf_page_sink *sink, written *out, tf_error *e)
+{
+    for (size_t i = 0; i < t->nstaged; i++) {
+        const staged_leaf *s = t->staged[i];
+        out[i].idx = s->idx;
+        if (tf_page_write(sink, TF_PAGE_BLOB_LEAF, 0, s->count, s->rec,
+                          (size_t)s->count * TF_BLOB_RECORD_SIZE, &out[i].ref, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The children that node (k, p) of the new tree keeps from the tree at
+ * root, into refs (set[i] tells which). */
+static int kept_children(tf_blob_tree *t, unsigned k, uint64_t p, uint8_t *refs, bool *set,
+                         tf_error *e)
+{
+    if (k <= t->height && p < nodes_at(k, t->n)) {
+        tf_page_ref ref;
+        uint32_t have = count_at(k, p, t->n);
+        if (node_ref(t, k, p, &ref, e) < 0 ||
+            copy_from(t, &ref, k, p, 0, refs, (size_t)have * TF_PAGE_REF_SIZE, e) < 0)
+            return -1;
+        memset(set, 1, have);
+    } else if (k == t->height + 1 && p == 0 && t->n) {
+        /* The tree grew a level: its old root is the first child. */
+        tf_page_ref_put(refs, &t->root);
+        set[0] = true;
+    }
+    return 0;
+}
+
+/* Writes the nodes of level k above the pages `below` (written at level
+ * k - 1, in order), into `below` itself; *n becomes their number. */
+static int write_level(tf_blob_tree *t, const tf_page_sink *sink, unsigned k, written *below,
+                       size_t *n, tf_error *e)
+{
+    size_t out = 0;
+    for (size_t i = 0; i < *n;) {
+        uint64_t p = below[i].idx >> FANOUT_BITS;
+        uint8_t refs[NODE_BYTES];
+        bool set[TF_BLOB_FANOUT] = { false };
+        if (kept_children(t, k, p, refs, set, e) < 0)
+            return -1;
+        for (; i < *n && below[i].idx >> FANOUT_BITS == p; i++) {
+            unsigned c = (unsigned)(below[i].idx & (TF_BLOB_FANOUT - 1));
+            tf_page_ref_put(refs + (size_t)c * TF_PAGE_REF_SIZE, &below[i].ref);
+            set[c] = true;
+        }
+        uint32_t count = count_at(k, p, t->staged_n);
+        for (uint32_t c = 0; c < count; c++)
+            if (!set[c])
+                return tf_fail(e, EIO, "blob table: node %llu of level %u lacks child %u",
+                               (unsigned long long)p, k, c);
+        below[out].idx = p;
+        if (tf_page_write(sink, TF_PAGE_BLOB_NODE, k, count, refs,
+                          (size_t)count * TF_PAGE_REF_SIZE, &below[out].ref, e) < 0)
+            return -1;
+        out++;
+    }
+    *n = out;
+    return 0;
+}
+
+int tf_blob_tree_write(tf_blob_tree *t, const tf_page_sink *sink, tf_page_ref *root,
+                       tf_error *e)
+{
+    if (!t->nstaged) {
+        *root = t->root;
+        return 0;
+    }
+    written *w = malloc(t->nstaged * sizeof *w);
+    int rc = w ? write_leaves(t, sink, w, e) : tf_fail(e, ENOMEM, "blob table: out of memory");
+    size_t n = t->nstaged;
+    const unsigned height = tf_blob_tree_height(t->staged_n);
+    for (unsigned k = 1; rc == 0 && k <= height; k++)
+        rc = write_level(t, sink, k, w, &n, e);
+    if (rc == 0) {
+        t->root = *root = w[0].ref;
+        t->n = t->staged_n;
+        t->height = height;
+    }
+    free(w);
+    tf_blob_tree_discard(t);
+    return rc;
+}
