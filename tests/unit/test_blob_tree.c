@@ -223,7 +223,8 @@ START_TEST(bad_sets_are_refused)
 }
 END_TEST
 
-/* A cache of one page serves every lookup, re-reading as it must. */
+/* The smallest cache (one set of pages) serves every lookup, re-reading
+ * as it must. */
 START_TEST(tiny_cache_reads_right)
 {
     tf_blob_tree *w = tf_blob_tree_new(&src, NULL, 0, 1 << 20);
