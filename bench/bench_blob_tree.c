@@ -8,36 +8,41 @@
  *
  * Prints the stored bytes and pages of the last commits, the bytes of
  * all the pages reachable, and lookups per second cold (a fresh tree a
- * pass) and warm. Pages go to memory, not to a file. */
+ * pass) and warm. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/hash.h"
 #include "format/blob_tree.h"
 
+/* The pages go to an unlinked temporary file, read back with pread. */
 typedef struct {
-    tf_buf bytes;
+    int fd;
+    uint64_t size;
     size_t appends;
-} mem_file;
+} page_file;
 
-static int mem_read(void *ctx, uint64_t off, void *buf, size_t len, uint64_t hash, tf_error *e)
+static int file_read(void *ctx, uint64_t off, void *buf, size_t len, uint64_t hash, tf_error *e)
 {
-    mem_file *f = ctx;
-    if (off > f->bytes.len || len > f->bytes.len - off)
-        return tf_fail(e, EIO, "read past the end");
-    memcpy(buf, f->bytes.data + off, len);
-    return tf_hash64(buf, len) == hash ? 0 : 1;
+    const page_file *f = ctx;
+    if (pread(f->fd, buf, len, (off_t)off) != (ssize_t)len)
+        return tf_fail(e, EIO, "short read at %llu", (unsigned long long)off);
+    return tf_hash64(buf, len) != hash;
 }
 
-static int mem_append(void *ctx, const uint8_t *p, size_t len, uint64_t *off, tf_error *e)
+static int file_append(void *ctx, const uint8_t *p, size_t len, uint64_t *off, tf_error *e)
 {
-    mem_file *f = ctx;
-    *off = f->bytes.len;
+    page_file *f = ctx;
+    if (pwrite(f->fd, p, len, (off_t)f->size) != (ssize_t)len)
+        return tf_fail(e, errno, "write: %s", strerror(errno));
+    *off = f->size;
+    f->size += len;
     f->appends++;
-    return tf_buf_put(&f->bytes, p, len) == 0 ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    return 0;
 }
 
 static double now(void)
@@ -68,18 +73,23 @@ int main(int argc, char **argv)
         return 2;
     }
     const uint64_t commits = strtoull(argv[1], NULL, 10), chunks = strtoull(argv[2], NULL, 10);
-    mem_file f = { 0 };
-    uint8_t superblock[32] = { 0 };
-    tf_buf_put(&f.bytes, superblock, sizeof superblock);
-    tf_page_source src = { mem_read, &f };
-    tf_page_sink sink = { mem_append, &f };
+    char path[] = "/tmp/bench_blob_tree.XXXXXX";
+    page_file f = { .fd = mkstemp(path), .size = 32 }; /* after a superblock's room */
+    if (f.fd < 0) {
+        perror("bench_blob_tree: mkstemp");
+        return 1;
+    }
+    unlink(path);
+    tf_page_source src = { file_read, &f };
+    tf_page_sink sink = { file_append, &f };
     tf_blob_tree *t = tf_blob_tree_new(&src, NULL, 0, 64 << 20);
     tf_error e;
     tf_page_ref root = { 0 };
     uint64_t payload_end = 1u << 30, last_bytes = 0, last_pages = 0, tail = commits < 10 ? 1 : 10;
     for (uint64_t c = 0; c < commits; c++) {
         const uint64_t first = c * chunks;
-        size_t bytes0 = f.bytes.len, pages0 = f.appends;
+        uint64_t bytes0 = f.size;
+        size_t pages0 = f.appends;
         for (uint64_t i = 0; i < chunks; i++) {
             tf_blob b = record(first + i, 0, &payload_end);
             if (tf_blob_tree_set(t, first + i, &b, 0, &e) < 0)
@@ -93,7 +103,7 @@ int main(int argc, char **argv)
         if (tf_blob_tree_write(t, &sink, &root, &e) < 0)
             goto fail;
         if (c >= commits - tail) {
-            last_bytes += f.bytes.len - bytes0;
+            last_bytes += f.size - bytes0;
             last_pages += f.appends - pages0;
         }
     }
@@ -102,7 +112,7 @@ int main(int argc, char **argv)
     printf("a commit of the last %llu: %.1f kB in %.1f pages (%.1f B a record changed)\n",
            (unsigned long long)tail, last_bytes / 1e3 / tail, (double)last_pages / tail,
            (double)last_bytes / tail / (commits > 1 ? 2.0 * chunks : chunks));
-    printf("all pages written: %.1f MB\n", (f.bytes.len - 32) / 1e6);
+    printf("all pages written: %.1f MB\n", (f.size - 32) / 1e6);
     const uint64_t lookups = 200000;
     for (int warm = 0; warm < 2; warm++) {
         tf_blob_tree *r = tf_blob_tree_new(&src, &root, n, warm ? 64 << 20 : 1);
@@ -119,7 +129,7 @@ int main(int argc, char **argv)
         tf_blob_tree_free(r);
     }
     tf_blob_tree_free(t);
-    tf_buf_free(&f.bytes);
+    close(f.fd);
     return 0;
 fail:
     fprintf(stderr, "bench_blob_tree: %s\n", e.msg);

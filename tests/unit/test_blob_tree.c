@@ -12,43 +12,16 @@
 #include "common/hash.h"
 #include "format/blob_tree.h"
 
-/* An archive file in memory: pages appended after a 32-byte superblock. */
-typedef struct {
-    tf_buf bytes;
-    size_t appends;
-} mem_file;
-
-static int mem_read(void *ctx, uint64_t off, void *buf, size_t len, uint64_t hash, tf_error *e)
-{
-    mem_file *f = ctx;
-    if (off > f->bytes.len || len > f->bytes.len - off)
-        return tf_fail(e, EIO, "read past the end");
-    memcpy(buf, f->bytes.data + off, len);
-    return tf_hash64(buf, len) == hash ? 0 : 1;
-}
-
-static int mem_append(void *ctx, const uint8_t *p, size_t len, uint64_t *off, tf_error *e)
-{
-    mem_file *f = ctx;
-    *off = f->bytes.len;
-    f->appends++;
-    return tf_buf_put(&f->bytes, p, len) == 0 ? 0 : tf_fail(e, ENOMEM, "out of memory");
-}
-
-static mem_file file;
-static tf_page_source src = { mem_read, &file };
-static tf_page_sink sink = { mem_append, &file };
+static test_page_file file;
 
 static void setup(void)
 {
-    file = (mem_file){ 0 };
-    uint8_t superblock[32] = { 0 };
-    ck_assert_int_eq(tf_buf_put(&file.bytes, superblock, sizeof superblock), 0);
+    test_page_file_init(&file);
 }
 
 static void teardown(void)
 {
-    tf_buf_free(&file.bytes);
+    test_page_file_free(&file);
 }
 
 /* Record n as its version v: every field differs from its neighbours'. */
@@ -90,7 +63,7 @@ static tf_page_ref append(tf_blob_tree *t, uint64_t from, uint64_t to)
         ck_assert_int_eq(tf_blob_tree_set(t, i, &b, 0, &e), 0);
     }
     tf_page_ref root;
-    ck_assert_msg(tf_blob_tree_write(t, &sink, &root, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_blob_tree_write(t, &file.sink, &root, &e) == 0, "%s", e.msg);
     return root;
 }
 
@@ -111,14 +84,14 @@ END_TEST
 START_TEST(empty_tree_has_no_records)
 {
     tf_error e;
-    tf_blob_tree *t = tf_blob_tree_new(&src, NULL, 0, 1 << 20);
+    tf_blob_tree *t = tf_blob_tree_new(&file.src, NULL, 0, 1 << 20);
     ck_assert_ptr_nonnull(t);
     tf_blob b;
     ck_assert_uint_eq(tf_blob_tree_count(t), 0);
     ck_assert_int_eq(tf_blob_tree_get(t, 0, &b, NULL, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "not in the catalog"));
     tf_page_ref root = { .len = 7 };
-    ck_assert_int_eq(tf_blob_tree_write(t, &sink, &root, &e), 0);
+    ck_assert_int_eq(tf_blob_tree_write(t, &file.sink, &root, &e), 0);
     ck_assert_uint_eq(root.len, 0); /* nothing staged: nothing written */
     ck_assert_uint_eq(file.appends, 0);
     tf_blob_tree_free(t);
@@ -132,7 +105,7 @@ START_TEST(commits_read_back_through_new_trees)
 {
     static const uint64_t ends[] = { 1, 63, 64, 65, 200, SPAN, SPAN + 1, 3 * SPAN + 5,
                                      SPAN * TF_BLOB_FANOUT + 3 };
-    tf_blob_tree *w = tf_blob_tree_new(&src, NULL, 0, 1 << 20);
+    tf_blob_tree *w = tf_blob_tree_new(&file.src, NULL, 0, 1 << 20);
     uint64_t n = 0;
     tf_page_ref root = { 0 };
     for (size_t c = 0; c < sizeof ends / sizeof *ends; c++) {
@@ -143,7 +116,7 @@ START_TEST(commits_read_back_through_new_trees)
         root = append(w, n + 1, ends[c]);
         n = ends[c];
         ck_assert_uint_eq(tf_blob_tree_count(w), n);
-        tf_blob_tree *r = tf_blob_tree_new(&src, &root, n, 1 << 20);
+        tf_blob_tree *r = tf_blob_tree_new(&file.src, &root, n, 1 << 20);
         for (uint64_t i = 0; i < n; i += 1 + i / 97)
             expect(r, i, 0, 0);
         expect(r, n - 1, 0, 0);
@@ -159,7 +132,7 @@ END_TEST
 START_TEST(copy_on_write_keeps_old_roots)
 {
     const uint64_t n = 3 * SPAN; /* height 2 */
-    tf_blob_tree *w = tf_blob_tree_new(&src, NULL, 0, 1 << 20);
+    tf_blob_tree *w = tf_blob_tree_new(&file.src, NULL, 0, 1 << 20);
     tf_page_ref old = append(w, 0, n);
     size_t before = file.appends;
     tf_error e;
@@ -172,17 +145,17 @@ START_TEST(copy_on_write_keeps_old_roots)
     b = record(n, 0);
     ck_assert_int_eq(tf_blob_tree_set(w, n, &b, 0, &e), 0);
     tf_page_ref now;
-    ck_assert_int_eq(tf_blob_tree_write(w, &sink, &now, &e), 0);
+    ck_assert_int_eq(tf_blob_tree_write(w, &file.sink, &now, &e), 0);
     ck_assert_uint_eq(file.appends - before, 5);
 
-    tf_blob_tree *r = tf_blob_tree_new(&src, &now, n + 1, 1 << 20);
+    tf_blob_tree *r = tf_blob_tree_new(&file.src, &now, n + 1, 1 << 20);
     expect(r, SPAN + 4, 0, 0);
     expect(r, SPAN + 5, 1, TF_BLOB_REDIRECTED);
     expect(r, SPAN + 6, 1, TF_BLOB_DEAD | TF_BLOB_MODEL);
     expect(r, n, 0, 0);
     expect(r, 0, 0, 0);
     tf_blob_tree_free(r);
-    r = tf_blob_tree_new(&src, &old, n, 1 << 20);
+    r = tf_blob_tree_new(&file.src, &old, n, 1 << 20);
     expect(r, SPAN + 5, 0, 0);
     expect(r, SPAN + 6, 0, 0);
     ck_assert_int_eq(tf_blob_tree_get(r, n, &b, NULL, &e), -1);
@@ -193,7 +166,7 @@ END_TEST
 
 START_TEST(discard_drops_staged_changes)
 {
-    tf_blob_tree *w = tf_blob_tree_new(&src, NULL, 0, 1 << 20);
+    tf_blob_tree *w = tf_blob_tree_new(&file.src, NULL, 0, 1 << 20);
     tf_page_ref root = append(w, 0, 100);
     tf_error e;
     tf_blob b = record(3, 1);
@@ -205,7 +178,7 @@ START_TEST(discard_drops_staged_changes)
     ck_assert_uint_eq(tf_blob_tree_count(w), 100);
     expect(w, 3, 0, 0);
     tf_page_ref same;
-    ck_assert_int_eq(tf_blob_tree_write(w, &sink, &same, &e), 0);
+    ck_assert_int_eq(tf_blob_tree_write(w, &file.sink, &same, &e), 0);
     ck_assert_uint_eq(same.off, root.off);
     tf_blob_tree_free(w);
 }
@@ -213,7 +186,7 @@ END_TEST
 
 START_TEST(bad_sets_are_refused)
 {
-    tf_blob_tree *w = tf_blob_tree_new(&src, NULL, 0, 1 << 20);
+    tf_blob_tree *w = tf_blob_tree_new(&file.src, NULL, 0, 1 << 20);
     tf_error e;
     tf_blob b = record(0, 0);
     ck_assert_int_eq(tf_blob_tree_set(w, 1, &b, 0, &e), -1); /* a gap */
@@ -227,9 +200,9 @@ END_TEST
  * as it must. */
 START_TEST(tiny_cache_reads_right)
 {
-    tf_blob_tree *w = tf_blob_tree_new(&src, NULL, 0, 1 << 20);
+    tf_blob_tree *w = tf_blob_tree_new(&file.src, NULL, 0, 1 << 20);
     tf_page_ref root = append(w, 0, 2 * SPAN + 9);
-    tf_blob_tree *r = tf_blob_tree_new(&src, &root, 2 * SPAN + 9, 1);
+    tf_blob_tree *r = tf_blob_tree_new(&file.src, &root, 2 * SPAN + 9, 1);
     for (uint64_t i = 0; i < 2 * SPAN + 9; i += 13)
         expect(r, i, 0, 0);
     tf_blob_tree_free(r);
@@ -240,21 +213,21 @@ END_TEST
 /* Damaged and hostile pages fail each lookup that reads them. */
 START_TEST(damaged_pages_fail)
 {
-    tf_blob_tree *w = tf_blob_tree_new(&src, NULL, 0, 1 << 20);
+    tf_blob_tree *w = tf_blob_tree_new(&file.src, NULL, 0, 1 << 20);
     tf_page_ref root = append(w, 0, SPAN + 1); /* two leaves, a root node */
     tf_error e;
     tf_blob b;
 
     /* A flipped byte in the root. */
     file.bytes.data[root.off + root.len / 2] ^= 1;
-    tf_blob_tree *r = tf_blob_tree_new(&src, &root, SPAN + 1, 1 << 20);
+    tf_blob_tree *r = tf_blob_tree_new(&file.src, &root, SPAN + 1, 1 << 20);
     ck_assert_int_eq(tf_blob_tree_get(r, 0, &b, NULL, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "checksum mismatch"));
     tf_blob_tree_free(r);
     file.bytes.data[root.off + root.len / 2] ^= 1;
 
     /* A root read as a tree of another size: counts do not match. */
-    r = tf_blob_tree_new(&src, &root, 5 * SPAN, 1 << 20);
+    r = tf_blob_tree_new(&file.src, &root, 5 * SPAN, 1 << 20);
     ck_assert_int_eq(tf_blob_tree_get(r, 0, &b, NULL, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "expected"));
     tf_blob_tree_free(r);
@@ -262,20 +235,20 @@ START_TEST(damaged_pages_fail)
     /* A stored length no page can have, and one past the file. */
     tf_page_ref huge = root;
     huge.len = UINT32_MAX;
-    r = tf_blob_tree_new(&src, &huge, SPAN + 1, 1 << 20);
+    r = tf_blob_tree_new(&file.src, &huge, SPAN + 1, 1 << 20);
     ck_assert_int_eq(tf_blob_tree_get(r, 0, &b, NULL, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "out of range"));
     tf_blob_tree_free(r);
     tf_page_ref past = root;
     past.off = file.bytes.len - 4;
-    r = tf_blob_tree_new(&src, &past, SPAN + 1, 1 << 20);
+    r = tf_blob_tree_new(&file.src, &past, SPAN + 1, 1 << 20);
     ck_assert_int_eq(tf_blob_tree_get(r, 0, &b, NULL, &e), -1);
     tf_blob_tree_free(r);
 
     /* A leaf where a node must be: kind or level refused. */
-    tf_blob_tree *one = tf_blob_tree_new(&src, NULL, 0, 1 << 20);
+    tf_blob_tree *one = tf_blob_tree_new(&file.src, NULL, 0, 1 << 20);
     tf_page_ref leaf = append(one, 0, 3);
-    r = tf_blob_tree_new(&src, &leaf, SPAN + 1, 1 << 20);
+    r = tf_blob_tree_new(&file.src, &leaf, SPAN + 1, 1 << 20);
     ck_assert_int_eq(tf_blob_tree_get(r, 0, &b, NULL, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "was expected"));
     tf_blob_tree_free(r);
@@ -289,9 +262,9 @@ START_TEST(unknown_flags_fail)
 {
     tf_blob b = record(0, 0);
     uint8_t rec[TF_BLOB_RECORD_SIZE];
-    tf_blob_tree *w = tf_blob_tree_new(&src, NULL, 0, 1 << 20);
+    tf_blob_tree *w = tf_blob_tree_new(&file.src, NULL, 0, 1 << 20);
     tf_page_ref root = append(w, 0, 1);
-    tf_blob_tree *r = tf_blob_tree_new(&src, &root, 1, 1 << 20);
+    tf_blob_tree *r = tf_blob_tree_new(&file.src, &root, 1, 1 << 20);
     tf_error e;
     ck_assert_int_eq(tf_blob_tree_get(r, 0, &b, NULL, &e), 0);
     tf_blob_tree_free(r);
@@ -299,8 +272,8 @@ START_TEST(unknown_flags_fail)
     memset(rec, 0, sizeof rec);
     rec[66] = 0x80;
     tf_page_ref bad;
-    ck_assert_int_eq(tf_page_write(&sink, TF_PAGE_BLOB_LEAF, 0, 1, rec, sizeof rec, &bad, &e), 0);
-    r = tf_blob_tree_new(&src, &bad, 1, 1 << 20);
+    ck_assert_int_eq(tf_page_write(&file.sink, TF_PAGE_BLOB_LEAF, 0, 1, rec, sizeof rec, &bad, &e), 0);
+    r = tf_blob_tree_new(&file.src, &bad, 1, 1 << 20);
     ck_assert_int_eq(tf_blob_tree_get(r, 0, &b, NULL, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "unknown flags"));
     tf_blob_tree_free(r);

@@ -1,5 +1,6 @@
 #include "testlib.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "common/buf.h"
 #include "common/dtype.h"
+#include "common/hash.h"
 
 uint64_t rng_state;
 
@@ -184,4 +186,34 @@ void test_put_elem(uint8_t *p, unsigned size, uint64_t v)
 {
     for (unsigned i = 0; i < size; i++)
         p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static int page_file_read(void *ctx, uint64_t off, void *buf, size_t len, uint64_t hash,
+                          tf_error *e)
+{
+    test_page_file *f = ctx;
+    if (off > f->bytes.len || len > f->bytes.len - off)
+        return tf_fail(e, EIO, "read past the end");
+    memcpy(buf, f->bytes.data + off, len);
+    return tf_hash64(buf, len) == hash ? 0 : 1;
+}
+
+static int page_file_append(void *ctx, const uint8_t *p, size_t len, uint64_t *off, tf_error *e)
+{
+    test_page_file *f = ctx;
+    *off = f->bytes.len;
+    f->appends++;
+    return tf_buf_put(&f->bytes, p, len) == 0 ? 0 : tf_fail(e, ENOMEM, "out of memory");
+}
+
+void test_page_file_init(test_page_file *f)
+{
+    static const uint8_t superblock[32];
+    *f = (test_page_file){ .src = { page_file_read, f }, .sink = { page_file_append, f } };
+    ck_assert_int_eq(tf_buf_put(&f->bytes, superblock, sizeof superblock), 0);
+}
+
+void test_page_file_free(test_page_file *f)
+{
+    tf_buf_free(&f->bytes);
 }

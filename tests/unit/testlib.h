@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "format/page.h"
 #include "store/writer.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -77,6 +78,18 @@ void test_add(tf_writer *w, const char *src, const char *dest);
 tf_blob test_blob(const tf_archive *ar, uint64_t idx);
 
 /* Runs every test of s; returns main's exit status. */
+/* An archive file in memory for catalog pages: a 32-byte superblock of
+ * zeros, then what the sink appends; the source checks hashes as
+ * tf_container_pread_checked does. */
+typedef struct {
+    tf_buf bytes;
+    size_t appends;
+    tf_page_source src;
+    tf_page_sink sink;
+} test_page_file;
+void test_page_file_init(test_page_file *f);
+void test_page_file_free(test_page_file *f);
+
 int run_suite(Suite *s);
 
 #endif
