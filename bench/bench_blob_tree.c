@@ -34,6 +34,11 @@ static int file_read(void *ctx, uint64_t off, void *buf, size_t len, uint64_t ha
     return tf_hash64(buf, len) != hash;
 }
 
+static uint64_t file_size(void *ctx)
+{
+    return ((const page_file *)ctx)->size;
+}
+
 static int file_append(void *ctx, const uint8_t *p, size_t len, uint64_t *off, tf_error *e)
 {
     page_file *f = ctx;
@@ -80,8 +85,8 @@ int main(int argc, char **argv)
         return 1;
     }
     unlink(path);
-    tf_page_source src = { file_read, &f };
-    tf_page_sink sink = { file_append, &f };
+    tf_page_source src = { file_read, file_size, &f };
+    tf_page_sink sink = { file_append, NULL, &f };
     tf_blob_tree *t = tf_blob_tree_new(&src, NULL, 0, 64 << 20);
     tf_error e;
     tf_page_ref root = { 0 };

@@ -166,6 +166,9 @@ typedef struct {
     size_t n;
 } payload_set;
 
+/* Payload bytes appended so far (the rest of the archive is catalog). */
+static uint64_t payload_bytes;
+
 static const payload *payload_for(payload_set *ps, tf_container *c, uint8_t dtype, uint64_t raw_len)
 {
     for (size_t i = 0; i < ps->n; i++)
@@ -185,6 +188,7 @@ static const payload *payload_for(payload_set *ps, tf_container *c, uint8_t dtyp
                     .enc_hash = tf_hash64(enc.data, enc.len) };
     if (tf_container_append(c, enc.data, enc.len, &p->offset, &e) < 0)
         die("append payload", &e);
+    payload_bytes += enc.len;
     tf_buf_free(&enc);
     free(zeros);
     return p;
@@ -193,7 +197,7 @@ static const payload *payload_for(payload_set *ps, tf_container *c, uint8_t dtyp
 /* ---- building the archive ------------------------------------------------ */
 
 typedef struct {
-    uint64_t archive_bytes, catalog_raw, catalog_stored, blobs, commits;
+    uint64_t archive_bytes, payload_bytes, blobs, commits;
     double seconds;
 } build_stats;
 
@@ -216,6 +220,7 @@ static tf_blob header_blob(const model *m, tf_container *c)
                   .dtype = TF_DT_NONE };
     if (tf_container_append(c, enc.data, enc.len, &b.offset, &e) < 0)
         die("append header", &e);
+    payload_bytes += enc.len;
     tf_buf_free(&enc);
     free(raw);
     return b;
@@ -242,29 +247,52 @@ static void fill_blobs(const model *m, size_t ckpt, payload_set *ps, tf_containe
     }
 }
 
-static build_stats build_archive(const char *path, size_t checkpoints, const model *m)
+/* The segment's own copy of s, which an apply takes. */
+static tf_segment owned_copy(const tf_segment *s)
+{
+    tf_segment o = *s;
+    tf_error e = { 0 };
+    o.blobs = xcalloc(s->nblobs, sizeof *o.blobs);
+    memcpy(o.blobs, s->blobs, s->nblobs * sizeof *o.blobs);
+    o.entries = xcalloc(s->nentries, sizeof *o.entries);
+    for (uint64_t i = 0; i < s->nentries; i++) {
+        tf_entry *ent = &o.entries[i];
+        uint64_t nchunks;
+        if (tf_entry_clone(&s->entries[i], NULL, ent, &e) < 0)
+            die("copy an entry", &e);
+        /* where its pieces lie, as a decoded entry has it */
+        if (ent->kind == TF_ENTRY_TENSORS && tf_entry_layout(ent, CHUNK_SHIFT, &nchunks, &e) < 0)
+            die("lay out an entry", &e);
+    }
+    return o;
+}
+
+/* Builds the archive through the archive's own commit path, in format
+ * version `version`, one commit a checkpoint. */
+static build_stats build_archive(const char *path, size_t checkpoints, const model *m,
+                                 unsigned version)
 {
     build_stats st = { 0 };
     double t0 = tf_monotonic_seconds();
     tf_error e = { 0 };
-    tf_container c;
-    tf_open_opts writable = { .writable = true };
-    if (tf_container_create(path, CHUNK_SHIFT, &e) < 0 || tf_container_open(&c, path, &writable, &e) < 0)
+    tf_archive *ar;
+    if (tf_container_create(path, CHUNK_SHIFT, version, &e) < 0 ||
+        tf_archive_open(path, &(tf_open_opts){ .writable = true }, &ar, &e) < 0)
         die("create", &e);
+    tf_container *c = tf_archive_container(ar);
     payload_set ps = { .n = 0 };
     tf_blob *blobs = xcalloc(m->nchunks, sizeof *blobs);
     uint64_t *chunks = xcalloc(m->nchunks, sizeof *chunks);
     char dir[64], file[96];
     tf_entry entries[3];
-    tf_buf seg = { 0 };
     uint64_t ino = 2;
     for (size_t k = 0; k < checkpoints; k++) {
         /* The first commit adds the header blob (global index 0), which
          * every file's first chunk names; then each its tensor chunks. */
         uint64_t nblobs = 0;
         if (k == 0)
-            blobs[nblobs++] = header_blob(m, &c);
-        fill_blobs(m, k, &ps, &c, blobs + nblobs);
+            blobs[nblobs++] = header_blob(m, c);
+        fill_blobs(m, k, &ps, c, blobs + nblobs);
         chunks[0] = 0;
         for (uint64_t i = 1; i < m->nchunks; i++)
             chunks[i] = st.blobs + nblobs + i - 1;
@@ -288,19 +316,17 @@ static build_stats build_archive(const char *path, size_t checkpoints, const mod
                                    .nchunks = m->nchunks, .chunks = chunks };
         tf_segment s = { .first_blob = st.blobs, .nblobs = nblobs, .blobs = blobs,
                          .nentries = n, .entries = entries };
-        seg.len = 0;
-        if (tf_segment_encode(&s, &seg, &e) < 0)
-            die("encode segment", &e);
-        st.blobs += nblobs;
-        if (tf_container_commit(&c, seg.data, seg.len, st.blobs, TF_COMMIT_DURABLE, NULL, &e) < 0)
+        if (tf_archive_write(ar, &s, TF_COMMIT_DURABLE, NULL, &e) < 0)
             die("commit", &e);
-        st.catalog_raw += seg.len;
-        st.catalog_stored += c.last.catalog_len;
+        tf_segment owned = owned_copy(&s); /* with the bodies' pages the write set */
+        if (tf_archive_apply(ar, &owned, &e) < 0)
+            die("apply", &e);
+        st.blobs += nblobs;
         st.commits++;
     }
-    st.archive_bytes = c.end;
-    tf_container_close(&c);
-    tf_buf_free(&seg);
+    st.archive_bytes = c->end;
+    st.payload_bytes = payload_bytes;
+    tf_archive_close(ar);
     free(chunks);
     free(blobs);
     st.seconds = tf_monotonic_seconds() - t0;
@@ -321,7 +347,7 @@ static open_list_time open_and_list(const char *path)
     tf_error e = { 0 };
     tf_archive *ar;
     double t0 = tf_monotonic_seconds();
-    if (tf_archive_open(path, NULL, &ar, &e) < 0)
+    if (tf_archive_open(path, &(tf_open_opts){ .lazy_bodies = true }, &ar, &e) < 0)
         die("open", &e);
     double t1 = tf_monotonic_seconds();
     char line[TF_PATH_MAX + 64];
@@ -353,14 +379,23 @@ static size_t parse_count(const char *s, const char *what)
 
 int main(int argc, char **argv)
 {
-    bool keep = argc > 1 && strcmp(argv[1], "--keep") == 0;
-    argc -= keep;
-    argv += keep;
-    if (argc < 2 || argc > 4) {
-        fprintf(stderr, "Usage: bench_catalog [--keep] DIR [CHECKPOINTS] [TENSORS]\n"
+    bool keep = false;
+    unsigned version = TF_FORMAT_DEFAULT;
+    for (; argc > 1 && argv[1][0] == '-'; argc--, argv++) {
+        if (strcmp(argv[1], "--keep") == 0)
+            keep = true;
+        else if (strcmp(argv[1], "--format-version=1") == 0)
+            version = TF_FORMAT_SEGMENTS;
+        else if (strcmp(argv[1], "--format-version=2") != 0)
+            break;
+    }
+    if (argc < 2 || argc > 4 || argv[1][0] == '-') {
+        fprintf(stderr, "Usage: bench_catalog [--keep] [--format-version=N] DIR [CHECKPOINTS] "
+                        "[TENSORS]\n"
                         "Times opening and listing a synthetic archive of CHECKPOINTS\n"
                         "(default 1000) checkpoints of TENSORS (default 300) tensors,\n"
-                        "DIR/bench_catalog.trajfs; --keep leaves it there.\n");
+                        "DIR/bench_catalog.trajfs, in format N (default 2); --keep leaves it\n"
+                        "there.\n");
         return 2;
     }
     size_t checkpoints = argc > 2 ? parse_count(argv[2], "CHECKPOINTS") : 1000;
@@ -377,16 +412,15 @@ int main(int argc, char **argv)
     printf("synthetic trajectory: %zu checkpoints x %zu tensors, %" PRIu64
            " chunks each, header %zu bytes, %.1f MiB of tensor data per checkpoint\n",
            checkpoints, tensors, m.nchunks, m.header_len, (double)m.data_len / (1 << 20));
-    build_stats st = build_archive(path, checkpoints, &m);
-    printf("built in %.2f s: %" PRIu64 " commits, %" PRIu64 " blobs\n", st.seconds, st.commits,
-           st.blobs);
+    build_stats st = build_archive(path, checkpoints, &m, version);
+    printf("built in %.2f s, format %u: %" PRIu64 " commits, %" PRIu64 " blobs\n", st.seconds,
+           version, st.commits, st.blobs);
     printf("archive size     %12" PRIu64 " bytes (%.1f MiB)\n", st.archive_bytes,
            (double)st.archive_bytes / (1 << 20));
-    printf("catalog stored   %12" PRIu64 " bytes (%.1f MiB, %.1f bytes per blob)\n",
-           st.catalog_stored, (double)st.catalog_stored / (1 << 20),
-           (double)st.catalog_stored / (double)st.blobs);
-    printf("catalog raw      %12" PRIu64 " bytes (%.1f MiB, zstd ratio %.2f)\n", st.catalog_raw,
-           (double)st.catalog_raw / (1 << 20), (double)st.catalog_raw / (double)st.catalog_stored);
+    uint64_t catalog = st.archive_bytes - st.payload_bytes;
+    printf("catalog stored   %12" PRIu64 " bytes (%.1f MiB, %.1f bytes per blob; pages that\n"
+           "                 later commits replaced included)\n",
+           catalog, (double)catalog / (1 << 20), (double)catalog / (double)st.blobs);
 
     open_list_time best = { .open_s = 1e30 };
     for (int run = 0; run < 3; run++) {

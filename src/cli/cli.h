@@ -93,8 +93,16 @@ void cli_put_quoted(FILE *f, const char *s);
 
 /* ---- archive helpers --------------------------------------------------- */
 
+/* What a command reads of an archive's catalog (format version 2; one
+ * of version 1 is read whole): */
+typedef enum {
+    CLI_OPEN_WHOLE,     /* every entry whole */
+    CLI_OPEN_HEADERS,   /* the entries' headers: paths, kinds, sizes, times */
+    CLI_OPEN_CHECK_ALL, /* every record, checked as a writer checks them */
+} cli_open_how;
+
 /* Opens an archive read-only; prints "trajpack: ARCHIVE: why" on failure. */
-tf_archive *cli_open_archive(const char *path);
+tf_archive *cli_open_archive(const char *path, cli_open_how how);
 
 /* The bytes the disk holds of a local archive's file (st_blocks: less
  * than its size where the file has holes). False for a remote archive,

@@ -28,7 +28,9 @@ static const char create_head[] =
     "Create ARCHIVE, which must not exist, from files and directories.\n"
     WALK_TEXT
     "\nOptions:\n"
-    CLI_CHUNK_SHIFT_HELP " (default " CLI_STR(TF_CHUNK_SHIFT_DEFAULT) ")\n";
+    CLI_CHUNK_SHIFT_HELP " (default " CLI_STR(TF_CHUNK_SHIFT_DEFAULT) ")\n"
+    "      --format-version N  the archive's format: 2, a catalog read by the\n"
+    "                       page (default); 1, what releases before it read\n";
 
 static const char add_head[] =
     "Usage: trajpack add [OPTIONS] ARCHIVE PATH...\n"
@@ -49,11 +51,12 @@ static const char usage_tail[] =
     "  -q, --quiet          no progress bar\n"
     "  -h, --help           show this help\n";
 
-enum { OPT_AS = CLI_OPT_VERB, OPT_PARENT };
+enum { OPT_AS = CLI_OPT_VERB, OPT_PARENT, OPT_FORMAT_VERSION };
 
 static const struct option add_longopts[] = {
     CLI_WRITE_LONGOPTS,
     { "chunk-shift", required_argument, NULL, CLI_OPT_CHUNK_SHIFT },
+    { "format-version", required_argument, NULL, OPT_FORMAT_VERSION },
     { "as", required_argument, NULL, OPT_AS },
     { "parent", required_argument, NULL, OPT_PARENT },
     { "quiet", no_argument, NULL, 'q' },
@@ -100,6 +103,15 @@ static int parse_option(void *arg, int c)
         }
         return cli_parse_uint(a->verb, "--chunk-shift", optarg, TF_CHUNK_SHIFT_MIN,
                               TF_CHUNK_SHIFT_MAX, &a->chunk_shift);
+    case OPT_FORMAT_VERSION:
+        if (!a->create) {
+            cli_usage_error(a->verb, "--format-version is only for create: an archive's "
+                            "format is fixed when it is created (repack rewrites it in the "
+                            "newest)");
+            return -1;
+        }
+        return cli_parse_uint(a->verb, "--format-version", optarg, TF_FORMAT_SEGMENTS,
+                              TF_FORMAT_PAGES, &a->wopts.format_version);
     case OPT_AS:
         return parse_archive_path(a->verb, "--as", optarg, &a->as_name);
     case OPT_PARENT:

@@ -368,7 +368,7 @@ static int open_and_extract(const extract_args *a)
         if (a->dir && asprintf(&prefix, "%s/", a->dir) >= 0)
             ex.prefix = prefix;
     }
-    if (!(ex.ar = cli_open_archive(a->archive)))
+    if (!(ex.ar = cli_open_archive(a->archive, CLI_OPEN_WHOLE)))
         goto out;
     ex.reader = tf_reader_new(ex.ar, CACHE_BYTES);
     ex.buf = malloc(BLOCK_BYTES);

@@ -365,7 +365,9 @@ int cmd_list(int argc, char **argv)
 
     size_t npaths = (size_t)(argc - optind - 1);
     char **paths = cli_archive_paths(argv + optind + 1, npaths);
-    tf_archive *ar = paths ? cli_open_archive(argv[optind]) : NULL;
+    /* A plain listing reads the entries' headers only. */
+    cli_open_how how = long_format || blobs ? CLI_OPEN_WHOLE : CLI_OPEN_HEADERS;
+    tf_archive *ar = paths ? cli_open_archive(argv[optind], how) : NULL;
     if (!ar) {
         cli_free_paths(paths, npaths);
         return CLI_EXIT_FAIL;

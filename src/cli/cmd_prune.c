@@ -301,7 +301,7 @@ static int run(const prune_args *a)
 {
     cli_removal r = { 0 };
     tf_archive *ro = NULL;
-    if (a->dry_run ? !(ro = cli_open_archive(a->archive)) : cli_removal_open(&r, a->archive, a->quiet) < 0)
+    if (a->dry_run ? !(ro = cli_open_archive(a->archive, CLI_OPEN_WHOLE)) : cli_removal_open(&r, a->archive, a->quiet) < 0)
         return CLI_EXIT_FAIL;
     const tf_archive *ar = ro ? ro : tf_writer_archive(r.w);
     tf_prune_plan plan;

@@ -114,7 +114,7 @@ int cmd_stats(int argc, char **argv)
     if (!tensors && argc - optind != 1)
         return cli_usage_error(cmd.verb, "FILE arguments are for --tensors");
     const char *archive = argv[optind];
-    tf_archive *ar = cli_open_archive(archive);
+    tf_archive *ar = cli_open_archive(archive, CLI_OPEN_WHOLE);
     if (!ar)
         return CLI_EXIT_FAIL;
     int status = tensors ? run_tensors(ar, archive, argv + optind + 1,

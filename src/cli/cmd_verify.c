@@ -205,7 +205,7 @@ int cmd_verify(int argc, char **argv)
     int status = cli_parse_quiet_archive(argc, argv, &cmd, &archive, &quiet);
     if (status >= 0)
         return status;
-    tf_archive *ar = cli_open_archive(archive);
+    tf_archive *ar = cli_open_archive(archive, CLI_OPEN_CHECK_ALL);
     if (!ar)
         return CLI_EXIT_FAIL;
     status = verify_archive(ar, archive, quiet);

@@ -7,7 +7,7 @@
 
 /* A URL's settings are those of TRAJFS_REMOTE_OPTIONS over the defaults
  * (not read for a local archive, which has none). */
-tf_archive *cli_open_archive(const char *path)
+tf_archive *cli_open_archive(const char *path, cli_open_how how)
 {
     tf_archive *ar = NULL;
     tf_error e;
@@ -17,7 +17,11 @@ tf_archive *cli_open_archive(const char *path)
     if (list && tf_io_is_url(path) && tf_remote_opts_parse(&remote, list, &e) < 0)
         tf_error_prefix(&e, "TRAJFS_REMOTE_OPTIONS");
     else
-        (void)tf_archive_open(path, &(tf_open_opts){ .remote = &remote }, &ar, &e);
+        (void)tf_archive_open(path,
+                              &(tf_open_opts){ .remote = &remote,
+                                               .lazy_bodies = how == CLI_OPEN_HEADERS,
+                                               .check_all = how == CLI_OPEN_CHECK_ALL },
+                              &ar, &e);
     tf_remote_opts_free(&remote);
     if (!ar)
         cli_file_error(path, e.msg);

@@ -110,8 +110,9 @@ void stats_print_text(const tf_archive *ar, const size_t *order, const char *arc
         cli_format_size(st->allocated_bytes, allocated);
         printf(" (%s allocated)", allocated);
     }
-    printf(", %llu commits, chunks of 2^%u elements\n",
-           (unsigned long long)tf_archive_commits(ar), tf_archive_chunk_shift(ar));
+    printf(", %llu commits, chunks of 2^%u elements, format %u\n",
+           (unsigned long long)tf_archive_commits(ar), tf_archive_chunk_shift(ar),
+           tf_archive_format(ar));
     fputs("files:", stdout);
     for (unsigned f = 1; f < FORMAT_SLOTS; f++)
         if (f < FORMAT_SLOTS - 1 || st->n_tensor_files[f])
@@ -263,8 +264,9 @@ void stats_print_json(const tf_archive *ar, const size_t *order, const char *arc
         printf("%llu", (unsigned long long)st->allocated_bytes);
     else
         fputs("null", stdout);
-    printf(",\n  \"commits\": %llu,\n  \"chunk_shift\": %u,\n",
-           (unsigned long long)tf_archive_commits(ar), tf_archive_chunk_shift(ar));
+    printf(",\n  \"commits\": %llu,\n  \"chunk_shift\": %u,\n  \"format\": %u,\n",
+           (unsigned long long)tf_archive_commits(ar), tf_archive_chunk_shift(ar),
+           tf_archive_format(ar));
     printf("  \"chains\": {\"chunks\": %llu, \"longest\": %u, \"mean\": %.6f},\n",
            (unsigned long long)st->chain_chunks, st->chain_longest,
            st->chain_chunks ? (double)st->chain_sum / (double)st->chain_chunks : 0.0);

@@ -82,6 +82,40 @@ static int record_get(const uint8_t *p, uint64_t slot, tf_blob *b, uint8_t *flag
     return 0;
 }
 
+/* A leaf is stored field by field (every record's id, then every
+ * offset, ...): values alike lie side by side, which zstd compresses
+ * better than whole records one after another. The cache holds leaves
+ * record by record. The fields' sizes, in record order: */
+static const uint8_t field_size[] = { 16, 8, 8, 8, 8, 8, 8, 1, 1, 1, 1 };
+
+/* Copies one field of n records between rows and its column; sz is a
+ * constant where it is inlined, so each copy is a move. */
+static inline void copy_field(uint8_t *rows, uint8_t *column, uint32_t n, size_t sz,
+                              bool to_fields)
+{
+    for (uint32_t r = 0; r < n; r++, rows += TF_BLOB_RECORD_SIZE, column += sz)
+        if (to_fields)
+            memcpy(column, rows, sz);
+        else
+            memcpy(rows, column, sz);
+}
+
+/* Converts n records between record order (rows) and field order. */
+static void transpose(const uint8_t *from, uint8_t *to, uint32_t n, bool to_fields)
+{
+    uint8_t *rows = (uint8_t *)(to_fields ? from : to), *cols = (uint8_t *)(to_fields ? to : from);
+    size_t in_record = 0;
+    for (size_t f = 0; f < sizeof field_size; f++) {
+        switch (field_size[f]) {
+        case 16: copy_field(rows + in_record, cols, n, 16, to_fields); break;
+        case 8: copy_field(rows + in_record, cols, n, 8, to_fields); break;
+        default: copy_field(rows + in_record, cols, n, 1, to_fields); break;
+        }
+        in_record += field_size[f];
+        cols += (size_t)n * field_size[f];
+    }
+}
+
 /* ---- shape ---- */
 
 static uint64_t leaves_of(uint64_t n)
@@ -144,6 +178,14 @@ void tf_blob_tree_discard(tf_blob_tree *t)
         free(t->staged[i]);
     t->nstaged = 0;
     t->staged_n = t->n;
+}
+
+void tf_blob_tree_reroot(tf_blob_tree *t, const tf_page_ref *root, uint64_t nblobs)
+{
+    tf_blob_tree_discard(t);
+    t->root = nblobs ? *root : (tf_page_ref){ 0 };
+    t->n = t->staged_n = nblobs;
+    t->height = tf_blob_tree_height(nblobs);
 }
 
 void tf_blob_tree_free(tf_blob_tree *t)
@@ -220,6 +262,16 @@ static int copy_from(tf_blob_tree *t, const tf_page_ref *ref, unsigned k, uint64
         tf_page_free(&pg);
         return -1;
     }
+    if (!k) {
+        uint8_t *rows = malloc(pg.len ? pg.len : 1);
+        if (!rows) {
+            tf_page_free(&pg);
+            return tf_fail(e, ENOMEM, "blob table: out of memory");
+        }
+        transpose(pg.data, rows, pg.count, false);
+        free(pg.data);
+        pg.data = rows;
+    }
     memcpy(out, pg.data + at, len);
     pthread_mutex_lock(&t->lock);
     c = cache_slot(t, ref->off, &hit);
@@ -257,6 +309,87 @@ static int stored_record(tf_blob_tree *t, uint64_t slot, uint8_t *rec, tf_error 
         return -1;
     return copy_from(t, &ref, 0, leaf, (size_t)(slot % TF_BLOB_LEAF_RECORDS) * TF_BLOB_RECORD_SIZE,
                      rec, TF_BLOB_RECORD_SIZE, e);
+}
+
+/* Calls visit with each page under node (k, p), whose reference is ref,
+ * the node first, its children in order. */
+static int walk_under(tf_blob_tree *t, const tf_page_ref *ref, unsigned k, uint64_t p,
+                      int (*visit)(void *ctx, const tf_page_ref *ref, unsigned k, uint64_t p,
+                                   tf_error *e),
+                      void *ctx, tf_error *e)
+{
+    if (visit(ctx, ref, k, p, e) < 0)
+        return -1;
+    if (!k)
+        return 0;
+    uint32_t n = count_at(k, p, t->n);
+    uint8_t refs[NODE_BYTES];
+    if (copy_from(t, ref, k, p, 0, refs, (size_t)n * TF_PAGE_REF_SIZE, e) < 0)
+        return -1;
+    for (uint32_t c = 0; c < n; c++) {
+        tf_page_ref child = tf_page_ref_get(refs + (size_t)c * TF_PAGE_REF_SIZE);
+        if (walk_under(t, &child, k - 1, (p << FANOUT_BITS) + c, visit, ctx, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    tf_blob_tree *t;
+    int (*pages)(void *arg, uint64_t off, uint64_t len, tf_error *e);
+    int (*records)(void *arg, uint64_t slot, const tf_blob *b, uint8_t flags, tf_error *e);
+    void *arg;
+} walk_ctx;
+
+static int visit_page(void *ctx, const tf_page_ref *ref, unsigned k, uint64_t p, tf_error *e)
+{
+    (void)k;
+    (void)p;
+    const walk_ctx *w = ctx;
+    return w->pages(w->arg, ref->off, ref->len, e);
+}
+
+int tf_blob_tree_pages(tf_blob_tree *t,
+                       int (*fn)(void *arg, uint64_t off, uint64_t len, tf_error *e), void *arg,
+                       tf_error *e)
+{
+    walk_ctx w = { .t = t, .pages = fn, .arg = arg };
+    return t->n ? walk_under(t, &t->root, t->height, 0, visit_page, &w, e) : 0;
+}
+
+/* Calls the records' callback with each record of leaf p, read past the
+ * cache. */
+static int visit_records(void *ctx, const tf_page_ref *ref, unsigned k, uint64_t p, tf_error *e)
+{
+    const walk_ctx *w = ctx;
+    if (k)
+        return 0;
+    tf_page pg;
+    if (tf_page_read(&w->t->src, ref, TF_PAGE_BLOB_LEAF, 0, &pg, e) < 0)
+        return -1;
+    int rc = check_shape(&pg, ref, 0, p, w->t->n, e);
+    uint8_t rows[LEAF_BYTES];
+    if (rc == 0)
+        transpose(pg.data, rows, pg.count, false);
+    for (uint32_t i = 0; rc == 0 && i < pg.count; i++) {
+        uint64_t slot = p * TF_BLOB_LEAF_RECORDS + i;
+        tf_blob b;
+        uint8_t flags = 0;
+        rc = record_get(rows + (size_t)i * TF_BLOB_RECORD_SIZE, slot, &b, &flags, e);
+        if (rc == 0)
+            rc = w->records(w->arg, slot, &b, flags, e);
+    }
+    tf_page_free(&pg);
+    return rc;
+}
+
+int tf_blob_tree_scan(tf_blob_tree *t,
+                      int (*fn)(void *arg, uint64_t slot, const tf_blob *b, uint8_t flags,
+                                tf_error *e),
+                      void *arg, tf_error *e)
+{
+    walk_ctx w = { .t = t, .records = fn, .arg = arg };
+    return t->n ? walk_under(t, &t->root, t->height, 0, visit_records, &w, e) : 0;
 }
 
 /* ---- staged changes ---- */
@@ -355,13 +488,28 @@ typedef struct {
     tf_page_ref ref;
 } written;
 
+/* Tells the sink that node (k, p) of the tree at root, if it has one,
+ * is replaced. */
+static int replace(tf_blob_tree *t, const tf_page_sink *sink, unsigned k, uint64_t p,
+                   tf_error *e)
+{
+    if (!sink->replaced || k > t->height || p >= nodes_at(k, t->n))
+        return 0;
+    tf_page_ref old;
+    return node_ref(t, k, p, &old, e) < 0 ? -1 : sink->replaced(sink->ctx, &old, e);
+}
+
 /* Writes the staged leaves, in order, into out. */
 static int write_leaves(tf_blob_tree *t, const tf_page_sink *sink, written *out, tf_error *e)
 {
     for (size_t i = 0; i < t->nstaged; i++) {
         const staged_leaf *s = t->staged[i];
+        if (replace(t, sink, 0, s->idx, e) < 0)
+            return -1;
         out[i].idx = s->idx;
-        if (tf_page_write(sink, TF_PAGE_BLOB_LEAF, 0, s->count, s->rec,
+        uint8_t fields[LEAF_BYTES];
+        transpose(s->rec, fields, s->count, true);
+        if (tf_page_write(sink, TF_PAGE_BLOB_LEAF, 0, s->count, fields,
                           (size_t)s->count * TF_BLOB_RECORD_SIZE, &out[i].ref, e) < 0)
             return -1;
     }
@@ -411,6 +559,8 @@ static int write_level(tf_blob_tree *t, const tf_page_sink *sink, unsigned k, wr
                 return tf_fail(e, EIO, "blob table: node %llu of level %u lacks child %u",
                                (unsigned long long)p, k, c);
         below[out].idx = p;
+        if (replace(t, sink, k, p, e) < 0)
+            return -1;
         if (tf_page_write(sink, TF_PAGE_BLOB_NODE, k, count, refs,
                           (size_t)count * TF_PAGE_REF_SIZE, &below[out].ref, e) < 0)
             return -1;

@@ -45,6 +45,13 @@ unsigned tf_blob_tree_height(uint64_t n);
  * or written. */
 int tf_blob_tree_get(tf_blob_tree *t, uint64_t slot, tf_blob *b, uint8_t *flags, tf_error *e);
 
+/* Calls fn with every record of the tree at its root, in slot order
+ * (its leaves read once each, not kept in the cache), until fn fails. */
+int tf_blob_tree_scan(tf_blob_tree *t,
+                      int (*fn)(void *arg, uint64_t slot, const tf_blob *b, uint8_t flags,
+                                tf_error *e),
+                      void *arg, tf_error *e);
+
 /* Stages record slot (<= count: count appends one). */
 int tf_blob_tree_set(tf_blob_tree *t, uint64_t slot, const tf_blob *b, uint8_t flags,
                      tf_error *e);
@@ -55,7 +62,16 @@ int tf_blob_tree_set(tf_blob_tree *t, uint64_t slot, const tf_blob *b, uint8_t f
  * root (the caller cuts off what was appended). */
 int tf_blob_tree_write(tf_blob_tree *t, const tf_page_sink *sink, tf_page_ref *root,
                        tf_error *e);
+/* Calls fn with the offset and length of each page of the tree (its
+ * nodes read through the cache), until fn fails. */
+int tf_blob_tree_pages(tf_blob_tree *t,
+                       int (*fn)(void *arg, uint64_t off, uint64_t len, tf_error *e), void *arg,
+                       tf_error *e);
 /* Drops the staged changes. */
 void tf_blob_tree_discard(tf_blob_tree *t);
+/* Reads the tree of nblobs records at root from now on (a newer commit,
+ * or the old one again), the staged changes dropped; the cache stays
+ * (pages never change). */
+void tf_blob_tree_reroot(tf_blob_tree *t, const tf_page_ref *root, uint64_t nblobs);
 
 #endif

@@ -163,6 +163,24 @@ int tf_segment_encode(const tf_segment *s, tf_buf *out, tf_error *e)
 
 /* ---- decoding ---- */
 
+int tf_blob_check(const tf_blob *b, uint64_t self, unsigned chunk_shift, uint64_t file_end,
+                  tf_error *e)
+{
+    if (b->offset < 32 || b->offset > file_end || b->enc_len > file_end - b->offset)
+        return tf_fail(e, EIO, "catalog: blob %llu lies outside the archive",
+                       (unsigned long long)self);
+    uint64_t raw_max = (uint64_t)8 << chunk_shift;
+    if (raw_max < (1u << 24))
+        raw_max = 1u << 24;
+    if (b->raw_len > raw_max)
+        return tf_fail(e, EIO, "catalog: blob %llu claims %llu bytes, more than a chunk",
+                       (unsigned long long)self, (unsigned long long)b->raw_len);
+    if (!tf_dtype_get(b->dtype))
+        return tf_fail(e, EIO, "catalog: blob %llu has unknown dtype %u",
+                       (unsigned long long)self, b->dtype);
+    return 0;
+}
+
 typedef struct {
     tf_cursor r;
     uint64_t first_blob, total_blobs;
@@ -213,18 +231,8 @@ static int read_blob(decoder *d, uint64_t self, tf_blob *b)
     b->model = tf_read_varint(&d->r);
     if (d->r.bad)
         return short_segment(d);
-    if (b->offset < 32 || b->offset > d->file_end || b->enc_len > d->file_end - b->offset)
-        return tf_fail(d->e, EIO, "catalog: blob %llu lies outside the archive",
-                       (unsigned long long)self);
-    uint64_t raw_max = (uint64_t)8 << d->chunk_shift;
-    if (raw_max < (1u << 24))
-        raw_max = 1u << 24;
-    if (b->raw_len > raw_max)
-        return tf_fail(d->e, EIO, "catalog: blob %llu claims %llu bytes, more than a chunk",
-                       (unsigned long long)self, (unsigned long long)b->raw_len);
-    if (!tf_dtype_get(b->dtype))
-        return tf_fail(d->e, EIO, "catalog: blob %llu has unknown dtype %u",
-                       (unsigned long long)self, b->dtype);
+    if (tf_blob_check(b, self, d->chunk_shift, d->file_end, d->e) < 0)
+        return -1;
     return check_blob_link(d, b->ref, self, "reference") |
            check_blob_link(d, b->model, self, "model");
 }
@@ -546,6 +554,36 @@ int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob, unsigne
 fail:
     tf_segment_free(s);
     return -1;
+}
+
+int tf_entry_encode(const tf_entry *ent, tf_buf *out, tf_error *e)
+{
+    return put_entry(out, ent) ? tf_fail(e, ENOMEM, "catalog: out of memory") : 0;
+}
+
+int tf_entry_decode(const uint8_t *p, size_t len, uint64_t nblobs, unsigned chunk_shift,
+                    tf_entry *ent, tf_error *e)
+{
+    decoder d = { .r = tf_cursor_make(p, len), .total_blobs = nblobs,
+                  .chunk_shift = chunk_shift, .e = e };
+    *ent = (tf_entry){ 0 };
+    int rc = read_entry(&d, ent);
+    if (rc == 0 && tf_cursor_left(&d.r) != 0)
+        rc = tf_fail(e, EIO, "catalog: %zu unexpected bytes after \"%s\"", tf_cursor_left(&d.r),
+                     ent->path);
+    if (rc < 0)
+        tf_entry_free(ent);
+    return rc;
+}
+
+bool tf_entry_same_chunks(const tf_entry *a, const tf_entry *b)
+{
+    if (a->body.len && a->body.off == b->body.off && a->body.len == b->body.len)
+        return true;
+    if (atomic_load(&a->body_pending) || atomic_load(&b->body_pending))
+        return false; /* two pages: maybe the same chunks, told apart only when read */
+    return a->nchunks == b->nchunks &&
+           (!a->nchunks || !memcmp(a->chunks, b->chunks, a->nchunks * sizeof *a->chunks));
 }
 
 void tf_entry_free(tf_entry *ent)

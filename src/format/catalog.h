@@ -9,6 +9,7 @@
 #ifndef TRAJFS_FORMAT_CATALOG_H
 #define TRAJFS_FORMAT_CATALOG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 #include "common/buf.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "format/page.h"
 
 #define TF_PATH_MAX 4096 /* bytes in a path, like Linux PATH_MAX */
 #define TF_NAME_MAX 255  /* bytes in one path component */
@@ -100,6 +102,13 @@ typedef struct {
     uint64_t nchunks;
     uint64_t *chunks;
     char *target;      /* TF_ENTRY_SYMLINK */
+    tf_page_ref body;  /* format version 2: the page of its record (files;
+                          not in segments) */
+    /* Format version 2, a view that reads bodies when asked
+     * (tf_archive_entry_body): the fields above after `size` are not
+     * read yet. Set once, before the entry is shared; cleared, its
+     * fields filled, under the archive's lock. */
+    _Atomic bool body_pending;
 } tf_entry;
 
 /* A redirect: from this commit on, the blob slot `slot` (an earlier
@@ -123,7 +132,14 @@ typedef struct {
     tf_redirect *redirects;
     bool redirects_again; /* version 3: a redirect may name a slot that an
                              earlier commit redirected */
+    uint64_t nserving;    /* format version 2: the last nserving blobs
+                             serve redirected slots only, and get no slot
+                             of their own once applied */
 } tf_segment;
+
+/* Whether a and b hold the same chunks: their body pages are one (a
+ * page is never written twice), or, read, their chunk lists match. */
+bool tf_entry_same_chunks(const tf_entry *a, const tf_entry *b);
 
 /* Whether the entry is a regular file (opaque bytes or a tensor file). */
 static inline bool tf_entry_is_regular(const tf_entry *ent)
@@ -172,6 +188,17 @@ int tf_segment_decode(const uint8_t *p, size_t len, uint64_t first_blob,
                       unsigned chunk_shift, uint64_t file_end, tf_segment *s,
                       tf_error *e);
 void tf_segment_free(tf_segment *s);
+/* The rules a blob record keeps by itself, whatever its commit: its
+ * payload inside the archive's first file_end bytes, a reconstructed
+ * length of at most a chunk's (or 16 MiB), a known dtype. */
+int tf_blob_check(const tf_blob *b, uint64_t self, unsigned chunk_shift, uint64_t file_end,
+                  tf_error *e);
+/* One entry record, as a segment holds it (format version 2 keeps a
+ * file's whole record in its body page). Decoding takes exactly len
+ * bytes; its chunks must name blobs below nblobs. */
+int tf_entry_encode(const tf_entry *ent, tf_buf *out, tf_error *e);
+int tf_entry_decode(const uint8_t *p, size_t len, uint64_t nblobs, unsigned chunk_shift,
+                    tf_entry *ent, tf_error *e);
 void tf_entry_free(tf_entry *ent);
 
 #endif

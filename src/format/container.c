@@ -49,22 +49,26 @@ void tf_container_will_need(const tf_container *c, uint64_t off, uint64_t len)
     tf_io_will_need(c->io, off, len);
 }
 
-static void encode_superblock(uint8_t sb[TF_SUPERBLOCK_SIZE], unsigned chunk_shift)
+static void encode_superblock(uint8_t sb[TF_SUPERBLOCK_SIZE], unsigned chunk_shift,
+                              unsigned version)
 {
     memset(sb, 0, TF_SUPERBLOCK_SIZE);
     memcpy(sb, SUPER_MAGIC, 8);
-    tf_le32_put(sb + 8, TF_FORMAT_VERSION);
+    tf_le32_put(sb + 8, version);
     tf_le32_put(sb + 12, chunk_shift);
     tf_le64_put(sb + 24, tf_hash64(sb, 24));
 }
 
-int tf_container_create(const char *path, unsigned chunk_shift, tf_error *e)
+int tf_container_create(const char *path, unsigned chunk_shift, unsigned version, tf_error *e)
 {
     if (chunk_shift < TF_CHUNK_SHIFT_MIN || chunk_shift > TF_CHUNK_SHIFT_MAX)
         return tf_fail(e, EINVAL, "chunk shift %u is outside [%d, %d]", chunk_shift,
                        TF_CHUNK_SHIFT_MIN, TF_CHUNK_SHIFT_MAX);
+    if (version < TF_FORMAT_SEGMENTS || version > TF_FORMAT_PAGES)
+        return tf_fail(e, EINVAL, "format version %u is not %d or %d", version,
+                       TF_FORMAT_SEGMENTS, TF_FORMAT_PAGES);
     uint8_t sb[TF_SUPERBLOCK_SIZE];
-    encode_superblock(sb, chunk_shift);
+    encode_superblock(sb, chunk_shift, version);
     return tf_io_create(path, sb, sizeof sb, e);
 }
 
@@ -77,9 +81,10 @@ static int read_superblock(tf_container *c, const char *path, tf_error *e)
     if (tf_le64_get(sb + 24) != tf_hash64(sb, 24))
         return tf_fail(e, EIO, "%s: superblock checksum mismatch", path);
     uint32_t version = tf_le32_get(sb + 8);
-    if (version != TF_FORMAT_VERSION)
-        return tf_fail(e, EINVAL, "%s: archive format version %u, this trajfs reads %d", path,
-                       version, TF_FORMAT_VERSION);
+    if (version < TF_FORMAT_SEGMENTS || version > TF_FORMAT_PAGES)
+        return tf_fail(e, EINVAL, "%s: archive format version %u, this trajfs reads %d and %d",
+                       path, version, TF_FORMAT_SEGMENTS, TF_FORMAT_PAGES);
+    c->version = version;
     c->chunk_shift = tf_le32_get(sb + 12);
     if (c->chunk_shift < TF_CHUNK_SHIFT_MIN || c->chunk_shift > TF_CHUNK_SHIFT_MAX)
         return tf_fail(e, EIO, "%s: bad chunk shift %u", path, c->chunk_shift);

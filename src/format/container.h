@@ -15,7 +15,11 @@
 #include "format/behind.h"
 #include "io/io.h"
 
-#define TF_FORMAT_VERSION 1
+/* Format versions: 1, a catalog segment a commit (every open applies
+ * them all); 2, a catalog in pages (format/page.h), a root a commit. */
+#define TF_FORMAT_SEGMENTS 1
+#define TF_FORMAT_PAGES 2
+#define TF_FORMAT_DEFAULT TF_FORMAT_PAGES
 #define TF_SUPERBLOCK_SIZE 32
 #define TF_TRAILER_SIZE 64
 #define TF_CHUNK_SHIFT_DEFAULT 20
@@ -39,6 +43,7 @@ typedef struct {
     tf_io *io;           /* its bytes: a local file or a remote object */
     char *name;          /* for messages: its path, a URL without secrets */
     bool writable;
+    unsigned version;    /* TF_FORMAT_* */
     unsigned chunk_shift;
     uint64_t end;        /* end of the last valid commit (or superblock) */
     uint64_t file_size;  /* size when opened or last polled (a torn tail
@@ -76,8 +81,9 @@ typedef enum {
     TF_COMMIT_BEHIND,
 } tf_commit_mode;
 
-/* Creates a new, empty archive (fails if path exists). */
-int tf_container_create(const char *path, unsigned chunk_shift, tf_error *e);
+/* Creates a new, empty archive of a format version (fails if path
+ * exists). */
+int tf_container_create(const char *path, unsigned chunk_shift, unsigned version, tf_error *e);
 /* Opens an archive (o NULL: read-only, default settings) and finds its
  * last valid commit. o->writable also takes the single-writer lock
  * (non-blocking: a second writer gets a clear error) and cuts a torn tail
@@ -114,7 +120,8 @@ int tf_container_pread_checked(const tf_container *c, uint64_t off, void *buf, s
 void tf_container_will_need(const tf_container *c, uint64_t off, uint64_t len);
 /* Reads the trailer at off; 0 if it is valid. */
 int tf_container_read_trailer(const tf_container *c, uint64_t off, tf_trailer *t, tf_error *e);
-/* Reads and decompresses the catalog segment a trailer points to. */
+/* Reads and decompresses the catalog segment a trailer points to
+ * (format version 1). */
 int tf_container_read_catalog(const tf_container *c, const tf_trailer *t, tf_buf *out, tf_error *e);
 
 /* Writer side: appends bytes after `end` (not yet committed); returns the

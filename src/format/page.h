@@ -37,15 +37,21 @@ typedef struct {
 
 /* Where pages are read from: exactly len bytes at off that must have
  * the XXH3-64 hash; 0, 1 when they do not (e untouched), -1 when they
- * cannot be read (tf_container_pread_checked's contract). */
+ * cannot be read (tf_container_pread_checked's contract). size: the
+ * bytes there are, so that no hostile length is allocated first. */
 typedef struct {
     int (*read)(void *ctx, uint64_t off, void *buf, size_t len, uint64_t hash, tf_error *e);
+    uint64_t (*size)(void *ctx);
     void *ctx;
 } tf_page_source;
 
-/* Where new pages go: appends len bytes, their offset in *off. */
+/* Where new pages go: appends len bytes, their offset in *off; and,
+ * when not NULL, replaced is told each page that new ones replace, which
+ * the new root no longer reaches (a writer gives its space back once the
+ * commit is durable). */
 typedef struct {
     int (*append)(void *ctx, const uint8_t *p, size_t len, uint64_t *off, tf_error *e);
+    int (*replaced)(void *ctx, const tf_page_ref *old, tf_error *e);
     void *ctx;
 } tf_page_sink;
 
@@ -57,20 +63,30 @@ typedef struct {
     size_t len;      /* bytes at data */
 } tf_page;
 
-/* The largest decoded page of a kind, header included. */
-size_t tf_page_max(tf_page_kind kind);
+/* The largest decoded page of a kind, header included, for stored_len
+ * stored bytes: a fixed bound, but for an entry's body, which may list
+ * any number of chunks, 256 times its stored bytes (as segments). */
+size_t tf_page_max(tf_page_kind kind, size_t stored_len);
 
 void tf_page_ref_put(uint8_t *p, const tf_page_ref *r);
 tf_page_ref tf_page_ref_get(const uint8_t *p);
 
-/* Compresses a page (the header, then len bytes of records) and appends
- * it to sink; *ref names it. The records must fit tf_page_max(kind). */
+/* A page decoded: the header, then len bytes of records, into out
+ * (replacing what it held). A commit's root goes to the container so,
+ * which compresses it. */
+int tf_page_raw(tf_page_kind kind, unsigned level, uint32_t count, const void *records,
+                size_t len, tf_buf *out, tf_error *e);
+/* A page compressed: its stored bytes into out (replacing what it
+ * held). */
+int tf_page_encode(tf_page_kind kind, unsigned level, uint32_t count, const void *records,
+                   size_t len, tf_buf *out, tf_error *e);
+/* Encodes a page and appends it to sink; *ref names it. */
 int tf_page_write(const tf_page_sink *sink, tf_page_kind kind, unsigned level, uint32_t count,
                   const void *records, size_t len, tf_page_ref *ref, tf_error *e);
 
 /* Reads the page ref names, which must be of kind and level: its
  * checksum, frame, size and header checked. Memory is bounded by
- * tf_page_max(kind), whatever the stored bytes say. */
+ * tf_page_max, whatever the stored bytes say. */
 int tf_page_read(const tf_page_source *src, const tf_page_ref *ref, tf_page_kind kind,
                  unsigned level, tf_page *pg, tf_error *e);
 void tf_page_free(tf_page *pg);

@@ -6,7 +6,7 @@
 /* The tallest entries tree: 2^32 entries in leaves of one at fanout 2. */
 #define ENTRIES_HEIGHT_MAX 32
 
-int tf_root_write(const tf_page_sink *sink, const tf_root *r, tf_page_ref *ref, tf_error *e)
+int tf_root_encode(const tf_root *r, tf_buf *out, tf_error *e)
 {
     uint8_t rec[TF_ROOT_RECORD_SIZE] = { 0 }, *p = rec;
     const uint64_t counts[] = { r->seq, r->nblobs, r->next_ino, r->nentries, r->retired_bytes };
@@ -18,7 +18,7 @@ int tf_root_write(const tf_page_sink *sink, const tf_root *r, tf_page_ref *ref, 
     for (size_t i = 0; i < sizeof refs / sizeof *refs; i++, p += TF_PAGE_REF_SIZE)
         tf_page_ref_put(p, refs[i]);
     *p = r->entries_height; /* then 11 reserved zero bytes */
-    return tf_page_write(sink, TF_PAGE_ROOT, 0, 1, rec, sizeof rec, ref, e);
+    return tf_page_raw(TF_PAGE_ROOT, 0, 1, rec, sizeof rec, out, e);
 }
 
 /* The rules a root's fields keep among themselves. */

@@ -28,7 +28,9 @@ typedef struct {
     uint64_t window[TF_ROOT_WINDOW];
 } tf_root;
 
-int tf_root_write(const tf_page_sink *sink, const tf_root *r, tf_page_ref *ref, tf_error *e);
+/* The root's page, decoded, into out: the catalog a commit gives
+ * tf_container_commit, which compresses it. */
+int tf_root_encode(const tf_root *r, tf_buf *out, tf_error *e);
 /* Reads and checks the root ref names. */
 int tf_root_read(const tf_page_source *src, const tf_page_ref *ref, tf_root *r, tf_error *e);
 

@@ -20,7 +20,7 @@ static int create_if_missing(const char *archive, tf_error *e)
 {
     if (access(archive, F_OK) == 0 || errno != ENOENT)
         return 0;
-    if (tf_container_create(archive, TF_CHUNK_SHIFT_DEFAULT, e) < 0)
+    if (tf_container_create(archive, TF_CHUNK_SHIFT_DEFAULT, TF_FORMAT_DEFAULT, e) < 0)
         return -1;
     fs_log(LOG_INFO, "%s: created a new, empty archive", archive);
     return 0;
@@ -116,7 +116,9 @@ int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
                       .follow = o->follow };
     fs_view_hooks_init(fs);
     int rc = o->rw ? open_writable(fs, o, e)
-                   : tf_archive_open(archive, &(tf_open_opts){ .remote = &o->remote }, &fs->ar, e);
+                   : tf_archive_open(archive,
+                                     &(tf_open_opts){ .remote = &o->remote, .lazy_bodies = true },
+                                     &fs->ar, e);
     /* Absolute: the daemon leaves the working directory. */
     if (rc == 0 && fs->follow > 0 && !(fs->archive_path = tf_io_display_name(archive)))
         rc = tf_fail(e, errno, "%s: %s", archive, strerror(errno));

@@ -89,8 +89,7 @@ void fs_handle_free(fs_handle *h)
 static bool same_version(const tf_entry *a, const tf_entry *b)
 {
     return a->size == b->size && a->mtime_sec == b->mtime_sec &&
-           a->mtime_nsec == b->mtime_nsec && a->nchunks == b->nchunks &&
-           (!a->nchunks || memcmp(a->chunks, b->chunks, a->nchunks * sizeof *a->chunks) == 0);
+           a->mtime_nsec == b->mtime_nsec && tf_entry_same_chunks(a, b);
 }
 
 /* Whether o, another handle of h's inode that uses the page cache, holds

@@ -85,6 +85,11 @@ struct tf_io {
 /* How to open an archive. */
 typedef struct {
     bool writable;                /* for appending, by its single writer */
+    bool check_all;               /* read every record of the catalog and check
+                                     them all, as a writer does (verify) */
+    bool lazy_bodies;             /* read-only, format version 2: read an entry's
+                                     body when it is asked for
+                                     (tf_archive_entry_body), not at the open */
     const tf_remote_opts *remote; /* a URL's settings; NULL: the defaults */
 } tf_open_opts;
 

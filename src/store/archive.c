@@ -12,74 +12,9 @@
 #include "common/id_index.h"
 #include "common/dtype.h"
 #include "common/pool.h"
-#include "store/blob_table.h"
+#include "format/entry_pages.h"
+#include "store/archive_impl.h"
 #include "store/liveness.h"
-
-/* What a blob slot is to others (flags, per blob). A slot that serves a
- * model or another slot is never redirected: its payload must stay what
- * its users decode, and a retired payload is always the slot's own, used
- * by no other. A slot redirected already is redirected again only by a
- * segment of version 3 (a rebase). */
-enum {
-    SLOT_MODEL = 1,      /* some blob names it as its model */
-    SLOT_TARGET = 2,     /* it serves a redirected slot */
-    SLOT_REDIRECTED = 4, /* it is served by a later blob */
-};
-
-/* What only writers ask of the blob table, built at their first
- * question rather than at open (on a long run the id index was 40% of
- * the time of an open that only lists, and 24 bytes or more a blob): the
- * content id index (id -> the first live blob of that id), and the
- * longest chains ending at each slot that live files read (the table's
- * `above` counts every delta ever applied, as an open's checks must).
- * Once built, every apply keeps both up to date, but one that may leave
- * slots dead, after which the next question builds them again. The lock
- * guards the build; questions after it need none (the archive does not
- * change while they run). */
-typedef struct {
-    pthread_mutex_t lock;
-    atomic_bool built;
-    tf_id_index map; /* into the blob table */
-    uint16_t *live_above; /* per slot, as `above`, over live slots */
-    uint64_t live_cap;
-} id_index;
-
-struct tf_archive {
-    tf_container c;
-    uint64_t commits;
-    tf_blob_table blobs; /* per slot, the blob that serves it (redirects applied) */
-    uint16_t *above; /* per slot, the longest chain of deltas ending at it */
-    uint8_t *flags;  /* per slot, SLOT_* */
-    uint64_t nblobs;
-    id_index *ids; /* NULL in a scratch index of entries */
-    tf_archive_range *retired; /* payloads the last commit's redirects retired
-                                  (a writer's) */
-    size_t nretired, retired_cap;
-    uint64_t retired_bytes; /* those of every commit, in all */
-    tf_entry *entries; /* live entries in path order */
-    size_t nentries, entries_cap;
-    uint64_t next_ino;
-    bool borrowed; /* a scratch index of entries it does not own */
-};
-
-/* Path order in which a directory's subtree directly follows it: compare
- * bytewise, but with '/' below every other byte. */
-static int path_cmp(const char *a, const char *b)
-{
-    for (;; a++, b++) {
-        unsigned ca = (unsigned char)*a, cb = (unsigned char)*b;
-        if (ca == cb) {
-            if (!ca)
-                return 0;
-            continue;
-        }
-        if (!ca || !cb)
-            return ca ? 1 : -1;
-        ca = ca == '/' ? 1 : ca;
-        cb = cb == '/' ? 1 : cb;
-        return ca < cb ? -1 : 1;
-    }
-}
 
 /* ---- blob table and id index ---- */
 
@@ -102,6 +37,12 @@ static bool build_ids(const tf_archive *ar)
     bool ok = atomic_load_explicit(&x->built, memory_order_relaxed);
     if (!ok) {
         tf_error e;
+        /* A paged view reads records from its pages: the index needs
+         * them all (a writer has them; a reader asking is a test). */
+        if (!ar->table && archive_paged_load_table((tf_archive *)ar, &e) < 0) {
+            pthread_mutex_unlock(&x->lock);
+            return false;
+        }
         uint8_t *live = tf_liveness(ar, NULL, &e);
         uint64_t n = 0;
         for (uint64_t i = 0; live && i < ar->nblobs; i++)
@@ -248,10 +189,9 @@ static int chain_depth(const tf_archive *ar, const tf_segment *seg, uint16_t *kn
 
 /* Checks blob idx (in seg, its references and models earlier) against
  * the archive as it is once seg is applied; known: chain_depth's. */
-static int check_blob(const tf_archive *ar, const tf_segment *seg, uint16_t *known,
-                      uint64_t idx, tf_error *e)
+static int check_record(const tf_archive *ar, const tf_segment *seg, uint16_t *known,
+                        uint64_t idx, const tf_blob *b, tf_error *e)
 {
-    const tf_blob *b = &seg->blobs[idx - seg->first_blob];
     const tf_codec *codec = tf_codec_get(b->codec);
     if (!codec)
         return tf_fail(e, EIO, "blob %llu: unknown codec %u", (unsigned long long)idx, b->codec);
@@ -280,6 +220,18 @@ static int check_blob(const tf_archive *ar, const tf_segment *seg, uint16_t *kno
                            (unsigned long long)idx, TF_CHAIN_MAX);
     }
     return 0;
+}
+
+static int check_blob(const tf_archive *ar, const tf_segment *seg, uint16_t *known,
+                      uint64_t idx, tf_error *e)
+{
+    return check_record(ar, seg, known, idx, &seg->blobs[idx - seg->first_blob], e);
+}
+
+int archive_check_slot(const tf_archive *ar, uint64_t idx, tf_error *e)
+{
+    tf_blob b = tf_blob_table_get(&ar->blobs, idx);
+    return check_record(ar, NULL, NULL, idx, &b, e);
 }
 
 static int refuse_slot(uint64_t slot, tf_error *e)
@@ -355,7 +307,7 @@ static int check_redirects(const tf_archive *ar, const tf_segment *seg, uint16_t
  * below it has at least one more above it, in counts (ar->above, or the
  * writer's live_above). Stops where that holds already (it then holds
  * further down: see add_blobs). */
-static void raise_above(const tf_archive *ar, uint16_t *counts, uint64_t idx, unsigned above)
+void archive_raise_above(const tf_archive *ar, uint16_t *counts, uint64_t idx, unsigned above)
 {
     for (unsigned steps = 0; steps <= TF_CHAIN_MAX && counts[idx] < above; steps++) {
         counts[idx] = (uint16_t)above++;
@@ -396,7 +348,7 @@ static bool count_live_above(const tf_archive *ar, const uint8_t *live)
     memset(x->live_above, 0, ar->nblobs * sizeof *x->live_above);
     for (uint64_t s = 0; s < ar->nblobs; s++)
         if ((live[s] & TF_LIVE_NEEDED) && tf_blob_table_ref(&ar->blobs, s))
-            raise_above(ar, x->live_above, tf_blob_table_ref(&ar->blobs, s) - 1,
+            archive_raise_above(ar, x->live_above, tf_blob_table_ref(&ar->blobs, s) - 1,
                         x->live_above[s] + 1u);
     return true;
 }
@@ -405,13 +357,13 @@ static bool count_live_above(const tf_archive *ar, const uint8_t *live)
  * counts, the writer's while built). */
 static void raise_both(tf_archive *ar, uint64_t idx, unsigned above, unsigned live_above)
 {
-    raise_above(ar, ar->above, idx, above);
+    archive_raise_above(ar, ar->above, idx, above);
     if (atomic_load_explicit(&ar->ids->built, memory_order_relaxed))
-        raise_above(ar, ar->ids->live_above, idx, live_above);
+        archive_raise_above(ar, ar->ids->live_above, idx, live_above);
 }
 
 /* Room for cap blobs in the blob table (cap >= the blobs there). */
-static int resize_blobs(tf_archive *ar, uint64_t cap, tf_error *e)
+int archive_resize_blobs(tf_archive *ar, uint64_t cap, tf_error *e)
 {
     if (tf_blob_table_reserve(&ar->blobs, cap, e) < 0)
         return -1;
@@ -433,7 +385,7 @@ static int grow_blobs(tf_archive *ar, uint64_t need, tf_error *e)
     uint64_t cap = ar->blobs.cap ? ar->blobs.cap : 1024;
     while (cap < need)
         cap *= 2;
-    return resize_blobs(ar, cap, e);
+    return archive_resize_blobs(ar, cap, e);
 }
 
 /* Appends seg's blobs; an invariant kept for raise_above: the slot a
@@ -461,7 +413,10 @@ static int add_blobs(tf_archive *ar, const tf_segment *seg, uint16_t *known, tf_
             ar->nblobs--;
             return -1;
         }
-        if (built && tf_id_index_put(&x->map, &b->id, idx, id_of_slot, ar) < 0)
+        /* A blob that only serves a slot (format version 2) is named by
+         * no one once applied: the slot keeps its id. */
+        if (built && i < seg->nblobs - seg->nserving &&
+            tf_id_index_put(&x->map, &b->id, idx, id_of_slot, ar) < 0)
             return tf_fail(e, ENOMEM, "blob index: out of memory");
         if (b->model)
             ar->flags[b->model - 1] |= SLOT_MODEL;
@@ -544,8 +499,8 @@ static int check_span(const tf_archive *ar, const tf_segment *seg, const tf_entr
     return 0;
 }
 
-static int check_entry(const tf_archive *ar, const tf_segment *seg, const tf_entry *ent,
-                       tf_error *e)
+int archive_check_entry(const tf_archive *ar, const tf_segment *seg, const tf_entry *ent,
+                        tf_error *e)
 {
     if (ent->kind == TF_ENTRY_FILE)
         return check_span(ar, seg, ent, 0, ent->size, TF_DT_NONE, e);
@@ -572,7 +527,7 @@ int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_err
         rc = check_blob(ar, seg, known, ar->nblobs + i, e);
     free(known);
     for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)
-        rc = check_entry(ar, seg, &seg->entries[i], e);
+        rc = archive_check_entry(ar, seg, &seg->entries[i], e);
     return rc;
 }
 
@@ -583,7 +538,7 @@ static long search(const tf_archive *ar, const char *path)
     size_t lo = 0, hi = ar->nentries;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = path_cmp(ar->entries[mid].path, path);
+        int c = tf_path_cmp(ar->entries[mid].path, path);
         if (c == 0)
             return (long)mid;
         if (c < 0)
@@ -621,7 +576,7 @@ static void remove_entries(tf_archive *ar, size_t i, size_t n)
 /* Takes ownership of *ent (unless the index is borrowed). A new entry
  * replaces one at the same path; a tombstone removes the path and
  * everything below it. */
-static int put_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
+int archive_put_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
 {
     long at = search(ar, ent->path);
     if (ent->kind == TF_ENTRY_TOMBSTONE) {
@@ -660,15 +615,14 @@ static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
 {
     if (ent->ino >= ar->next_ino)
         ar->next_ino = ent->ino + 1;
-    if (ent->kind != TF_ENTRY_TOMBSTONE && check_entry(ar, NULL, ent, e) < 0)
+    if (ent->kind != TF_ENTRY_TOMBSTONE && archive_check_entry(ar, NULL, ent, e) < 0)
         return -1;
-    return put_entry(ar, ent, e);
+    return archive_put_entry(ar, ent, e);
 }
 
 bool tf_entry_same_version(const tf_entry *a, const tf_entry *b)
 {
-    return a->ino == b->ino && b->kind != TF_ENTRY_TOMBSTONE && a->nchunks == b->nchunks &&
-           (!a->nchunks || !memcmp(a->chunks, b->chunks, a->nchunks * sizeof *a->chunks));
+    return a->ino == b->ino && b->kind != TF_ENTRY_TOMBSTONE && tf_entry_same_chunks(a, b);
 }
 
 static int cmp_range(const void *a, const void *b)
@@ -768,6 +722,25 @@ static void forget_ids(tf_archive *ar)
     atomic_store_explicit(&ar->ids->built, false, memory_order_relaxed);
 }
 
+int tf_archive_prepare(tf_archive *ar, tf_segment *seg, tf_error *e)
+{
+    return ar->paged ? archive_paged_prepare(ar, seg, e) : 0;
+}
+
+int tf_archive_write(tf_archive *ar, tf_segment *seg, tf_commit_mode mode, bool *previous_synced,
+                     tf_error *e)
+{
+    if (ar->paged)
+        return archive_paged_commit(ar, seg, mode, previous_synced, e);
+    tf_buf raw = { 0 };
+    int rc = tf_segment_encode(seg, &raw, e);
+    if (rc == 0)
+        rc = tf_container_commit(&ar->c, raw.data, raw.len, seg->first_blob + seg->nblobs, mode,
+                                 previous_synced, e);
+    tf_buf_free(&raw);
+    return rc;
+}
+
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
 {
     ar->nretired = 0;
@@ -785,6 +758,8 @@ int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
         rc = apply_entry(ar, &seg->entries[i], e);
     if (rc == 0)
         ar->commits++;
+    if (rc == 0 && ar->paged)
+        archive_paged_applied(ar, seg);
     tf_segment_free(seg); /* entries already moved out are zeroed */
     return rc;
 }
@@ -839,25 +814,40 @@ static int check_inodes(const tf_archive *ar, tf_error *e)
     return rc;
 }
 
+int archive_check_tree(const tf_archive *ar, tf_error *e)
+{
+    return check_parents(ar, e) < 0 ? -1 : check_inodes(ar, e);
+}
+
+int archive_scratch_after(const tf_archive *ar, const tf_segment *seg, tf_archive *scratch,
+                          tf_error *e)
+{
+    *scratch = (tf_archive){ .nentries = ar->nentries, .entries_cap = ar->nentries,
+                             .borrowed = true };
+    scratch->entries = malloc((ar->nentries ? ar->nentries : 1) * sizeof *scratch->entries);
+    if (!scratch->entries)
+        return tf_fail(e, ENOMEM, "out of memory");
+    if (ar->nentries)
+        memcpy(scratch->entries, ar->entries, ar->nentries * sizeof *ar->entries);
+    int rc = 0;
+    for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++) {
+        tf_entry borrowed = seg->entries[i];
+        rc = archive_put_entry(scratch, &borrowed, e);
+    }
+    if (rc < 0)
+        free(scratch->entries);
+    return rc;
+}
+
 /* Whether the live entries, once seg is applied, still form a tree of
  * unique inode numbers (what an open checks of the whole catalog): seg
  * applied to a scratch index that borrows the entries, changing nothing. */
 static int check_tree_after(const tf_archive *ar, const tf_segment *seg, tf_error *e)
 {
-    tf_archive scratch = { .nentries = ar->nentries, .entries_cap = ar->nentries,
-                           .borrowed = true };
-    scratch.entries = malloc((ar->nentries ? ar->nentries : 1) * sizeof *scratch.entries);
-    if (!scratch.entries)
-        return tf_fail(e, ENOMEM, "out of memory");
-    if (ar->nentries)
-        memcpy(scratch.entries, ar->entries, ar->nentries * sizeof *ar->entries);
-    int rc = 0;
-    for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++) {
-        tf_entry borrowed = seg->entries[i];
-        rc = put_entry(&scratch, &borrowed, e);
-    }
-    if (rc == 0)
-        rc = check_parents(&scratch, e) < 0 ? -1 : check_inodes(&scratch, e);
+    tf_archive scratch;
+    if (archive_scratch_after(ar, seg, &scratch, e) < 0)
+        return -1;
+    int rc = archive_check_tree(&scratch, e);
     free(scratch.entries);
     return rc;
 }
@@ -1029,11 +1019,14 @@ static int apply_commits(tf_archive *ar, const commit_at *commits, uint64_t n, b
         tf_buf_free(&r.raw[i]);
     if (rc < 0 || live)
         return rc;
-    return check_parents(ar, e) < 0 ? -1 : check_inodes(ar, e);
+    return archive_check_tree(ar, e);
 }
 
-static int load_catalog(tf_archive *ar, tf_error *e)
+static int load_catalog(tf_archive *ar, bool check_all, bool lazy_bodies, tf_error *e)
 {
+    if (ar->c.version == TF_FORMAT_PAGES)
+        return archive_paged_open(ar, ar->c.writable || check_all, lazy_bodies, e);
+    ar->table = true;
     if (!ar->c.has_commit)
         return 0;
     commit_at *commits = NULL;
@@ -1050,7 +1043,7 @@ static int load_catalog(tf_archive *ar, tf_error *e)
     uint64_t nblobs = ar->c.last.nblobs;
     tf_error ignored;
     if (nblobs && nblobs <= ar->c.end / 16)
-        (void)resize_blobs(ar, nblobs, &ignored);
+        (void)archive_resize_blobs(ar, nblobs, &ignored);
     int rc = apply_commits(ar, commits, ar->c.last.seq, false, NULL, NULL, e);
     free(commits);
     return rc;
@@ -1061,6 +1054,8 @@ int tf_archive_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *chan
     *changed = false;
     if (ar->c.writable)
         return tf_fail(e, EINVAL, "the archive's writer has no other writer to follow");
+    if (ar->paged)
+        return archive_paged_refresh(ar, hooks, changed, e);
     tf_trailer top;
     uint64_t at;
     commit_at *commits = NULL;
@@ -1121,13 +1116,15 @@ int tf_archive_open(const char *path, const tf_open_opts *o, tf_archive **out, t
     }
     ar->ids = ids;
     ar->next_ino = 2; /* 1 is the root directory */
+    pthread_mutex_init(&ar->body_lock, NULL);
     if (open_container(&ar->c, path, o, e) < 0) {
+        pthread_mutex_destroy(&ar->body_lock);
         pthread_mutex_destroy(&ids->lock);
         free(ids);
         free(ar);
         return -1;
     }
-    if (load_catalog(ar, e) < 0) {
+    if (load_catalog(ar, o && o->check_all, o && o->lazy_bodies, e) < 0) {
         tf_error_prefix(e, "%s", ar->c.name);
         tf_archive_close(ar);
         return -1;
@@ -1141,6 +1138,7 @@ void tf_archive_close(tf_archive *ar)
     if (!ar)
         return;
     tf_container_close(&ar->c);
+    tf_paged_free(ar->paged);
     for (size_t i = 0; i < ar->nentries; i++)
         tf_entry_free(&ar->entries[i]);
     free(ar->entries);
@@ -1151,11 +1149,13 @@ void tf_archive_close(tf_archive *ar)
     tf_id_index_free(&ar->ids->map);
     free(ar->ids->live_above);
     pthread_mutex_destroy(&ar->ids->lock);
+    pthread_mutex_destroy(&ar->body_lock);
     free(ar->ids);
     free(ar);
 }
 
 unsigned tf_archive_chunk_shift(const tf_archive *ar) { return ar->c.chunk_shift; }
+unsigned tf_archive_format(const tf_archive *ar) { return ar->c.version; }
 uint64_t tf_archive_commits(const tf_archive *ar) { return ar->commits; }
 uint64_t tf_archive_file_size(const tf_archive *ar) { return ar->c.end; }
 tf_container *tf_archive_container(tf_archive *ar) { return &ar->c; }
@@ -1181,12 +1181,25 @@ int tf_archive_blob(const tf_archive *ar, uint64_t idx, tf_blob *b, tf_error *e)
     if (idx >= ar->nblobs)
         return tf_fail(e, EIO, "blob %llu: not in the catalog (%llu blobs)", (unsigned long long)idx,
                        (unsigned long long)ar->nblobs);
+    if (!ar->table)
+        return archive_paged_blob(ar, idx, b, e);
     *b = tf_blob_table_get(&ar->blobs, idx);
     return 0;
 }
+
 unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx)
 {
-    return (unsigned)chain_depth(ar, NULL, NULL, idx); /* applied chains are within TF_CHAIN_MAX */
+    if (ar->table) /* applied chains are within TF_CHAIN_MAX */
+        return (unsigned)chain_depth(ar, NULL, NULL, idx);
+    unsigned depth = 0;
+    tf_blob b;
+    tf_error ignored; /* a read reports it */
+    for (; depth <= TF_CHAIN_MAX && tf_archive_blob(ar, idx, &b, &ignored) == 0; idx = b.ref - 1)
+        if (!b.ref)
+            return depth;
+        else
+            depth++;
+    return TF_CHAIN_MAX + 1;
 }
 
 unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx)
@@ -1194,19 +1207,21 @@ unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx)
     /* Out of memory to count: every delta's count, larger, never
      * smaller. */
     if (!atomic_load_explicit(&ar->ids->built, memory_order_acquire) && !build_ids(ar))
-        return ar->above[idx];
+        return ar->above ? ar->above[idx] : TF_CHAIN_MAX;
     return ar->ids->live_above[idx];
 }
 
 bool tf_archive_may_redirect(const tf_archive *ar, uint64_t idx, bool *again)
 {
+    if (!ar->table) /* a reader's paged view: no writer asks it */
+        return *again = false;
     *again = ar->flags[idx] & SLOT_REDIRECTED;
     return !(ar->flags[idx] & (SLOT_MODEL | SLOT_TARGET));
 }
 
 bool tf_archive_blob_serves_slot(const tf_archive *ar, uint64_t idx)
 {
-    return ar->flags[idx] & SLOT_TARGET;
+    return ar->table && (ar->flags[idx] & SLOT_TARGET);
 }
 
 uint64_t tf_archive_retired_bytes(const tf_archive *ar) { return ar->retired_bytes; }

@@ -25,6 +25,7 @@ int tf_archive_open(const char *path, const tf_open_opts *o, tf_archive **out, t
 void tf_archive_close(tf_archive *ar);
 
 unsigned tf_archive_chunk_shift(const tf_archive *ar);
+unsigned tf_archive_format(const tf_archive *ar); /* TF_FORMAT_* */
 uint64_t tf_archive_commits(const tf_archive *ar); /* commits applied */
 uint64_t tf_archive_file_size(const tf_archive *ar); /* bytes committed */
 /* Bytes after the last commit, as last looked at: an interrupted write's,
@@ -81,7 +82,9 @@ int tf_archive_blob(const tf_archive *ar, uint64_t idx, tf_blob *b, tf_error *e)
 /* Global index of the blob with this id, or -1 when not stored. */
 int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id);
 /* Number of delta steps from blob idx down to a self-contained blob,
- * following redirects (a walk of that many steps). */
+ * following redirects (a walk of that many steps); TF_CHAIN_MAX + 1 for
+ * a chain of a paged view (format version 2, read-only) that is longer
+ * or cannot be read, which a read of it then reports. */
 unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx);
 /* The longest chain of deltas that live files read (store/liveness.h)
  * that ends at blob idx (0: none uses it as a reference). The writer
@@ -140,6 +143,25 @@ int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_err
  * redirects a slot served by a blob with a reference or a model. */
 bool tf_archive_segment_drops(const tf_archive *ar, const tf_segment *seg);
 
+/* Makes sure ent (an entry of this archive, or a copy of one) has its
+ * body (pieces, tensors, chunks): an open with lazy_bodies reads it
+ * here, once; otherwise it has it. Safe from several threads. */
+int tf_archive_entry_body(const tf_archive *ar, const tf_entry *ent, tf_error *e);
+/* Format version 2: calls fn with the offset and length of each
+ * catalog page the last commit reaches (its root and trailer aside),
+ * until fn fails; version 1: none. */
+int tf_archive_pages(tf_archive *ar,
+                     int (*fn)(void *arg, uint64_t off, uint64_t len, tf_error *e), void *arg,
+                     tf_error *e);
+/* Writer: readies a commit's segment for this archive's format, before
+ * it is checked: in version 2 the blobs of its redirects, which the
+ * writer puts last, serve their slots only (tf_segment.nserving). */
+int tf_archive_prepare(tf_archive *ar, tf_segment *seg, tf_error *e);
+/* Writer: writes the commit's catalog (version 1: the segment; 2: its
+ * pages and root) and its trailer, durable as mode says
+ * (tf_container_commit). */
+int tf_archive_write(tf_archive *ar, tf_segment *seg, tf_commit_mode mode, bool *previous_synced,
+                     tf_error *e);
 /* Writer: applies a freshly committed segment to the in-memory view
  * (takes ownership of its contents). */
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e);

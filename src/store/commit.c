@@ -27,6 +27,9 @@ static void commit_free(tf_commit *c)
     free(c->held_blobs);
     c->held_blobs = NULL;
     c->nheld = c->held_cap = 0;
+    free(c->serving);
+    c->serving = NULL;
+    c->serving_cap = 0;
     tf_segment_free(&c->seg);
     tf_idmap_free(&c->pending);
 }
@@ -186,20 +189,47 @@ static void give_back_after(tf_commit *c, const uint8_t *before, uint64_t nbefor
     free(dead);
 }
 
+/* Appends the redirects' blobs to the segment, after its others, and
+ * names them in their redirects. */
+static int serve_last(tf_commit *c, tf_error *e)
+{
+    tf_segment *seg = &c->seg;
+    if (!seg->nredirects)
+        return 0;
+    uint64_t n = seg->nblobs + seg->nredirects;
+    if (n > c->blobs_cap) {
+        tf_blob *b = realloc(seg->blobs, n * sizeof *b);
+        if (!b)
+            return tf_fail(e, ENOMEM, "out of memory");
+        seg->blobs = b;
+        c->blobs_cap = n;
+    }
+    for (uint64_t k = 0; k < seg->nredirects; k++) {
+        seg->blobs[seg->nblobs + k] = c->serving[seg->redirects[k].blob];
+        seg->redirects[k].blob = seg->first_blob + seg->nblobs + k;
+    }
+    seg->nblobs = n;
+    return 0;
+}
+
 int tf_commit_finish(tf_commit *c, tf_error *e)
 {
     c->give_back = (tf_error){ 0 };
     c->dropped = c->kept_open = false;
     uint8_t *before = NULL;
     uint64_t nbefore = tf_archive_nblobs(c->ar);
+    int rc = write_held(c, e);
+    if (rc == 0)
+        rc = serve_last(c, e);
     /* The catalog lists redirects by slot. */
     if (c->seg.nredirects)
         qsort(c->seg.redirects, c->seg.nredirects, sizeof *c->seg.redirects, cmp_redirect);
-    int rc = write_held(c, e);
     if (rc == 0 && c->opts->dir_times)
         rc = touch_directories(c, e);
     if (rc == 0)
         rc = check_inos(c, e);
+    if (rc == 0)
+        rc = tf_archive_prepare(c->ar, &c->seg, e);
     /* Once its trailer is written a commit is part of the archive: what
      * an open would refuse must be refused here, before. */
     if (rc == 0)
@@ -210,14 +240,8 @@ int tf_commit_finish(tf_commit *c, tf_error *e)
             before = tf_liveness(c->ar, NULL, &c->give_back);
         /* A commit that drops files gives their space back at once. */
         bool behind = c->opts->commit_behind && !c->dropped, previous_synced = false;
-        tf_buf raw = { 0 };
-        rc = tf_segment_encode(&c->seg, &raw, e);
-        if (rc == 0)
-            rc = tf_container_commit(tf_archive_container(c->ar), raw.data, raw.len,
-                                     c->seg.first_blob + c->seg.nblobs,
-                                     behind ? TF_COMMIT_BEHIND : TF_COMMIT_DURABLE,
-                                     &previous_synced, e);
-        tf_buf_free(&raw);
+        rc = tf_archive_write(c->ar, &c->seg, behind ? TF_COMMIT_BEHIND : TF_COMMIT_DURABLE,
+                              &previous_synced, e);
         if (previous_synced)
             give_back_previous(c);
         if (rc == 0) {
@@ -335,16 +359,25 @@ static int room_for_one(void **p, uint64_t *cap, uint64_t n, size_t size, tf_err
     return 0;
 }
 
-/* Holds back the payload of the blob being appended (seg.blobs[nblobs]),
- * written by write_held. */
-static int hold(tf_commit *c, const tf_buf *payload, tf_error *e)
+/* A held record that is a redirect's (in serving, not seg.blobs). */
+#define HELD_SERVING (UINT64_C(1) << 63)
+
+/* The record `held` names (see tf_commit.held_blobs). */
+static tf_blob *held_record(tf_commit *c, uint64_t held)
+{
+    return held & HELD_SERVING ? &c->serving[held & ~HELD_SERVING] : &c->seg.blobs[held];
+}
+
+/* Holds back the payload of the blob being appended, whose record is
+ * `held` (see tf_commit.held_blobs), written by write_held. */
+static int hold(tf_commit *c, const tf_buf *payload, uint64_t held, tf_error *e)
 {
     if (room_for_one((void **)&c->held_blobs, &c->held_cap, c->nheld, sizeof *c->held_blobs,
                      e) < 0)
         return -1;
     if (tf_buf_put(&c->held, payload->data, payload->len) < 0)
         return tf_fail(e, ENOMEM, "out of memory");
-    c->held_blobs[c->nheld++] = c->seg.nblobs;
+    c->held_blobs[c->nheld++] = held;
     return 0;
 }
 
@@ -358,7 +391,7 @@ static int write_held(tf_commit *c, tf_error *e)
     if (tf_container_append(tf_archive_container(c->ar), c->held.data, c->held.len, &off, e) < 0)
         return -1;
     for (uint64_t i = 0; i < c->nheld; i++) {
-        tf_blob *b = &c->seg.blobs[c->held_blobs[i]];
+        tf_blob *b = held_record(c, c->held_blobs[i]);
         b->offset = off;
         off += b->enc_len;
     }
@@ -367,20 +400,22 @@ static int write_held(tf_commit *c, tf_error *e)
     return 0;
 }
 
-/* Appends a blob's payload and records it in the segment; its index.
- * A small payload that stays (a keyframe too small to give back, whose
- * delta was no smaller; a model) coming while a run of retirable ones is
- * open is held back (write_held), so that it does not share the run's
- * blocks; one that the next commit is likely to retire (retire_soon)
- * goes in the run whatever its size, to be given back with its
- * neighbours. */
+/* Appends a blob's payload and records it: in the segment (its index is
+ * returned), or, for a redirect's blob (serving), in c->serving (the
+ * index there is returned). A small payload that stays (a keyframe too
+ * small to give back, whose delta was no smaller; a model) coming while
+ * a run of retirable ones is open is held back (write_held), so that it
+ * does not share the run's blocks; one that the next commit is likely
+ * to retire (retire_soon) goes in the run whatever its size, to be given
+ * back with its neighbours. */
 static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payload,
-                           bool retire_soon, tf_error *e)
+                           bool retire_soon, bool serving, tf_error *e)
 {
-    if (room_for_one((void **)&c->seg.blobs, &c->blobs_cap, c->seg.nblobs, sizeof *c->seg.blobs,
-                     e) < 0)
+    uint64_t *n = serving ? &c->seg.nredirects : &c->seg.nblobs;
+    if (room_for_one(serving ? (void **)&c->serving : (void **)&c->seg.blobs,
+                     serving ? &c->serving_cap : &c->blobs_cap, *n, sizeof(tf_blob), e) < 0)
         return -1;
-    tf_blob *b = &c->seg.blobs[c->seg.nblobs];
+    tf_blob *b = serving ? &c->serving[*n] : &c->seg.blobs[*n];
     *b = *desc;
     b->enc_len = payload->len;
     b->enc_hash = tf_hash64(payload->data, payload->len);
@@ -390,17 +425,19 @@ static int64_t append_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payl
         rc = tf_container_append_retirable(ct, payload->data, payload->len, &b->offset, e);
     else if (ct->retirable_run && payload->len < TF_GIVE_BACK_MIN &&
              c->held.len + payload->len <= tf_write_opts_held_bytes(c->opts) / 8)
-        rc = hold(c, payload, e);
+        rc = hold(c, payload, *n | (serving ? HELD_SERVING : 0), e);
     else if ((rc = write_held(c, e)) == 0)
         rc = tf_container_append(ct, payload->data, payload->len, &b->offset, e);
-    return rc < 0 ? -1 : (int64_t)(c->seg.first_blob + c->seg.nblobs++);
+    if (rc < 0)
+        return -1;
+    return serving ? (int64_t)*n : (int64_t)(c->seg.first_blob + c->seg.nblobs++);
 }
 
 /* Appends a blob (append_blob) that later ones may name by its id. */
 static int64_t store_blob(tf_commit *c, const tf_blob *desc, const tf_buf *payload,
                           bool retire_soon, tf_error *e)
 {
-    int64_t idx = append_blob(c, desc, payload, retire_soon, e);
+    int64_t idx = append_blob(c, desc, payload, retire_soon, false, e);
     if (idx >= 0 && tf_idmap_put(&c->pending, &desc->id, (uint64_t)idx) < 0)
         return tf_fail(e, ENOMEM, "out of memory");
     return idx;
@@ -524,10 +561,12 @@ int tf_commit_redirect(tf_commit *c, uint64_t slot, const tf_buf *payload, uint8
     /* Not in `pending`: the content's users keep naming the slot. */
     tf_blob desc = { .id = old.id, .raw_len = old.raw_len, .codec = codec,
                      .dtype = old.dtype, .ref = ref, .model = model };
-    int64_t idx = append_blob(c, &desc, payload, false, e);
-    if (idx < 0)
+    int64_t k = append_blob(c, &desc, payload, false, true, e);
+    if (k < 0)
         return -1;
-    c->seg.redirects[c->seg.nredirects++] = (tf_redirect){ slot, (uint64_t)idx };
+    /* Its blob's index is known once the segment's others are all in
+     * (serve_last). */
+    c->seg.redirects[c->seg.nredirects++] = (tf_redirect){ slot, (uint64_t)k };
     return 0;
 }
 

@@ -26,13 +26,20 @@ typedef struct {
     _Atomic uint64_t *next_ino; /* the writer's inode counter */
     tf_segment seg;
     uint64_t blobs_cap, entries_cap, redirects_cap;
+    /* The blobs of its redirects, in redirect order: they go after every
+     * other blob of the segment at the commit (format version 2 gives
+     * them no slot of their own, and the others' indices, which readers
+     * may have cached meanwhile, must not move). */
+    tf_blob *serving;
+    uint64_t serving_cap;
     tf_idmap pending; /* ids of the blobs this commit appends */
     uint64_t *redirected;   /* a bit per stored slot: redirected by this
                                commit (allocated at its first redirect) */
     /* Small payloads held back from a run of retirable ones
      * (tf_blob_in_retirable_run): their bytes, one after another, and
-     * their indices in seg.blobs; written before the next payload that
-     * stays and is not small, or at the commit. */
+     * their records (an index in seg.blobs, or HELD_SERVING and one in
+     * serving); written before the next payload that stays and is not
+     * small, or at the commit. */
     tf_buf held;
     uint64_t *held_blobs;
     uint64_t nheld, held_cap;

@@ -20,6 +20,9 @@ typedef struct {
     const uint64_t *chunks;
     uint64_t chunk_bytes;
     uint64_t start;
+    uint64_t stream_len; /* bytes of the stream the chunks hold: chunk k
+                            holds min(chunk_bytes, stream_len - k *
+                            chunk_bytes) of them */
 } tf_chunk_run;
 
 /* The chunk run of piece p of a tensor file (p = 0 of an opaque file,

@@ -16,7 +16,7 @@ typedef struct {
     uint64_t *renumber; /* per old blob: its new index + 1, 0 when dropped */
     uint64_t *order;    /* per new blob: its old index */
     uint64_t kept;
-    tf_container out;
+    tf_container *out; /* the new archive's */
     tf_segment seg;
     void (*progress)(void *arg, uint64_t bytes);
     void *progress_arg;
@@ -133,7 +133,7 @@ static int copy_blobs(rewrite *r, tf_error *e)
                 tf_error_prefix(e, "cannot copy blob %llu", (unsigned long long)i);
             else
                 rc = (retirable ? tf_container_append_retirable : tf_container_append)(
-                    &r->out, payload.data, payload.len, &b.offset, e);
+                    r->out, payload.data, payload.len, &b.offset, e);
             b.ref = b.ref ? r->renumber[b.ref - 1] : 0; /* both are index + 1 */
             b.model = b.model ? r->renumber[b.model - 1] : 0;
             r->seg.blobs[k] = b;
@@ -177,23 +177,20 @@ static int check_written(void *arg, const tf_archive *written, tf_error *e)
     return tf_rewrite_check_entries(r->old, written, e);
 }
 
-/* Writes the new archive at tmp, durable (tf_container_commit syncs). */
+/* Writes the new archive at tmp, durable, in one commit. */
 static int write_archive(void *arg, const char *tmp, tf_error *e)
 {
     rewrite *r = arg;
-    tf_open_opts writable = { .writable = true };
-    if (tf_container_open(&r->out, tmp, &writable, e) < 0)
+    tf_archive *out;
+    if (tf_archive_open(tmp, &(tf_open_opts){ .writable = true }, &out, e) < 0)
         return -1;
-    tf_buf raw = { 0 };
+    r->out = tf_archive_container(out);
     int rc = copy_blobs(r, e);
     if (rc == 0)
         rc = copy_entries(r, e);
     if (rc == 0)
-        rc = tf_segment_encode(&r->seg, &raw, e);
-    if (rc == 0)
-        rc = tf_container_commit(&r->out, raw.data, raw.len, r->kept, TF_COMMIT_DURABLE, NULL, e);
-    tf_buf_free(&raw);
-    tf_container_close(&r->out);
+        rc = tf_archive_write(out, &r->seg, TF_COMMIT_DURABLE, NULL, e);
+    tf_archive_close(out);
     return rc;
 }
 

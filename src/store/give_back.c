@@ -39,9 +39,23 @@ static int append_range(tf_archive_range **r, size_t *n, size_t *cap, tf_archive
     return 0;
 }
 
+/* append_range for tf_archive_pages. */
+typedef struct {
+    tf_archive_range **r;
+    size_t *n, *cap;
+} range_list;
+
+static int append_page(void *arg, uint64_t off, uint64_t len, tf_error *e)
+{
+    range_list *l = arg;
+    return append_range(l->r, l->n, l->cap, (tf_archive_range){ off, len }, e);
+}
+
 /* The bytes of the archive that are read from now on, sorted and merged:
- * the superblock, every commit's catalog segment and trailer (opening
- * reads them all), and the payloads of the slots live needs. */
+ * the superblock, every commit's catalog segment (or root) and trailer
+ * (opening reads them all, or searches them), the pages the last
+ * commit's catalog reaches (format version 2), and the payloads of the
+ * slots live needs. */
 static int read_ranges(tf_archive *ar, const uint8_t *live, tf_archive_range **out, size_t *n,
                        tf_error *e)
 {
@@ -61,6 +75,8 @@ static int read_ranges(tf_archive *ar, const uint8_t *live, tf_archive_range **o
         if (rc == 0)
             off = t.prev;
     }
+    if (rc == 0)
+        rc = tf_archive_pages(ar, append_page, &(range_list){ &r, n, &cap }, e);
     for (uint64_t s = 0; rc == 0 && s < tf_archive_nblobs(ar); s++)
         if (live[s] & TF_LIVE_NEEDED) {
             tf_blob b;

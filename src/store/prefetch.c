@@ -178,7 +178,9 @@ static uint64_t rest_of_tensor(const tf_entry *ent, uint64_t off, uint64_t end)
 void tf_prefetch_read(tf_prefetch *p, const tf_entry *ent, tf_prefetch_cursor *cur, uint64_t off,
                       uint64_t len)
 {
-    if (!p || !tf_entry_is_regular(ent) || off >= ent->size)
+    /* A body not read yet: the read reads it, and the next call queues. */
+    if (!p || !tf_entry_is_regular(ent) || off >= ent->size ||
+        atomic_load_explicit(&ent->body_pending, memory_order_acquire))
         return;
     uint64_t end = len < ent->size - off ? off + len : ent->size;
     uint64_t want = rest_of_tensor(ent, off, end);

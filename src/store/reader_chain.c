@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codec/codec.h"
 #include "store/blob_io.h"
@@ -85,14 +86,42 @@ static bool step_seen_before(tf_reader_ctx *r, uint64_t idx)
  * or has `base`, a cached blob, for reference; blobs[i] the record of
  * chain[i]; models[i] the model of chain[i], held (or NULL); kept[i]
  * (i >= 1) the cache item claimed for step chain[i], or NULL for a step
- * decoded into a buffer of its own. */
+ * decoded into a buffer of its own. Room for cap steps. */
 typedef struct {
     uint64_t *chain;
     tf_blob *blobs;
     tf_cache_item **models, **kept;
-    size_t n;
+    size_t n, cap;
     tf_cache_item *base;
 } chain_walk;
+
+/* Room for this step and the next one's cache item (a walk that grows
+ * past TF_CHAIN_MAX fails before). */
+static int walk_grow(chain_walk *w, tf_error *e)
+{
+    if (w->n + 1 < w->cap)
+        return 0;
+    size_t cap = w->cap ? 2 * w->cap : 8;
+    uint64_t *chain = realloc(w->chain, cap * sizeof *chain);
+    if (chain)
+        w->chain = chain;
+    tf_blob *blobs = realloc(w->blobs, cap * sizeof *blobs);
+    if (blobs)
+        w->blobs = blobs;
+    tf_cache_item **models = realloc(w->models, 2 * cap * sizeof *models);
+    if (models) {
+        /* kept follows models: move it to its new place, zero the rest */
+        memmove(models + cap, models + w->cap, w->cap * sizeof *models);
+        memset(models + w->cap, 0, (cap - w->cap) * sizeof *models);
+        memset(models + cap + w->cap, 0, (cap - w->cap) * sizeof *models);
+        w->models = models;
+        w->kept = models + cap;
+    }
+    if (!chain || !blobs || !models)
+        return tf_fail(e, ENOMEM, "out of memory");
+    w->cap = cap;
+    return 0;
+}
 
 /* Drops what the walk holds: the steps kept from `filled_from` on were
  * filled; the others, claimed still, are abandoned. */
@@ -108,6 +137,36 @@ static void walk_release(tf_reader_ctx *r, chain_walk *w, size_t filled_from)
         tf_cache_release(r->cache, w->base);
     free(w->chain);
     free(w->blobs);
+    free(w->models);
+}
+
+/* Obtains the model of b, the last step of w: a self-contained blob
+ * (an open of format version 1 checks that of every blob; one of
+ * version 2, each as it is read), decoded apart. */
+static int obtain_model(tf_reader_ctx *r, chain_walk *w, const tf_blob *b, tf_error *e)
+{
+    tf_blob model;
+    if (tf_archive_blob(r->ar, b->model - 1, &model, e) < 0)
+        return -1;
+    if (model.ref || model.model)
+        return tf_fail(e, EIO, "blob %llu: model blob %llu is not self-contained",
+                       (unsigned long long)w->chain[w->n - 1], (unsigned long long)(b->model - 1));
+    w->models[w->n - 1] = tf_reader_obtain(r, b->model - 1, e);
+    return w->models[w->n - 1] ? 0 : -1;
+}
+
+/* A delta's reference reconstructs as many bytes of the same dtype:
+ * checked at an open of format version 1, at the read of version 2. */
+static int check_reference(tf_reader_ctx *r, uint64_t idx, const tf_blob *b, uint64_t ref,
+                           tf_error *e)
+{
+    tf_blob rb;
+    if (tf_archive_blob(r->ar, ref, &rb, e) < 0)
+        return -1;
+    if (rb.raw_len != b->raw_len || rb.dtype != b->dtype)
+        return tf_fail(e, EIO, "blob %llu: reference blob %llu differs in size or dtype",
+                       (unsigned long long)idx, (unsigned long long)ref);
+    return 0;
 }
 
 /* Walks down from blob idx to a cached blob (waiting for one being
@@ -125,30 +184,22 @@ static void walk_release(tf_reader_ctx *r, chain_walk *w, size_t filled_from)
  * wait for each other. */
 static int walk_chain(tf_reader_ctx *r, uint64_t idx, chain_walk *w, tf_error *e)
 {
-    size_t depth = (size_t)tf_archive_chain_depth(r->ar, idx) + 1;
-    *w = (chain_walk){ .chain = calloc(depth, sizeof *w->chain + 2 * sizeof *w->models),
-                       .blobs = malloc(depth * sizeof *w->blobs) };
-    if (!w->chain || !w->blobs)
-        return tf_fail(e, ENOMEM, "out of memory");
-    w->models = (tf_cache_item **)(w->chain + depth);
-    w->kept = w->models + depth;
+    *w = (chain_walk){ .n = 0 };
     for (uint64_t i = idx;;) {
-        const tf_blob *b = &w->blobs[w->n];
-        if (tf_archive_blob(r->ar, i, &w->blobs[w->n], e) < 0)
+        if (w->n > TF_CHAIN_MAX)
+            return tf_fail(e, EIO, "blob %llu: reference chain longer than %d",
+                           (unsigned long long)idx, TF_CHAIN_MAX);
+        if (walk_grow(w, e) < 0 || tf_archive_blob(r->ar, i, &w->blobs[w->n], e) < 0)
             return -1;
-        w->chain[w->n++] = i; /* n < depth: checked before each step down */
-        if (b->model) {
-            /* Models are self-contained blobs: one level deep. */
-            w->models[w->n - 1] = tf_reader_obtain(r, b->model - 1, e);
-            if (!w->models[w->n - 1])
-                return -1;
-        }
+        const tf_blob *b = &w->blobs[w->n];
+        w->chain[w->n++] = i;
+        if (b->model && obtain_model(r, w, b, e) < 0)
+            return -1;
         if (!b->ref)
             return 0;
-        if (w->n == depth) /* the chain changed under us: never the case */
-            return tf_fail(e, EIO, "blob %llu: reference chain changed while read",
-                           (unsigned long long)idx);
         uint64_t ref = b->ref - 1;
+        if (check_reference(r, i, b, ref, e) < 0)
+            return -1;
         w->base = tf_cache_get(r->cache, ref);
         if (!w->base && step_seen_before(r, ref)) {
             bool claimed;

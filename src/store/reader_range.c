@@ -74,9 +74,19 @@ static int read_chunks(sink *s, const tf_chunk_run *run, uint64_t off, size_t le
 {
     for (off += run->start; len;) {
         uint64_t in = off % run->chunk_bytes;
-        tf_cache_item *it = tf_reader_obtain(s->r, run->chunks[off / run->chunk_bytes], e);
+        uint64_t k = off / run->chunk_bytes, idx = run->chunks[k];
+        uint64_t want = run->stream_len - k * run->chunk_bytes;
+        want = want < run->chunk_bytes ? want : run->chunk_bytes;
+        tf_cache_item *it = tf_reader_obtain(s->r, idx, e);
         if (!it)
             return -1;
+        /* An open of format version 2 does not check every chunk's
+         * length against its place in the file: its read does. */
+        if (it->len != want) {
+            tf_cache_release(s->r->cache, it);
+            return tf_fail(e, EIO, "blob %llu has %zu bytes, expected %llu",
+                           (unsigned long long)idx, it->len, (unsigned long long)want);
+        }
         size_t n = it->len - in < len ? (size_t)(it->len - in) : len;
         if (sink_put(s, it, it->data + in, n, e) < 0)
             return -1;
@@ -125,6 +135,8 @@ static ssize_t read_entry_to(sink *s, const tf_entry *ent, uint64_t off, size_t 
 {
     if (!tf_entry_is_regular(ent))
         return tf_fail(e, EISDIR, "%s: not a regular file", ent->path);
+    if (tf_archive_entry_body(s->r->ar, ent, e) < 0)
+        return -1;
     if (off >= ent->size)
         return 0;
     if (len > ent->size - off)

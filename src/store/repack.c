@@ -116,16 +116,12 @@ static int keep_ino_counter(const tf_repack *rp, const char *tmp, tf_error *e)
     if (need <= 0)
         return need;
     tf_segment seg = { .entries = &keeper, .nentries = 1 };
-    tf_container c;
-    tf_buf raw = { 0 };
-    int rc = tf_container_open(&c, tmp, &(tf_open_opts){ .writable = true }, e);
+    tf_archive *out;
+    int rc = tf_archive_open(tmp, &(tf_open_opts){ .writable = true }, &out, e);
     if (rc == 0) {
-        rc = tf_segment_encode(&seg, &raw, e);
-        if (rc == 0)
-            rc = tf_container_commit(&c, raw.data, raw.len, 0, TF_COMMIT_DURABLE, NULL, e);
-        tf_container_close(&c);
+        rc = tf_archive_write(out, &seg, TF_COMMIT_DURABLE, NULL, e);
+        tf_archive_close(out);
     }
-    tf_buf_free(&raw);
     tf_entry_free(&keeper);
     return rc;
 }

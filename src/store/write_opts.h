@@ -24,6 +24,8 @@ struct tf_archive_hooks; /* store/archive.h */
 #define TF_WRITE_THREADS_MAX 1024
 
 typedef struct {
+    unsigned format_version; /* of an archive the writer creates
+                                (format/container.h); 0: the default */
     unsigned threads;     /* encoder threads, >= 1 */
     unsigned max_chain;   /* longest delta chain before a keyframe */
     unsigned prog_budget; /* prog search expansions per tensor, at most

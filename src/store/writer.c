@@ -75,8 +75,6 @@ void tf_writer_report_give_back(tf_writer *w)
 int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
                    const tf_write_opts *opts, tf_writer **out, tf_error *e)
 {
-    if (create && tf_container_create(archive, chunk_shift, e) < 0)
-        return -1;
     tf_writer *w = calloc(1, sizeof *w);
     if (!w)
         return tf_fail(e, ENOMEM, "out of memory");
@@ -84,6 +82,11 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
         w->opts = *opts;
     else
         tf_write_opts_default(&w->opts);
+    unsigned version = w->opts.format_version ? w->opts.format_version : TF_FORMAT_DEFAULT;
+    if (create && tf_container_create(archive, chunk_shift, version, e) < 0) {
+        free(w);
+        return -1;
+    }
     if (w->opts.threads < 1)
         w->opts.threads = 1;
     if (tf_archive_open(archive, &(tf_open_opts){ .writable = true }, &w->ar, e) < 0) {

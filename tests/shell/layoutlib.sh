@@ -49,16 +49,35 @@ make_torch_layouts() {
     done
 }
 
+# tensor_bytes ARCHIVE: the bytes of its tensors' stored chunks (trajpack
+# stats): what references save, without the catalog, whose cost grows
+# with the number of files and commits rather than with their tensors.
+tensor_bytes() {
+    "$TRAJPACK" stats --json "$1" |
+        "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["tensors"]["stored_bytes"])' ||
+        fail "trajpack stats $1 failed"
+}
+
+# size_within ARCHIVE BASELINE_BYTES WHAT: notes WHAT in too_big when the
+# tensors of ARCHIVE take more than $bound times the baseline's bytes
+# (the callers report them all at the end).
+size_within() {
+    _bytes=$(tensor_bytes "$1")
+    awk -v a="$_bytes" -v b="$2" -v m="$bound" 'BEGIN { exit !(a <= m * b) }' ||
+        too_big="$too_big
+  $3: $_bytes bytes of tensors, $(ratio "$_bytes" "$2")x the flat layout's $2"
+}
+
 # baseline_bytes BASELINE WORK: packs each directory of a baseline (from
 # make_layouts.py --baseline) into its own archive WORK/NAME.traj and
-# prints the sum of their sizes.
+# prints the sum of their tensor bytes.
 baseline_bytes() {
     _sum=0
     for _d in "$1"/*/; do
         _a=$2/$(basename "$_d").traj
         rm -f "$_a"
         "$TRAJPACK" create -q "$_a" "$_d" || fail "trajpack create $_a $_d failed"
-        _sum=$((_sum + $(stat -c %s "$_a")))
+        _sum=$((_sum + $(tensor_bytes "$_a")))
     done
     echo "$_sum"
 }

@@ -15,9 +15,9 @@ set -eu
 . "$(dirname "$0")/mountlib.sh"
 . "$(dirname "$0")/remotelib.sh"
 
-# An archive of six commits of 32 KiB each, incompressible: opening it
-# reads the older commits' trailers beyond what the first two requests
-# fetch of its ends.
+# An archive of six commits of 32 KiB each, incompressible. Opening it
+# takes two requests (the superblock, then the tail: the last trailer and
+# the catalog it names); a server that fails the second fails the open.
 src=$TEST_TMP/src
 mkdir -p "$src" "$TEST_TMP/www"
 archive=$TEST_TMP/www/run.traj
@@ -43,7 +43,7 @@ no_secret() {
 grep -q "http://127.0.0.1:$HTTP_PORT/none.traj: .*404" "$TEST_TMP/err" ||
     fail "the 404 is not told: $(cat "$TEST_TMP/err")"
 no_secret "$TEST_TMP/err"
-echo "status 503 2" > "$PROXY_MODE"
+echo "status 503 1" > "$PROXY_MODE"
 mkdir "$TEST_TMP/m1"
 timeout 60 "$TRAJFS" "http://user:PWSECRET@127.0.0.1:$PROXY_PORT/run.traj?$secret" "$TEST_TMP/m1" \
     -f -o retries=0 2> "$TEST_TMP/m1.log" && fail "a mount through a server answering 503 succeeded"
@@ -75,7 +75,7 @@ no_secret "$TEST_TMP/err"
 
 # ---- an HTTP error while opening is that error ----
 for code in 503 302; do
-    echo "status $code 2" > "$PROXY_MODE"
+    echo "status $code 1" > "$PROXY_MODE"
     TRAJFS_REMOTE_OPTIONS=retries=1 "$TRAJPACK" list "$purl" > /dev/null 2> "$TEST_TMP/err" &&
         fail "list through a server answering $code succeeded"
     grep -q "HTTP status $code" "$TEST_TMP/err" || fail "$code is not told: $(cat "$TEST_TMP/err")"

@@ -17,6 +17,8 @@
 #include "testlib.h"
 
 #include "format/container.h"
+#include "format/entry_pages.h"
+#include "format/paged.h"
 #include "store/archive.h"
 #include "store/reader.h"
 #include "store/writer.h"
@@ -24,6 +26,15 @@
 #define SHIFT 8
 
 static char archive_path[TEST_PATH_MAX], src_path[TEST_PATH_MAX];
+
+/* Loop tests run once an archive format: _i 0, version 1 (a segment a
+ * commit, each applied in turn); 1, version 2 (pages: a refresh reads the
+ * newest commit's catalog, one hook pair for all). */
+static bool paged(int i)
+{
+    test_format_version = i ? TF_FORMAT_PAGES : TF_FORMAT_SEGMENTS;
+    return i != 0;
+}
 
 static void make_dir(void)
 {
@@ -105,6 +116,7 @@ static void expect_text(tf_reader_ctx *r, const tf_entry *ent, const char *want)
 
 START_TEST(new_commits_are_applied)
 {
+    bool pages = paged(_i);
     add_text(archive_path, "run/a.txt", "first file\n", true);
     tf_archive *ar = open_reader();
     tf_reader_ctx *r = tf_reader_new(ar, 1 << 20);
@@ -120,11 +132,12 @@ START_TEST(new_commits_are_applied)
     expect_text(r, tf_archive_lookup(ar, "run/b.txt"), "second file\n");
     expect_text(r, tf_archive_lookup(ar, "run/a.txt"), "first file\n");
 
-    /* Two commits between refreshes: both, in order, a hook pair each. */
+    /* Two commits between refreshes: both, in order, a hook pair each
+     * (pages: the newest, one pair). */
     add_text(archive_path, "c.txt", "third\n", false);
     add_text(archive_path, "run/d.txt", "fourth\n", false);
     ck_assert(refresh_ok(ar, &h));
-    ck_assert_uint_eq(h.begins, 3);
+    ck_assert_uint_eq(h.begins, pages ? 2u : 3u);
     ck_assert_uint_eq(tf_archive_commits(ar), 4);
     expect_text(r, tf_archive_lookup(ar, "c.txt"), "third\n");
     expect_text(r, tf_archive_lookup(ar, "run/d.txt"), "fourth\n");
@@ -148,6 +161,7 @@ END_TEST
 
 START_TEST(copies_of_replaced_entries_read_old_bytes)
 {
+    bool pages = paged(_i);
     add_text(archive_path, "a.txt", "old a\n", true);
     add_text(archive_path, "b.txt", "old b\n", false);
     tf_archive *ar = open_reader();
@@ -160,7 +174,8 @@ START_TEST(copies_of_replaced_entries_read_old_bytes)
     remove_path("b.txt");
     hook_log h = { .ar = ar };
     ck_assert(refresh_ok(ar, &h));
-    ck_assert_uint_eq(h.begins, 2);
+    ck_assert_uint_eq(h.begins, pages ? 1u : 2u);
+    ck_assert_uint_eq(h.entries_in_segments, 2); /* a.txt new, b.txt gone */
     expect_text(r, tf_archive_lookup(ar, "a.txt"), "the new content of a\n");
     ck_assert_uint_ne(tf_archive_lookup(ar, "a.txt")->ino, old_a.ino);
     ck_assert_ptr_null(tf_archive_lookup(ar, "b.txt"));
@@ -197,6 +212,7 @@ static void copy_file(const char *from, const char *to)
 
 START_TEST(torn_tails_wait_for_their_trailer)
 {
+    paged(_i);
     add_text(archive_path, "a.txt", "committed\n", true);
     off_t committed = (off_t)test_file_size(archive_path);
     /* The next commit, made on a copy: its bytes are what a writer would
@@ -286,15 +302,26 @@ static const hostile_case hostile[] = {
       "has 10 bytes, expected 3" },
 };
 
+/* An archive of a.txt, opened with a reader, and hc's entry, its
+ * inode that of a.txt where hc names none. */
+static tf_entry hostile_setup(const hostile_case *hc, tf_archive **ar, tf_reader_ctx **r)
+{
+    add_text(archive_path, "a.txt", "committed\n", true);
+    *ar = open_reader();
+    *r = tf_reader_new(*ar, 1 << 20);
+    tf_entry ent = hc->ent;
+    if (!ent.ino)
+        ent.ino = tf_archive_lookup(*ar, "a.txt")->ino;
+    return ent;
+}
+
 START_TEST(hostile_commits_change_nothing)
 {
     const hostile_case *hc = &hostile[_i];
-    add_text(archive_path, "a.txt", "committed\n", true);
-    tf_archive *ar = open_reader();
-    tf_reader_ctx *r = tf_reader_new(ar, 1 << 20);
-    tf_entry ent = hc->ent;
-    if (!ent.ino)
-        ent.ino = tf_archive_lookup(ar, "a.txt")->ino;
+    paged(0); /* segments made by hand; pages: hostile_pages_are_refused */
+    tf_archive *ar;
+    tf_reader_ctx *r;
+    tf_entry ent = hostile_setup(hc, &ar, &r);
     tf_segment seg = { .first_blob = tf_archive_nblobs(ar), .nentries = 1, .entries = &ent };
     commit_raw(&seg);
 
@@ -317,8 +344,84 @@ START_TEST(hostile_commits_change_nothing)
 }
 END_TEST
 
+/* Commits the entries of the archive and ent (its body written when it
+ * has one), in pages, as no writer would: nothing checks them before. */
+static void commit_raw_pages(const tf_entry *ent)
+{
+    tf_container c;
+    tf_error e = { 0 };
+    tf_open_opts writable = { .writable = true };
+    ck_assert_msg(tf_container_open(&c, archive_path, &writable, &e) == 0, "%s", e.msg);
+    tf_paged *p;
+    tf_entry *before;
+    size_t n;
+    ck_assert_msg(tf_paged_open(&c, 1 << 20, false, &p, &before, &n, &e) == 0, "%s", e.msg);
+    tf_entry *after = calloc(n + 1, sizeof *after), extra = *ent;
+    ck_assert_int_eq(tf_paged_write_bodies(p, &extra, 1, &e), 0);
+    size_t k = 0, at = 0;
+    while (at < n && tf_path_cmp(before[at].path, extra.path) < 0)
+        after[k++] = before[at++];
+    after[k++] = extra;
+    while (at < n)
+        after[k++] = before[at++];
+    tf_paged_change ch = { .before = before, .nbefore = n, .after = after, .nafter = k,
+                           .next_ino = tf_paged_root(p)->next_ino > extra.ino
+                                           ? tf_paged_root(p)->next_ino : extra.ino + 1,
+                           .first_blob = tf_paged_root(p)->nblobs };
+    tf_buf root = { 0 };
+    ck_assert_msg(tf_paged_stage(p, &ch, &root, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_container_commit(&c, root.data, root.len, tf_paged_root(p)->nblobs,
+                                      TF_COMMIT_DURABLE, NULL, &e) == 0, "%s", e.msg);
+    tf_buf_free(&root);
+    free(after);
+    for (size_t i = 0; i < n; i++)
+        tf_entry_free(&before[i]);
+    free(before);
+    tf_paged_free(p);
+    tf_container_close(&c);
+}
+
+/* The same hostile entries in pages: a tree that is not one is refused
+ * by the refresh; a chunk of the wrong size, by the read of its file
+ * (an open of pages checks no blob record). */
+START_TEST(hostile_pages_are_refused)
+{
+    const hostile_case *hc = &hostile[_i];
+    paged(1);
+    tf_archive *ar;
+    tf_reader_ctx *r;
+    tf_entry ent = hostile_setup(hc, &ar, &r);
+    commit_raw_pages(&ent);
+
+    hook_log h = { .ar = ar };
+    tf_archive_hooks hooks = { on_begin, on_end, &h };
+    bool changed = true;
+    tf_error e = { 0 };
+    bool read_fails = ent.kind == TF_ENTRY_FILE;
+    ck_assert_int_eq(tf_archive_refresh(ar, &hooks, &changed, &e), read_fails ? 0 : -1);
+    if (read_fails) {
+        uint8_t buf[16];
+        const tf_entry *c = tf_archive_lookup(ar, hc->ent.path);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_int_eq(tf_reader_pread(r, c, 0, sizeof buf, buf, &e), -1);
+        ck_assert_int_eq(e.errnum, EIO);
+        ck_assert_msg(strstr(e.msg, "has 10 bytes, expected 3") != NULL, "%s", e.msg);
+    } else {
+        ck_assert_msg(strstr(e.msg, hc->want) != NULL, "%s: expected \"%s\" in: %s",
+                      hc->name, hc->want, e.msg);
+        ck_assert(!changed);
+        ck_assert_uint_eq(h.begins, 0);
+        ck_assert_uint_eq(tf_archive_commits(ar), 1);
+    }
+    expect_text(r, tf_archive_lookup(ar, "a.txt"), "committed\n");
+    tf_reader_free(r);
+    tf_archive_close(ar);
+}
+END_TEST
+
 START_TEST(rewritten_archive_is_refused)
 {
+    paged(_i);
     add_text(archive_path, "a.txt", "one\n", true);
     off_t first = (off_t)test_file_size(archive_path);
     add_text(archive_path, "b.txt", "two\n", false);
@@ -343,6 +446,7 @@ END_TEST
 
 START_TEST(cut_archive_is_an_error)
 {
+    paged(_i);
     add_text(archive_path, "a.txt", "one\n", true);
     tf_archive *ar = open_reader();
     ck_assert_int_eq(truncate(archive_path, (off_t)test_file_size(archive_path) - 1), 0);
@@ -357,6 +461,7 @@ END_TEST
 
 START_TEST(writer_has_nothing_to_follow)
 {
+    paged(_i);
     add_text(archive_path, "a.txt", "one\n", true);
     tf_writer *w = test_open_writer(archive_path, false, SHIFT, 1, 0);
     bool changed = true;
@@ -373,13 +478,14 @@ int main(void)
     Suite *s = suite_create("refresh");
     TCase *tc = tcase_create("refresh");
     tcase_add_checked_fixture(tc, make_dir, test_dir_remove);
-    tcase_add_test(tc, new_commits_are_applied);
-    tcase_add_test(tc, copies_of_replaced_entries_read_old_bytes);
-    tcase_add_test(tc, torn_tails_wait_for_their_trailer);
+    tcase_add_loop_test(tc, new_commits_are_applied, 0, 2);
+    tcase_add_loop_test(tc, copies_of_replaced_entries_read_old_bytes, 0, 2);
+    tcase_add_loop_test(tc, torn_tails_wait_for_their_trailer, 0, 2);
     tcase_add_loop_test(tc, hostile_commits_change_nothing, 0, (int)ARRAY_LEN(hostile));
-    tcase_add_test(tc, rewritten_archive_is_refused);
-    tcase_add_test(tc, cut_archive_is_an_error);
-    tcase_add_test(tc, writer_has_nothing_to_follow);
+    tcase_add_loop_test(tc, hostile_pages_are_refused, 0, (int)ARRAY_LEN(hostile));
+    tcase_add_loop_test(tc, rewritten_archive_is_refused, 0, 2);
+    tcase_add_loop_test(tc, cut_archive_is_an_error, 0, 2);
+    tcase_add_loop_test(tc, writer_has_nothing_to_follow, 0, 2);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -109,11 +109,14 @@ const char *test_path(const char *name, char out[TEST_PATH_MAX])
     return out;
 }
 
+unsigned test_format_version;
+
 tf_writer *test_open_writer(const char *archive, bool create, unsigned chunk_shift,
                             unsigned threads, unsigned max_chain)
 {
     tf_write_opts o;
     tf_write_opts_default(&o);
+    o.format_version = test_format_version;
     o.threads = threads;
     o.max_chain = max_chain;
     tf_writer *w = NULL;
@@ -206,10 +209,16 @@ static int page_file_append(void *ctx, const uint8_t *p, size_t len, uint64_t *o
     return tf_buf_put(&f->bytes, p, len) == 0 ? 0 : tf_fail(e, ENOMEM, "out of memory");
 }
 
+static uint64_t page_file_size(void *ctx)
+{
+    return ((test_page_file *)ctx)->bytes.len;
+}
+
 void test_page_file_init(test_page_file *f)
 {
     static const uint8_t superblock[32];
-    *f = (test_page_file){ .src = { page_file_read, f }, .sink = { page_file_append, f } };
+    *f = (test_page_file){ .src = { page_file_read, page_file_size, f },
+                           .sink = { page_file_append, NULL, f } };
     ck_assert_int_eq(tf_buf_put(&f->bytes, superblock, sizeof superblock), 0);
 }
 

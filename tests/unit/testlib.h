@@ -70,6 +70,9 @@ void test_write_safetensors(const char *path, const test_tensor *t, size_t n);
 /* A writer of the archive at path (created when create) with chunks of
  * 2^chunk_shift elements, the threads and max_chain given; fails the test
  * when it cannot open. */
+/* The format version test_open_writer creates archives in (0: the
+ * default): tests of both loop over them. */
+extern unsigned test_format_version;
 tf_writer *test_open_writer(const char *archive, bool create, unsigned chunk_shift,
                             unsigned threads, unsigned max_chain);
 /* Adds the file src as dest; fails the test when that fails. */

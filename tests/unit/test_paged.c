@@ -1,0 +1,153 @@
+/* A catalog in pages (format version 2) holding more entries than a leaf
+ * and a node hold: commits that add, replace and remove entries read
+ * back in order, and a commit writes again only what it changes, not
+ * every leaf. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testlib.h"
+
+#include "format/paged.h"
+#include "store/archive.h"
+
+#define NDIRS 40000
+
+static char path[TEST_PATH_MAX];
+
+static void setup(void)
+{
+    test_dir_make();
+    test_path("a.traj", path);
+    ck_assert_int_eq(tf_container_create(path, 12, TF_FORMAT_PAGES, NULL), 0);
+}
+
+/* Directory i's path: long (about 215 bytes), and sharing little with
+ * its neighbours', so that the headers fill many leaves and more than
+ * one node. */
+static char *dir_path(unsigned i)
+{
+    char p[256];
+    int n = snprintf(p, sizeof p, "d%u-", i);
+    for (uint64_t h = (i + 1) * 0x9e3779b97f4a7c15u, k = 0; k < 13; k++, h = h * 31 + k)
+        n += snprintf(p + n, sizeof p - (size_t)n, "%016llx", (unsigned long long)h);
+    char *s = strdup(p);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+/* Commits directories [from, to) (mtime `version`) and tombstones for
+ * [gone_from, gone_to); returns the bytes the commit appended. */
+static uint64_t commit(unsigned from, unsigned to, unsigned gone_from, unsigned gone_to,
+                       int64_t version)
+{
+    tf_archive *ar;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(path, &(tf_open_opts){ .writable = true }, &ar, &e) == 0, "%s",
+                  e.msg);
+    size_t n = (to - from) + (gone_to - gone_from);
+    tf_segment seg = { .first_blob = tf_archive_nblobs(ar), .nentries = n,
+                       .entries = calloc(n ? n : 1, sizeof(tf_entry)) };
+    ck_assert_ptr_nonnull(seg.entries);
+    size_t k = 0;
+    for (unsigned i = from; i < to; i++)
+        seg.entries[k++] = (tf_entry){ .kind = TF_ENTRY_DIR, .ino = 2 + i, .path = dir_path(i),
+                                       .mode = 0755, .mtime_sec = version };
+    for (unsigned i = gone_from; i < gone_to; i++)
+        seg.entries[k++] = (tf_entry){ .kind = TF_ENTRY_TOMBSTONE, .ino = 2 + i,
+                                       .path = dir_path(i) };
+    uint64_t before = tf_archive_file_size(ar);
+    ck_assert_msg(tf_archive_prepare(ar, &seg, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_archive_check_segment(ar, &seg, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_archive_write(ar, &seg, TF_COMMIT_DURABLE, NULL, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_archive_apply(ar, &seg, &e) == 0, "%s", e.msg);
+    uint64_t after = tf_archive_file_size(ar);
+    tf_archive_close(ar);
+    return after - before;
+}
+
+/* The archive holds exactly the directories i with live[i], read with
+ * bodies pending or whole. */
+static void expect_dirs(const bool *live, bool lazy)
+{
+    tf_archive *ar;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(path, &(tf_open_opts){ .lazy_bodies = lazy }, &ar, &e) == 0,
+                  "%s", e.msg);
+    size_t want = 0;
+    for (unsigned i = 0; i < NDIRS + 100; i++) {
+        if (!live[i])
+            continue;
+        want++;
+        char *p = dir_path(i);
+        const tf_entry *ent = tf_archive_lookup(ar, p);
+        ck_assert_msg(ent != NULL, "%s missing", p);
+        ck_assert_uint_eq(ent->ino, 2 + i);
+        free(p);
+    }
+    ck_assert_uint_eq(tf_archive_nentries(ar), want);
+    tf_archive_close(ar);
+}
+
+/* The height of the entries tree of the archive's last commit. */
+static unsigned entries_height(void)
+{
+    tf_container c;
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_container_open(&c, path, NULL, &e), 0);
+    tf_paged *p;
+    tf_entry *ents;
+    size_t n;
+    ck_assert_msg(tf_paged_open(&c, 1 << 20, true, &p, &ents, &n, &e) == 0, "%s", e.msg);
+    unsigned h = tf_paged_root(p)->entries_height;
+    for (size_t i = 0; i < n; i++)
+        tf_entry_free(&ents[i]);
+    free(ents);
+    tf_paged_free(p);
+    tf_container_close(&c);
+    return h;
+}
+
+START_TEST(many_entries_read_back)
+{
+    static bool live[NDIRS + 100];
+    uint64_t first = commit(0, NDIRS, 0, 0, 1);
+    for (unsigned i = 0; i < NDIRS; i++)
+        live[i] = true;
+    ck_assert_uint_ge(entries_height(), 2);
+    expect_dirs(live, true);
+    expect_dirs(live, false);
+
+    /* Ten new, ten replaced (new mtime), ten removed, spread out. */
+    uint64_t second = commit(NDIRS, NDIRS + 10, 0, 0, 2);
+    for (unsigned i = NDIRS; i < NDIRS + 10; i++)
+        live[i] = true;
+    second += commit(5000, 5010, 0, 0, 3);
+    second += commit(0, 0, 20000, 20010, 4);
+    for (unsigned i = 20000; i < 20010; i++)
+        live[i] = false;
+    expect_dirs(live, true);
+    expect_dirs(live, false);
+    /* Three small commits rewrite a few leaves each, and the nodes. */
+    ck_assert_msg(second < first / 10, "small commits wrote %llu bytes, the first %llu",
+                  (unsigned long long)second, (unsigned long long)first);
+}
+END_TEST
+
+static Suite *paged_suite(void)
+{
+    Suite *s = suite_create("paged");
+    TCase *tc = tcase_create("entries");
+    tcase_add_checked_fixture(tc, setup, test_dir_remove);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, many_entries_read_back);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(paged_suite());
+}
