@@ -87,7 +87,8 @@ static int read_path(tf_cursor *r, const char *prev, uint64_t keep, char **out, 
     char *path = malloc(keep + more + 1);
     if (!path)
         return tf_fail(e, ENOMEM, "entries: out of memory");
-    memcpy(path, prev, keep);
+    if (keep) /* prev may be NULL then */
+        memcpy(path, prev, keep);
     memcpy(path + keep, suffix, more);
     path[keep + more] = '\0';
     if (strlen(path) != keep + more || tf_path_check(path, keep + more, e) < 0) {

@@ -178,12 +178,17 @@ typedef struct tf_archive_hooks {
 } tf_archive_hooks;
 
 /* Reader of an archive that another process appends to: applies the
- * commits made since it was opened or last refreshed, reading only the
- * new trailers and catalog segments. Each must pass the checks an open
- * makes (tf_archive_check_segment, a tree of unique inode numbers) before
- * anything changes; a tail without a valid trailer is left for later.
- * *changed: at least one commit was applied (also when a later one then
- * failed). Blob indices stay what they were: blobs are only appended. */
+ * commits made since it was opened or last refreshed. Format 1 reads
+ * only the new trailers and catalog segments, each passing the checks an
+ * open makes (tf_archive_check_segment, a tree of unique inode numbers)
+ * before anything changes, a hook pair a commit. Format 2 reads the new
+ * trailers back to the last commit applied (else the archive was
+ * rewritten), then the newest root and its entries, which must form such
+ * a tree: one hook pair, its segment the entries that changed. A tail
+ * without a valid trailer is left for later. *changed: at least one
+ * commit was applied (also when a later one then failed). A blob slot
+ * keeps its bytes: blobs are only appended, and a redirect serves a
+ * slot's bytes by another blob. */
 int tf_archive_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *changed, tf_error *e);
 
 #endif
