@@ -9,7 +9,7 @@
 
 /* Pages are written once and read many times, mostly small: a level
  * between the segments' speed and zstd's best. */
-#define PAGE_ZSTD_LEVEL 6
+#define PAGE_ZSTD_LEVEL 3
 
 /* As a catalog segment's (format/container.c). */
 #define BODY_MAX_RATIO 256
