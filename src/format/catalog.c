@@ -598,6 +598,13 @@ void tf_entry_free(tf_entry *ent)
     *ent = (tf_entry){ 0 };
 }
 
+void tf_entries_free(tf_entry *ents, size_t n)
+{
+    for (size_t i = 0; ents && i < n; i++)
+        tf_entry_free(&ents[i]);
+    free(ents);
+}
+
 void tf_segment_free(tf_segment *s)
 {
     for (uint64_t i = 0; s->entries && i < s->nentries; i++)

@@ -200,5 +200,7 @@ int tf_entry_encode(const tf_entry *ent, tf_buf *out, tf_error *e);
 int tf_entry_decode(const uint8_t *p, size_t len, uint64_t nblobs, unsigned chunk_shift,
                     tf_entry *ent, tf_error *e);
 void tf_entry_free(tf_entry *ent);
+/* Frees n entries and the array that holds them. */
+void tf_entries_free(tf_entry *ents, size_t n);
 
 #endif

@@ -201,13 +201,6 @@ static int read_entries(tf_paged *p, const tf_root *r, leaf **leaves, size_t *nl
     return rc;
 }
 
-static void entries_free(tf_entry *ents, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        tf_entry_free(&ents[i]);
-    free(ents);
-}
-
 /* Reads the commit whose trailer is t, staged: its root, its leaves;
  * its entries into *entries. */
 static int load(tf_paged *p, const tf_trailer *t, tf_entry **entries, size_t *n, tf_error *e)
@@ -235,7 +228,7 @@ static int load(tf_paged *p, const tf_trailer *t, tf_entry **entries, size_t *n,
             rc = tf_fail(e, EIO, "entries: inode %llu is not below the next, %llu",
                          (unsigned long long)l.ents[i].ino, (unsigned long long)r.next_ino);
     if (rc < 0) {
-        entries_free(l.ents, l.n);
+        tf_entries_free(l.ents, l.n);
         leaves_free(leaves, nleaves);
         return -1;
     }

@@ -301,13 +301,6 @@ static int changes_of(const tf_archive *ar, const tf_entry *ents, size_t n, tf_s
     return 0;
 }
 
-static void entries_free(tf_entry *ents, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        tf_entry_free(&ents[i]);
-    free(ents);
-}
-
 /* Whether the commits up to top (its trailer at `at`) follow the last
  * one applied: each trailer names the one before, back to it. Otherwise
  * the archive was rewritten, and blob slots the view has may now hold
@@ -351,7 +344,7 @@ int archive_paged_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *c
     tf_segment seg;
     if (archive_check_tree(&view, e) < 0 || changes_of(ar, ents, n, &seg, e) < 0) {
         tf_paged_undo(ar->paged);
-        entries_free(ents, n);
+        tf_entries_free(ents, n);
         return -1;
     }
     if (hooks)
@@ -369,6 +362,6 @@ int archive_paged_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *c
         hooks->end(hooks->arg);
     *changed = true;
     free(seg.entries); /* borrowed */
-    entries_free(old, nold);
+    tf_entries_free(old, nold);
     return 0;
 }
