@@ -188,6 +188,10 @@ static int read_entries(tf_paged *p, const tf_root *r, leaf **leaves, size_t *nl
     } else {
         rc = tf_fail(e, ENOMEM, "entries: out of memory");
     }
+    /* Hinted together, a remote archive's leaves come in a request for
+     * each run of them close in the file (stage_leaves keeps few). */
+    for (size_t i = 0; rc == 0 && i < *nleaves; i++)
+        tf_container_will_need(p->c, (*leaves)[i].ref.off, (*leaves)[i].ref.len);
     for (size_t i = 0; rc == 0 && i < *nleaves; i++)
         rc = read_leaf(l, &(*leaves)[i], e);
     if (rc == 0 && l->n != r->nentries)
@@ -550,6 +554,86 @@ static size_t run_bytes(const tf_entry *after, size_t from, size_t to)
     return bytes;
 }
 
+/* An open reads every leaf; a remote one fetches them in a request for
+ * each run of leaves close in the file (io/remote.c merges the ranges
+ * it is told of that lie at most 64 KiB apart). A commit writes its
+ * leaves together, so a run of leaves an append leaves clean is
+ * usually what an earlier commit wrote; a leaf filled by appends to a
+ * series stays a run of its own. Where more than ENTRY_RUNS_MAX runs of
+ * clean leaves would stay, those of all but the ENTRY_RUNS_KEPT largest
+ * are written again with the commit's own: an open takes a bounded
+ * number of requests whatever the commits, and as the runs kept are the
+ * largest, a leaf is written again each time the run it joined is
+ * outgrown, a few times in an archive's life. */
+#define ENTRY_RUNS_MAX 5
+#define ENTRY_RUNS_KEPT 2
+#define ENTRY_RUN_GAP ((uint64_t)64 << 10)
+
+typedef struct {
+    uint64_t off, len;
+    size_t leaf;
+    size_t run; /* set by few_runs */
+} placed;
+
+static int cmp_placed(const void *a, const void *b)
+{
+    const placed *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+typedef struct {
+    uint64_t bytes;
+    size_t id;
+} run_size;
+
+static int cmp_run_larger(const void *a, const void *b)
+{
+    const run_size *x = a, *y = b;
+    return x->bytes > y->bytes ? -1 : x->bytes < y->bytes;
+}
+
+/* Marks dirty the clean leaves of all but the largest runs, where more
+ * than ENTRY_RUNS_MAX runs of them would stay. */
+static int few_runs(const tf_paged *p, bool *dirty, tf_error *e)
+{
+    placed *at = malloc((p->nleaves ? p->nleaves : 1) * sizeof *at);
+    run_size *runs = malloc((p->nleaves ? p->nleaves : 1) * sizeof *runs);
+    if (!at || !runs) {
+        free(at);
+        free(runs);
+        return tf_fail(e, ENOMEM, "entries: out of memory");
+    }
+    size_t n = 0, nruns = 0;
+    for (size_t k = 0; k < p->nleaves; k++)
+        if (!dirty[k])
+            at[n++] = (placed){ p->leaves[k].ref.off, p->leaves[k].ref.len, k, 0 };
+    qsort(at, n, sizeof *at, cmp_placed);
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || at[i].off > at[i - 1].off + at[i - 1].len + ENTRY_RUN_GAP)
+            runs[nruns++] = (run_size){ 0, nruns };
+        at[i].run = nruns - 1;
+        runs[nruns - 1].bytes += at[i].len;
+    }
+    if (nruns > ENTRY_RUNS_MAX) {
+        qsort(runs, nruns, sizeof *runs, cmp_run_larger);
+        bool *kept = calloc(nruns, sizeof *kept);
+        if (!kept) {
+            free(at);
+            free(runs);
+            return tf_fail(e, ENOMEM, "entries: out of memory");
+        }
+        for (size_t r = 0; r < ENTRY_RUNS_KEPT; r++)
+            kept[runs[r].id] = true;
+        for (size_t i = 0; i < n; i++)
+            if (!kept[at[i].run])
+                dirty[at[i].leaf] = true;
+        free(kept);
+    }
+    free(at);
+    free(runs);
+    return 0;
+}
+
 /* The leaves after the change: the clean ones kept, each run of dirty
  * ones written again from the entries after in its range. */
 static int stage_leaves(tf_paged *p, const tf_paged_change *ch, leaf **out, size_t *n,
@@ -560,9 +644,11 @@ static int stage_leaves(tf_paged *p, const tf_paged_change *ch, leaf **out, size
     if (!dirty)
         return tf_fail(e, ENOMEM, "entries: out of memory");
     int rc = 0;
-    if (p->nleaves)
+    if (p->nleaves) {
         rc = mark_dirty(p, ch, dirty, e);
-    else
+        if (rc == 0)
+            rc = few_runs(p, dirty, e);
+    } else
         dirty[0] = true; /* no leaf yet: one range holds everything */
     for (size_t k = 0; rc == 0 && k < nold;) {
         if (!dirty[k]) {

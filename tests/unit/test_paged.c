@@ -1,7 +1,8 @@
 /* A catalog in pages (format version 2) holding more entries than a leaf
  * and a node hold: commits that add, replace and remove entries read
- * back in order, and a commit writes again only what it changes, not
- * every leaf. */
+ * back in order, a commit writes again only what it changes, not every
+ * leaf, and the leaves stay in few runs of the file however many
+ * commits wrote them. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -39,9 +40,10 @@ static char *dir_path(unsigned i)
 }
 
 /* Commits directories [from, to) (mtime `version`) and tombstones for
- * [gone_from, gone_to); returns the bytes the commit appended. */
-static uint64_t commit(unsigned from, unsigned to, unsigned gone_from, unsigned gone_to,
-                       int64_t version)
+ * [gone_from, gone_to), after `pad` bytes that stand for the commit's
+ * tensor data; returns the bytes the commit appended. */
+static uint64_t commit_after(unsigned from, unsigned to, unsigned gone_from, unsigned gone_to,
+                             int64_t version, size_t pad)
 {
     tf_archive *ar;
     tf_error e = { 0 };
@@ -59,6 +61,14 @@ static uint64_t commit(unsigned from, unsigned to, unsigned gone_from, unsigned 
         seg.entries[k++] = (tf_entry){ .kind = TF_ENTRY_TOMBSTONE, .ino = 2 + i,
                                        .path = dir_path(i) };
     uint64_t before = tf_archive_file_size(ar);
+    if (pad) {
+        void *zeros = calloc(1, pad);
+        uint64_t at;
+        ck_assert_ptr_nonnull(zeros);
+        ck_assert_msg(tf_container_append(tf_archive_container(ar), zeros, pad, &at, &e) == 0,
+                      "%s", e.msg);
+        free(zeros);
+    }
     ck_assert_msg(tf_archive_prepare(ar, &seg, &e) == 0, "%s", e.msg);
     ck_assert_msg(tf_archive_check_segment(ar, &seg, &e) == 0, "%s", e.msg);
     ck_assert_msg(tf_archive_write(ar, &seg, TF_COMMIT_DURABLE, NULL, &e) == 0, "%s", e.msg);
@@ -66,6 +76,12 @@ static uint64_t commit(unsigned from, unsigned to, unsigned gone_from, unsigned 
     uint64_t after = tf_archive_file_size(ar);
     tf_archive_close(ar);
     return after - before;
+}
+
+static uint64_t commit(unsigned from, unsigned to, unsigned gone_from, unsigned gone_to,
+                       int64_t version)
+{
+    return commit_after(from, to, gone_from, gone_to, version, 0);
 }
 
 /* The archive holds exactly the directories i with live[i], read with
@@ -110,6 +126,72 @@ static unsigned entries_height(void)
     return h;
 }
 
+/* The catalog pages of the last commit, as (offset, length) pairs. */
+typedef struct {
+    uint64_t at[2 * 4096];
+    size_t n;
+} page_list;
+
+static int note_page(void *arg, uint64_t off, uint64_t len, tf_error *e)
+{
+    page_list *l = arg;
+    (void)e;
+    ck_assert_uint_lt(l->n, 4096);
+    l->at[2 * l->n] = off;
+    l->at[2 * l->n + 1] = len;
+    l->n++;
+    return 0;
+}
+
+static int cmp_u64_pair(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* The runs the last commit's catalog pages lie in: pages at most 64
+ * KiB apart (what a remote read fetches in one request) are one run. */
+static size_t page_runs(void)
+{
+    tf_archive *ar;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_open(path, &(tf_open_opts){ .lazy_bodies = true }, &ar, &e) == 0,
+                  "%s", e.msg);
+    static page_list l;
+    l.n = 0;
+    ck_assert_msg(tf_archive_pages(ar, note_page, &l, &e) == 0, "%s", e.msg);
+    tf_archive_close(ar);
+    qsort(l.at, l.n, 2 * sizeof *l.at, cmp_u64_pair);
+    size_t runs = 0;
+    for (size_t i = 0; i < l.n; i++)
+        runs += i == 0 || l.at[2 * i] > l.at[2 * i - 2] + l.at[2 * i - 1] + (64 << 10);
+    return runs;
+}
+
+START_TEST(leaves_stay_in_few_runs)
+{
+    /* A long run's directories, a few leaves' worth a commit, each
+     * commit after a MiB of data: the leaves each commit fills stay
+     * where it wrote them. */
+    static bool live[NDIRS + 100];
+    for (unsigned k = 0; k < 60; k++) {
+        commit_after(k * 300, (k + 1) * 300, 0, 0, 1, (size_t)1 << 20);
+        for (unsigned i = k * 300; i < (k + 1) * 300; i++)
+            live[i] = true;
+        /* The runs kept, and the commit's own pages. */
+        ck_assert_uint_le(page_runs(), 6);
+    }
+    expect_dirs(live, true);
+    /* Twenty commits replacing a directory each, all over. */
+    for (unsigned k = 0; k < 20; k++) {
+        unsigned i = (k * 7919) % (60 * 300);
+        commit_after(i, i + 1, 0, 0, 2 + k, (size_t)1 << 20);
+        ck_assert_uint_le(page_runs(), 6);
+    }
+    expect_dirs(live, false);
+}
+END_TEST
+
 START_TEST(many_entries_read_back)
 {
     static bool live[NDIRS + 100];
@@ -143,6 +225,7 @@ static Suite *paged_suite(void)
     tcase_add_checked_fixture(tc, setup, test_dir_remove);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, many_entries_read_back);
+    tcase_add_test(tc, leaves_stay_in_few_runs);
     suite_add_tcase(s, tc);
     return s;
 }
