@@ -586,6 +586,51 @@ bool tf_entry_same_chunks(const tf_entry *a, const tf_entry *b)
            (!a->nchunks || !memcmp(a->chunks, b->chunks, a->nchunks * sizeof *a->chunks));
 }
 
+static void *copy_bytes(const void *p, size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    if (q && n)
+        memcpy(q, p, n);
+    return q;
+}
+
+int tf_entry_clone(const tf_entry *src, const char *path, tf_entry *dst, tf_error *e)
+{
+    /* A pending body may be being read now (tf_archive_entry_body): the
+     * copy takes the header, and reads the body from the same page when
+     * asked. A body read is never changed again. */
+    bool pending = atomic_load_explicit(&src->body_pending, memory_order_acquire);
+    if (pending) {
+        *dst = (tf_entry){ .kind = src->kind, .ino = src->ino, .mode = src->mode,
+                           .mtime_sec = src->mtime_sec, .mtime_nsec = src->mtime_nsec,
+                           .size = src->size, .body = src->body };
+        atomic_init(&dst->body_pending, true);
+    } else {
+        *dst = *src;
+        /* Each array is copied when the source has one; a copy that
+         * failed is NULL where the source's is not. */
+        dst->pieces = src->pieces ? copy_bytes(src->pieces, src->npieces * sizeof *src->pieces)
+                                  : NULL;
+        dst->tensors = src->tensors
+                           ? copy_bytes(src->tensors, src->ntensors * sizeof *src->tensors)
+                           : NULL;
+        dst->names = src->names ? copy_bytes(src->names, src->names_len) : NULL;
+        dst->verbatim = src->verbatim ? copy_bytes(src->verbatim, src->verbatim_len) : NULL;
+        dst->chunks = src->chunks ? copy_bytes(src->chunks, src->nchunks * sizeof *src->chunks)
+                                  : NULL;
+    }
+    dst->path = strdup(path ? path : src->path);
+    dst->target = src->target ? strdup(src->target) : NULL;
+    bool lost = !pending && ((src->pieces && !dst->pieces) || (src->tensors && !dst->tensors) ||
+                             (src->names && !dst->names) || (src->verbatim && !dst->verbatim) ||
+                             (src->chunks && !dst->chunks));
+    if (lost || !dst->path || (src->target && !dst->target)) {
+        tf_entry_free(dst);
+        return tf_fail(e, ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
 void tf_entry_free(tf_entry *ent)
 {
     free(ent->path);

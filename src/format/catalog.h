@@ -199,6 +199,9 @@ int tf_blob_check(const tf_blob *b, uint64_t self, unsigned chunk_shift, uint64_
 int tf_entry_encode(const tf_entry *ent, tf_buf *out, tf_error *e);
 int tf_entry_decode(const uint8_t *p, size_t len, uint64_t nblobs, unsigned chunk_shift,
                     tf_entry *ent, tf_error *e);
+/* A deep copy of src into dst, at path instead of src's when path is
+ * not NULL; a body src has pending stays pending in the copy. */
+int tf_entry_clone(const tf_entry *src, const char *path, tf_entry *dst, tf_error *e);
 void tf_entry_free(tf_entry *ent);
 /* Frees n entries and the array that holds them. */
 void tf_entries_free(tf_entry *ents, size_t n);

@@ -74,16 +74,34 @@ static void leaves_free(leaf *l, size_t n)
 
 /* ---- reading the entries ---- */
 
+/* The index of the first of the n entries of `after` (in path order) at
+ * or past path (n: none). */
+static size_t first_at(const tf_entry *after, size_t n, const char *path)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (tf_path_cmp(after[mid].path, path) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+
 typedef struct {
     tf_paged *p;
     uint64_t nblobs; /* of the commit read: its bodies name blobs below */
+    const tf_entry *have; /* the last commit's (following) */
+    size_t nhave;
     tf_entry *ents;
     size_t n, cap;
 } entry_list;
 
-static int keep_header(void *arg, tf_entry *ent, const tf_page_ref *body, tf_error *e)
+/* Appends ent (taken; freed on failure), after the last in path order. */
+static int push_entry(entry_list *l, tf_entry *ent, tf_error *e)
 {
-    entry_list *l = arg;
     if (l->n && tf_path_cmp(l->ents[l->n - 1].path, ent->path) >= 0) {
         tf_fail(e, EIO, "entries: \"%s\" out of order across leaves", ent->path);
         tf_entry_free(ent);
@@ -99,8 +117,16 @@ static int keep_header(void *arg, tf_entry *ent, const tf_page_ref *body, tf_err
         l->ents = a;
         l->cap = cap;
     }
-    tf_entry *kept = &l->ents[l->n++];
-    *kept = *ent;
+    l->ents[l->n++] = *ent;
+    return 0;
+}
+
+static int keep_header(void *arg, tf_entry *ent, const tf_page_ref *body, tf_error *e)
+{
+    entry_list *l = arg;
+    if (push_entry(l, ent, e) < 0)
+        return -1;
+    tf_entry *kept = &l->ents[l->n - 1];
     if (!tf_entry_has_body(kept->kind))
         return 0;
     if (l->p->lazy) {
@@ -129,6 +155,52 @@ static int read_leaf(entry_list *l, leaf *lf, tf_error *e)
                : tf_fail(e, ENOMEM, "entries: out of memory");
     if (strcmp(l->ents[before].path, lf->first) != 0)
         return tf_fail(e, EIO, "entries: a leaf does not start where its node says");
+    return 0;
+}
+
+/* The leaf of `leaves` whose range holds path: the last that starts at
+ * or before it (the first holds everything before its start too). */
+static size_t leaf_of(const leaf *leaves, size_t n, const char *path)
+{
+    size_t lo = 1, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (tf_path_cmp(leaves[mid].first, path) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo - 1;
+}
+
+/* The leaf of the last commit that leaf lf of the one read is, the
+ * same page under the same first path (NULL: none). */
+static const leaf *kept_leaf(const tf_paged *p, const leaf *lf)
+{
+    if (!lf->first || !p->nleaves)
+        return NULL;
+    const leaf *old = &p->leaves[leaf_of(p->leaves, p->nleaves, lf->first)];
+    return old->first && strcmp(old->first, lf->first) == 0 && old->ref.off == lf->ref.off &&
+                   old->ref.len == lf->ref.len && old->ref.hash == lf->ref.hash
+               ? old
+               : NULL;
+}
+
+/* Copies the entries of leaf `old` of the last commit from l->have. */
+static int copy_leaf(entry_list *l, const leaf *old, tf_error *e)
+{
+    const tf_paged *p = l->p;
+    size_t k = (size_t)(old - p->leaves);
+    size_t from = k ? first_at(l->have, l->nhave, old->first) : 0;
+    size_t to = k + 1 < p->nleaves ? first_at(l->have, l->nhave, p->leaves[k + 1].first)
+                                   : l->nhave;
+    if (from >= to || strcmp(l->have[from].path, old->first) != 0)
+        return tf_fail(e, EIO, "entries: a leaf kept does not hold what it held");
+    for (size_t i = from; i < to; i++) {
+        tf_entry copy;
+        if (tf_entry_clone(&l->have[i], NULL, &copy, e) < 0 || push_entry(l, &copy, e) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -189,11 +261,15 @@ static int read_entries(tf_paged *p, const tf_root *r, leaf **leaves, size_t *nl
         rc = tf_fail(e, ENOMEM, "entries: out of memory");
     }
     /* Hinted together, a remote archive's leaves come in a request for
-     * each run of them close in the file (stage_leaves keeps few). */
+     * each run of them close in the file (stage_leaves keeps few). A
+     * follower reads only the leaves the commits it follows wrote. */
     for (size_t i = 0; rc == 0 && i < *nleaves; i++)
-        tf_container_will_need(p->c, (*leaves)[i].ref.off, (*leaves)[i].ref.len);
-    for (size_t i = 0; rc == 0 && i < *nleaves; i++)
-        rc = read_leaf(l, &(*leaves)[i], e);
+        if (!l->have || !kept_leaf(p, &(*leaves)[i]))
+            tf_container_will_need(p->c, (*leaves)[i].ref.off, (*leaves)[i].ref.len);
+    for (size_t i = 0; rc == 0 && i < *nleaves; i++) {
+        const leaf *old = l->have ? kept_leaf(p, &(*leaves)[i]) : NULL;
+        rc = old ? copy_leaf(l, old, e) : read_leaf(l, &(*leaves)[i], e);
+    }
     if (rc == 0 && l->n != r->nentries)
         rc = tf_fail(e, EIO, "entries: %zu found where the root says %llu", l->n,
                      (unsigned long long)r->nentries);
@@ -207,7 +283,8 @@ static int read_entries(tf_paged *p, const tf_root *r, leaf **leaves, size_t *nl
 
 /* Reads the commit whose trailer is t, staged: its root, its leaves;
  * its entries into *entries. */
-static int load(tf_paged *p, const tf_trailer *t, tf_entry **entries, size_t *n, tf_error *e)
+static int load(tf_paged *p, const tf_trailer *t, const tf_entry *have, size_t nhave,
+                tf_entry **entries, size_t *n, tf_error *e)
 {
     tf_root r;
     tf_page_ref ref = { .off = t->catalog_off, .len = (uint32_t)t->catalog_len,
@@ -223,7 +300,7 @@ static int load(tf_paged *p, const tf_trailer *t, tf_entry **entries, size_t *n,
     if (r.nblobs < p->root.nblobs || r.next_ino < p->root.next_ino)
         return tf_fail(e, EIO, "commit %llu: fewer blobs or inode numbers than commit %llu",
                        (unsigned long long)t->seq, (unsigned long long)p->root.seq);
-    entry_list l = { .p = p, .nblobs = r.nblobs };
+    entry_list l = { .p = p, .nblobs = r.nblobs, .have = have, .nhave = nhave };
     leaf *leaves;
     size_t nleaves;
     int rc = read_entries(p, &r, &leaves, &nleaves, &l, e);
@@ -263,7 +340,7 @@ int tf_paged_open(tf_container *c, size_t cache_bytes, bool lazy, tf_paged **out
     *entries = NULL;
     *n = 0;
     if (c->has_commit) {
-        if (load(p, &c->last, entries, n, e) < 0) {
+        if (load(p, &c->last, NULL, 0, entries, n, e) < 0) {
             tf_paged_free(p);
             return -1;
         }
@@ -278,13 +355,13 @@ int tf_paged_body(tf_paged *p, tf_entry *ent, tf_error *e)
     return tf_entry_body_read(&p->src, &ent->body, p->root.nblobs, p->c->chunk_shift, ent, e);
 }
 
-int tf_paged_follow(tf_paged *p, const tf_trailer *t, tf_entry **entries, size_t *n,
-                    tf_error *e)
+int tf_paged_follow(tf_paged *p, const tf_trailer *t, const tf_entry *have, size_t nhave,
+                    tf_entry **entries, size_t *n, tf_error *e)
 {
     if (t->seq <= p->root.seq)
         return tf_fail(e, EIO, "commit %llu does not follow commit %llu",
                        (unsigned long long)t->seq, (unsigned long long)p->root.seq);
-    return load(p, t, entries, n, e);
+    return load(p, t, have, nhave, entries, n, e);
 }
 
 void tf_paged_free(tf_paged *p)
@@ -434,21 +511,6 @@ int tf_paged_stage_model(tf_paged *p, uint64_t slot, tf_error *e)
     return flags & TF_BLOB_MODEL ? 0 : tf_blob_tree_set(p->blobs, slot, &b, flags | TF_BLOB_MODEL, e);
 }
 
-/* The leaf of `leaves` whose range holds path: the last that starts at
- * or before it (the first holds everything before its start too). */
-static size_t leaf_of(const leaf *leaves, size_t n, const char *path)
-{
-    size_t lo = 1, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (tf_path_cmp(leaves[mid].first, path) <= 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo - 1;
-}
-
 /* Marks in dirty (per leaf) the leaves whose entries the change alters:
  * a walk of the entries before and after in path order. */
 static int mark_dirty(tf_paged *p, const tf_paged_change *ch, bool *dirty, tf_error *e)
@@ -528,20 +590,6 @@ static int write_leaves(tf_paged *p, const tf_entry *after, size_t from, size_t 
     }
     tf_buf_free(&buf);
     return rc;
-}
-
-/* The index of the first entry of `after` at or past path (n: none). */
-static size_t first_at(const tf_entry *after, size_t n, const char *path)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (tf_path_cmp(after[mid].path, path) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
 }
 
 /* The bytes the headers of entries [from, to) of `after` take in a leaf

@@ -54,9 +54,11 @@ int tf_paged_pages(tf_paged *p, int (*fn)(void *arg, uint64_t off, uint64_t len,
 /* Reads the commit whose trailer is t, newer than the last, staged:
  * its entries in *entries as tf_paged_open's; tf_paged_done then makes
  * it the last (readers of its blobs held off meanwhile), or
- * tf_paged_undo drops it. */
-int tf_paged_follow(tf_paged *p, const tf_trailer *t, tf_entry **entries, size_t *n,
-                    tf_error *e);
+ * tf_paged_undo drops it. `have` holds the last commit's nhave entries:
+ * those of the leaves it kept are copied from there (tf_entry_clone),
+ * not read again. */
+int tf_paged_follow(tf_paged *p, const tf_trailer *t, const tf_entry *have, size_t nhave,
+                    tf_entry **entries, size_t *n, tf_error *e);
 
 /* ---- a writer's commit ---- */
 

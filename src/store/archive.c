@@ -1245,35 +1245,6 @@ long tf_archive_find(const tf_archive *ar, const char *path)
     return at >= 0 ? at : -1;
 }
 
-static void *copy_bytes(const void *p, size_t n)
-{
-    void *q = malloc(n ? n : 1);
-    if (q && n)
-        memcpy(q, p, n);
-    return q;
-}
-
-int tf_entry_clone(const tf_entry *src, const char *path, tf_entry *dst, tf_error *e)
-{
-    *dst = *src;
-    dst->path = strdup(path ? path : src->path);
-    /* Each array is copied when the source has one; a copy that failed is
-     * NULL where the source's is not. */
-    dst->pieces = src->pieces ? copy_bytes(src->pieces, src->npieces * sizeof *src->pieces) : NULL;
-    dst->tensors = src->tensors ? copy_bytes(src->tensors, src->ntensors * sizeof *src->tensors) : NULL;
-    dst->names = src->names ? copy_bytes(src->names, src->names_len) : NULL;
-    dst->verbatim = src->verbatim ? copy_bytes(src->verbatim, src->verbatim_len) : NULL;
-    dst->chunks = src->chunks ? copy_bytes(src->chunks, src->nchunks * sizeof *src->chunks) : NULL;
-    dst->target = src->target ? strdup(src->target) : NULL;
-    if (!dst->path || (src->pieces && !dst->pieces) || (src->tensors && !dst->tensors) ||
-        (src->names && !dst->names) || (src->verbatim && !dst->verbatim) ||
-        (src->chunks && !dst->chunks) || (src->target && !dst->target)) {
-        tf_entry_free(dst);
-        return tf_fail(e, ENOMEM, "out of memory");
-    }
-    return 0;
-}
-
 const tf_entry *tf_archive_lookup(const tf_archive *ar, const char *path)
 {
     long at = tf_archive_find(ar, path);

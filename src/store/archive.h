@@ -66,9 +66,6 @@ long tf_archive_find(const tf_archive *ar, const char *path);
  * it in the sorted order. */
 size_t tf_archive_subtree_len(const tf_archive *ar, size_t i);
 
-/* A deep copy of src into dst, at path instead of src's when path is
- * not NULL. */
-int tf_entry_clone(const tf_entry *src, const char *path, tf_entry *dst, tf_error *e);
 /* Whether b is the version a of a file: the same inode number and chunks
  * (b may be a move of a, or have other times or mode). */
 bool tf_entry_same_version(const tf_entry *a, const tf_entry *b);

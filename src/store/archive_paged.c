@@ -338,7 +338,7 @@ int archive_paged_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *c
         return -1;
     tf_entry *ents;
     size_t n;
-    if (tf_paged_follow(ar->paged, &top, &ents, &n, e) < 0)
+    if (tf_paged_follow(ar->paged, &top, ar->entries, ar->nentries, &ents, &n, e) < 0)
         return -1;
     tf_archive view = { .entries = ents, .nentries = n, .borrowed = true };
     tf_segment seg;

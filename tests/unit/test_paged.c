@@ -39,16 +39,13 @@ static char *dir_path(unsigned i)
     return s;
 }
 
-/* Commits directories [from, to) (mtime `version`) and tombstones for
- * [gone_from, gone_to), after `pad` bytes that stand for the commit's
- * tensor data; returns the bytes the commit appended. */
-static uint64_t commit_after(unsigned from, unsigned to, unsigned gone_from, unsigned gone_to,
-                             int64_t version, size_t pad)
+/* Commits, to the writer ar, directories [from, to) (mtime `version`)
+ * and tombstones for [gone_from, gone_to), after `pad` bytes that stand
+ * for the commit's tensor data; returns the bytes the commit appended. */
+static uint64_t commit_to(tf_archive *ar, unsigned from, unsigned to, unsigned gone_from,
+                          unsigned gone_to, int64_t version, size_t pad)
 {
-    tf_archive *ar;
     tf_error e = { 0 };
-    ck_assert_msg(tf_archive_open(path, &(tf_open_opts){ .writable = true }, &ar, &e) == 0, "%s",
-                  e.msg);
     size_t n = (to - from) + (gone_to - gone_from);
     tf_segment seg = { .first_blob = tf_archive_nblobs(ar), .nentries = n,
                        .entries = calloc(n ? n : 1, sizeof(tf_entry)) };
@@ -73,9 +70,25 @@ static uint64_t commit_after(unsigned from, unsigned to, unsigned gone_from, uns
     ck_assert_msg(tf_archive_check_segment(ar, &seg, &e) == 0, "%s", e.msg);
     ck_assert_msg(tf_archive_write(ar, &seg, TF_COMMIT_DURABLE, NULL, &e) == 0, "%s", e.msg);
     ck_assert_msg(tf_archive_apply(ar, &seg, &e) == 0, "%s", e.msg);
-    uint64_t after = tf_archive_file_size(ar);
+    return tf_archive_file_size(ar) - before;
+}
+
+static tf_archive *open_archive(bool writable)
+{
+    tf_archive *ar;
+    tf_error e = { 0 };
+    tf_open_opts o = { .writable = writable, .lazy_bodies = !writable };
+    ck_assert_msg(tf_archive_open(path, &o, &ar, &e) == 0, "%s", e.msg);
+    return ar;
+}
+
+static uint64_t commit_after(unsigned from, unsigned to, unsigned gone_from, unsigned gone_to,
+                             int64_t version, size_t pad)
+{
+    tf_archive *ar = open_archive(true);
+    uint64_t bytes = commit_to(ar, from, to, gone_from, gone_to, version, pad);
     tf_archive_close(ar);
-    return after - before;
+    return bytes;
 }
 
 static uint64_t commit(unsigned from, unsigned to, unsigned gone_from, unsigned gone_to,
@@ -192,6 +205,52 @@ START_TEST(leaves_stay_in_few_runs)
 }
 END_TEST
 
+/* Flips every byte of the archive in [from, to). */
+static void damage(uint64_t from, uint64_t to)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    uint8_t *buf = malloc(to - from);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(fseek(f, (long)from, SEEK_SET), 0);
+    ck_assert_uint_eq(fread(buf, 1, to - from, f), to - from);
+    for (uint64_t i = 0; i < to - from; i++)
+        buf[i] ^= 0xff;
+    ck_assert_int_eq(fseek(f, (long)from, SEEK_SET), 0);
+    ck_assert_uint_eq(fwrite(buf, 1, to - from, f), to - from);
+    ck_assert_int_eq(fclose(f), 0);
+    free(buf);
+}
+
+START_TEST(follow_reads_new_leaves_only)
+{
+    uint64_t first = commit(0, NDIRS, 0, 0, 1);
+    tf_archive *writer = open_archive(true), *reader = open_archive(false);
+    /* The first commit's leaves, its nodes and root aside, unreadable:
+     * the follower must not read them again, as the commit below keeps
+     * all but the last. */
+    damage(TF_SUPERBLOCK_SIZE, TF_SUPERBLOCK_SIZE + first - (64 << 10));
+    commit_to(writer, NDIRS, NDIRS + 1, 0, 0, 2, 0);
+    tf_archive_close(writer);
+    bool changed = false;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_archive_refresh(reader, NULL, &changed, &e) == 0, "%s", e.msg);
+    ck_assert(changed);
+    ck_assert_uint_eq(tf_archive_nentries(reader), NDIRS + 1);
+    for (unsigned i = 0; i < NDIRS; i += 997) {
+        char *p = dir_path(i);
+        const tf_entry *ent = tf_archive_lookup(reader, p);
+        ck_assert_msg(ent != NULL, "%s missing", p);
+        free(p);
+    }
+    char *p = dir_path(NDIRS);
+    const tf_entry *ent = tf_archive_lookup(reader, p);
+    ck_assert_msg(ent && ent->ino == 2 + NDIRS && ent->mtime_sec == 2, "%s", p);
+    free(p);
+    tf_archive_close(reader);
+}
+END_TEST
+
 START_TEST(many_entries_read_back)
 {
     static bool live[NDIRS + 100];
@@ -226,6 +285,7 @@ static Suite *paged_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, many_entries_read_back);
     tcase_add_test(tc, leaves_stay_in_few_runs);
+    tcase_add_test(tc, follow_reads_new_leaves_only);
     suite_add_tcase(s, tc);
     return s;
 }
