@@ -611,10 +611,17 @@ int archive_put_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
     return 0;
 }
 
+uint64_t archive_next_ino_after(const tf_archive *ar, const tf_segment *seg)
+{
+    uint64_t next = ar->next_ino;
+    for (uint64_t i = 0; i < seg->nentries; i++)
+        if (seg->entries[i].ino >= next)
+            next = seg->entries[i].ino + 1;
+    return next;
+}
+
 static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
 {
-    if (ent->ino >= ar->next_ino)
-        ar->next_ino = ent->ino + 1;
     if (ent->kind != TF_ENTRY_TOMBSTONE && archive_check_entry(ar, NULL, ent, e) < 0)
         return -1;
     return archive_put_entry(ar, ent, e);
@@ -754,6 +761,8 @@ int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
     free(known);
     if (rc == 0)
         rc = apply_redirects(ar, seg, e);
+    if (rc == 0)
+        ar->next_ino = archive_next_ino_after(ar, seg);
     for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)
         rc = apply_entry(ar, &seg->entries[i], e);
     if (rc == 0)

@@ -77,6 +77,8 @@ int archive_check_entry(const tf_archive *ar, const tf_segment *seg, const tf_en
                         tf_error *e);
 int archive_check_tree(const tf_archive *ar, tf_error *e);
 int archive_put_entry(tf_archive *ar, tf_entry *ent, tf_error *e);
+/* The next inode number once seg's entries are in. */
+uint64_t archive_next_ino_after(const tf_archive *ar, const tf_segment *seg);
 int archive_scratch_after(const tf_archive *ar, const tf_segment *seg, tf_archive *scratch,
                           tf_error *e);
 

@@ -219,14 +219,11 @@ int archive_paged_commit(tf_archive *ar, tf_segment *seg, tf_commit_mode mode,
     if (rc == 0)
         rc = archive_scratch_after(ar, seg, &after, e);
     if (rc == 0) {
-        uint64_t next_ino = ar->next_ino;
-        for (uint64_t i = 0; i < seg->nentries; i++)
-            if (seg->entries[i].ino >= next_ino)
-                next_ino = seg->entries[i].ino + 1;
         tf_paged_change ch = { .before = ar->entries, .nbefore = ar->nentries,
                                .after = after.entries, .nafter = after.nentries,
                                .retired = retired, .nretired = seg->nredirects,
-                               .next_ino = next_ino, .first_blob = seg->first_blob };
+                               .next_ino = archive_next_ino_after(ar, seg),
+                               .first_blob = seg->first_blob };
         rc = tf_paged_stage(ar->paged, &ch, &root, e);
         free(after.entries);
     }

@@ -157,13 +157,10 @@ static int obtain_model(tf_reader_ctx *r, chain_walk *w, const tf_blob *b, tf_er
 
 /* A delta's reference reconstructs as many bytes of the same dtype:
  * checked at an open of format version 1, at the read of version 2. */
-static int check_reference(tf_reader_ctx *r, uint64_t idx, const tf_blob *b, uint64_t ref,
+static int check_reference(uint64_t idx, const tf_blob *b, uint64_t ref, const tf_blob *rb,
                            tf_error *e)
 {
-    tf_blob rb;
-    if (tf_archive_blob(r->ar, ref, &rb, e) < 0)
-        return -1;
-    if (rb.raw_len != b->raw_len || rb.dtype != b->dtype)
+    if (rb->raw_len != b->raw_len || rb->dtype != b->dtype)
         return tf_fail(e, EIO, "blob %llu: reference blob %llu differs in size or dtype",
                        (unsigned long long)idx, (unsigned long long)ref);
     return 0;
@@ -185,11 +182,17 @@ static int check_reference(tf_reader_ctx *r, uint64_t idx, const tf_blob *b, uin
 static int walk_chain(tf_reader_ctx *r, uint64_t idx, chain_walk *w, tf_error *e)
 {
     *w = (chain_walk){ .n = 0 };
+    tf_blob next; /* the record of step i, read by the step before (the first: none) */
+    bool have_next = false;
     for (uint64_t i = idx;;) {
         if (w->n > TF_CHAIN_MAX)
             return tf_fail(e, EIO, "blob %llu: reference chain longer than %d",
                            (unsigned long long)idx, TF_CHAIN_MAX);
-        if (walk_grow(w, e) < 0 || tf_archive_blob(r->ar, i, &w->blobs[w->n], e) < 0)
+        if (walk_grow(w, e) < 0)
+            return -1;
+        if (have_next)
+            w->blobs[w->n] = next;
+        else if (tf_archive_blob(r->ar, i, &w->blobs[w->n], e) < 0)
             return -1;
         const tf_blob *b = &w->blobs[w->n];
         w->chain[w->n++] = i;
@@ -198,8 +201,9 @@ static int walk_chain(tf_reader_ctx *r, uint64_t idx, chain_walk *w, tf_error *e
         if (!b->ref)
             return 0;
         uint64_t ref = b->ref - 1;
-        if (check_reference(r, i, b, ref, e) < 0)
+        if (tf_archive_blob(r->ar, ref, &next, e) < 0 || check_reference(i, b, ref, &next, e) < 0)
             return -1;
+        have_next = true;
         w->base = tf_cache_get(r->cache, ref);
         if (!w->base && step_seen_before(r, ref)) {
             bool claimed;
