@@ -117,7 +117,8 @@ int fs_state_open(fs_state *fs, const fs_options *o, tf_error *e)
     fs_view_hooks_init(fs);
     int rc = o->rw ? open_writable(fs, o, e)
                    : tf_archive_open(archive,
-                                     &(tf_open_opts){ .remote = &o->remote, .lazy_bodies = true },
+                                     &(tf_open_opts){ .remote = &o->remote, .lazy_bodies = true,
+                                                      .catalog_cache = o->catalog_cache },
                                      &fs->ar, e);
     /* Absolute: the daemon leaves the working directory. */
     if (rc == 0 && fs->follow > 0 && !(fs->archive_path = tf_io_display_name(archive)))

@@ -39,6 +39,7 @@ enum { KEY_RW };
  * offered to tf_write_opts_set first (take_writer_setting). */
 static const struct fuse_opt trajfs_opts[] = {
     { "cache_size=%s", offsetof(fs_options, cache_size_arg), 0 },
+    { "catalog_cache=%s", offsetof(fs_options, catalog_cache_arg), 0 },
     { "readahead=%s", offsetof(fs_options, readahead_arg), 0 },
     { "prefetch=%s", offsetof(fs_options, prefetch_arg), 0 },
     { "direct_io", offsetof(fs_options, direct_io), 1 },
@@ -178,7 +179,9 @@ int fs_options_parse(struct fuse_args *args, fs_options *o)
         return -1;
     o->cache_size = fs_default_cache_size();
     o->readahead = READAHEAD_DEFAULT;
+    o->catalog_cache = TF_CATALOG_CACHE_DEFAULT;
     if (parse_size_option("cache_size", o->cache_size_arg, SIZE_MAX, &o->cache_size) < 0 ||
+        parse_size_option("catalog_cache", o->catalog_cache_arg, SIZE_MAX, &o->catalog_cache) < 0 ||
         parse_size_option("readahead", o->readahead_arg, READAHEAD_MAX, &o->readahead) < 0)
         return -1;
     o->prefetch = PREFETCH_DEFAULT < o->cache_size / 4 ? PREFETCH_DEFAULT : o->cache_size / 4;
@@ -191,6 +194,7 @@ void fs_options_free(fs_options *o)
 {
     free(o->archive);
     free(o->cache_size_arg);
+    free(o->catalog_cache_arg);
     free(o->readahead_arg);
     free(o->prefetch_arg);
     free(o->spool_dir);
@@ -204,6 +208,8 @@ void fs_options_help(void)
            "    -o cache_size=SIZE     bytes of reconstructed chunks kept in memory, with\n"
            "                           a suffix K, M, G or T (default: 1/8 of RAM, between\n"
            "                           64M and 4G; here %zuM)\n"
+           "    -o catalog_cache=SIZE  bytes of the catalog's pages kept in memory, beside\n"
+           "                           cache_size (archives of format 2; default 16M)\n"
            "    -o readahead=SIZE      the kernel's read-ahead window for the mount\n"
            "                           (default 4M; 0 keeps the kernel's 128K); needs\n"
            "                           root (it writes /sys/class/bdi), else the\n"

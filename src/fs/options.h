@@ -14,6 +14,8 @@ typedef struct {
     char *archive;        /* the first argument that is not an option */
     char *cache_size_arg; /* -o cache_size=SIZE as given, or NULL */
     size_t cache_size;    /* bytes of reconstructed chunks kept */
+    char *catalog_cache_arg; /* -o catalog_cache=SIZE as given, or NULL */
+    size_t catalog_cache; /* bytes of decoded catalog pages kept (format 2) */
     char *readahead_arg;  /* -o readahead=SIZE as given, or NULL */
     size_t readahead;     /* bytes of the kernel's read-ahead window */
     char *prefetch_arg;   /* -o prefetch=SIZE as given, or NULL */

@@ -91,7 +91,12 @@ typedef struct {
                                      body when it is asked for
                                      (tf_archive_entry_body), not at the open */
     const tf_remote_opts *remote; /* a URL's settings; NULL: the defaults */
+    size_t catalog_cache;         /* format version 2: bytes of decoded catalog
+                                     pages kept in memory (0: the default,
+                                     TF_CATALOG_CACHE_DEFAULT) */
 } tf_open_opts;
+
+#define TF_CATALOG_CACHE_DEFAULT ((size_t)16 << 20)
 
 /* Whether path names a remote object: its URL (http://, https://,
  * s3://), or where its URL is kept, out of sight of other users (a

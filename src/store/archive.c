@@ -1031,10 +1031,12 @@ static int apply_commits(tf_archive *ar, const commit_at *commits, uint64_t n, b
     return archive_check_tree(ar, e);
 }
 
-static int load_catalog(tf_archive *ar, bool check_all, bool lazy_bodies, tf_error *e)
+static int load_catalog(tf_archive *ar, const tf_open_opts *o, tf_error *e)
 {
+    bool check_all = o && o->check_all, lazy_bodies = o && o->lazy_bodies;
     if (ar->c.version == TF_FORMAT_PAGES)
-        return archive_paged_open(ar, ar->c.writable || check_all, lazy_bodies, e);
+        return archive_paged_open(ar, ar->c.writable || check_all, lazy_bodies,
+                                  o ? o->catalog_cache : 0, e);
     ar->table = true;
     if (!ar->c.has_commit)
         return 0;
@@ -1133,7 +1135,7 @@ int tf_archive_open(const char *path, const tf_open_opts *o, tf_archive **out, t
         free(ar);
         return -1;
     }
-    if (load_catalog(ar, o && o->check_all, o && o->lazy_bodies, e) < 0) {
+    if (load_catalog(ar, o, e) < 0) {
         tf_error_prefix(e, "%s", ar->c.name);
         tf_archive_close(ar);
         return -1;

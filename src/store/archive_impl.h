@@ -83,7 +83,9 @@ int archive_scratch_after(const tf_archive *ar, const tf_segment *seg, tf_archiv
                           tf_error *e);
 
 /* archive_paged.c's. */
-int archive_paged_open(tf_archive *ar, bool check_all, bool lazy_bodies, tf_error *e);
+/* cache_bytes: tf_open_opts.catalog_cache. */
+int archive_paged_open(tf_archive *ar, bool check_all, bool lazy_bodies, size_t cache_bytes,
+                       tf_error *e);
 int archive_paged_blob(const tf_archive *ar, uint64_t idx, tf_blob *b, tf_error *e);
 /* Every record into the blob table, its flags and chain counts, every
  * record and entry checked as an open of version 1 checks them; the

@@ -12,10 +12,6 @@
 #include "format/entry_pages.h"
 #include "store/archive_impl.h"
 
-/* Decoded pages of blob records a view keeps: 16 MiB hold 240,000
- * records, the leaves of a few hundred checkpoints' chunks. */
-#define PAGE_CACHE_BYTES ((size_t)16 << 20)
-
 int archive_paged_blob(const tf_archive *ar, uint64_t idx, tf_blob *b, tf_error *e)
 {
     return tf_paged_blob(ar->paged, idx, b, NULL, e);
@@ -90,12 +86,16 @@ static int load_retired(tf_archive *ar, tf_error *e)
     return 0;
 }
 
-int archive_paged_open(tf_archive *ar, bool check_all, bool lazy_bodies, tf_error *e)
+int archive_paged_open(tf_archive *ar, bool check_all, bool lazy_bodies, size_t cache_bytes,
+                       tf_error *e)
 {
     tf_entry *ents;
     size_t n;
-    if (tf_paged_open(&ar->c, PAGE_CACHE_BYTES, lazy_bodies && !check_all, &ar->paged, &ents, &n,
-                      e) < 0)
+    /* The default, 16 MiB, holds 240,000 records: the leaves of a few
+     * hundred checkpoints' chunks. */
+    if (!cache_bytes)
+        cache_bytes = TF_CATALOG_CACHE_DEFAULT;
+    if (tf_paged_open(&ar->c, cache_bytes, lazy_bodies && !check_all, &ar->paged, &ents, &n, e) < 0)
         return -1;
     ar->entries = ents;
     ar->nentries = ar->entries_cap = n;

@@ -205,6 +205,11 @@ if "$TRAJFS" "$archive" "$TEST_TMP/no-mount-point" -o prefetch=lots 2> "$TEST_TM
 fi
 grep -qF "trajfs: prefetch=lots: expected bytes" "$TEST_TMP/err" ||
     fail "trajfs -o prefetch=lots said: $(cat "$TEST_TMP/err")"
+if "$TRAJFS" "$archive" "$TEST_TMP/no-mount-point" -o catalog_cache=1Q 2> "$TEST_TMP/err"; then
+    fail "trajfs -o catalog_cache=1Q was accepted"
+fi
+grep -qF "trajfs: catalog_cache=1Q: expected bytes" "$TEST_TMP/err" ||
+    fail "trajfs -o catalog_cache=1Q said: $(cat "$TEST_TMP/err")"
 "$TRAJFS" --help > "$TEST_TMP/trajfs.help" || fail "trajfs --help failed"
 sed 's/\\-/-/g' "$top_srcdir/man/trajfs.1" > "$TEST_TMP/trajfs.man"
 mount_options=$(sed -n '/^libfuse options:/q; s/^    -o \([a-z0-9_]*\).*/\1/p' "$TEST_TMP/trajfs.help")

@@ -62,8 +62,10 @@ fio_reads mmap
 stop_mount "$mnt"
 
 # 8 readers at once; a 64 KiB cache cannot hold their chains, so chunks
-# are decoded, evicted and decoded again while others wait on them.
-start_mount "$archive" "$mnt" -o cache_size=64K
+# are decoded, evicted and decoded again while others wait on them, and
+# a catalog cache of 8 KiB (one set of pages) reads records again and
+# again, from every reader at once.
+start_mount "$archive" "$mnt" -o cache_size=64K,catalog_cache=8K
 pids=""
 for f in "$src"/run/step-*.safetensors; do
     cmp "$f" "$mnt/run/${f##*/}" > "$TEST_TMP/cmp.${f##*/}" 2>&1 &
