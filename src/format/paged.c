@@ -657,8 +657,10 @@ static int few_runs(const tf_paged *p, bool *dirty, tf_error *e)
             at[n++] = (placed){ p->leaves[k].ref.off, p->leaves[k].ref.len, k, 0 };
     qsort(at, n, sizeof *at, cmp_placed);
     for (size_t i = 0; i < n; i++) {
-        if (i == 0 || at[i].off > at[i - 1].off + at[i - 1].len + ENTRY_RUN_GAP)
-            runs[nruns++] = (run_size){ 0, nruns };
+        if (i == 0 || at[i].off > at[i - 1].off + at[i - 1].len + ENTRY_RUN_GAP) {
+            runs[nruns] = (run_size){ 0, nruns };
+            nruns++;
+        }
         at[i].run = nruns - 1;
         runs[nruns - 1].bytes += at[i].len;
     }
