@@ -97,11 +97,11 @@ int main(int argc, char **argv)
         size_t pages0 = f.appends;
         for (uint64_t i = 0; i < chunks; i++) {
             tf_blob b = record(first + i, 0, &payload_end);
-            if (tf_blob_tree_set(t, first + i, &b, 0, &e) < 0)
+            if (tf_blob_tree_set(t, first + i, &b, (tf_blob_marks){ 0, 0 }, &e) < 0)
                 goto fail;
             if (c) { /* the previous keyframe, now a delta against this one */
                 b = record(first + i - chunks, first + i + 1, &payload_end);
-                if (tf_blob_tree_set(t, first + i - chunks, &b, TF_BLOB_REDIRECTED, &e) < 0)
+                if (tf_blob_tree_set(t, first + i - chunks, &b, (tf_blob_marks){ TF_BLOB_REDIRECTED, 1 }, &e) < 0)
                     goto fail;
             }
         }

@@ -47,9 +47,16 @@ struct tf_blob_tree {
     uint64_t staged_n; /* records once the staged changes are written */
 };
 
+static void new_root(tf_blob_tree *t, const tf_page_ref *root, uint64_t n, unsigned height)
+{
+    t->root = n ? *root : (tf_page_ref){ 0 };
+    t->n = n;
+    t->height = height;
+}
+
 /* ---- records ---- */
 
-static void record_put(uint8_t *p, const tf_blob *b, uint8_t flags)
+static void record_put(uint8_t *p, const tf_blob *b, tf_blob_marks marks)
 {
     memcpy(p, b->id.b, 16);
     tf_le64_put(p + 16, b->offset);
@@ -60,13 +67,14 @@ static void record_put(uint8_t *p, const tf_blob *b, uint8_t flags)
     tf_le64_put(p + 56, b->model);
     p[64] = b->codec;
     p[65] = b->dtype;
-    p[66] = flags;
-    p[67] = 0;
+    p[66] = marks.flags;
+    p[67] = marks.flags & TF_BLOB_REDIRECTED ? marks.above : 0;
 }
 
-static int record_get(const uint8_t *p, uint64_t slot, tf_blob *b, uint8_t *flags, tf_error *e)
+static int record_get(const uint8_t *p, uint64_t slot, tf_blob *b, tf_blob_marks *marks,
+                      tf_error *e)
 {
-    if (p[66] & ~TF_BLOB_FLAGS_KNOWN || p[67])
+    if (p[66] & ~TF_BLOB_FLAGS_KNOWN || (p[67] && !(p[66] & TF_BLOB_REDIRECTED)))
         return tf_fail(e, EIO, "blob %llu: record has unknown flags", (unsigned long long)slot);
     memcpy(b->id.b, p, 16);
     b->offset = tf_le64_get(p + 16);
@@ -77,8 +85,8 @@ static int record_get(const uint8_t *p, uint64_t slot, tf_blob *b, uint8_t *flag
     b->model = tf_le64_get(p + 56);
     b->codec = p[64];
     b->dtype = p[65];
-    if (flags)
-        *flags = p[66];
+    if (marks)
+        *marks = (tf_blob_marks){ p[66], p[67] };
     return 0;
 }
 
@@ -165,9 +173,8 @@ tf_blob_tree *tf_blob_tree_new(const tf_page_source *src, const tf_page_ref *roo
         return NULL;
     }
     t->src = *src;
-    t->root = nblobs ? *root : (tf_page_ref){ 0 };
-    t->n = t->staged_n = nblobs;
-    t->height = tf_blob_tree_height(nblobs);
+    new_root(t, root, nblobs, tf_blob_tree_height(nblobs));
+    t->staged_n = nblobs;
     pthread_mutex_init(&t->lock, NULL);
     return t;
 }
@@ -183,9 +190,8 @@ void tf_blob_tree_discard(tf_blob_tree *t)
 void tf_blob_tree_reroot(tf_blob_tree *t, const tf_page_ref *root, uint64_t nblobs)
 {
     tf_blob_tree_discard(t);
-    t->root = nblobs ? *root : (tf_page_ref){ 0 };
-    t->n = t->staged_n = nblobs;
-    t->height = tf_blob_tree_height(nblobs);
+    new_root(t, root, nblobs, tf_blob_tree_height(nblobs));
+    t->staged_n = nblobs;
 }
 
 void tf_blob_tree_free(tf_blob_tree *t)
@@ -300,9 +306,48 @@ static int node_ref(tf_blob_tree *t, unsigned k, uint64_t p, tf_page_ref *out, t
     return 0;
 }
 
+/* The page of level k, position p at ref when the cache holds it, of the
+ * shape it must have (under the lock). */
+static const tf_page *cached_page(tf_blob_tree *t, const tf_page_ref *ref, unsigned k, uint64_t p)
+{
+    bool hit;
+    cached *c = cache_slot(t, ref->off, &hit);
+    tf_error ignored; /* the slow path reports it */
+    if (!hit || c->page.kind != (k ? TF_PAGE_BLOB_NODE : TF_PAGE_BLOB_LEAF) ||
+        check_shape(&c->page, ref, k, p, t->n, &ignored) < 0)
+        return NULL;
+    return &c->page;
+}
+
+/* Record slot, encoded, into rec when the cache holds its path from the
+ * root: one lock for the walk, where a lookup that misses takes one a
+ * level. */
+static bool cached_record(tf_blob_tree *t, uint64_t slot, uint8_t *rec)
+{
+    uint64_t leaf = slot / TF_BLOB_LEAF_RECORDS;
+    tf_page_ref ref = t->root;
+    pthread_mutex_lock(&t->lock);
+    const tf_page *pg = NULL;
+    for (unsigned lvl = t->height; lvl > 0; lvl--) {
+        unsigned shift = FANOUT_BITS * (lvl - 1);
+        if (!(pg = cached_page(t, &ref, lvl, leaf >> (shift + FANOUT_BITS))))
+            break;
+        ref = tf_page_ref_get(pg->data + ((leaf >> shift) & (TF_BLOB_FANOUT - 1)) *
+                                             TF_PAGE_REF_SIZE);
+    }
+    bool hit = (pg || !t->height) && (pg = cached_page(t, &ref, 0, leaf));
+    if (hit)
+        memcpy(rec, pg->data + (size_t)(slot % TF_BLOB_LEAF_RECORDS) * TF_BLOB_RECORD_SIZE,
+               TF_BLOB_RECORD_SIZE);
+    pthread_mutex_unlock(&t->lock);
+    return hit;
+}
+
 /* Record slot of the tree at root, encoded, into rec. */
 static int stored_record(tf_blob_tree *t, uint64_t slot, uint8_t *rec, tf_error *e)
 {
+    if (cached_record(t, slot, rec))
+        return 0;
     uint64_t leaf = slot / TF_BLOB_LEAF_RECORDS;
     tf_page_ref ref;
     if (node_ref(t, 0, leaf, &ref, e) < 0)
@@ -312,12 +357,16 @@ static int stored_record(tf_blob_tree *t, uint64_t slot, uint8_t *rec, tf_error 
 }
 
 /* Calls visit with each page under node (k, p), whose reference is ref,
- * the node first, its children in order. */
+ * the node first, its children in order; pages stored before offset
+ * `since` (0: none), and so those under them, are passed over. */
 static int walk_under(tf_blob_tree *t, const tf_page_ref *ref, unsigned k, uint64_t p,
+                      uint64_t since,
                       int (*visit)(void *ctx, const tf_page_ref *ref, unsigned k, uint64_t p,
                                    tf_error *e),
                       void *ctx, tf_error *e)
 {
+    if (ref->off < since)
+        return 0;
     if (visit(ctx, ref, k, p, e) < 0)
         return -1;
     if (!k)
@@ -328,7 +377,7 @@ static int walk_under(tf_blob_tree *t, const tf_page_ref *ref, unsigned k, uint6
         return -1;
     for (uint32_t c = 0; c < n; c++) {
         tf_page_ref child = tf_page_ref_get(refs + (size_t)c * TF_PAGE_REF_SIZE);
-        if (walk_under(t, &child, k - 1, (p << FANOUT_BITS) + c, visit, ctx, e) < 0)
+        if (walk_under(t, &child, k - 1, (p << FANOUT_BITS) + c, since, visit, ctx, e) < 0)
             return -1;
     }
     return 0;
@@ -337,8 +386,9 @@ static int walk_under(tf_blob_tree *t, const tf_page_ref *ref, unsigned k, uint6
 typedef struct {
     tf_blob_tree *t;
     int (*pages)(void *arg, uint64_t off, uint64_t len, tf_error *e);
-    int (*records)(void *arg, uint64_t slot, const tf_blob *b, uint8_t flags, tf_error *e);
+    tf_blob_record_fn records;
     void *arg;
+    bool cached; /* leaves read through the cache */
 } walk_ctx;
 
 static int visit_page(void *ctx, const tf_page_ref *ref, unsigned k, uint64_t p, tf_error *e)
@@ -354,7 +404,7 @@ int tf_blob_tree_pages(tf_blob_tree *t,
                        tf_error *e)
 {
     walk_ctx w = { .t = t, .pages = fn, .arg = arg };
-    return t->n ? walk_under(t, &t->root, t->height, 0, visit_page, &w, e) : 0;
+    return t->n ? walk_under(t, &t->root, t->height, 0, 0, visit_page, &w, e) : 0;
 }
 
 /* Calls the records' callback with each record of leaf p, read past the
@@ -364,32 +414,43 @@ static int visit_records(void *ctx, const tf_page_ref *ref, unsigned k, uint64_t
     const walk_ctx *w = ctx;
     if (k)
         return 0;
-    tf_page pg;
-    if (tf_page_read(&w->t->src, ref, TF_PAGE_BLOB_LEAF, 0, &pg, e) < 0)
-        return -1;
-    int rc = check_shape(&pg, ref, 0, p, w->t->n, e);
     uint8_t rows[LEAF_BYTES];
-    if (rc == 0)
-        transpose(pg.data, rows, pg.count, false);
-    for (uint32_t i = 0; rc == 0 && i < pg.count; i++) {
+    uint32_t count = count_at(0, p, w->t->n);
+    int rc;
+    if (w->cached) {
+        rc = copy_from(w->t, ref, 0, p, 0, rows, (size_t)count * TF_BLOB_RECORD_SIZE, e);
+    } else {
+        tf_page pg;
+        if (tf_page_read(&w->t->src, ref, TF_PAGE_BLOB_LEAF, 0, &pg, e) < 0)
+            return -1;
+        rc = check_shape(&pg, ref, 0, p, w->t->n, e);
+        if (rc == 0)
+            transpose(pg.data, rows, pg.count, false);
+        tf_page_free(&pg);
+    }
+    for (uint32_t i = 0; rc == 0 && i < count; i++) {
         uint64_t slot = p * TF_BLOB_LEAF_RECORDS + i;
         tf_blob b;
-        uint8_t flags = 0;
-        rc = record_get(rows + (size_t)i * TF_BLOB_RECORD_SIZE, slot, &b, &flags, e);
+        tf_blob_marks marks;
+        rc = record_get(rows + (size_t)i * TF_BLOB_RECORD_SIZE, slot, &b, &marks, e);
         if (rc == 0)
-            rc = w->records(w->arg, slot, &b, flags, e);
+            rc = w->records(w->arg, slot, &b, marks, e);
     }
-    tf_page_free(&pg);
     return rc;
 }
 
-int tf_blob_tree_scan(tf_blob_tree *t,
-                      int (*fn)(void *arg, uint64_t slot, const tf_blob *b, uint8_t flags,
-                                tf_error *e),
-                      void *arg, tf_error *e)
+int tf_blob_tree_scan(tf_blob_tree *t, tf_blob_record_fn fn, void *arg, tf_error *e)
 {
-    walk_ctx w = { .t = t, .records = fn, .arg = arg };
-    return t->n ? walk_under(t, &t->root, t->height, 0, visit_records, &w, e) : 0;
+    return tf_blob_tree_scan_since(t, 0, fn, arg, e);
+}
+
+int tf_blob_tree_scan_since(tf_blob_tree *t, uint64_t since, tf_blob_record_fn fn, void *arg,
+                            tf_error *e)
+{
+    /* A scan of the whole tree passes the cache by; one since an offset
+     * reads a few leaves, which lookups then want. */
+    walk_ctx w = { .t = t, .records = fn, .arg = arg, .cached = since > 0 };
+    return t->n ? walk_under(t, &t->root, t->height, 0, since, visit_records, &w, e) : 0;
 }
 
 /* ---- staged changes ---- */
@@ -409,7 +470,8 @@ static staged_leaf *find_staged(const tf_blob_tree *t, uint64_t j, size_t *pos)
     return lo < t->nstaged && t->staged[lo]->idx == j ? t->staged[lo] : NULL;
 }
 
-int tf_blob_tree_get(tf_blob_tree *t, uint64_t slot, tf_blob *b, uint8_t *flags, tf_error *e)
+int tf_blob_tree_get(tf_blob_tree *t, uint64_t slot, tf_blob *b, tf_blob_marks *marks,
+                     tf_error *e)
 {
     if (slot >= t->staged_n)
         return tf_fail(e, EIO, "blob %llu: not in the catalog (%llu blobs)",
@@ -418,11 +480,11 @@ int tf_blob_tree_get(tf_blob_tree *t, uint64_t slot, tf_blob *b, uint8_t *flags,
     const staged_leaf *s = t->nstaged ? find_staged(t, slot / TF_BLOB_LEAF_RECORDS, &pos) : NULL;
     if (s)
         return record_get(s->rec + (slot % TF_BLOB_LEAF_RECORDS) * TF_BLOB_RECORD_SIZE, slot, b,
-                          flags, e);
+                          marks, e);
     uint8_t rec[TF_BLOB_RECORD_SIZE];
     if (stored_record(t, slot, rec, e) < 0)
         return -1;
-    return record_get(rec, slot, b, flags, e);
+    return record_get(rec, slot, b, marks, e);
 }
 
 /* Stages leaf j, with its stored records when it has some. */
@@ -462,17 +524,17 @@ oom:
     return NULL;
 }
 
-int tf_blob_tree_set(tf_blob_tree *t, uint64_t slot, const tf_blob *b, uint8_t flags,
+int tf_blob_tree_set(tf_blob_tree *t, uint64_t slot, const tf_blob *b, tf_blob_marks marks,
                      tf_error *e)
 {
-    if (slot > t->staged_n || (flags & ~TF_BLOB_FLAGS_KNOWN))
+    if (slot > t->staged_n || (marks.flags & ~TF_BLOB_FLAGS_KNOWN))
         return tf_fail(e, EINVAL, "blob %llu: cannot be set (%llu blobs)",
                        (unsigned long long)slot, (unsigned long long)t->staged_n);
     staged_leaf *s = stage_leaf(t, slot / TF_BLOB_LEAF_RECORDS, e);
     if (!s)
         return -1;
     unsigned i = (unsigned)(slot % TF_BLOB_LEAF_RECORDS);
-    record_put(s->rec + (size_t)i * TF_BLOB_RECORD_SIZE, b, flags);
+    record_put(s->rec + (size_t)i * TF_BLOB_RECORD_SIZE, b, marks);
     if (slot == t->staged_n) {
         s->count = i + 1;
         t->staged_n++;
@@ -584,9 +646,8 @@ int tf_blob_tree_write(tf_blob_tree *t, const tf_page_sink *sink, tf_page_ref *r
     for (unsigned k = 1; rc == 0 && k <= height; k++)
         rc = write_level(t, sink, k, w, &n, e);
     if (rc == 0) {
-        t->root = *root = w[0].ref;
-        t->n = t->staged_n;
-        t->height = height;
+        *root = w[0].ref;
+        new_root(t, root, t->staged_n, height);
     }
     free(w);
     tf_blob_tree_discard(t);

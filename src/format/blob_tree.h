@@ -26,6 +26,16 @@ enum {
 };
 #define TF_BLOB_FLAGS_KNOWN 7u
 
+/* What a record says of its slot beside the blob that serves it. */
+typedef struct {
+    uint8_t flags; /* TF_BLOB_* */
+    /* A slot a redirect wrote: 1 + the longest chain of deltas that
+     * ended at it then (TF_BLOB_ABOVE_MANY: that or more); 0 where not
+     * kept (other slots, and redirects of earlier writers). */
+    uint8_t above;
+} tf_blob_marks;
+#define TF_BLOB_ABOVE_MANY 255
+
 typedef struct tf_blob_tree tf_blob_tree;
 
 /* A tree of nblobs records at root (len 0 when nblobs is 0), read from
@@ -40,20 +50,26 @@ uint64_t tf_blob_tree_count(const tf_blob_tree *t);
 /* The height of a tree of n records: 0 for one leaf (or none). */
 unsigned tf_blob_tree_height(uint64_t n);
 
-/* Record slot (< count) into *b and its flags into *flags (may be NULL).
+/* Record slot (< count) into *b and its marks into *marks (may be NULL).
  * Safe from several threads at once, but not while a change is staged
  * or written. */
-int tf_blob_tree_get(tf_blob_tree *t, uint64_t slot, tf_blob *b, uint8_t *flags, tf_error *e);
+int tf_blob_tree_get(tf_blob_tree *t, uint64_t slot, tf_blob *b, tf_blob_marks *marks,
+                     tf_error *e);
 
+typedef int (*tf_blob_record_fn)(void *arg, uint64_t slot, const tf_blob *b, tf_blob_marks marks,
+                                 tf_error *e);
 /* Calls fn with every record of the tree at its root, in slot order
  * (its leaves read once each, not kept in the cache), until fn fails. */
-int tf_blob_tree_scan(tf_blob_tree *t,
-                      int (*fn)(void *arg, uint64_t slot, const tf_blob *b, uint8_t flags,
-                                tf_error *e),
-                      void *arg, tf_error *e);
+int tf_blob_tree_scan(tf_blob_tree *t, tf_blob_record_fn fn, void *arg, tf_error *e);
+/* The same for the records of the leaves stored at offset `since` or
+ * after: pages are appended, and a node after its children, so these are
+ * the leaves under the nodes stored there, whatever commits wrote them
+ * since. */
+int tf_blob_tree_scan_since(tf_blob_tree *t, uint64_t since, tf_blob_record_fn fn, void *arg,
+                            tf_error *e);
 
 /* Stages record slot (<= count: count appends one). */
-int tf_blob_tree_set(tf_blob_tree *t, uint64_t slot, const tf_blob *b, uint8_t flags,
+int tf_blob_tree_set(tf_blob_tree *t, uint64_t slot, const tf_blob *b, tf_blob_marks marks,
                      tf_error *e);
 
 /* Writes the staged changes to sink as new pages; *root names the new

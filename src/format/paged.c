@@ -391,30 +391,35 @@ static int check_record(const tf_paged *p, uint64_t idx, const tf_blob *b, tf_er
     return 0;
 }
 
-int tf_paged_blob(tf_paged *p, uint64_t idx, tf_blob *b, uint8_t *flags, tf_error *e)
+int tf_paged_blob(tf_paged *p, uint64_t idx, tf_blob *b, tf_blob_marks *marks, tf_error *e)
 {
-    if (tf_blob_tree_get(p->blobs, idx, b, flags, e) < 0)
+    if (tf_blob_tree_get(p->blobs, idx, b, marks, e) < 0)
         return -1;
     return check_record(p, idx, b, e);
 }
 
 typedef struct {
     const tf_paged *p;
-    int (*fn)(void *arg, uint64_t slot, const tf_blob *b, uint8_t flags, tf_error *e);
+    tf_blob_record_fn fn;
     void *arg;
 } scan_ctx;
 
-static int scan_checked(void *arg, uint64_t slot, const tf_blob *b, uint8_t flags, tf_error *e)
+static int scan_checked(void *arg, uint64_t slot, const tf_blob *b, tf_blob_marks marks,
+                        tf_error *e)
 {
     const scan_ctx *s = arg;
-    return check_record(s->p, slot, b, e) < 0 ? -1 : s->fn(s->arg, slot, b, flags, e);
+    return check_record(s->p, slot, b, e) < 0 ? -1 : s->fn(s->arg, slot, b, marks, e);
 }
 
-int tf_paged_scan(tf_paged *p,
-                  int (*fn)(void *arg, uint64_t slot, const tf_blob *b, uint8_t flags, tf_error *e),
-                  void *arg, tf_error *e)
+int tf_paged_scan(tf_paged *p, tf_blob_record_fn fn, void *arg, tf_error *e)
 {
-    return tf_blob_tree_scan(p->blobs, scan_checked, &(scan_ctx){ p, fn, arg }, e);
+    return tf_paged_scan_since(p, 0, fn, arg, e);
+}
+
+int tf_paged_scan_since(tf_paged *p, uint64_t since, tf_blob_record_fn fn, void *arg,
+                        tf_error *e)
+{
+    return tf_blob_tree_scan_since(p->blobs, since, scan_checked, &(scan_ctx){ p, fn, arg }, e);
 }
 
 int tf_paged_retired(tf_paged *p, uint64_t **pairs, size_t *n, tf_error *e)
@@ -496,19 +501,22 @@ int tf_paged_write_bodies(tf_paged *p, tf_entry *ents, size_t n, tf_error *e)
     return 0;
 }
 
-int tf_paged_stage_blob(tf_paged *p, uint64_t slot, const tf_blob *b, uint8_t flags,
+int tf_paged_stage_blob(tf_paged *p, uint64_t slot, const tf_blob *b, tf_blob_marks marks,
                         tf_error *e)
 {
-    return tf_blob_tree_set(p->blobs, slot, b, flags, e);
+    return tf_blob_tree_set(p->blobs, slot, b, marks, e);
 }
 
 int tf_paged_stage_model(tf_paged *p, uint64_t slot, tf_error *e)
 {
     tf_blob b;
-    uint8_t flags;
-    if (tf_blob_tree_get(p->blobs, slot, &b, &flags, e) < 0)
+    tf_blob_marks marks;
+    if (tf_blob_tree_get(p->blobs, slot, &b, &marks, e) < 0)
         return -1;
-    return flags & TF_BLOB_MODEL ? 0 : tf_blob_tree_set(p->blobs, slot, &b, flags | TF_BLOB_MODEL, e);
+    if (marks.flags & TF_BLOB_MODEL)
+        return 0;
+    marks.flags |= TF_BLOB_MODEL;
+    return tf_blob_tree_set(p->blobs, slot, &b, marks, e);
 }
 
 /* Marks in dirty (per leaf) the leaves whose entries the change alters:

@@ -32,13 +32,15 @@ void tf_paged_free(tf_paged *p);
 
 /* The last commit's root (seq 0: no commit). */
 const tf_root *tf_paged_root(const tf_paged *p);
-/* Blob record idx (< the root's count) and its flags. */
-int tf_paged_blob(tf_paged *p, uint64_t idx, tf_blob *b, uint8_t *flags, tf_error *e);
+/* Blob record idx (< the root's count) and its marks (may be NULL). */
+int tf_paged_blob(tf_paged *p, uint64_t idx, tf_blob *b, tf_blob_marks *marks, tf_error *e);
 /* Calls fn with every blob record, in slot order, checked as
  * tf_paged_blob checks one (a full load: its pages are not cached). */
-int tf_paged_scan(tf_paged *p,
-                  int (*fn)(void *arg, uint64_t slot, const tf_blob *b, uint8_t flags, tf_error *e),
-                  void *arg, tf_error *e);
+int tf_paged_scan(tf_paged *p, tf_blob_record_fn fn, void *arg, tf_error *e);
+/* The same for the records of the blob tree's leaves stored at offset
+ * `since` or after (tf_blob_tree_scan_since), each checked. */
+int tf_paged_scan_since(tf_paged *p, uint64_t since, tf_blob_record_fn fn, void *arg,
+                        tf_error *e);
 /* The ranges the last commit retired (the payloads its redirects
  * retired, the pages it replaced), as (offset, length) pairs in a
  * malloc'd array (*n pairs; NULL and 0 for none). */
@@ -66,7 +68,7 @@ int tf_paged_follow(tf_paged *p, const tf_trailer *t, const tf_entry *have, size
  * `body`). */
 int tf_paged_write_bodies(tf_paged *p, tf_entry *ents, size_t n, tf_error *e);
 /* Stages record slot (<= the count: the count appends). */
-int tf_paged_stage_blob(tf_paged *p, uint64_t slot, const tf_blob *b, uint8_t flags,
+int tf_paged_stage_blob(tf_paged *p, uint64_t slot, const tf_blob *b, tf_blob_marks marks,
                         tf_error *e);
 /* Stages the flag TF_BLOB_MODEL on record slot. */
 int tf_paged_stage_model(tf_paged *p, uint64_t slot, tf_error *e);

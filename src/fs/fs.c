@@ -47,6 +47,7 @@ static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
     wo.open_versions_arg = fs;
     wo.dir_times = true;
     wo.cache_bytes = o->cache_size; /* the mount reads through this cache too */
+    wo.whole_catalog = true;
     if (create_if_missing(o->archive, e) < 0 ||
         tf_writer_open(o->archive, false, 0, &wo, &fs->writer, e) < 0)
         return -1;

@@ -68,6 +68,8 @@ static bool build_ids(const tf_archive *ar)
 
 int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id)
 {
+    if (!ar->table && ar->view)
+        return writer_view_find(ar, id);
     uint64_t idx;
     /* Out of memory for the index: not found, so the blob is stored
      * again (blobs may share an id), rather than failing the write. */
@@ -113,28 +115,71 @@ static uint64_t served_by(const tf_segment *seg, uint64_t idx)
 }
 
 /* Fields of blob idx: stored, or in seg (NULL: stored). */
+/* Stored slot idx's record where no table holds it (a writer's view of
+ * version 2): read from the pages. The check under way reports a read
+ * that fails (its first, in ar->read_error), which is answered by a
+ * record no check passes. */
+static tf_blob paged_record(const tf_archive *ar, uint64_t idx)
+{
+    tf_blob b;
+    tf_error e;
+    if (archive_paged_blob(ar, idx, &b, &e) == 0)
+        return b;
+    tf_archive *a = (tf_archive *)ar; /* the writer's thread alone checks */
+    if (!a->read_failed) {
+        a->read_failed = true;
+        a->read_error = e;
+    }
+    return (tf_blob){ .raw_len = UINT64_MAX, .codec = UINT8_MAX, .dtype = UINT8_MAX };
+}
+
 static uint64_t ref_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
-    return idx < ar->nblobs ? tf_blob_table_ref(&ar->blobs, idx)
-                            : seg->blobs[idx - seg->first_blob].ref;
+    return idx >= ar->nblobs ? seg->blobs[idx - seg->first_blob].ref
+           : ar->table       ? tf_blob_table_ref(&ar->blobs, idx)
+                             : paged_record(ar, idx).ref;
 }
 
 static uint64_t model_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
-    return idx < ar->nblobs ? tf_blob_table_model(&ar->blobs, idx)
-                            : seg->blobs[idx - seg->first_blob].model;
+    return idx >= ar->nblobs ? seg->blobs[idx - seg->first_blob].model
+           : ar->table       ? tf_blob_table_model(&ar->blobs, idx)
+                             : paged_record(ar, idx).model;
 }
 
 static uint64_t raw_len_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
-    return idx < ar->nblobs ? tf_blob_table_raw_len(&ar->blobs, idx)
-                            : seg->blobs[idx - seg->first_blob].raw_len;
+    return idx >= ar->nblobs ? seg->blobs[idx - seg->first_blob].raw_len
+           : ar->table       ? tf_blob_table_raw_len(&ar->blobs, idx)
+                             : paged_record(ar, idx).raw_len;
 }
 
 static unsigned dtype_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
-    return idx < ar->nblobs ? tf_blob_table_dtype(&ar->blobs, idx)
-                            : seg->blobs[idx - seg->first_blob].dtype;
+    return idx >= ar->nblobs ? seg->blobs[idx - seg->first_blob].dtype
+           : ar->table       ? tf_blob_table_dtype(&ar->blobs, idx)
+                             : paged_record(ar, idx).dtype;
+}
+
+/* What slot idx is to others (SLOT_*): the table's, or what a paged
+ * record says of it (a redirect's blob has no slot there: none serves
+ * another). */
+static uint8_t slot_flags(const tf_archive *ar, uint64_t idx)
+{
+    if (ar->table)
+        return ar->flags[idx];
+    tf_blob b;
+    tf_blob_marks marks;
+    tf_error ignored; /* a check reads the record, and reports it */
+    if (tf_paged_blob(ar->paged, idx, &b, &marks, &ignored) < 0)
+        return SLOT_MODEL;
+    return (marks.flags & TF_BLOB_REDIRECTED ? SLOT_REDIRECTED : 0) |
+           (marks.flags & TF_BLOB_MODEL ? SLOT_MODEL : 0);
+}
+
+unsigned archive_chain_count(const tf_archive *ar, uint64_t idx)
+{
+    return ar->table ? ar->above[idx] : writer_view_above(ar, idx);
 }
 
 /* The chain depths of seg's blobs that the checks of seg found so far,
@@ -246,13 +291,12 @@ static int refuse_slot(uint64_t slot, tf_error *e)
 static int check_redirect_content(const tf_archive *ar, const tf_segment *seg, uint64_t slot,
                                   const tf_blob *b, tf_error *e)
 {
-    if (!tf_blob_id_eq(tf_blob_table_id(&ar->blobs, slot), &b->id) ||
-        tf_blob_table_raw_len(&ar->blobs, slot) != b->raw_len ||
-        tf_blob_table_dtype(&ar->blobs, slot) != b->dtype)
+    tf_blob old = ar->table ? tf_blob_table_get(&ar->blobs, slot) : paged_record(ar, slot);
+    if (!tf_blob_id_eq(&old.id, &b->id) || old.raw_len != b->raw_len || old.dtype != b->dtype)
         return tf_fail(e, EIO, "catalog: blob %llu redirected to a blob of other content",
                        (unsigned long long)slot);
     uint8_t refused = seg->redirects_again ? SLOT_MODEL | SLOT_TARGET : 0xff;
-    if (ar->flags[slot] & refused)
+    if (slot_flags(ar, slot) & refused)
         return refuse_slot(slot, e);
     return 0;
 }
@@ -261,7 +305,7 @@ static int check_redirect_content(const tf_archive *ar, const tf_segment *seg, u
  * above it, within TF_CHAIN_MAX (depth -1: a longer one, or a loop). */
 static int check_chain_through(const tf_archive *ar, uint64_t slot, int depth, tf_error *e)
 {
-    if (depth < 0 || ar->above[slot] + (unsigned)depth > TF_CHAIN_MAX)
+    if (depth < 0 || archive_chain_count(ar, slot) + (unsigned)depth > TF_CHAIN_MAX)
         return tf_fail(e, EIO, "catalog: redirect of blob %llu makes a reference chain longer "
                        "than %d", (unsigned long long)slot, TF_CHAIN_MAX);
     return 0;
@@ -516,11 +560,24 @@ int archive_check_entry(const tf_archive *ar, const tf_segment *seg, const tf_en
     return 0;
 }
 
+/* A check of a writer's view that could not read a record: its error. */
+static int read_failure(const tf_archive *ar, int rc, tf_error *e)
+{
+    tf_archive *a = (tf_archive *)ar; /* the writer's thread alone checks */
+    if (a->read_failed) {
+        *e = a->read_error;
+        rc = -1;
+    }
+    a->read_failed = false;
+    return rc;
+}
+
 int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_error *e)
 {
     if (seg->first_blob != ar->nblobs)
         return tf_fail(e, EIO, "catalog: segment blobs start at %llu, expected %llu",
                        (unsigned long long)seg->first_blob, (unsigned long long)ar->nblobs);
+    ((tf_archive *)ar)->read_failed = false;
     uint16_t *known = new_known_depths(seg);
     int rc = check_redirects(ar, seg, known, e);
     for (uint64_t i = 0; rc == 0 && i < seg->nblobs; i++)
@@ -528,7 +585,7 @@ int tf_archive_check_segment(const tf_archive *ar, const tf_segment *seg, tf_err
     free(known);
     for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)
         rc = archive_check_entry(ar, seg, &seg->entries[i], e);
-    return rc;
+    return read_failure(ar, rc, e);
 }
 
 /* Binary search; returns the index of path or, negated minus one, where it
@@ -620,9 +677,32 @@ uint64_t archive_next_ino_after(const tf_archive *ar, const tf_segment *seg)
     return next;
 }
 
+/* A writer without the table (version 2) applies what the pages, which
+ * hold the commit already, do not: its counts, the payloads its
+ * redirects retired (read before it wrote them), its view's lookups.
+ * tf_archive_check_segment checked it against the pages before. */
+static int apply_to_view(tf_archive *ar, const tf_segment *seg, tf_error *e)
+{
+    if (seg->first_blob != ar->nblobs)
+        return tf_fail(e, EIO, "catalog: segment blobs start at %llu, expected %llu",
+                       (unsigned long long)seg->first_blob, (unsigned long long)ar->nblobs);
+    if (seg->nredirects && !ar->written_retired)
+        return tf_fail(e, EINVAL, "catalog: a commit applied before it was written");
+    for (uint64_t i = 0; i < seg->nredirects; i++) {
+        tf_blob old = { .offset = ar->written_retired[2 * i],
+                        .enc_len = ar->written_retired[2 * i + 1] };
+        if (add_retired(ar, &old, e) < 0)
+            return -1;
+    }
+    ar->nblobs += seg->nblobs;
+    return writer_view_applied(ar, seg, e);
+}
+
 static int apply_entry(tf_archive *ar, tf_entry *ent, tf_error *e)
 {
-    if (ent->kind != TF_ENTRY_TOMBSTONE && archive_check_entry(ar, NULL, ent, e) < 0)
+    /* Without the table the commit's pages read already, and its check
+     * checked its entries. */
+    if (ent->kind != TF_ENTRY_TOMBSTONE && ar->table && archive_check_entry(ar, NULL, ent, e) < 0)
         return -1;
     return archive_put_entry(ar, ent, e);
 }
@@ -751,16 +831,23 @@ int tf_archive_write(tf_archive *ar, tf_segment *seg, tf_commit_mode mode, bool 
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e)
 {
     ar->nretired = 0;
-    if (atomic_load_explicit(&ar->ids->built, memory_order_relaxed) &&
-        tf_archive_segment_drops(ar, seg))
-        forget_ids(ar);
-    uint16_t *known = new_known_depths(seg);
-    int rc = check_redirects(ar, seg, known, e);
-    if (rc == 0)
-        rc = add_blobs(ar, seg, known, e);
-    free(known);
-    if (rc == 0)
-        rc = apply_redirects(ar, seg, e);
+    int rc;
+    if (ar->table) {
+        if (atomic_load_explicit(&ar->ids->built, memory_order_relaxed) &&
+            tf_archive_segment_drops(ar, seg))
+            forget_ids(ar);
+        uint16_t *known = new_known_depths(seg);
+        rc = check_redirects(ar, seg, known, e);
+        if (rc == 0)
+            rc = add_blobs(ar, seg, known, e);
+        free(known);
+        if (rc == 0)
+            rc = apply_redirects(ar, seg, e);
+    } else {
+        rc = apply_to_view(ar, seg, e);
+    }
+    free(ar->written_retired);
+    ar->written_retired = NULL;
     if (rc == 0)
         ar->next_ino = archive_next_ino_after(ar, seg);
     for (uint64_t i = 0; rc == 0 && i < seg->nentries; i++)
@@ -1035,8 +1122,7 @@ static int load_catalog(tf_archive *ar, const tf_open_opts *o, tf_error *e)
 {
     bool check_all = o && o->check_all, lazy_bodies = o && o->lazy_bodies;
     if (ar->c.version == TF_FORMAT_PAGES)
-        return archive_paged_open(ar, ar->c.writable || check_all, lazy_bodies,
-                                  o ? o->catalog_cache : 0, e);
+        return archive_paged_open(ar, check_all, lazy_bodies, o ? o->catalog_cache : 0, e);
     ar->table = true;
     if (!ar->c.has_commit)
         return 0;
@@ -1157,6 +1243,8 @@ void tf_archive_close(tf_archive *ar)
     free(ar->above);
     free(ar->flags);
     free(ar->retired);
+    free(ar->written_retired);
+    writer_view_free(ar->view);
     tf_id_index_free(&ar->ids->map);
     free(ar->ids->live_above);
     pthread_mutex_destroy(&ar->ids->lock);
@@ -1215,6 +1303,8 @@ unsigned tf_archive_chain_depth(const tf_archive *ar, uint64_t idx)
 
 unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx)
 {
+    if (!ar->table && ar->view)
+        return writer_view_above(ar, idx);
     /* Out of memory to count: every delta's count, larger, never
      * smaller. */
     if (!atomic_load_explicit(&ar->ids->built, memory_order_acquire) && !build_ids(ar))
@@ -1224,10 +1314,11 @@ unsigned tf_archive_chain_above(const tf_archive *ar, uint64_t idx)
 
 bool tf_archive_may_redirect(const tf_archive *ar, uint64_t idx, bool *again)
 {
-    if (!ar->table) /* a reader's paged view: no writer asks it */
+    if (!ar->table && !ar->view) /* a reader's paged view: no writer asks it */
         return *again = false;
-    *again = ar->flags[idx] & SLOT_REDIRECTED;
-    return !(ar->flags[idx] & (SLOT_MODEL | SLOT_TARGET));
+    uint8_t flags = slot_flags(ar, idx);
+    *again = flags & SLOT_REDIRECTED;
+    return !(flags & (SLOT_MODEL | SLOT_TARGET));
 }
 
 bool tf_archive_blob_serves_slot(const tf_archive *ar, uint64_t idx)

@@ -76,8 +76,19 @@ uint64_t tf_archive_nblobs(const tf_archive *ar);
  * page (docs/CATALOG.md) decodes it from a page that may be evicted, or
  * fail to read. 0, or -1 with the reason (idx past the table). */
 int tf_archive_blob(const tf_archive *ar, uint64_t idx, tf_blob *b, tf_error *e);
-/* Global index of the blob with this id, or -1 when not stored. */
+/* Index of a live blob with this id, or -1 when not found. A writer of
+ * format 2 looks among the files of its last commits, its references
+ * (tf_archive_use_reference) and its own (store/writer_view.h); any
+ * other open among every live blob. */
 int64_t tf_archive_find_blob(const tf_archive *ar, const tf_blob_id *id);
+/* Writer: the file ent is a reference of the next one (its blobs may be
+ * found, and its keyframes redirected). Format 2 reads what that needs
+ * from the pages, or, where it cannot, the whole catalog. */
+int tf_archive_use_reference(tf_archive *ar, const tf_entry *ent, tf_error *e);
+/* Writer: reads the whole catalog into memory (a writer of format 2
+ * reads what each file needs, otherwise), for what needs every record:
+ * liveness. */
+int tf_archive_load_whole(tf_archive *ar, tf_error *e);
 /* Number of delta steps from blob idx down to a self-contained blob,
  * following redirects (a walk of that many steps); TF_CHAIN_MAX + 1 for
  * a chain of a paged view (format version 2, read-only) that is longer
@@ -160,7 +171,10 @@ int tf_archive_prepare(tf_archive *ar, tf_segment *seg, tf_error *e);
 int tf_archive_write(tf_archive *ar, tf_segment *seg, tf_commit_mode mode, bool *previous_synced,
                      tf_error *e);
 /* Writer: applies a freshly committed segment to the in-memory view
- * (takes ownership of its contents). */
+ * (takes ownership of its contents). A writer that holds the table
+ * checks it again first; one of format 2 that reads records from the
+ * pages relies on tf_archive_check_segment's check before the write
+ * (its pages read as the commit left them already). */
 int tf_archive_apply(tf_archive *ar, tf_segment *seg, tf_error *e);
 
 /* What a mounted view does around each commit applied to the in-memory

@@ -1,7 +1,8 @@
 /* The archive's in-memory state, for the files that make it: archive.c
- * (the catalog as segments apply to it, and the queries) and
+ * (the catalog as segments apply to it, and the queries),
  * archive_paged.c (format version 2: the catalog read from and written
- * to pages). Nothing else includes this. */
+ * to pages) and writer_view.c (what a writer of format 2 asks of the
+ * records, where it holds no table). Nothing else includes this. */
 #ifndef TRAJFS_STORE_ARCHIVE_IMPL_H
 #define TRAJFS_STORE_ARCHIVE_IMPL_H
 
@@ -13,6 +14,7 @@
 #include "format/paged.h"
 #include "store/archive.h"
 #include "store/blob_table.h"
+#include "store/writer_view.h"
 
 /* What a blob slot is to others (flags, per blob). A slot that serves a
  * model or another slot is never redirected: its payload must stay what
@@ -47,9 +49,17 @@ struct tf_archive {
     tf_container c;
     tf_paged *paged; /* format version 2; NULL for version 1 */
     bool table;      /* the blob table, above and flags hold every slot:
-                        version 1, or a writer's (or a full check's)
-                        view of version 2; otherwise records are read
+                        version 1, a full check's view of version 2, or
+                        a writer's once it needed them all
+                        (archive_need_table); otherwise records are read
                         from the pages when asked for */
+    writer_view *view; /* a writer of version 2 without the table */
+    bool read_failed;  /* a check of a writer without the table could not
+                          read a record: read_error says why */
+    tf_error read_error;
+    uint64_t *written_retired; /* (offset, length) of the payloads the
+                                  redirects of the commit written last
+                                  retired, one pair a redirect */
     uint64_t commits;
     tf_blob_table blobs; /* per slot, the blob that serves it (redirects applied) */
     uint16_t *above; /* per slot, the longest chain of deltas ending at it */
@@ -68,7 +78,10 @@ struct tf_archive {
                                   body is read once */
 };
 
-/* archive.c's, for archive_paged.c. */
+/* archive.c's, for archive_paged.c and writer_view.c. */
+/* The longest chain of deltas ending at slot idx, over every slot: the
+ * table's count, or the one a writer's view computed. */
+unsigned archive_chain_count(const tf_archive *ar, uint64_t idx);
 int archive_resize_blobs(tf_archive *ar, uint64_t cap, tf_error *e);
 void archive_raise_above(const tf_archive *ar, uint16_t *counts, uint64_t idx, unsigned above);
 /* Checks slot idx of the table as an open checks a new blob. */
@@ -97,5 +110,9 @@ int archive_paged_commit(tf_archive *ar, tf_segment *seg, tf_commit_mode mode,
 void archive_paged_applied(tf_archive *ar, const tf_segment *seg);
 int archive_paged_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *changed,
                           tf_error *e);
+/* A writer without the table loads it (and its chain counts and flags),
+ * and from then on answers as a writer of version 1 does: for what
+ * needs every record (liveness), or records of an earlier writer. */
+int archive_need_table(tf_archive *ar, tf_error *e);
 
 #endif

@@ -182,7 +182,7 @@ static int write_archive(void *arg, const char *tmp, tf_error *e)
 {
     rewrite *r = arg;
     tf_archive *out;
-    if (tf_archive_open(tmp, &(tf_open_opts){ .writable = true }, &out, e) < 0)
+    if (tf_archive_open(tmp, &(tf_open_opts){ .writable = true, .check_all = true }, &out, e) < 0)
         return -1;
     r->out = tf_archive_container(out);
     int rc = copy_blobs(r, e);

@@ -25,6 +25,11 @@ static int need_chain(const tf_archive *ar, uint8_t *live, uint64_t s, tf_error 
 
 uint8_t *tf_liveness(const tf_archive *ar, const bool *dropped, tf_error *e)
 {
+    /* Every file's every chain: a writer that reads records as it needs
+     * them reads them all now (its view grows; it stays the same
+     * archive). */
+    if (tf_archive_load_whole((tf_archive *)ar, e) < 0)
+        return NULL;
     uint64_t n = tf_archive_nblobs(ar);
     uint8_t *live = calloc(n ? n : 1, 1);
     if (!live) {

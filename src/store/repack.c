@@ -117,7 +117,7 @@ static int keep_ino_counter(const tf_repack *rp, const char *tmp, tf_error *e)
         return need;
     tf_segment seg = { .entries = &keeper, .nentries = 1 };
     tf_archive *out;
-    int rc = tf_archive_open(tmp, &(tf_open_opts){ .writable = true }, &out, e);
+    int rc = tf_archive_open(tmp, &(tf_open_opts){ .writable = true, .check_all = true }, &out, e);
     if (rc == 0) {
         rc = tf_archive_write(out, &seg, TF_COMMIT_DURABLE, NULL, e);
         tf_archive_close(out);

@@ -19,7 +19,7 @@ int tf_rewrite_open(tf_rewrite *rw, const char *path, const char *verb, const ch
                        "(%s a local copy of it)", verb, verb);
     if (!(rw->real = realpath(path, NULL)))
         return tf_fail(e, errno, "%s: %s", path, strerror(errno));
-    tf_open_opts writable = { .writable = true };
+    tf_open_opts writable = { .writable = true, .check_all = true }; /* read whole */
     if (tf_archive_open(rw->real, &writable, &rw->old, e) < 0) {
         tf_rewrite_close(rw);
         return -1;

@@ -105,6 +105,8 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
             continue;
         }
         rep->referenced_bytes += ts->nbytes;
+        if ((rc = tf_archive_use_reference(w->ar, ref.ent, e)) < 0)
+            break;
         s->ref_far = ref.other_run;
         s->newest = keyframes && ref.newest;
         s->ref_blobs = tensor_chunks(ref.ent, ref.tensor);

@@ -81,6 +81,11 @@ typedef struct {
      * parent that is not the file added just before); 0:
      * TF_WRITE_CACHE_DEFAULT. */
     size_t cache_bytes;
+    /* The writer holds the whole catalog in memory, as one of format 1
+     * does, where one of format 2 reads what each file needs from the
+     * pages (store/writer_view.h): a writable mount, whose readers read
+     * records while a commit writes new pages. */
+    bool whole_catalog;
 } tf_write_opts;
 
 #define TF_WRITE_CACHE_DEFAULT ((size_t)256 << 20)

@@ -89,7 +89,8 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
     }
     if (w->opts.threads < 1)
         w->opts.threads = 1;
-    if (tf_archive_open(archive, &(tf_open_opts){ .writable = true }, &w->ar, e) < 0) {
+    tf_open_opts o = { .writable = true, .check_all = w->opts.whole_catalog };
+    if (tf_archive_open(archive, &o, &w->ar, e) < 0) {
         free(w);
         return -1;
     }
@@ -335,6 +336,11 @@ static int add_regular(tf_writer *w, const tf_source *src, const add_how *how, t
     tf_seeds seeds = { .budget = seeds_bytes(w) };
     tf_writer_begin_commit(w, &c);
     int rc = tf_commit_parents(&c, how->dest, e);
+    /* The file it replaces is found by the lookups of its content (a
+     * file added again stores nothing new), however old. */
+    const tf_entry *old = tf_archive_lookup(w->ar, how->dest);
+    if (rc == 0 && old && tf_entry_is_regular(old))
+        rc = tf_archive_use_reference(w->ar, old, e);
     if (rc == 0)
         rc = add_file(w, &c, how, src, &seeds, e);
     bool settled = false;

@@ -1,6 +1,7 @@
 /* The paged blob table (format/blob_tree.h): records read back through
  * new trees and old roots, copy on write touches only the path to what
- * changed, and damaged or hostile pages fail with a clear error. */
+ * changed, a scan since an offset reads the leaves written there, and
+ * damaged or hostile pages fail with a clear error. */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -35,12 +36,17 @@ static tf_blob record(uint64_t n, uint64_t v)
     return b;
 }
 
-static void expect(tf_blob_tree *t, uint64_t n, uint64_t v, uint8_t want_flags)
+static tf_blob_marks marks_of(uint8_t flags)
+{
+    return (tf_blob_marks){ flags, 0 };
+}
+
+static void expect_marked(tf_blob_tree *t, uint64_t n, uint64_t v, tf_blob_marks want_marks)
 {
     tf_error e;
     tf_blob got, want = record(n, v);
-    uint8_t flags = 0xff;
-    ck_assert_msg(tf_blob_tree_get(t, n, &got, &flags, &e) == 0, "slot %llu: %s",
+    tf_blob_marks marks = { 0xff, 0xff };
+    ck_assert_msg(tf_blob_tree_get(t, n, &got, &marks, &e) == 0, "slot %llu: %s",
                   (unsigned long long)n, e.msg);
     ck_assert(tf_blob_id_eq(&got.id, &want.id));
     ck_assert_uint_eq(got.offset, want.offset);
@@ -51,7 +57,13 @@ static void expect(tf_blob_tree *t, uint64_t n, uint64_t v, uint8_t want_flags)
     ck_assert_uint_eq(got.dtype, want.dtype);
     ck_assert_uint_eq(got.ref, want.ref);
     ck_assert_uint_eq(got.model, want.model);
-    ck_assert_uint_eq(flags, want_flags);
+    ck_assert_uint_eq(marks.flags, want_marks.flags);
+    ck_assert_uint_eq(marks.above, want_marks.above);
+}
+
+static void expect(tf_blob_tree *t, uint64_t n, uint64_t v, uint8_t want_flags)
+{
+    expect_marked(t, n, v, marks_of(want_flags));
 }
 
 /* Appends records [from, to) (version 0) and writes them. */
@@ -60,7 +72,7 @@ static tf_page_ref append(tf_blob_tree *t, uint64_t from, uint64_t to)
     tf_error e;
     for (uint64_t i = from; i < to; i++) {
         tf_blob b = record(i, 0);
-        ck_assert_int_eq(tf_blob_tree_set(t, i, &b, 0, &e), 0);
+        ck_assert_int_eq(tf_blob_tree_set(t, i, &b, marks_of(0), &e), 0);
     }
     tf_page_ref root;
     ck_assert_msg(tf_blob_tree_write(t, &file.sink, &root, &e) == 0, "%s", e.msg);
@@ -111,7 +123,7 @@ START_TEST(commits_read_back_through_new_trees)
     for (size_t c = 0; c < sizeof ends / sizeof *ends; c++) {
         tf_error e;
         tf_blob b = record(n, 0);
-        ck_assert_int_eq(tf_blob_tree_set(w, n, &b, 0, &e), 0);
+        ck_assert_int_eq(tf_blob_tree_set(w, n, &b, marks_of(0), &e), 0);
         expect(w, n, 0, 0); /* staged, read back */
         root = append(w, n + 1, ends[c]);
         n = ends[c];
@@ -139,18 +151,19 @@ START_TEST(copy_on_write_keeps_old_roots)
     /* Two records of one leaf under the second level-1 node, and one
      * new record: two leaves, two level-1 nodes, the root. */
     tf_blob b = record(SPAN + 5, 1);
-    ck_assert_int_eq(tf_blob_tree_set(w, SPAN + 5, &b, TF_BLOB_REDIRECTED, &e), 0);
+    ck_assert_int_eq(tf_blob_tree_set(w, SPAN + 5, &b, (tf_blob_marks){ TF_BLOB_REDIRECTED, 7 }, &e), 0);
     b = record(SPAN + 6, 1);
-    ck_assert_int_eq(tf_blob_tree_set(w, SPAN + 6, &b, TF_BLOB_DEAD | TF_BLOB_MODEL, &e), 0);
+    ck_assert_int_eq(tf_blob_tree_set(w, SPAN + 6, &b, (tf_blob_marks){ TF_BLOB_DEAD | TF_BLOB_MODEL, 9 }, &e), 0);
     b = record(n, 0);
-    ck_assert_int_eq(tf_blob_tree_set(w, n, &b, 0, &e), 0);
+    ck_assert_int_eq(tf_blob_tree_set(w, n, &b, marks_of(0), &e), 0);
     tf_page_ref now;
     ck_assert_int_eq(tf_blob_tree_write(w, &file.sink, &now, &e), 0);
     ck_assert_uint_eq(file.appends - before, 5);
 
     tf_blob_tree *r = tf_blob_tree_new(&file.src, &now, n + 1, 1 << 20);
     expect(r, SPAN + 4, 0, 0);
-    expect(r, SPAN + 5, 1, TF_BLOB_REDIRECTED);
+    /* A redirect keeps its chain count; other records keep none. */
+    expect_marked(r, SPAN + 5, 1, (tf_blob_marks){ TF_BLOB_REDIRECTED, 7 });
     expect(r, SPAN + 6, 1, TF_BLOB_DEAD | TF_BLOB_MODEL);
     expect(r, n, 0, 0);
     expect(r, 0, 0, 0);
@@ -170,9 +183,9 @@ START_TEST(discard_drops_staged_changes)
     tf_page_ref root = append(w, 0, 100);
     tf_error e;
     tf_blob b = record(3, 1);
-    ck_assert_int_eq(tf_blob_tree_set(w, 3, &b, 0, &e), 0);
+    ck_assert_int_eq(tf_blob_tree_set(w, 3, &b, marks_of(0), &e), 0);
     b = record(100, 0);
-    ck_assert_int_eq(tf_blob_tree_set(w, 100, &b, 0, &e), 0);
+    ck_assert_int_eq(tf_blob_tree_set(w, 100, &b, marks_of(0), &e), 0);
     ck_assert_uint_eq(tf_blob_tree_count(w), 101);
     tf_blob_tree_discard(w);
     ck_assert_uint_eq(tf_blob_tree_count(w), 100);
@@ -189,8 +202,8 @@ START_TEST(bad_sets_are_refused)
     tf_blob_tree *w = tf_blob_tree_new(&file.src, NULL, 0, 1 << 20);
     tf_error e;
     tf_blob b = record(0, 0);
-    ck_assert_int_eq(tf_blob_tree_set(w, 1, &b, 0, &e), -1); /* a gap */
-    ck_assert_int_eq(tf_blob_tree_set(w, 0, &b, 0x80, &e), -1); /* unknown flag */
+    ck_assert_int_eq(tf_blob_tree_set(w, 1, &b, marks_of(0), &e), -1); /* a gap */
+    ck_assert_int_eq(tf_blob_tree_set(w, 0, &b, marks_of(0x80), &e), -1); /* unknown flag */
     ck_assert_uint_eq(tf_blob_tree_count(w), 0);
     tf_blob_tree_free(w);
 }
@@ -277,6 +290,56 @@ START_TEST(unknown_flags_fail)
     ck_assert_int_eq(tf_blob_tree_get(r, 0, &b, NULL, &e), -1);
     ck_assert_ptr_nonnull(strstr(e.msg, "unknown flags"));
     tf_blob_tree_free(r);
+    /* A chain count on a record that no redirect wrote. */
+    rec[66] = TF_BLOB_MODEL;
+    rec[67] = 3;
+    ck_assert_int_eq(tf_page_write(&file.sink, TF_PAGE_BLOB_LEAF, 0, 1, rec, sizeof rec, &bad, &e), 0);
+    r = tf_blob_tree_new(&file.src, &bad, 1, 1 << 20);
+    ck_assert_int_eq(tf_blob_tree_get(r, 0, &b, NULL, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "unknown flags"));
+    tf_blob_tree_free(r);
+    tf_blob_tree_free(w);
+}
+END_TEST
+
+typedef struct {
+    uint64_t slots[4 * TF_BLOB_LEAF_RECORDS];
+    size_t n;
+} seen_slots;
+
+static int see_slot(void *arg, uint64_t slot, const tf_blob *b, tf_blob_marks marks, tf_error *e)
+{
+    seen_slots *s = arg;
+    (void)b;
+    (void)marks;
+    (void)e;
+    ck_assert_uint_lt(s->n, 4 * TF_BLOB_LEAF_RECORDS);
+    s->slots[s->n++] = slot;
+    return 0;
+}
+
+/* The leaves written at an offset or after: those of the commits since,
+ * new and rewritten, and no other. */
+START_TEST(scan_since_reads_leaves_written_since)
+{
+    tf_blob_tree *w = tf_blob_tree_new(&file.src, NULL, 0, 1 << 20);
+    uint64_t n = 3 * SPAN;
+    append(w, 0, n);
+    uint64_t since = file.bytes.len;
+    tf_error e;
+    /* A record in the first leaf rewritten, one leaf appended. */
+    tf_blob b = record(5, 1);
+    ck_assert_int_eq(tf_blob_tree_set(w, 5, &b, (tf_blob_marks){ TF_BLOB_REDIRECTED, 2 }, &e), 0);
+    tf_page_ref root = append(w, n, n + LEAF);
+    tf_blob_tree *r = tf_blob_tree_new(&file.src, &root, n + LEAF, 1 << 20);
+    seen_slots seen = { .n = 0 };
+    ck_assert_msg(tf_blob_tree_scan_since(r, since, see_slot, &seen, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(seen.n, 2 * LEAF);
+    for (size_t i = 0; i < LEAF; i++) {
+        ck_assert_uint_eq(seen.slots[i], i);
+        ck_assert_uint_eq(seen.slots[LEAF + i], n + i);
+    }
+    tf_blob_tree_free(r);
     tf_blob_tree_free(w);
 }
 END_TEST
@@ -296,6 +359,7 @@ static Suite *blob_tree_suite(void)
     tcase_add_test(tc, tiny_cache_reads_right);
     tcase_add_test(tc, damaged_pages_fail);
     tcase_add_test(tc, unknown_flags_fail);
+    tcase_add_test(tc, scan_since_reads_leaves_written_since);
     suite_add_tcase(s, tc);
     return s;
 }
