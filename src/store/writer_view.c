@@ -164,7 +164,8 @@ static int cmp_count(const void *a, const void *b)
 /* Sorts c by slot, each slot once with its largest count. */
 static void reduce(counts *c)
 {
-    qsort(c->at, c->n, sizeof *c->at, cmp_count);
+    if (c->n > 1)
+        qsort(c->at, c->n, sizeof *c->at, cmp_count);
     size_t k = 0;
     for (size_t i = 0; i < c->n; i++)
         if (!k || c->at[k - 1].slot != c->at[i].slot)
