@@ -407,8 +407,8 @@ int tf_blob_tree_pages(tf_blob_tree *t,
     return t->n ? walk_under(t, &t->root, t->height, 0, 0, visit_page, &w, e) : 0;
 }
 
-/* Calls the records' callback with each record of leaf p, read past the
- * cache. */
+/* Calls the records' callback with each record of leaf p, read through
+ * the cache or past it (w->cached). */
 static int visit_records(void *ctx, const tf_page_ref *ref, unsigned k, uint64_t p, tf_error *e)
 {
     const walk_ctx *w = ctx;

@@ -64,7 +64,8 @@ int tf_blob_tree_scan(tf_blob_tree *t, tf_blob_record_fn fn, void *arg, tf_error
 /* The same for the records of the leaves stored at offset `since` or
  * after: pages are appended, and a node after its children, so these are
  * the leaves under the nodes stored there, whatever commits wrote them
- * since. */
+ * since. Those leaves are read through the cache: lookups want them
+ * next. */
 int tf_blob_tree_scan_since(tf_blob_tree *t, uint64_t since, tf_blob_record_fn fn, void *arg,
                             tf_error *e);
 

@@ -89,7 +89,6 @@ static size_t first_at(const tf_entry *after, size_t n, const char *path)
     return lo;
 }
 
-
 typedef struct {
     tf_paged *p;
     uint64_t nblobs; /* of the commit read: its bodies name blobs below */

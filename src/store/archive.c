@@ -114,67 +114,64 @@ static uint64_t served_by(const tf_segment *seg, uint64_t idx)
     return r ? r->blob : idx;
 }
 
-/* Fields of blob idx: stored, or in seg (NULL: stored). */
-/* Stored slot idx's record where no table holds it (a writer's view of
- * version 2): read from the pages. The check under way reports a read
- * that fails (its first, in ar->read_error), which is answered by a
- * record no check passes. */
-static tf_blob paged_record(const tf_archive *ar, uint64_t idx)
+/* Stored slot idx's record, and what the slot is to others (SLOT_*, into
+ * *flags when not NULL): the table's, or, where no table holds them (a
+ * writer's view of version 2), read from the pages. The check under way
+ * reports a read that fails (its first, in ar->read_error), which is
+ * answered by a record no check passes, of a slot not to redirect. */
+static tf_blob stored_slot(const tf_archive *ar, uint64_t idx, uint8_t *flags)
 {
+    if (ar->table) {
+        if (flags)
+            *flags = ar->flags[idx];
+        return tf_blob_table_get(&ar->blobs, idx);
+    }
     tf_blob b;
+    tf_blob_marks marks;
     tf_error e;
-    if (archive_paged_blob(ar, idx, &b, &e) == 0)
+    if (tf_paged_blob(ar->paged, idx, &b, &marks, &e) == 0) {
+        if (flags) /* a redirect's blob has no slot here: none serves another */
+            *flags = (marks.flags & TF_BLOB_REDIRECTED ? SLOT_REDIRECTED : 0) |
+                     (marks.flags & TF_BLOB_MODEL ? SLOT_MODEL : 0);
         return b;
+    }
     tf_archive *a = (tf_archive *)ar; /* the writer's thread alone checks */
     if (!a->read_failed) {
         a->read_failed = true;
         a->read_error = e;
     }
+    if (flags)
+        *flags = SLOT_MODEL;
     return (tf_blob){ .raw_len = UINT64_MAX, .codec = UINT8_MAX, .dtype = UINT8_MAX };
 }
 
+/* Fields of blob idx: stored, or in seg (past the stored ones). */
 static uint64_t ref_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
     return idx >= ar->nblobs ? seg->blobs[idx - seg->first_blob].ref
            : ar->table       ? tf_blob_table_ref(&ar->blobs, idx)
-                             : paged_record(ar, idx).ref;
+                             : stored_slot(ar, idx, NULL).ref;
 }
 
 static uint64_t model_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
     return idx >= ar->nblobs ? seg->blobs[idx - seg->first_blob].model
            : ar->table       ? tf_blob_table_model(&ar->blobs, idx)
-                             : paged_record(ar, idx).model;
+                             : stored_slot(ar, idx, NULL).model;
 }
 
 static uint64_t raw_len_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
     return idx >= ar->nblobs ? seg->blobs[idx - seg->first_blob].raw_len
            : ar->table       ? tf_blob_table_raw_len(&ar->blobs, idx)
-                             : paged_record(ar, idx).raw_len;
+                             : stored_slot(ar, idx, NULL).raw_len;
 }
 
 static unsigned dtype_at(const tf_archive *ar, const tf_segment *seg, uint64_t idx)
 {
     return idx >= ar->nblobs ? seg->blobs[idx - seg->first_blob].dtype
            : ar->table       ? tf_blob_table_dtype(&ar->blobs, idx)
-                             : paged_record(ar, idx).dtype;
-}
-
-/* What slot idx is to others (SLOT_*): the table's, or what a paged
- * record says of it (a redirect's blob has no slot there: none serves
- * another). */
-static uint8_t slot_flags(const tf_archive *ar, uint64_t idx)
-{
-    if (ar->table)
-        return ar->flags[idx];
-    tf_blob b;
-    tf_blob_marks marks;
-    tf_error ignored; /* a check reads the record, and reports it */
-    if (tf_paged_blob(ar->paged, idx, &b, &marks, &ignored) < 0)
-        return SLOT_MODEL;
-    return (marks.flags & TF_BLOB_REDIRECTED ? SLOT_REDIRECTED : 0) |
-           (marks.flags & TF_BLOB_MODEL ? SLOT_MODEL : 0);
+                             : stored_slot(ar, idx, NULL).dtype;
 }
 
 unsigned archive_chain_count(const tf_archive *ar, uint64_t idx)
@@ -291,12 +288,13 @@ static int refuse_slot(uint64_t slot, tf_error *e)
 static int check_redirect_content(const tf_archive *ar, const tf_segment *seg, uint64_t slot,
                                   const tf_blob *b, tf_error *e)
 {
-    tf_blob old = ar->table ? tf_blob_table_get(&ar->blobs, slot) : paged_record(ar, slot);
+    uint8_t flags;
+    tf_blob old = stored_slot(ar, slot, &flags);
     if (!tf_blob_id_eq(&old.id, &b->id) || old.raw_len != b->raw_len || old.dtype != b->dtype)
         return tf_fail(e, EIO, "catalog: blob %llu redirected to a blob of other content",
                        (unsigned long long)slot);
     uint8_t refused = seg->redirects_again ? SLOT_MODEL | SLOT_TARGET : 0xff;
-    if (slot_flags(ar, slot) & refused)
+    if (flags & refused)
         return refuse_slot(slot, e);
     return 0;
 }
@@ -1316,7 +1314,8 @@ bool tf_archive_may_redirect(const tf_archive *ar, uint64_t idx, bool *again)
 {
     if (!ar->table && !ar->view) /* a reader's paged view: no writer asks it */
         return *again = false;
-    uint8_t flags = slot_flags(ar, idx);
+    uint8_t flags;
+    stored_slot(ar, idx, &flags);
     *again = flags & SLOT_REDIRECTED;
     return !(flags & (SLOT_MODEL | SLOT_TARGET));
 }

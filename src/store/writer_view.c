@@ -36,12 +36,12 @@ struct writer_view {
 writer_view *writer_view_new(uint64_t end)
 {
     writer_view *v = calloc(1, sizeof *v);
-    if (v)
-        v->opened_at = end;
     if (v && pthread_mutex_init(&v->lock, NULL) != 0) {
         free(v);
         return NULL;
     }
+    if (v)
+        v->opened_at = end;
     return v;
 }
 
@@ -259,8 +259,8 @@ static int count_keyframes(tf_archive *ar, writer_view *v, const tf_entry *ent, 
     for (uint64_t c = 0; c < ent->nchunks; c++)
         newest = ent->chunks[c] > newest ? ent->chunks[c] : newest;
     bool *own = calloc(ent->nchunks ? ent->nchunks : 1, sizeof *own);
-    walk w = { .ar = ar, .memo = calloc(WALK_MEMO, sizeof *w.memo) };
-    int rc = own && w.memo ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    walk w = { .ar = ar };
+    int rc = own ? 0 : tf_fail(e, ENOMEM, "out of memory");
     for (uint64_t c = 0; rc == 0 && c < ent->nchunks; c++) {
         tf_blob b;
         tf_blob_marks marks;
@@ -276,20 +276,23 @@ static int count_keyframes(tf_archive *ar, writer_view *v, const tf_entry *ent, 
         all = !own[c] || find_count(&v->asked, ent->chunks[c]);
     /* Every record that names such a slot was written after the slot's
      * payload. */
-    if (rc == 0 && !all && since != UINT64_MAX)
-        rc = tf_paged_scan_since(ar->paged, since, walk_from, &w, e);
+    if (rc == 0 && !all && since != UINT64_MAX) {
+        w.memo = calloc(WALK_MEMO, sizeof *w.memo);
+        rc = w.memo ? tf_paged_scan_since(ar->paged, since, walk_from, &w, e)
+                    : tf_fail(e, ENOMEM, "out of memory");
+    }
     if (rc == 0 && w.unknown)
         rc = 1;
     reduce(&w.found);
+    /* The counts asked before stay sorted ahead of those added. */
+    const size_t nbefore = v->asked.n;
     for (uint64_t c = 0; rc == 0 && c < ent->nchunks; c++) {
-        uint64_t slot = ent->chunks[c];
-        if (!own[c] || find_count(&v->asked, slot))
+        if (!own[c] || find_count(&(counts){ v->asked.at, nbefore, 0 }, ent->chunks[c]))
             continue;
-        const count *f = find_count(&w.found, slot);
-        rc = push(&v->asked, slot, f ? f->above : 0, e);
-        if (rc == 0 && v->asked.n > 1 && v->asked.at[v->asked.n - 2].slot > slot)
-            qsort(v->asked.at, v->asked.n, sizeof *v->asked.at, cmp_count);
+        const count *f = find_count(&w.found, ent->chunks[c]);
+        rc = push(&v->asked, ent->chunks[c], f ? f->above : 0, e);
     }
+    reduce(&v->asked);
     free(w.found.at);
     free(w.memo);
     free(own);
