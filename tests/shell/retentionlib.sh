@@ -113,6 +113,7 @@ generate_retention_run() {
 
 # held FILE: the bytes the disk holds for FILE.
 held() {
+    sync "$1"
     stat -c '%b %B' "$1" | awk '{ print $1 * $2 }'
 }
 
