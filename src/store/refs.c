@@ -9,45 +9,48 @@
 #include "common/idmap.h"
 #include "store/natsort.h"
 
-#define NONE UINT64_MAX
+/* How far a search reads: the files of this many checkpoints on each
+ * side of the file's step, and this many of the files added last (those
+ * of a run without steps, and anywhere else). Each file read is a body
+ * read from the catalog, once a writer. */
+#define NEAR_STEPS 8
+#define LATEST_FILES 32
 
-/* A tensor file the index has seen, by its key (record_key: moves keep
- * it, a record's tensors never change). */
+/* A live tensor file, by inode number. Its tensors are indexed when a
+ * search first weighs it (its body read then), under a generation of
+ * their own: content that changes (a file overwritten in a mount keeps
+ * its inode number) is indexed again under a new one. */
 typedef struct {
-    uint64_t ino;
     const tf_entry *ent; /* as of the last sync; NULL: gone */
-    char *path;          /* where `place` was parsed from */
+    uint64_t seen;       /* the sync that last saw it */
+    uint64_t stamp;      /* of the content indexed (content_stamp) */
+    uint64_t gen;        /* its tensors' generation; 0: not indexed */
+    char *path;          /* where `place` was parsed from; NULL: unplaced */
     tf_ckpt_path place;
-    uint64_t first_posting; /* tensor t's posting is first_posting + t */
+    uint64_t run;        /* index into runs, while placed */
 } record;
 
-/* One tensor of a record; postings of one identity are linked. */
-typedef struct {
-    uint64_t record, tensor, next;
-} posting;
-
-/* The postings of one identity in one run: those of files at a step in
- * the order of their steps (tf_natcmp; equal steps in the order added),
- * those of files without a step apart. The nearest earlier and later
- * checkpoints holding a tensor are then a binary search away, where a
- * walk over every posting of its identity costs a run of N checkpoints
- * O(N) a tensor, O(N^2) over the run. Postings of gone files stay (they
- * are skipped); a moved file's are moved. */
+/* The live files of one run: those at a step in the order of their
+ * steps (tf_natcmp; equal steps by inode number, the order added), those
+ * without one by inode number. The nearest checkpoints of a file are
+ * then a binary search away. */
 typedef struct {
     uint64_t *at_step, *stepless;
     size_t n_at_step, at_step_cap, n_stepless, stepless_cap;
-} series;
+} run_files;
 
 struct tf_ref_index {
+    const tf_archive *ar; /* of the last sync */
+    uint64_t syncs, gens;
     record *records;
     size_t nrecords, records_cap;
-    tf_idmap by_key;   /* record_key -> record */
-    posting *postings;
-    size_t npostings, postings_cap;
-    tf_idmap by_ident; /* identity -> first posting */
-    series *series;
-    size_t nseries, series_cap;
-    tf_idmap by_series; /* identity and run -> series */
+    tf_idmap by_ino;      /* inode number -> record */
+    run_files *runs;
+    size_t nruns, runs_cap;
+    tf_idmap by_run;      /* run key -> run */
+    tf_idmap by_tensor;   /* identity, record and generation -> tensor */
+    uint64_t latest[LATEST_FILES]; /* live records, latest added first */
+    size_t nlatest;
 };
 
 /* The name without wrapper prefixes. */
@@ -80,19 +83,42 @@ static tf_blob_id identity(const char *name, uint8_t dtype, uint64_t nbytes)
     return tf_blob_id_of(key, len + 9);
 }
 
-/* The key of an identity's series in the run whose key hashes to
- * run_hash. (Keys that collide share a series: lookups check the run.) */
-static tf_blob_id series_key(const tf_blob_id *ident, uint64_t run_hash)
+/* The key of a tensor of identity `ident` in record rec, indexed under
+ * generation gen. */
+static tf_blob_id tensor_key(const tf_blob_id *ident, uint64_t rec, uint64_t gen)
 {
-    uint8_t key[sizeof ident->b + 8];
+    uint8_t key[sizeof ident->b + 16];
     memcpy(key, ident->b, sizeof ident->b);
-    tf_le64_put(key + sizeof ident->b, run_hash);
+    tf_le64_put(key + sizeof ident->b, rec);
+    tf_le64_put(key + sizeof ident->b + 8, gen);
     return tf_blob_id_of(key, sizeof key);
 }
 
-static uint64_t run_hash(const char *run)
+static tf_blob_id ino_key(uint64_t ino)
 {
-    return tf_hash64(run, strlen(run));
+    uint8_t key[8];
+    tf_le64_put(key, ino);
+    return tf_blob_id_of(key, sizeof key);
+}
+
+/* What says which tensors a file has, from its header where the catalog
+ * keeps its body in a page of its own (format version 2: a new body is
+ * a new page), else from its body (held by every open of version 1):
+ * its header bytes, stored in its first chunks (the same slots only for
+ * the same bytes) or inline. */
+static uint64_t content_stamp(const tf_entry *ent)
+{
+    if (ent->body.len) {
+        uint64_t key[3] = { ent->body.off, ent->body.len, ent->body.hash };
+        return tf_hash64(key, sizeof key);
+    }
+    uint64_t header = ent->verbatim_chunks < ent->nchunks ? ent->verbatim_chunks : ent->nchunks;
+    uint64_t key[3] = {
+        ent->ntensors, ent->names_len,
+        ent->verbatim ? tf_hash64(ent->verbatim, ent->verbatim_len)
+                      : tf_hash64(ent->chunks, header * sizeof *ent->chunks),
+    };
+    return tf_hash64(key, sizeof key);
 }
 
 tf_ref_index *tf_ref_index_new(void)
@@ -108,16 +134,15 @@ void tf_ref_index_free(tf_ref_index *ix)
         free(ix->records[i].path);
         tf_ckpt_path_free(&ix->records[i].place);
     }
-    for (size_t i = 0; i < ix->nseries; i++) {
-        free(ix->series[i].at_step);
-        free(ix->series[i].stepless);
+    for (size_t i = 0; i < ix->nruns; i++) {
+        free(ix->runs[i].at_step);
+        free(ix->runs[i].stepless);
     }
     free(ix->records);
-    free(ix->postings);
-    free(ix->series);
-    tf_idmap_free(&ix->by_key);
-    tf_idmap_free(&ix->by_ident);
-    tf_idmap_free(&ix->by_series);
+    free(ix->runs);
+    tf_idmap_free(&ix->by_ino);
+    tf_idmap_free(&ix->by_run);
+    tf_idmap_free(&ix->by_tensor);
     free(ix);
 }
 
@@ -136,59 +161,39 @@ static int grow(void **p, size_t *cap, size_t need, size_t size)
     return 0;
 }
 
-/* A record's key: the file's inode number, and what says which tensors
- * it has. A file overwritten in a mount keeps its inode number with new
- * content, whose tensors need postings of their own. Its header bytes
- * say which tensors it has; they are stored in its first chunks, the same
- * slots only for the same bytes (or inline, in entries of release 1). */
-static tf_blob_id record_key(const tf_entry *ent)
+/* The files of a run; NULL when there are none and `make` is false, or
+ * when out of memory. (Run keys whose ids collide share one: searches
+ * check the run.) */
+static run_files *run_of(tf_ref_index *ix, const char *run, bool make)
 {
-    uint64_t header = ent->verbatim_chunks < ent->nchunks ? ent->verbatim_chunks : ent->nchunks;
-    uint64_t key[4] = {
-        ent->ino, ent->ntensors, ent->names_len,
-        ent->verbatim ? tf_hash64(ent->verbatim, ent->verbatim_len)
-                      : tf_hash64(ent->chunks, header * sizeof *ent->chunks),
-    };
-    return tf_blob_id_of(key, sizeof key);
-}
-
-static const record *record_of(const tf_ref_index *ix, uint64_t p)
-{
-    return &ix->records[ix->postings[p].record];
-}
-
-static tf_blob_id posting_identity(const tf_ref_index *ix, uint64_t p)
-{
-    const posting *po = &ix->postings[p];
-    const tf_entry *ent = ix->records[po->record].ent;
-    const tf_tensor_span *ts = &ent->tensors[po->tensor];
-    return identity(tf_tensor_name(ent, po->tensor), ts->dtype, ts->nbytes);
-}
-
-/* The series of an identity in a run; NULL when there is none and `make`
- * is false, or when out of memory. */
-static series *series_of(tf_ref_index *ix, const tf_blob_id *ident, uint64_t run_hash, bool make)
-{
-    tf_blob_id key = series_key(ident, run_hash);
+    tf_blob_id key = tf_blob_id_of(run, strlen(run));
     uint64_t at;
-    if (tf_idmap_get(&ix->by_series, &key, &at))
-        return &ix->series[at];
-    if (!make ||
-        grow((void **)&ix->series, &ix->series_cap, ix->nseries + 1, sizeof *ix->series) < 0 ||
-        tf_idmap_put(&ix->by_series, &key, ix->nseries) < 0)
+    if (tf_idmap_get(&ix->by_run, &key, &at))
+        return &ix->runs[at];
+    if (!make || grow((void **)&ix->runs, &ix->runs_cap, ix->nruns + 1, sizeof *ix->runs) < 0 ||
+        tf_idmap_put(&ix->by_run, &key, ix->nruns) < 0)
         return NULL;
-    ix->series[ix->nseries] = (series){ 0 };
-    return &ix->series[ix->nseries++];
+    ix->runs[ix->nruns] = (run_files){ 0 };
+    return &ix->runs[ix->nruns++];
+}
+
+/* Whether record a sorts before record b in a run's list. */
+static bool before(const tf_ref_index *ix, uint64_t a, uint64_t b, bool by_step)
+{
+    const record *ra = &ix->records[a], *rb = &ix->records[b];
+    int c = by_step ? tf_natcmp(ra->place.step, rb->place.step) : 0;
+    return c ? c < 0 : ra->ent->ino < rb->ent->ino;
 }
 
 /* The first position in s->at_step whose step is after `step` (strictly,
  * or with `or_equal` at it too). */
-static size_t step_bound(const tf_ref_index *ix, const series *s, const char *step, bool or_equal)
+static size_t step_bound(const tf_ref_index *ix, const run_files *s, const char *step,
+                         bool or_equal)
 {
     size_t lo = 0, hi = s->n_at_step;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = tf_natcmp(record_of(ix, s->at_step[mid])->place.step, step);
+        int c = tf_natcmp(ix->records[s->at_step[mid]].place.step, step);
         if (c < 0 || (c == 0 && !or_equal))
             lo = mid + 1;
         else
@@ -197,123 +202,148 @@ static size_t step_bound(const tf_ref_index *ix, const series *s, const char *st
     return lo;
 }
 
-/* Puts posting p in its series: its record's run and step. */
-static int series_insert(tf_ref_index *ix, uint64_t p, const tf_blob_id *ident)
+/* Inserts rec into the sorted list, or takes it out. */
+static int list_insert(const tf_ref_index *ix, uint64_t **list, size_t *n, size_t *cap,
+                       uint64_t rec, bool by_step)
 {
-    const tf_ckpt_path *place = &record_of(ix, p)->place;
-    series *s = series_of(ix, ident, run_hash(place->run), true);
-    if (!s)
+    if (grow((void **)list, cap, *n + 1, sizeof **list) < 0)
         return -1;
-    if (!place->step) {
-        if (grow((void **)&s->stepless, &s->stepless_cap, s->n_stepless + 1,
-                 sizeof *s->stepless) < 0)
-            return -1;
-        s->stepless[s->n_stepless++] = p;
-        return 0;
+    size_t lo = 0, hi = *n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (before(ix, (*list)[mid], rec, by_step))
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    if (grow((void **)&s->at_step, &s->at_step_cap, s->n_at_step + 1, sizeof *s->at_step) < 0)
-        return -1;
-    size_t at = step_bound(ix, s, place->step, false);
-    memmove(s->at_step + at + 1, s->at_step + at, (s->n_at_step - at) * sizeof *s->at_step);
-    s->at_step[at] = p;
-    s->n_at_step++;
+    memmove(*list + lo + 1, *list + lo, (*n - lo) * sizeof **list);
+    (*list)[lo] = rec;
+    (*n)++;
     return 0;
 }
 
-static void drop_from(uint64_t *list, size_t *n, uint64_t p)
+static void list_drop(uint64_t *list, size_t *n, uint64_t rec)
 {
     for (size_t i = 0; i < *n; i++)
-        if (list[i] == p) {
+        if (list[i] == rec) {
             memmove(list + i, list + i + 1, (*n - i - 1) * sizeof *list);
             (*n)--;
             return;
         }
 }
 
-/* Takes posting p out of its series, before its record moves. */
-static void series_remove(tf_ref_index *ix, uint64_t p, const tf_blob_id *ident)
-{
-    const tf_ckpt_path *place = &record_of(ix, p)->place;
-    series *s = series_of(ix, ident, run_hash(place->run), false);
-    if (s && place->step)
-        drop_from(s->at_step, &s->n_at_step, p);
-    else if (s)
-        drop_from(s->stepless, &s->n_stepless, p);
-}
-
-static int add_postings(tf_ref_index *ix, uint64_t rec, const tf_entry *ent)
-{
-    if (grow((void **)&ix->postings, &ix->postings_cap, ix->npostings + ent->ntensors,
-             sizeof *ix->postings) < 0)
-        return -1;
-    ix->records[rec].first_posting = ix->npostings;
-    for (uint64_t t = 0; t < ent->ntensors; t++) {
-        const tf_tensor_span *ts = &ent->tensors[t];
-        tf_blob_id id = identity(tf_tensor_name(ent, t), ts->dtype, ts->nbytes);
-        uint64_t head;
-        size_t p = ix->npostings++;
-        ix->postings[p] = (posting){ rec, t, NONE };
-        if (tf_idmap_get(&ix->by_ident, &id, &head)) {
-            /* Keep the head where the map points; link the new one second. */
-            ix->postings[p].next = ix->postings[head].next;
-            ix->postings[head].next = p;
-        } else if (tf_idmap_put(&ix->by_ident, &id, p) < 0) {
-            return -1;
-        }
-        if (series_insert(ix, p, &id) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* Places record rec at ent's path: parsed anew when it is new or moved,
- * its postings then (re)filed in the series of its new run and step. */
-static int place_record(tf_ref_index *ix, uint64_t rec, const tf_entry *ent)
+/* Takes record rec out of its run (before it moves or goes). */
+static void unplace(tf_ref_index *ix, uint64_t rec)
 {
     record *r = &ix->records[rec];
-    bool is_new = !r->path;
-    if (!is_new && strcmp(r->path, ent->path) == 0)
-        return 0;
-    for (uint64_t t = 0; !is_new && t < ent->ntensors; t++) {
-        tf_blob_id id = posting_identity(ix, r->first_posting + t);
-        series_remove(ix, r->first_posting + t, &id);
-    }
+    run_files *s = &ix->runs[r->run];
+    if (r->place.step)
+        list_drop(s->at_step, &s->n_at_step, rec);
+    else
+        list_drop(s->stepless, &s->n_stepless, rec);
     free(r->path);
+    r->path = NULL;
     tf_ckpt_path_free(&r->place);
-    if (!(r->path = strdup(ent->path)) || tf_ckpt_path_parse(ent->path, &r->place) < 0)
+}
+
+/* Files record rec in the run of its path. */
+static int place(tf_ref_index *ix, uint64_t rec, const char *path)
+{
+    record *r = &ix->records[rec];
+    if (!(r->path = strdup(path)) || tf_ckpt_path_parse(path, &r->place) < 0)
         return -1;
-    if (is_new)
-        return add_postings(ix, rec, ent);
-    for (uint64_t t = 0; t < ent->ntensors; t++) {
-        tf_blob_id id = posting_identity(ix, r->first_posting + t);
-        if (series_insert(ix, r->first_posting + t, &id) < 0)
-            return -1;
-    }
+    run_files *s = run_of(ix, r->place.run, true);
+    if (!s)
+        return -1;
+    r->run = (uint64_t)(s - ix->runs);
+    return r->place.step
+               ? list_insert(ix, &s->at_step, &s->n_at_step, &s->at_step_cap, rec, true)
+               : list_insert(ix, &s->stepless, &s->n_stepless, &s->stepless_cap, rec, false);
+}
+
+/* The record of a live tensor file, made when new. */
+static int record_of(tf_ref_index *ix, const tf_entry *ent, uint64_t *rec)
+{
+    tf_blob_id key = ino_key(ent->ino);
+    if (tf_idmap_get(&ix->by_ino, &key, rec))
+        return 0;
+    if (grow((void **)&ix->records, &ix->records_cap, ix->nrecords + 1, sizeof *ix->records) < 0 ||
+        tf_idmap_put(&ix->by_ino, &key, ix->nrecords) < 0)
+        return -1;
+    *rec = ix->nrecords++;
+    ix->records[*rec] = (record){ 0 };
     return 0;
+}
+
+/* Keeps rec among the LATEST_FILES latest added. */
+static void note_latest(tf_ref_index *ix, uint64_t rec)
+{
+    uint64_t ino = ix->records[rec].ent->ino;
+    size_t at = ix->nlatest;
+    while (at > 0 && ix->records[ix->latest[at - 1]].ent->ino < ino)
+        at--;
+    if (at == LATEST_FILES)
+        return;
+    size_t n = ix->nlatest < LATEST_FILES ? ix->nlatest : LATEST_FILES - 1;
+    memmove(ix->latest + at + 1, ix->latest + at, (n - at) * sizeof *ix->latest);
+    ix->latest[at] = rec;
+    ix->nlatest = n + 1;
 }
 
 int tf_ref_index_sync(tf_ref_index *ix, const tf_archive *ar, tf_error *e)
 {
-    for (size_t i = 0; i < ix->nrecords; i++)
-        ix->records[i].ent = NULL;
+    ix->ar = ar;
+    ix->syncs++;
+    ix->nlatest = 0;
     for (size_t i = 0; i < tf_archive_nentries(ar); i++) {
         const tf_entry *ent = tf_archive_entry(ar, i);
         if (!tf_entry_is_tensor_file(ent))
             continue;
-        tf_blob_id key = record_key(ent);
         uint64_t rec;
-        if (!tf_idmap_get(&ix->by_key, &key, &rec)) {
-            if (grow((void **)&ix->records, &ix->records_cap, ix->nrecords + 1, sizeof *ix->records) < 0)
-                return tf_fail(e, ENOMEM, "out of memory");
-            rec = ix->nrecords++;
-            ix->records[rec] = (record){ .ino = ent->ino };
-            if (tf_idmap_put(&ix->by_key, &key, rec) < 0)
-                return tf_fail(e, ENOMEM, "out of memory");
-        }
-        ix->records[rec].ent = ent;
-        if (place_record(ix, rec, ent) < 0)
+        if (record_of(ix, ent, &rec) < 0)
+            return tf_fail(e, ENOMEM, "out of memory");
+        record *r = &ix->records[rec];
+        r->ent = ent;
+        r->seen = ix->syncs;
+        uint64_t stamp = content_stamp(ent);
+        if (r->gen && r->stamp != stamp)
+            r->gen = 0;
+        r->stamp = stamp;
+        if (r->path && strcmp(r->path, ent->path) != 0)
+            unplace(ix, rec);
+        if (!r->path && place(ix, rec, ent->path) < 0)
+            return tf_fail(e, ENOMEM, "out of memory");
+        note_latest(ix, rec);
+    }
+    for (size_t i = 0; i < ix->nrecords; i++) {
+        record *r = &ix->records[i];
+        if (r->seen == ix->syncs)
+            continue;
+        if (r->path)
+            unplace(ix, i);
+        r->ent = NULL;
+        r->gen = 0;
+    }
+    return 0;
+}
+
+/* Indexes the tensors of record rec by identity, its body read first. */
+static int index_tensors(tf_ref_index *ix, uint64_t rec, tf_error *e)
+{
+    record *r = &ix->records[rec];
+    if (r->gen)
+        return 0;
+    if (tf_archive_entry_body(ix->ar, r->ent, e) < 0)
+        return -1;
+    uint64_t gen = ++ix->gens;
+    for (uint64_t t = 0; t < r->ent->ntensors; t++) {
+        const tf_tensor_span *ts = &r->ent->tensors[t];
+        tf_blob_id id = identity(tf_tensor_name(r->ent, t), ts->dtype, ts->nbytes);
+        tf_blob_id key = tensor_key(&id, rec, gen);
+        if (tf_idmap_put(&ix->by_tensor, &key, t) < 0)
             return tf_fail(e, ENOMEM, "out of memory");
     }
+    r->gen = gen;
     return 0;
 }
 
@@ -336,7 +366,7 @@ static bool better(const rank *a, const rank *b)
         if (a->same_role != b->same_role)
             return a->same_role;
     }
-    return a->rec->ino > b->rec->ino; /* the latest added */
+    return a->rec->ent->ino > b->rec->ent->ino; /* the latest added */
 }
 
 static bool same(const char *a, const char *b)
@@ -355,122 +385,138 @@ static int tier_of(const record *r, const tf_ckpt_path *at)
     return c < 0 ? 3 : c > 0 ? 2 : 0;
 }
 
-/* Whether a posting is the tensor asked for (identities may collide). */
-static bool matches(const tf_ref_index *ix, const posting *po, const char *want, uint8_t dtype,
-                    uint64_t nbytes)
-{
-    const record *r = &ix->records[po->record];
-    if (!r->ent)
-        return false;
-    const tf_tensor_span *ts = &r->ent->tensors[po->tensor];
-    return ts->dtype == dtype && ts->nbytes == nbytes &&
-           strcmp(unwrapped(tf_tensor_name(r->ent, po->tensor)), want) == 0;
-}
-
 /* What a search is for, and the best found so far. */
 typedef struct {
-    const tf_ref_index *ix;
+    tf_ref_index *ix;
     const tf_ckpt_path *at;
     const char *want;
+    tf_blob_id ident;
     uint8_t dtype;
     uint64_t nbytes;
     tf_tensor_ref best;
     rank best_rank;
-    bool later; /* a candidate of tier 2 was met */
+    bool later; /* a later checkpoint of the run may hold the tensor */
+    tf_error *e;
 } search;
 
-/* Weighs posting p; returns its tier (0: it cannot serve). */
-static int consider(search *q, uint64_t p)
+/* Weighs record rec; its tier (0: it cannot serve, or does not hold the
+ * tensor), or -1 on an error. */
+static int consider(search *q, uint64_t rec)
 {
-    const posting *po = &q->ix->postings[p];
-    const record *r = &q->ix->records[po->record];
-    if (!matches(q->ix, po, q->want, q->dtype, q->nbytes))
+    if (index_tensors(q->ix, rec, q->e) < 0)
+        return -1;
+    const record *r = &q->ix->records[rec];
+    tf_blob_id key = tensor_key(&q->ident, rec, r->gen);
+    uint64_t t;
+    if (!tf_idmap_get(&q->ix->by_tensor, &key, &t))
+        return 0;
+    /* Identities may collide. */
+    const tf_tensor_span *ts = &r->ent->tensors[t];
+    if (ts->dtype != q->dtype || ts->nbytes != q->nbytes ||
+        strcmp(unwrapped(tf_tensor_name(r->ent, t)), q->want) != 0)
         return 0;
     rank k = { tier_of(r, q->at), r, same(r->place.role, q->at->role) };
-    q->later |= k.tier == 2;
     if (k.tier && (!q->best.ent || better(&k, &q->best_rank))) {
-        q->best = (tf_tensor_ref){ r->ent, po->tensor, k.tier == 1, false };
+        q->best = (tf_tensor_ref){ r->ent, t, k.tier == 1, false };
         q->best_rank = k;
     }
     return k.tier;
 }
 
-/* Weighs the postings of s at the first step met from position i on,
- * walking by `dir` (+1 or -1), that has one of `tier` (postings that
- * cannot serve and other runs' are passed over); true when there was
- * one. */
-static bool consider_nearest(search *q, const series *s, size_t i, int dir, int tier)
+/* Weighs the files of s->at_step from position i on, walking by `dir`
+ * (+1 or -1) a step at a time, up to NEAR_STEPS steps, until a step
+ * holds the tensor with tier `tier`: 1 when one did, 0 when none did, -1
+ * on an error. *more is set when steps were left unread. */
+static int walk_steps(search *q, const run_files *s, size_t i, int dir, int tier, bool *more)
 {
     const char *step = NULL;
+    int steps = 0, found = 0;
+    *more = false;
     for (; i < s->n_at_step; i += (size_t)dir) {
-        const record *r = record_of(q->ix, s->at_step[i]);
-        if (step && tf_natcmp(r->place.step, step) != 0)
-            break;
-        if (!step && consider(q, s->at_step[i]) == tier)
+        const record *r = &q->ix->records[s->at_step[i]];
+        if (!step || tf_natcmp(r->place.step, step) != 0) {
+            if (found || steps == NEAR_STEPS) {
+                *more = !found;
+                break;
+            }
             step = r->place.step;
-        else if (step)
-            consider(q, s->at_step[i]);
+            steps++;
+        }
+        int k = consider(q, s->at_step[i]);
+        if (k < 0)
+            return -1;
+        found |= k == tier;
     }
-    return step != NULL;
+    return found;
 }
 
-/* Preferences 1 and 2 for a file at a step, from the series of its run:
- * the nearest earlier step holding the tensor (and files of the run
- * without a step), else the nearest later one. False when the run holds
- * the tensor nowhere else. */
-static bool find_in_run(search *q, const tf_blob_id *ident)
+/* Weighs the last `n` records of list (sorted by inode number). */
+static int consider_latest(search *q, const uint64_t *list, size_t n)
 {
-    const series *s = series_of((tf_ref_index *)q->ix, ident, run_hash(q->at->run), false);
-    if (!s)
-        return false;
+    for (size_t i = n > LATEST_FILES ? n - LATEST_FILES : 0; i < n; i++)
+        if (consider(q, list[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* Preferences 1 and 2 for a file at a step, from the files of its run:
+ * the nearest earlier step holding the tensor (and files of the run
+ * without a step), else the nearest later one. */
+static int find_in_run(search *q, const run_files *s)
+{
     size_t below = step_bound(q->ix, s, q->at->step, true);
     size_t above = step_bound(q->ix, s, q->at->step, false);
-    consider_nearest(q, s, below - 1, -1, 3);
-    for (size_t i = 0; i < s->n_stepless; i++)
-        consider(q, s->stepless[i]);
-    /* Whether a later checkpoint holds it, and the nearest one. */
-    consider_nearest(q, s, above, 1, 2);
-    return q->best.ent != NULL;
+    bool more;
+    if (walk_steps(q, s, below - 1, -1, 3, &more) < 0 ||
+        consider_latest(q, s->stepless, s->n_stepless) < 0)
+        return -1;
+    /* Whether a later checkpoint holds it, and the nearest one; unread
+     * checkpoints may. */
+    int later = walk_steps(q, s, above, 1, 2, &more);
+    if (later < 0)
+        return -1;
+    q->later = later || more;
+    return 0;
 }
 
-tf_tensor_ref tf_ref_find(const tf_ref_index *ix, const tf_ckpt_path *at, const char *name,
-                          uint8_t dtype, uint64_t nbytes)
+int tf_ref_find(tf_ref_index *ix, const tf_ckpt_path *at, const char *name, uint8_t dtype,
+                uint64_t nbytes, tf_tensor_ref *out, tf_error *e)
 {
-    search q = { .ix = ix, .at = at, .want = unwrapped(name), .dtype = dtype, .nbytes = nbytes };
-    tf_blob_id id = identity(name, dtype, nbytes);
-    uint64_t first;
-    if (!tf_idmap_get(&ix->by_ident, &id, &first))
-        return q.best;
-    /* Without a step (or where the run holds it nowhere), every posting
-     * of the identity is weighed. */
-    if (!at->step || !find_in_run(&q, &id))
-        for (uint64_t p = first; p != NONE; p = ix->postings[p].next)
-            consider(&q, p);
+    search q = { .ix = ix, .at = at, .want = unwrapped(name), .dtype = dtype, .nbytes = nbytes,
+                 .ident = identity(name, dtype, nbytes), .e = e };
+    const run_files *s = run_of(ix, at->run, false);
+    int rc = 0;
+    if (s && at->step)
+        rc = find_in_run(&q, s);
+    else if (s)
+        rc = consider_latest(&q, s->stepless, s->n_stepless);
+    /* Where the run holds it nowhere near, the files added last. */
+    for (size_t i = 0; rc == 0 && !q.best.ent && i < ix->nlatest; i++)
+        rc = consider(&q, ix->latest[i]) < 0 ? -1 : 0;
+    if (rc < 0)
+        return -1;
     q.best.newest = q.best_rank.tier == 3 && !q.later;
-    return q.best;
+    *out = q.best;
+    return 0;
 }
 
 /* Number of tensor files of the run of `at` at other steps than its
  * (with `later`: at later ones only). */
-static uint64_t run_files(const tf_ref_index *ix, const tf_ckpt_path *at, bool later)
+static uint64_t run_files_count(tf_ref_index *ix, const tf_ckpt_path *at, bool later)
 {
-    uint64_t n = 0;
-    for (size_t i = 0; at->step && i < ix->nrecords; i++) {
-        const record *r = &ix->records[i];
-        if (!r->ent || !r->place.step || strcmp(r->place.run, at->run) != 0)
-            continue;
-        int c = tf_natcmp(r->place.step, at->step);
-        n += later ? c > 0 : c != 0;
-    }
-    return n;
+    const run_files *s = at->step ? run_of(ix, at->run, false) : NULL;
+    if (!s)
+        return 0;
+    size_t below = step_bound(ix, s, at->step, true), above = step_bound(ix, s, at->step, false);
+    return s->n_at_step - above + (later ? 0 : below);
 }
 
-uint64_t tf_ref_run_files(const tf_ref_index *ix, const tf_ckpt_path *at)
+uint64_t tf_ref_run_files(tf_ref_index *ix, const tf_ckpt_path *at)
 {
-    return run_files(ix, at, false);
+    return run_files_count(ix, at, false);
 }
 
-bool tf_ref_run_has_later(const tf_ref_index *ix, const tf_ckpt_path *at)
+bool tf_ref_run_has_later(tf_ref_index *ix, const tf_ckpt_path *at)
 {
-    return run_files(ix, at, true) > 0;
+    return run_files_count(ix, at, true) > 0;
 }

@@ -4,17 +4,20 @@
  * size) in an earlier checkpoint of the same run, in whichever file of
  * that checkpoint it lies (store/ckpt_path.h says what a run and a
  * checkpoint are). In order of preference:
- *   1. the nearest of the run's earlier checkpoints holding it; at one
- *      step, the file of the same role first, then the latest added;
- *   2. the run's nearest later checkpoint (checkpoints added out of order);
- *   3. the latest added anywhere else (a run forked from another).
+ *   1. the nearest of the run's earlier checkpoints holding it, among the
+ *      8 before the file's step; at one step, the file of the same role
+ *      first, then the latest added;
+ *   2. the nearest of the run's 8 later checkpoints holding it
+ *      (checkpoints added out of order);
+ *   3. the latest added among the archive's 32 files added last (a run
+ *      forked from another).
  * The index is kept per writer and brought up to date with the catalog
- * before each file: a pass over the entries, hashing only the tensors of
- * entries it has not seen. A tensor's nearest checkpoints are then a
- * binary search among its run's (preference 3 alone, the first file of
- * a forked run, weighs every file holding the tensor), so a file costs
- * O(entries) plus O(log checkpoints) a tensor, not a scan of every
- * tensor. */
+ * before each file: a pass over the entries' headers, whose paths give
+ * each file's run and step. A file's nearest checkpoints are then a
+ * binary search among its run's, and only the bodies of the files a
+ * search weighs are read (once a writer), so an archive of thousands of
+ * checkpoints costs a file the headers and its neighbours' bodies, not
+ * every file's. */
 #ifndef TRAJFS_STORE_REFS_H
 #define TRAJFS_STORE_REFS_H
 
@@ -45,15 +48,17 @@ void tf_ref_index_free(tf_ref_index *ix);
  * entries it returns are valid until the catalog changes. */
 int tf_ref_index_sync(tf_ref_index *ix, const tf_archive *ar, tf_error *e);
 
-/* The reference of a tensor of the file at `at` (parsed from its path). */
-tf_tensor_ref tf_ref_find(const tf_ref_index *ix, const tf_ckpt_path *at, const char *name,
-                          uint8_t dtype, uint64_t nbytes);
+/* The reference of a tensor of the file at `at` (parsed from its path),
+ * in *out (its `ent` NULL when there is none); -1 when a body weighed
+ * cannot be read. */
+int tf_ref_find(tf_ref_index *ix, const tf_ckpt_path *at, const char *name, uint8_t dtype,
+                uint64_t nbytes, tf_tensor_ref *out, tf_error *e);
 
 /* Number of tensor files of the run of `at` in its other checkpoints (0
  * for a path without a step: its run has no checkpoints to count). */
-uint64_t tf_ref_run_files(const tf_ref_index *ix, const tf_ckpt_path *at);
+uint64_t tf_ref_run_files(tf_ref_index *ix, const tf_ckpt_path *at);
 /* Whether the run of `at` has a tensor file at a later step: then the
  * file at `at` is added out of order, not the newest of its series. */
-bool tf_ref_run_has_later(const tf_ref_index *ix, const tf_ckpt_path *at);
+bool tf_ref_run_has_later(tf_ref_index *ix, const tf_ckpt_path *at);
 
 #endif

@@ -12,17 +12,20 @@
 
 /* The reference of tensor t of ent: in the file at parent when given
  * (by identity within it), else found by identity in its run. */
-static tf_tensor_ref find_ref(tf_writer *w, const tf_entry *parent, const tf_ckpt_path *at,
-                              const tf_entry *ent, uint64_t t)
+static int find_ref(tf_writer *w, const tf_entry *parent, const tf_ckpt_path *at,
+                    const tf_entry *ent, uint64_t t, tf_tensor_ref *out, tf_error *e)
 {
     const tf_tensor_span *ts = &ent->tensors[t];
     if (!parent)
-        return tf_ref_find(w->refs, at, tf_tensor_name(ent, t), ts->dtype, ts->nbytes);
+        return tf_ref_find(w->refs, at, tf_tensor_name(ent, t), ts->dtype, ts->nbytes, out, e);
+    *out = (tf_tensor_ref){ 0 };
     for (uint64_t i = 0; i < parent->ntensors; i++)
         if (parent->tensors[i].dtype == ts->dtype && parent->tensors[i].nbytes == ts->nbytes &&
-            strcmp(tf_tensor_name(parent, i), tf_tensor_name(ent, t)) == 0)
-            return (tf_tensor_ref){ .ent = parent, .tensor = i };
-    return (tf_tensor_ref){ 0 };
+            strcmp(tf_tensor_name(parent, i), tf_tensor_name(ent, t)) == 0) {
+            *out = (tf_tensor_ref){ .ent = parent, .tensor = i };
+            break;
+        }
+    return 0;
 }
 
 static const uint64_t *tensor_chunks(const tf_entry *ent, uint64_t t)
@@ -53,8 +56,10 @@ static int predecessor_chunks(tf_writer *w, parsed_newest *newest, const tf_entr
         newest->ent = ent;
     }
     const tf_tensor_span *ts = &ent->tensors[t];
-    tf_tensor_ref ref = tf_ref_find(w->refs, &newest->at, tf_tensor_name(ent, t), ts->dtype,
-                                    ts->nbytes);
+    tf_tensor_ref ref;
+    if (tf_ref_find(w->refs, &newest->at, tf_tensor_name(ent, t), ts->dtype, ts->nbytes, &ref,
+                    e) < 0)
+        return -1;
     /* Only the nearest earlier checkpoint of its run: nothing later
      * holds the tensor (newest) and the file is not its own. */
     *out = ref.ent && ref.newest && ref.ent != ent ? tensor_chunks(ref.ent, ref.tensor) : NULL;
@@ -68,7 +73,7 @@ static const tf_entry *given_parent(tf_writer *w, const char *parent, tf_error *
         tf_fail(e, EINVAL, "parent \"%s\" is not a tensor file in the archive", parent);
         return NULL;
     }
-    return p;
+    return tf_archive_entry_body(w->ar, p, e) < 0 ? NULL : p;
 }
 
 /* Fills spans[1..] with ent's tensors and their references. */
@@ -96,7 +101,9 @@ static int tensor_spans(tf_writer *w, const tf_entry *ent, const char *series_pa
         if (!tf_dtype_is_float(ts->dtype) || !ts->nbytes)
             continue;
         rep->tensor_bytes += ts->nbytes;
-        tf_tensor_ref ref = find_ref(w, parent, &at, ent, t);
+        tf_tensor_ref ref;
+        if ((rc = find_ref(w, parent, &at, ent, t, &ref, e)) < 0)
+            break;
         if (!ref.ent) {
             /* The first of its series is the newest too: keyframes that
              * the next checkpoint retires, as it retires any newest's.
