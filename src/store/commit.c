@@ -630,6 +630,17 @@ int tf_commit_remove(tf_commit *c, const char *path, tf_error *e)
     return gone ? add_tombstone(c, gone, e) : -1;
 }
 
+/* A copy of the archive's entry old into the commit, at path (NULL: the
+ * same). Its body is read first: the commit writes the copy's body as
+ * its own, and the old page goes with the old entry. */
+static int clone_entry(tf_commit *c, const tf_entry *old, const char *path, tf_entry *ent,
+                       tf_error *e)
+{
+    if (tf_archive_entry_body(c->ar, old, e) < 0)
+        return -1;
+    return tf_entry_clone(old, path, ent, e);
+}
+
 /* rename(2)'s rules for replacing `dst` with `src`. */
 static int check_replace(const tf_commit *c, const tf_entry *src, const char *to, tf_error *e)
 {
@@ -674,7 +685,7 @@ int tf_commit_move(tf_commit *c, const char *from, const char *to, tf_error *e)
         if (tf_path_check(path, (size_t)len, e) < 0)
             return -1;
         tf_entry *ent = append_entry(c, e);
-        if (!ent || tf_entry_clone(old, path, ent, e) < 0)
+        if (!ent || clone_entry(c, old, path, ent, e) < 0)
             return -1;
     }
     return 0;
@@ -686,7 +697,7 @@ int tf_commit_set_attrs(tf_commit *c, const char *path, uint32_t mode, struct ti
     long at;
     const tf_entry *old = existing(c, path, &at, e);
     tf_entry *ent = old ? append_entry(c, e) : NULL;
-    if (!ent || tf_entry_clone(old, NULL, ent, e) < 0)
+    if (!ent || clone_entry(c, old, NULL, ent, e) < 0)
         return -1;
     ent->mode = mode & 07777;
     ent->mtime_sec = mtime.tv_sec;

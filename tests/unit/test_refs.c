@@ -498,6 +498,51 @@ START_TEST(out_of_order_checkpoints_find_the_nearest)
 }
 END_TEST
 
+/* A writer of an archive of format 2 reads the bodies of the files its
+ * search weighs, not every file's: with the bodies of the checkpoints
+ * far before the one added made unreadable, it adds it against the
+ * checkpoint before (before, every body was read at the open, and the
+ * first bad one failed it). */
+START_TEST(a_writer_reads_the_nearest_bodies_only)
+{
+    test_format_version = TF_FORMAT_PAGES;
+    tf_writer *w = new_writer();
+    const tspec t[] = { { "w", TF_DT_F32, NULL } };
+    char dest[64];
+    for (int k = 1; k <= 12; k++) {
+        snprintf(dest, sizeof dest, "run/step-%d.safetensors", k);
+        add_ckpt(w, dest, t, 1, 0, k, NULL);
+    }
+    tf_writer_close(w);
+    /* The bodies of steps 1 to 3, one byte of each flipped. */
+    tf_archive *ar = open_and_check_bytes();
+    uint64_t at[3];
+    uint8_t was[3];
+    int fd = open(archive_path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    for (int k = 1; k <= 3; k++) {
+        snprintf(dest, sizeof dest, "run/step-%d.safetensors", k);
+        const tf_page_ref *body = &lookup(ar, dest)->body;
+        ck_assert_uint_gt(body->len, 0);
+        at[k - 1] = body->off + body->len / 2;
+        ck_assert_int_eq(pread(fd, &was[k - 1], 1, (off_t)at[k - 1]), 1);
+        uint8_t bad = was[k - 1] ^ 0x5a;
+        ck_assert_int_eq(pwrite(fd, &bad, 1, (off_t)at[k - 1]), 1);
+    }
+    tf_archive_close(ar);
+    w = test_open_writer(archive_path, false, SHIFT, 1, TF_MAX_CHAIN_DEFAULT);
+    add_ckpt(w, "run/step-13.safetensors", t, 1, 0, 13, NULL);
+    tf_writer_close(w);
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(pwrite(fd, &was[k], 1, (off_t)at[k]), 1);
+    close(fd);
+    ar = open_and_check_bytes();
+    expect_ref(ar, "run/step-12.safetensors", "w", "run/step-13.safetensors", "w");
+    tf_archive_close(ar);
+    test_format_version = 0;
+}
+END_TEST
+
 /* Forgets a file added as dest (removed from the archive). */
 static void forget(const char *dest)
 {
@@ -781,6 +826,7 @@ static Suite *refs_suite(void)
     tcase_add_test(w, runs_of_a_sweep_keep_to_their_history);
     tcase_add_test(w, temporary_checkpoint_is_of_the_run);
     tcase_add_test(w, out_of_order_checkpoints_find_the_nearest);
+    tcase_add_test(w, a_writer_reads_the_nearest_bodies_only);
     tcase_add_test(w, thinned_moved_and_overwritten_checkpoints_find_the_nearest);
     tcase_add_test(w, ranks_reference_their_own_rank);
     tcase_add_test(w, unmatched_tensors_are_reported);

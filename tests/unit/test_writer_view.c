@@ -3,8 +3,9 @@
  * whole catalog makes, slot for slot: steps added one writer at a time,
  * chains bounded at 3 (reverse deltas, forward deltas, keyframes kept), a
  * copy of the newest under another name (found among the last commits'
- * files), and a removal (which reads everything); and with one writer for
- * the whole run. */
+ * files), a move and a change of mode of that copy (whose body the writer
+ * reads to copy it), and a removal (which reads everything); and with one
+ * writer for the whole run. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "testlib.h"
 
 #include "store/archive.h"
+#include "store/reader.h"
 #include "store/writer.h"
 
 #define CHUNK_SHIFT 8
@@ -66,6 +68,19 @@ static void add(const char *archive, bool whole, bool create, const char *src, c
     tf_writer_close(w);
 }
 
+/* Moves `from` to `to` and gives it mode 0600, by a writer of its own. */
+static void move(const char *archive, bool whole, const char *from, const char *to)
+{
+    tf_writer *w = open_writer(archive, whole, false);
+    tf_error e = { 0 };
+    ck_assert_msg(tf_writer_move(w, from, to, &e) == 0, "%s", e.msg);
+    tf_writer_close(w);
+    w = open_writer(archive, whole, false);
+    ck_assert_msg(tf_writer_set_attrs(w, to, 0600, (struct timespec){ 1, 0 }, &e) == 0, "%s",
+                  e.msg);
+    tf_writer_close(w);
+}
+
 /* The archives at a and b hold the same blobs (each slot's record but
  * its offset: a directory's time, which differs, shifts what follows)
  * and the same files, made of the same slots. */
@@ -113,6 +128,10 @@ START_TEST(reading_by_the_page_writes_the_same_archive)
             add(lazy, false, false, src, "last.safetensors");
             add(whole, true, false, src, "last.safetensors");
         }
+        if (k == 9) {
+            move(lazy, false, "last.safetensors", "kept/last.safetensors");
+            move(whole, true, "last.safetensors", "kept/last.safetensors");
+        }
         if (k == 10) {
             add(lazy, false, false, NULL, "run/step-1.safetensors");
             add(whole, true, false, NULL, "run/step-1.safetensors");
@@ -123,7 +142,7 @@ START_TEST(reading_by_the_page_writes_the_same_archive)
     tf_archive *ar;
     tf_error e = { 0 };
     ck_assert_msg(tf_archive_open(lazy, NULL, &ar, &e) == 0, "%s", e.msg);
-    const tf_entry *last = tf_archive_lookup(ar, "last.safetensors");
+    const tf_entry *last = tf_archive_lookup(ar, "kept/last.safetensors");
     const tf_entry *seven = tf_archive_lookup(ar, "run/step-7.safetensors");
     ck_assert_ptr_nonnull(last);
     ck_assert_ptr_nonnull(seven);
@@ -132,6 +151,22 @@ START_TEST(reading_by_the_page_writes_the_same_archive)
     ck_assert_uint_eq(last->nchunks, seven->nchunks);
     for (uint64_t c = 0; c < last->nchunks; c++)
         ck_assert_uint_eq(last->chunks[c], seven->chunks[c]);
+    ck_assert_uint_eq(last->mode, 0600);
+    tf_archive_close(ar);
+    /* And reads back as its bytes. */
+    size_t len;
+    uint8_t *want = test_read_whole_file(test_path("step-7.safetensors", src), &len);
+    ck_assert_msg(tf_archive_open(lazy, NULL, &ar, &e) == 0, "%s", e.msg);
+    tf_reader_ctx *r = tf_reader_new(ar, 1 << 20);
+    uint8_t *got = malloc(len);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_ptr_nonnull(got);
+    last = tf_archive_lookup(ar, "kept/last.safetensors");
+    ck_assert_int_eq(tf_reader_pread(r, last, 0, len, got, &e), (ssize_t)len);
+    ck_assert_mem_eq(got, want, len);
+    free(got);
+    free(want);
+    tf_reader_free(r);
     tf_archive_close(ar);
 }
 END_TEST
