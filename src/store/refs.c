@@ -250,15 +250,24 @@ static void unplace(tf_ref_index *ix, uint64_t rec)
 static int place(tf_ref_index *ix, uint64_t rec, const char *path)
 {
     record *r = &ix->records[rec];
-    if (!(r->path = strdup(path)) || tf_ckpt_path_parse(path, &r->place) < 0)
+    char *copy = strdup(path);
+    if (!copy || tf_ckpt_path_parse(path, &r->place) < 0) {
+        free(copy);
         return -1;
+    }
     run_files *s = run_of(ix, r->place.run, true);
-    if (!s)
+    int rc = !s ? -1
+             : r->place.step
+                 ? list_insert(ix, &s->at_step, &s->n_at_step, &s->at_step_cap, rec, true)
+                 : list_insert(ix, &s->stepless, &s->n_stepless, &s->stepless_cap, rec, false);
+    if (rc < 0) { /* left unplaced */
+        free(copy);
+        tf_ckpt_path_free(&r->place);
         return -1;
+    }
+    r->path = copy;
     r->run = (uint64_t)(s - ix->runs);
-    return r->place.step
-               ? list_insert(ix, &s->at_step, &s->n_at_step, &s->at_step_cap, rec, true)
-               : list_insert(ix, &s->stepless, &s->n_stepless, &s->stepless_cap, rec, false);
+    return 0;
 }
 
 /* The record of a live tensor file, made when new. */
