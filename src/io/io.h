@@ -89,7 +89,9 @@ typedef struct {
                                      them all, as a writer does (verify) */
     bool lazy_bodies;             /* read-only, format version 2: read an entry's
                                      body when it is asked for
-                                     (tf_archive_entry_body), not at the open */
+                                     (tf_archive_entry_body), not at the open
+                                     (a writer of an archive that holds
+                                     commits does, unless check_all) */
     const tf_remote_opts *remote; /* a URL's settings; NULL: the defaults */
     size_t catalog_cache;         /* format version 2: bytes of decoded catalog
                                      pages kept in memory (0: the default,
