@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testlib.h"
@@ -199,9 +200,10 @@ static void weight(const char *key, unsigned run, int step, unsigned dtype, uint
 }
 
 /* Writes a safetensors file of the tensors (weights of run at step) and
- * adds it as dest, with parent (NULL: found by identity). */
-static void add_ckpt(tf_writer *w, const char *dest, const tspec *t, size_t n, unsigned run,
-                     int step, const char *parent)
+ * adds it as dest, with parent (NULL: found by identity); the add's
+ * result, the file remembered when it succeeds. */
+static int try_add_ckpt(tf_writer *w, const char *dest, const tspec *t, size_t n, unsigned run,
+                        int step, const char *parent, tf_error *e)
 {
     static uint8_t data[8][N * 4];
     test_tensor tt[8];
@@ -213,12 +215,21 @@ static void add_ckpt(tf_writer *w, const char *dest, const tspec *t, size_t n, u
     }
     char src[TEST_PATH_MAX];
     test_write_safetensors(test_path("src.safetensors", src), tt, n);
-    tf_error e = { 0 };
-    ck_assert_msg(tf_writer_add(w, src, dest, parent, &e) == 0, "adding %s: %s", dest, e.msg);
+    if (tf_writer_add(w, src, dest, parent, e) < 0)
+        return -1;
     ck_assert_uint_lt(nadded, MAX_FILES);
     snprintf(added[nadded].dest, sizeof added[nadded].dest, "%s", dest);
     added[nadded].bytes = test_read_whole_file(src, &added[nadded].len);
     nadded++;
+    return 0;
+}
+
+static void add_ckpt(tf_writer *w, const char *dest, const tspec *t, size_t n, unsigned run,
+                     int step, const char *parent)
+{
+    tf_error e = { 0 };
+    ck_assert_msg(try_add_ckpt(w, dest, t, n, run, step, parent, &e) == 0, "adding %s: %s", dest,
+                  e.msg);
 }
 
 static tf_writer *new_writer(void)
@@ -502,7 +513,8 @@ END_TEST
  * search weighs, not every file's: with the bodies of the checkpoints
  * far before the one added made unreadable, it adds it against the
  * checkpoint before (before, every body was read at the open, and the
- * first bad one failed it). */
+ * first bad one failed it). With the checkpoint before's body
+ * unreadable too, the add fails on it and leaves the archive as it was. */
 START_TEST(a_writer_reads_the_nearest_bodies_only)
 {
     test_format_version = TF_FORMAT_PAGES;
@@ -514,27 +526,39 @@ START_TEST(a_writer_reads_the_nearest_bodies_only)
         add_ckpt(w, dest, t, 1, 0, k, NULL);
     }
     tf_writer_close(w);
-    /* The bodies of steps 1 to 3, one byte of each flipped. */
+    /* The bodies of steps 1 to 3 and 12, one byte of each flipped. */
+    static const int flipped[] = { 1, 2, 3, 12 };
     tf_archive *ar = open_and_check_bytes();
-    uint64_t at[3];
-    uint8_t was[3];
+    uint64_t at[4];
+    uint8_t was[4];
     int fd = open(archive_path, O_RDWR);
     ck_assert_int_ge(fd, 0);
-    for (int k = 1; k <= 3; k++) {
-        snprintf(dest, sizeof dest, "run/step-%d.safetensors", k);
+    for (int i = 0; i < 4; i++) {
+        snprintf(dest, sizeof dest, "run/step-%d.safetensors", flipped[i]);
         const tf_page_ref *body = &lookup(ar, dest)->body;
         ck_assert_uint_gt(body->len, 0);
-        at[k - 1] = body->off + body->len / 2;
-        ck_assert_int_eq(pread(fd, &was[k - 1], 1, (off_t)at[k - 1]), 1);
-        uint8_t bad = was[k - 1] ^ 0x5a;
-        ck_assert_int_eq(pwrite(fd, &bad, 1, (off_t)at[k - 1]), 1);
+        at[i] = body->off + body->len / 2;
+        ck_assert_int_eq(pread(fd, &was[i], 1, (off_t)at[i]), 1);
+        uint8_t bad = was[i] ^ 0x5a;
+        ck_assert_int_eq(pwrite(fd, &bad, 1, (off_t)at[i]), 1);
     }
     tf_archive_close(ar);
+    struct stat before, after;
+    ck_assert_int_eq(fstat(fd, &before), 0);
+    w = test_open_writer(archive_path, false, SHIFT, 1, TF_MAX_CHAIN_DEFAULT);
+    tf_error e = { 0 };
+    ck_assert_int_eq(try_add_ckpt(w, "run/step-13.safetensors", t, 1, 0, 13, NULL, &e), -1);
+    ck_assert_msg(strstr(e.msg, "checksum") != NULL, "%s", e.msg);
+    tf_writer_close(w);
+    ck_assert_int_eq(fstat(fd, &after), 0);
+    ck_assert_int_eq(after.st_size, before.st_size);
+    /* Step 12 readable again: the add goes through. */
+    ck_assert_int_eq(pwrite(fd, &was[3], 1, (off_t)at[3]), 1);
     w = test_open_writer(archive_path, false, SHIFT, 1, TF_MAX_CHAIN_DEFAULT);
     add_ckpt(w, "run/step-13.safetensors", t, 1, 0, 13, NULL);
     tf_writer_close(w);
-    for (int k = 0; k < 3; k++)
-        ck_assert_int_eq(pwrite(fd, &was[k], 1, (off_t)at[k]), 1);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(pwrite(fd, &was[i], 1, (off_t)at[i]), 1);
     close(fd);
     ar = open_and_check_bytes();
     expect_ref(ar, "run/step-12.safetensors", "w", "run/step-13.safetensors", "w");
