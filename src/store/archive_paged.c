@@ -136,7 +136,7 @@ int archive_paged_open(tf_archive *ar, bool check_all, bool lazy_bodies, size_t 
      * pages each record (on 1,000 small checkpoints: create took 1.12x
      * the time). */
     bool whole = check_all || (ar->c.writable && !ar->c.has_commit);
-    bool lazy = !check_all && (ar->c.writable ? !whole : lazy_bodies);
+    bool lazy = ar->c.writable ? !whole : lazy_bodies && !check_all;
     if (tf_paged_open(&ar->c, cache_bytes, lazy, &ar->paged, &ents, &n, e) < 0)
         return -1;
     ar->entries = ents;

@@ -23,7 +23,7 @@
 typedef struct {
     const tf_entry *ent; /* as of the last sync; NULL: gone */
     uint64_t seen;       /* the sync that last saw it */
-    uint64_t stamp;      /* of the content indexed (content_stamp) */
+    uint64_t stamp;      /* of the content indexed (content_stamp), while gen */
     uint64_t gen;        /* its tensors' generation; 0: not indexed */
     char *path;          /* where `place` was parsed from; NULL: unplaced */
     tf_ckpt_path place;
@@ -314,10 +314,8 @@ int tf_ref_index_sync(tf_ref_index *ix, const tf_archive *ar, tf_error *e)
         record *r = &ix->records[rec];
         r->ent = ent;
         r->seen = ix->syncs;
-        uint64_t stamp = content_stamp(ent);
-        if (r->gen && r->stamp != stamp)
+        if (r->gen && content_stamp(ent) != r->stamp)
             r->gen = 0;
-        r->stamp = stamp;
         if (r->path && strcmp(r->path, ent->path) != 0)
             unplace(ix, rec);
         if (!r->path && place(ix, rec, ent->path) < 0)
@@ -344,6 +342,7 @@ static int index_tensors(tf_ref_index *ix, uint64_t rec, tf_error *e)
         return 0;
     if (tf_archive_entry_body(ix->ar, r->ent, e) < 0)
         return -1;
+    r->stamp = content_stamp(r->ent);
     uint64_t gen = ++ix->gens;
     for (uint64_t t = 0; t < r->ent->ntensors; t++) {
         const tf_tensor_span *ts = &r->ent->tensors[t];
