@@ -4,9 +4,10 @@
     fault_proxy.py PORT_FILE UPSTREAM MODE_FILE [PORT]
 
 Listens on PORT, or a free loopback port (written to PORT_FILE once it
-listens), and
-forwards every GET to UPSTREAM (http://127.0.0.1:PORT), doing to the
-response what MODE_FILE says, read at each request:
+listens), and forwards every GET, HEAD, PUT, POST and DELETE to UPSTREAM
+(http://127.0.0.1:PORT) with its query, its body (a chunked one sent on
+with a Content-Length) and its headers but the hop-by-hop ones, doing
+what MODE_FILE says, read at each request:
 
     pass          nothing
     flip          one byte of each body inverted
@@ -15,20 +16,47 @@ response what MODE_FILE says, read at each request:
     stall S       the headers and half of each body sent, then S seconds of
                   nothing before the rest (a server that dies meanwhile
                   leaves a read in flight)
-    sigv4 SECRET  the request's AWS SigV4 signature checked with SECRET;
-                  403 SignatureDoesNotMatch unless it holds
+    sigv4 SECRET  the request's AWS SigV4 signature checked with SECRET
+                  (any method; the payload hash is x-amz-content-sha256,
+                  UNSIGNED-PAYLOAD included, or without it the body's
+                  SHA-256); 403 SignatureDoesNotMatch unless it holds, 400
+                  XAmzContentSHA256Mismatch if the body has another hash
     drip N        the headers, then N bytes of the body a second (until the
                   client gives up)
     status C K    the first K requests in this mode passed, every later
                   one answered with HTTP status C (a 3xx pointing to /moved)
 
-and appends one line per request to MODE_FILE.log. Runs until killed.
+and, for uploads (PUT and POST; the other requests pass):
+
+    upfail C N    the first N uploads in this mode answered with HTTP
+                  status C and an S3 error (503 SlowDown, 500
+                  InternalError, ...), not forwarded; later ones pass
+    upreset N     the first N uploads in this mode read, not forwarded,
+                  and the connection reset without a response
+    uplost N      the first N uploads in this mode forwarded (they take
+                  effect), then the connection reset without the response
+    upslow S      each upload held S seconds before it is forwarded
+    upcount       nothing (every request is logged with its method and
+                  path, whatever the mode)
+
+Whatever the mode, "If-None-Match: *" on a PUT of a whole object or on a
+CompleteMultipartUpload (POST ...?uploadId=) is honoured, which s3rver
+does not do: under one lock for all such requests the key is looked up
+upstream (HEAD); if it exists the answer is 412 PreconditionFailed and
+nothing is forwarded, otherwise the request is forwarded before the lock
+is let go, so two racing creates of one key cannot both succeed.
+
+Appends one line per request to MODE_FILE.log: the mode, the Range header
+("-" without), the method and the path with its query, e.g.
+"pass - PUT /test-bucket/k?partNumber=1&uploadId=x". Runs until killed.
 """
 import hashlib
 import hmac
 import http.client
 import os
 import http.server
+import socket
+import struct
 import sys
 import threading
 import time
@@ -37,23 +65,51 @@ import urllib.parse
 port_file, upstream, mode_file = sys.argv[1:4]
 up = urllib.parse.urlsplit(upstream)
 
+# Not forwarded (RFC 9110 7.6.1), nor Expect: the proxy answers the
+# 100-continue itself and sends upstream the whole body at once.
+HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+              "trailer", "trailers", "transfer-encoding", "upgrade", "expect", "proxy-connection"}
+S3_CODES = {400: "BadRequest", 403: "AccessDenied", 404: "NoSuchKey", 409: "OperationAborted",
+            412: "PreconditionFailed", 500: "InternalError", 501: "NotImplemented",
+            503: "SlowDown", 504: "GatewayTimeout"}
+
 
 def sha256(b):
     return hashlib.sha256(b).hexdigest()
 
 
-def sigv4_holds(handler, secret):
+def uri_encode(s):
+    """SigV4's UriEncode of one name, value or path segment (given
+    percent-encoded): every byte but A-Z a-z 0-9 - _ . ~ as %XY."""
+    return urllib.parse.quote(urllib.parse.unquote_to_bytes(s), safe="-_.~")
+
+
+def canonical_query(query):
+    """Each name and value URI-encoded, "name=" for a bare name, the pairs
+    sorted by name, then value."""
+    pairs = sorted((uri_encode(n), uri_encode(v))
+                   for n, _, v in (p.partition("=") for p in query.split("&") if p))
+    return "&".join(f"{n}={v}" for n, v in pairs)
+
+
+def sigv4_holds(handler, secret, body):
     auth = handler.headers.get("Authorization", "")
     if not auth.startswith("AWS4-HMAC-SHA256 "):
         return False
-    fields = dict(p.strip().split("=", 1) for p in auth[len("AWS4-HMAC-SHA256 "):].split(","))
-    _key_id, date, region, service, _ = fields["Credential"].split("/")
-    signed = fields["SignedHeaders"].split(";")
+    try:
+        fields = dict(p.strip().split("=", 1) for p in auth[len("AWS4-HMAC-SHA256 "):].split(","))
+        _key_id, date, region, service, _ = fields["Credential"].split("/")
+        signed = fields["SignedHeaders"].split(";")
+        signature = fields["Signature"]
+    except (KeyError, ValueError):
+        return False
     path, _, query = handler.path.partition("?")
-    canon_query = "&".join(sorted(query.split("&"))) if query else ""
-    headers = "".join(f"{h}:{' '.join(handler.headers.get(h, '').split())}\n" for h in signed)
-    payload = handler.headers.get("x-amz-content-sha256", sha256(b""))
-    canonical = "\n".join([handler.command, path, canon_query, headers, ";".join(signed), payload])
+    canon_path = "/".join(uri_encode(seg) for seg in path.split("/")) or "/"
+    headers = "".join(f"{h}:{','.join(' '.join(v.split()) for v in handler.headers.get_all(h, ['']))}\n"
+                      for h in signed)
+    payload = handler.headers.get("x-amz-content-sha256") or sha256(body or b"")
+    canonical = "\n".join([handler.command, canon_path, canonical_query(query), headers,
+                           ";".join(signed), payload])
     amz_date = handler.headers.get("x-amz-date", "")
     scope = f"{date}/{region}/{service}/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, sha256(canonical.encode())])
@@ -61,11 +117,12 @@ def sigv4_holds(handler, secret):
     for part in (date, region, service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
     want = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    return hmac.compare_digest(want, fields["Signature"]) and "x-amz-date" in signed and "host" in signed
+    return hmac.compare_digest(want, signature) and "x-amz-date" in signed and "host" in signed
 
 
-seen = {}  # requests per mode, for "status"
+seen = {}  # requests (uploads for the up* modes) per mode line
 seen_lock = threading.Lock()
+create_lock = threading.Lock()  # conditional creates, one at a time
 
 
 def count(mode):
@@ -74,23 +131,138 @@ def count(mode):
         return seen[mode]
 
 
+def read_mode():
+    # "echo MODE > FILE" empties the file before it writes: read again
+    for _ in range(50):
+        with open(mode_file) as f:
+            mode = f.read().split()
+        if mode:
+            return mode
+        time.sleep(0.01)
+    return ["pass"]
+
+
+def s3_error(code, message, resource):
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+            f"<Message>{message}</Message><Resource>{resource}</Resource>"
+            "<RequestId>fault-proxy</RequestId></Error>").encode()
+
+
 class Proxy(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *args):
         pass
 
-    def do_GET(self):
-        with open(mode_file) as f:
-            mode = f.read().split()
-        with open(mode_file + ".log", "a") as log:
-            log.write(f"{' '.join(mode)} {self.headers.get('Range', '-')}\n")
-        if mode[0] == "sigv4" and not sigv4_holds(self, mode[1]):
-            body = b"<Error><Code>SignatureDoesNotMatch</Code></Error>"
-            self.send_response(403)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
+    def read_body(self):
+        """The request's body: None without one, False when the client
+        went away (or stalled a minute) before all of it came."""
+        length = self.headers.get("Content-Length")
+        chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
+        if length is None and not chunked:
+            return None
+        self.connection.settimeout(60)
+        try:
+            if not chunked:
+                body = self.rfile.read(int(length))
+                return body if len(body) == int(length) else False
+            body = b""
+            while True:
+                line = self.rfile.readline(65537)
+                if not line.endswith(b"\n"):
+                    return False
+                size = int(line.split(b";")[0].strip(), 16)
+                if size == 0:
+                    break
+                chunk = self.rfile.read(size + 2)
+                if len(chunk) != size + 2:
+                    return False
+                body += chunk[:size]
+            while True:  # trailers, up to the empty line
+                line = self.rfile.readline(65537)
+                if not line.endswith(b"\n"):
+                    return False
+                if not line.strip():
+                    return body
+        except (OSError, ValueError):
+            return False
+        finally:
+            try:
+                self.connection.settimeout(None)
+            except OSError:
+                pass
+
+    def reset(self):
+        """The connection closed with a reset, no response sent."""
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.rfile.close()
+            self.connection.close()
+        except OSError:
+            pass
+
+    def answer(self, status, body, content_type="application/xml"):
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
             self.wfile.write(body)
+
+    def conditional_create(self):
+        if self.headers.get("If-None-Match", "").strip() != "*":
+            return False
+        query = urllib.parse.parse_qs(self.path.partition("?")[2], keep_blank_values=True)
+        if self.command == "PUT":
+            return "uploadId" not in query and "partNumber" not in query
+        return self.command == "POST" and "uploadId" in query
+
+    def upstream(self, method, path, headers, body):
+        """(status, headers, body) of the request sent upstream."""
+        conn = http.client.HTTPConnection(up.hostname, up.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.getheaders(), resp.read()
+        finally:
+            conn.close()
+
+    def forward(self, body):
+        drop = HOP_BY_HOP | {t.strip().lower() for t in self.headers.get("Connection", "").split(",")}
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in drop}
+        if body is not None:
+            headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+            headers["Content-Length"] = str(len(body))
+        if not self.conditional_create():
+            return self.upstream(self.command, self.path, headers, body)
+        key = self.path.partition("?")[0]
+        with create_lock:
+            status, _, _ = self.upstream("HEAD", key, {"Host": self.headers.get("Host", up.netloc)}, None)
+            if status == 200:
+                return 412, [("Content-Type", "application/xml")], s3_error(
+                    "PreconditionFailed", "At least one of the pre-conditions you specified did not hold", key)
+            if status != 404:
+                return 500, [("Content-Type", "application/xml")], s3_error(
+                    "InternalError", f"the proxy's HEAD of the key got HTTP {status}", key)
+            return self.upstream(self.command, self.path, headers, body)
+
+    def do_request(self):
+        mode = read_mode()
+        with open(mode_file + ".log", "a") as log:
+            log.write(f"{' '.join(mode)} {self.headers.get('Range', '-')} {self.command} {self.path}\n")
+        body = self.read_body()
+        if body is False:
+            self.close_connection = True
+            return
+        upload = self.command in ("PUT", "POST")
+        resource = self.path.partition("?")[0]
+        if mode[0] == "sigv4" and not sigv4_holds(self, mode[1], body):
+            self.answer(403, b"<Error><Code>SignatureDoesNotMatch</Code></Error>")
+            return
+        claimed = self.headers.get("x-amz-content-sha256", "")
+        if mode[0] == "sigv4" and len(claimed) == 64 and claimed != sha256(body or b""):
+            self.answer(400, s3_error("XAmzContentSHA256Mismatch", "the body's SHA-256 is not the one signed", resource))
             return
         if mode[0] == "status" and count(" ".join(mode)) > int(mode[2]):
             self.send_response(int(mode[1]))
@@ -99,21 +271,35 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if mode[0] == "delay":
+        fault = None
+        if upload and mode[0] in ("upfail", "upreset", "uplost") and count(" ".join(mode)) <= int(mode[-1]):
+            fault = mode[0]
+        if fault == "upfail":
+            code = int(mode[1])
+            name = S3_CODES.get(code) or http.HTTPStatus(code).phrase.replace(" ", "")
+            self.answer(code, s3_error(name, "injected by the test proxy", resource))
+            return
+        if fault == "upreset":
+            self.reset()
+            return
+        if mode[0] == "delay" or (mode[0] == "upslow" and upload):
             time.sleep(float(mode[1]))
-        conn = http.client.HTTPConnection(up.hostname, up.port, timeout=30)
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
-        conn.request("GET", self.path, headers=headers)
-        resp = conn.getresponse()
-        body = resp.read()
-        conn.close()
+        status, headers, body = self.forward(body)
+        if fault == "uplost":
+            self.reset()
+            return
         if mode[0] == "flip" and body:
             body = body[: len(body) // 2] + bytes([body[len(body) // 2] ^ 0xFF]) + body[len(body) // 2 + 1:]
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
+        self.send_response(status)
+        for k, v in headers:
             if k.lower() not in ("connection", "transfer-encoding", "keep-alive"):
                 self.send_header(k, v)
+        if (self.command != "HEAD" and status not in (204, 304) and status >= 200
+                and not any(k.lower() == "content-length" for k, _ in headers)):
+            self.send_header("Content-Length", str(len(body)))  # it came chunked
         self.end_headers()
+        if self.command == "HEAD":
+            return
         if mode[0] == "stall":
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
@@ -133,6 +319,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self.wfile.write(body)
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_request
 
 
 class Server(http.server.ThreadingHTTPServer):
