@@ -37,6 +37,7 @@ static void load(void)
     CURLcode (*global_init)(long) = NULL;
     if (bind_symbol(lib, "curl_global_init", &global_init, sizeof global_init) < 0 ||
         BIND(lib, easy_init) < 0 || BIND(lib, easy_setopt) < 0 || BIND(lib, easy_getinfo) < 0 ||
+        BIND(lib, easy_perform) < 0 ||
         BIND(lib, easy_cleanup) < 0 || BIND(lib, easy_strerror) < 0 ||
         BIND(lib, slist_append) < 0 || BIND(lib, slist_free_all) < 0 ||
         BIND(lib, share_init) < 0 || BIND(lib, share_setopt) < 0 ||

@@ -13,6 +13,7 @@ typedef struct {
     CURL *(*easy_init)(void);
     CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
     CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+    CURLcode (*easy_perform)(CURL *);
     void (*easy_cleanup)(CURL *);
     const char *(*easy_strerror)(CURLcode);
     struct curl_slist *(*slist_append)(struct curl_slist *, const char *);

@@ -171,6 +171,19 @@ static bool header_is(const char *line, size_t n, const char *name, const char *
     return true;
 }
 
+/* A header's value [v, end), less its leading blanks, into out; left as
+ * it was when it does not fit. */
+static void header_value(const char *v, const char *end, char *out, size_t cap)
+{
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    size_t k = (size_t)(end - v);
+    if (k < cap) {
+        memcpy(out, v, k);
+        out[k] = '\0';
+    }
+}
+
 /* "bytes FIRST-LAST/TOTAL" */
 static bool parse_content_range(const char *v, size_t n, transfer *t)
 {
@@ -201,13 +214,7 @@ static size_t on_header(char *p, size_t size, size_t nitems, void *data)
     } else if (header_is(p, len, "content-range", &v)) {
         t->has_range = parse_content_range(v, len - (size_t)(v - p), t);
     } else if (header_is(p, len, "etag", &v)) {
-        while (v < p + len && *v == ' ')
-            v++;
-        size_t k = len - (size_t)(v - p);
-        if (k < sizeof t->etag) {
-            memcpy(t->etag, v, k);
-            t->etag[k] = '\0';
-        }
+        header_value(v, p + len, t->etag, sizeof t->etag);
     }
     return n;
 }
@@ -242,15 +249,12 @@ static int on_progress(void *data, curl_off_t dltotal, curl_off_t dlnow, curl_of
     return atomic_load(&((tf_http *)data)->cancelled);
 }
 
-static int transfer_setup(tf_http *h, transfer *t)
+/* The options every request shares: the connection, its limits, the
+ * cancel check, the user agent and the signing. */
+static void easy_common(tf_http *h, CURL *c, const char *url, char *curl_error)
 {
-    t->easy = tf_curl.easy_init();
-    if (!t->easy)
-        return -1;
-    CURL *c = t->easy;
-    tf_curl.easy_setopt(c, CURLOPT_URL, h->url);
+    tf_curl.easy_setopt(c, CURLOPT_URL, url);
     tf_curl.easy_setopt(c, CURLOPT_SHARE, h->share);
-    tf_curl.easy_setopt(c, CURLOPT_RANGE, t->range);
     tf_curl.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     tf_curl.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     tf_curl.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)h->lim.connect_timeout_ms);
@@ -262,30 +266,55 @@ static int transfer_setup(tf_http *h, transfer *t)
     tf_curl.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     tf_curl.easy_setopt(c, CURLOPT_XFERINFODATA, h);
     tf_curl.easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-    tf_curl.easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    tf_curl.easy_setopt(c, CURLOPT_HEADERDATA, t);
-    tf_curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    tf_curl.easy_setopt(c, CURLOPT_WRITEDATA, t);
-    tf_curl.easy_setopt(c, CURLOPT_ERRORBUFFER, t->curl_error);
-    tf_curl.easy_setopt(c, CURLOPT_PRIVATE, t);
+    tf_curl.easy_setopt(c, CURLOPT_ERRORBUFFER, curl_error);
     tf_curl.easy_setopt(c, CURLOPT_USERAGENT, "trajfs/" PACKAGE_VERSION);
     if (h->auth.sigv4) {
         tf_curl.easy_setopt(c, CURLOPT_AWS_SIGV4, h->auth.sigv4);
         tf_curl.easy_setopt(c, CURLOPT_USERPWD, h->auth.userpwd);
-        /* S3 wants the payload's hash among the signed headers; a GET
-         * has none. */
-        t->headers = tf_curl.slist_append(NULL, "x-amz-content-sha256: "
-                                             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-        if (!t->headers)
-            return -1;
-        if (h->token_header) {
-            struct curl_slist *more = tf_curl.slist_append(t->headers, h->token_header);
-            if (!more)
-                return -1;
-            t->headers = more;
-        }
-        tf_curl.easy_setopt(c, CURLOPT_HTTPHEADER, t->headers);
     }
+}
+
+/* Appends line to *list: false when out of memory (*list is kept). */
+static bool header_add(struct curl_slist **list, const char *line)
+{
+    struct curl_slist *more = tf_curl.slist_append(*list, line);
+    if (!more)
+        return false;
+    *list = more;
+    return true;
+}
+
+/* The signing headers: S3 wants the payload's hash among the signed
+ * headers (the empty payload's, or UNSIGNED-PAYLOAD for a body, which
+ * spares hashing it), and the session token. */
+static bool auth_headers(tf_http *h, struct curl_slist **list, bool has_body)
+{
+    if (!h->auth.sigv4)
+        return true;
+    if (!header_add(list, has_body ? "x-amz-content-sha256: UNSIGNED-PAYLOAD"
+                                   : "x-amz-content-sha256: "
+                                     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"))
+        return false;
+    return !h->token_header || header_add(list, h->token_header);
+}
+
+static int transfer_setup(tf_http *h, const char *url, transfer *t)
+{
+    t->easy = tf_curl.easy_init();
+    if (!t->easy)
+        return -1;
+    CURL *c = t->easy;
+    easy_common(h, c, url, t->curl_error);
+    tf_curl.easy_setopt(c, CURLOPT_RANGE, t->range);
+    tf_curl.easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    tf_curl.easy_setopt(c, CURLOPT_HEADERDATA, t);
+    tf_curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    tf_curl.easy_setopt(c, CURLOPT_WRITEDATA, t);
+    tf_curl.easy_setopt(c, CURLOPT_PRIVATE, t);
+    if (!auth_headers(h, &t->headers, false))
+        return -1;
+    if (t->headers)
+        tf_curl.easy_setopt(c, CURLOPT_HTTPHEADER, t->headers);
     return 0;
 }
 
@@ -372,11 +401,11 @@ static bool curl_error_passes(CURLcode rc)
     }
 }
 
-/* The <Code> of an S3 error body, or "". */
-static void s3_error_code(const transfer *t, char *out, size_t cap)
+/* The <Code> of an S3 error body (a string), or "". */
+static void s3_error_code(const char *body, char *out, size_t cap)
 {
     out[0] = '\0';
-    const char *a = strstr(t->error_body, "<Code>");
+    const char *a = strstr(body, "<Code>");
     const char *b = a ? strstr(a, "</Code>") : NULL;
     if (b && (size_t)(b - a - 6) < cap - 3)
         snprintf(out, cap, " (%.*s)", (int)(b - a - 6), a + 6);
@@ -401,7 +430,7 @@ static verdict judge(const tf_http_identity *want, const transfer *t, uint64_t o
     }
     if (t->status != 206) {
         char code[96];
-        s3_error_code(t, code, sizeof code);
+        s3_error_code(t->error_body, code, sizeof code);
         if (t->status == 200)
             snprintf(why, cap, "the server answered a range request with the whole object");
         else
@@ -444,12 +473,12 @@ static void backoff(unsigned attempt)
 }
 
 /* Runs n transfers of the ranges (off[i], len[i]) into dst[i] (cap[i]
- * bytes) of the object `want`, retrying those whose fault passes; len 0
+ * bytes) of the object `want` at url (shown as `shown` in messages), retrying those whose fault passes; len 0
  * is the first request, for the first cap bytes or fewer if the object
  * is smaller (want NULL). */
-static int fetch_ranges(tf_http *h, const tf_http_identity *want, transfer *t, const uint64_t *off,
-                        const uint64_t *len, uint8_t *const *dst, const uint64_t *cap, size_t n,
-                        tf_error *e)
+static int fetch_ranges(tf_http *h, const char *url, const char *shown, const tf_http_identity *want,
+                        transfer *t, const uint64_t *off, const uint64_t *len, uint8_t *const *dst,
+                        const uint64_t *cap, size_t n, tf_error *e)
 {
     bool *done = calloc(n, sizeof *done);
     size_t *todo = malloc(n * sizeof *todo);
@@ -469,12 +498,12 @@ static int fetch_ranges(tf_http *h, const tf_http_identity *want, transfer *t, c
         if (k == 0)
             break;
         if (atomic_load(&h->cancelled)) {
-            rc = tf_fail(e, ECANCELED, "%s: cancelled: the archive is being closed", h->shown);
+            rc = tf_fail(e, ECANCELED, "%s: cancelled: the archive is being closed", shown);
             break;
         }
         if (attempt > 0) {
             if (attempt > h->lim.retries) {
-                rc = tf_fail(e, EIO, "%s: %s (gave up after %u attempts)", h->shown, why, attempt);
+                rc = tf_fail(e, EIO, "%s: %s (gave up after %u attempts)", shown, why, attempt);
                 break;
             }
             backoff(attempt - 1);
@@ -488,7 +517,7 @@ static int fetch_ranges(tf_http *h, const tf_http_identity *want, transfer *t, c
                 snprintf(x->range, sizeof x->range, "%" PRIu64 "-%" PRIu64, off[i], off[i] + len[i] - 1);
             else
                 snprintf(x->range, sizeof x->range, "0-%" PRIu64, cap[i] - 1);
-            if (transfer_setup(h, x) < 0)
+            if (transfer_setup(h, url, x) < 0)
                 oom = true;
         }
         if (!oom)
@@ -518,7 +547,7 @@ static int fetch_ranges(tf_http *h, const tf_http_identity *want, transfer *t, c
             transfer_cleanup(x);
         }
         if (fatal && !atomic_load(&h->cancelled)) { /* else said at the top */
-            tf_fail(e, EIO, "%s: %s", h->shown, why);
+            tf_fail(e, EIO, "%s: %s", shown, why);
             rc = changed ? TF_HTTP_CHANGED : -1;
             break;
         }
@@ -534,7 +563,7 @@ static int first_bytes(tf_http *h, uint64_t want, uint8_t *p, uint64_t *got, tf_
 {
     transfer t = { 0 };
     uint64_t off = 0, len = 0;
-    if (fetch_ranges(h, NULL, &t, &off, &len, &p, &want, 1, e) < 0)
+    if (fetch_ranges(h, h->url, h->shown, NULL, &t, &off, &len, &p, &want, 1, e) < 0)
         return -1;
     id->size = t.total;
     memcpy(id->etag, t.etag, sizeof id->etag);
@@ -565,7 +594,8 @@ int tf_http_probe(tf_http *h, tf_http_identity *id, tf_error *e)
     return first_bytes(h, 1, &byte, &got, id, e);
 }
 
-int tf_http_fetch_as(tf_http *h, const tf_http_identity *id, tf_http_range *r, size_t n, tf_error *e)
+static int fetch_as(tf_http *h, const char *url, const char *shown, const tf_http_identity *id,
+                    tf_http_range *r, size_t n, tf_error *e)
 {
     uint64_t *off = malloc(n * sizeof *off), *len = malloc(n * sizeof *len);
     uint8_t **dst = malloc(n * sizeof *dst);
@@ -573,12 +603,28 @@ int tf_http_fetch_as(tf_http *h, const tf_http_identity *id, tf_http_range *r, s
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (r[i].len == 0 || r[i].off > id->size || r[i].len > id->size - r[i].off)
             rc = tf_fail(e, EIO, "%s: range %" PRIu64 "+%" PRIu64 " lies outside the object",
-                         h->shown, r[i].off, r[i].len);
+                         shown, r[i].off, r[i].len);
         off[i] = r[i].off, len[i] = r[i].len, dst[i] = r[i].buf;
     }
     if (rc == 0)
-        rc = fetch_ranges(h, id, NULL, off, len, dst, len, n, e);
+        rc = fetch_ranges(h, url, shown, id, NULL, off, len, dst, len, n, e);
     free(off), free(len), free(dst);
+    return rc;
+}
+
+int tf_http_fetch_as(tf_http *h, const tf_http_identity *id, tf_http_range *r, size_t n, tf_error *e)
+{
+    return fetch_as(h, h->url, h->shown, id, r, n, e);
+}
+
+int tf_http_fetch_url(tf_http *h, const char *url, const tf_http_identity *id, tf_http_range *r,
+                      size_t n, tf_error *e)
+{
+    char *shown = tf_io_shown_name(url);
+    if (!shown)
+        return tf_fail(e, ENOMEM, "out of memory");
+    int rc = fetch_as(h, url, shown, id, r, n, e);
+    free(shown);
     return rc;
 }
 
@@ -587,4 +633,237 @@ int tf_http_fetch(tf_http *h, tf_http_range *r, size_t n, tf_error *e)
     tf_http_identity id;
     tf_http_identity_get(h, &id);
     return tf_http_fetch_as(h, &id, r, n, e);
+}
+
+/* ---- one request of any method ---- */
+
+/* One attempt of tf_http_send and what its response said. */
+typedef struct {
+    tf_http *h;
+    const tf_http_request *q;
+    CURL *easy;
+    struct curl_slist *headers;
+    size_t sent;        /* of the body: where the next read begins */
+    tf_buf *body;       /* the response body kept */
+    bool overflow;      /* longer than q->response_max */
+    bool oom;
+    long status;
+    char etag[TF_HTTP_ETAG_MAX];
+    char error_body[ERROR_BODY_MAX + 1]; /* of a status that is retried */
+    size_t error_len;
+    uint64_t received;
+    char curl_error[CURL_ERROR_SIZE];
+} exchange;
+
+static bool status_passes(long status)
+{
+    return status == 408 || status == 429 || (status >= 500 && status <= 599);
+}
+
+static size_t on_send_header(char *p, size_t size, size_t nitems, void *data)
+{
+    exchange *x = data;
+    size_t n = size * nitems, len = n;
+    while (len && (p[len - 1] == '\r' || p[len - 1] == '\n'))
+        len--;
+    const char *v;
+    if (len >= 5 && strncmp(p, "HTTP/", 5) == 0)
+        x->etag[0] = '\0'; /* a new response (after a 100 Continue) */
+    else if (header_is(p, len, "etag", &v))
+        header_value(v, p + len, x->etag, sizeof x->etag);
+    return n;
+}
+
+static size_t on_send_body(char *p, size_t size, size_t nitems, void *data)
+{
+    exchange *x = data;
+    size_t n = size * nitems;
+    long status = 0;
+    tf_curl.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    x->received += n;
+    if (status_passes(status)) { /* retried: kept only for the message */
+        size_t k = ERROR_BODY_MAX - x->error_len < n ? ERROR_BODY_MAX - x->error_len : n;
+        memcpy(x->error_body + x->error_len, p, k);
+        x->error_len += k;
+        x->error_body[x->error_len] = '\0';
+        return n;
+    }
+    if (n > x->q->response_max - x->body->len) {
+        x->overflow = true;
+        return 0; /* aborts the transfer */
+    }
+    if (tf_buf_put(x->body, p, n) < 0) {
+        x->oom = true;
+        return 0;
+    }
+    return n;
+}
+
+/* The request body, from memory; read again from the start when libcurl
+ * rewinds (a reused connection that turned out closed). */
+static size_t on_send_read(char *p, size_t size, size_t nitems, void *data)
+{
+    exchange *x = data;
+    size_t n = size * nitems, left = x->q->body_len - x->sent;
+    if (n > left)
+        n = left;
+    if (n)
+        memcpy(p, (const uint8_t *)x->q->body + x->sent, n);
+    x->sent += n;
+    return n;
+}
+
+static int on_send_seek(void *data, curl_off_t offset, int origin)
+{
+    exchange *x = data;
+    if (origin != SEEK_SET || offset < 0 || (uint64_t)offset > x->q->body_len)
+        return CURL_SEEKFUNC_CANTSEEK;
+    x->sent = (size_t)offset;
+    return CURL_SEEKFUNC_OK;
+}
+
+static bool method_is(const tf_http_request *q, const char *m) { return strcmp(q->method, m) == 0; }
+
+static int exchange_setup(tf_http *h, const char *url, exchange *x)
+{
+    const tf_http_request *q = x->q;
+    if (!(x->easy = tf_curl.easy_init()))
+        return -1;
+    CURL *c = x->easy;
+    easy_common(h, c, url, x->curl_error);
+    tf_curl.easy_setopt(c, CURLOPT_HEADERFUNCTION, on_send_header);
+    tf_curl.easy_setopt(c, CURLOPT_HEADERDATA, x);
+    tf_curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_send_body);
+    tf_curl.easy_setopt(c, CURLOPT_WRITEDATA, x);
+    bool upload = method_is(q, "PUT") || method_is(q, "POST");
+    if (upload) {
+        /* An upload of the body from memory (an empty one when none), for
+         * POST too: POSTFIELDS would add a form Content-Type. */
+        tf_curl.easy_setopt(c, CURLOPT_UPLOAD, 1L);
+        tf_curl.easy_setopt(c, CURLOPT_READFUNCTION, on_send_read);
+        tf_curl.easy_setopt(c, CURLOPT_READDATA, x);
+        tf_curl.easy_setopt(c, CURLOPT_SEEKFUNCTION, on_send_seek);
+        tf_curl.easy_setopt(c, CURLOPT_SEEKDATA, x);
+        tf_curl.easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)q->body_len);
+        if (!method_is(q, "PUT"))
+            tf_curl.easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
+        /* No "Expect: 100-continue": it waits a second for servers that
+         * never answer it, and a refusal costs no more than the body. */
+        if (!header_add(&x->headers, "Expect:"))
+            return -1;
+    } else if (method_is(q, "HEAD")) {
+        tf_curl.easy_setopt(c, CURLOPT_NOBODY, 1L);
+    } else if (!method_is(q, "GET")) {
+        tf_curl.easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
+    }
+    if (!auth_headers(h, &x->headers, upload && q->body_len > 0))
+        return -1;
+    for (const char *const *l = q->headers; l && *l; l++)
+        if (!header_add(&x->headers, *l))
+            return -1;
+    if (x->headers)
+        tf_curl.easy_setopt(c, CURLOPT_HTTPHEADER, x->headers);
+    return 0;
+}
+
+static void exchange_cleanup(exchange *x)
+{
+    if (x->easy)
+        tf_curl.easy_cleanup(x->easy);
+    tf_curl.slist_free_all(x->headers);
+    x->easy = NULL;
+    x->headers = NULL;
+}
+
+/* Judges a finished attempt: DONE (any status the caller judges), RETRY
+ * or FATAL, with why. */
+static verdict judge_exchange(const exchange *x, CURLcode rc, char *why, size_t cap)
+{
+    if (x->overflow) {
+        snprintf(why, cap, "HTTP status %ld: a response body longer than %zu bytes", x->status,
+                 x->q->response_max);
+        return FATAL;
+    }
+    if (rc != CURLE_OK) {
+        snprintf(why, cap, "%s", x->curl_error[0] ? x->curl_error : tf_curl.easy_strerror(rc));
+        return curl_error_passes(rc) ? RETRY : FATAL;
+    }
+    if (status_passes(x->status)) {
+        char code[96];
+        s3_error_code(x->error_body, code, sizeof code);
+        snprintf(why, cap, "HTTP status %ld%s", x->status, code);
+        return RETRY;
+    }
+    return DONE;
+}
+
+void tf_http_response_free(tf_http_response *r)
+{
+    tf_buf_free(&r->body);
+    r->body = (tf_buf){ 0 };
+}
+
+int tf_http_send(tf_http *h, const tf_http_request *q, tf_http_response *out, tf_error *e)
+{
+    *out = (tf_http_response){ .length = -1 };
+    const char *url = q->url ? q->url : h->url;
+    char *own_shown = q->url ? tf_io_shown_name(q->url) : NULL;
+    if (q->url && !own_shown)
+        return tf_fail(e, ENOMEM, "out of memory");
+    const char *shown = own_shown ? own_shown : h->shown;
+    int rc = 0;
+    char why[256] = "";
+    for (unsigned attempt = 0;; attempt++) {
+        if (atomic_load(&h->cancelled)) {
+            rc = tf_fail(e, ECANCELED, "%s: cancelled: the archive is being closed", shown);
+            break;
+        }
+        if (attempt > 0) {
+            if (attempt > h->lim.retries) {
+                rc = tf_fail(e, EIO, "%s: %s: %s (gave up after %u attempts)", shown, q->method, why,
+                             attempt);
+                break;
+            }
+            backoff(attempt - 1);
+        }
+        out->body.len = 0; /* a retry keeps only its own response */
+        exchange x = { .h = h, .q = q, .body = &out->body };
+        CURLcode res = CURLE_OUT_OF_MEMORY;
+        if (exchange_setup(h, url, &x) == 0) {
+            while (sem_wait(&h->slots) < 0)
+                ;
+            res = tf_curl.easy_perform(x.easy);
+            sem_post(&h->slots);
+            tf_curl.easy_getinfo(x.easy, CURLINFO_RESPONSE_CODE, &x.status);
+            curl_off_t length = -1;
+            if (tf_curl.easy_getinfo(x.easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) != CURLE_OK)
+                length = -1;
+            out->length = length;
+            atomic_fetch_add(&h->requests, 1);
+            atomic_fetch_add(&h->bytes, x.received);
+        } else {
+            x.oom = true;
+        }
+        exchange_cleanup(&x);
+        if (x.oom) {
+            rc = tf_fail(e, ENOMEM, "%s: %s: out of memory", shown, q->method);
+            break;
+        }
+        if (atomic_load(&h->cancelled))
+            continue; /* said at the top */
+        verdict v = judge_exchange(&x, res, why, sizeof why);
+        if (v == DONE) {
+            out->status = x.status;
+            memcpy(out->etag, x.etag, sizeof out->etag);
+            break;
+        }
+        if (v == FATAL) {
+            rc = tf_fail(e, EIO, "%s: %s: %s", shown, q->method, why);
+            break;
+        }
+    }
+    free(own_shown);
+    if (rc < 0)
+        tf_http_response_free(out);
+    return rc;
 }

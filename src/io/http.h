@@ -75,6 +75,42 @@ int tf_http_fetch(tf_http *h, tf_http_range *r, size_t n, tf_error *e);
 int tf_http_fetch_as(tf_http *h, const tf_http_identity *id, tf_http_range *r, size_t n,
                      tf_error *e);
 
+/* tf_http_fetch_as, of the object at url (not the handle's own URL)
+ * whose identity is id. */
+int tf_http_fetch_url(tf_http *h, const char *url, const tf_http_identity *id, tf_http_range *r,
+                      size_t n, tf_error *e);
+
+/* One request of any method, for the S3 operations (src/io/s3_ops.h). */
+typedef struct {
+    const char *method;         /* "GET", "HEAD", "PUT", "POST", "DELETE" */
+    const char *url;            /* the whole URL; NULL: the handle's own */
+    const char *const *headers; /* extra request headers "Name: value", NULL-terminated; NULL: none */
+    const void *body;           /* body_len bytes (PUT, POST); NULL: none (an empty body for PUT/POST) */
+    size_t body_len;
+    size_t response_max;        /* the most response body kept, whatever the status; a longer body fails (EIO) */
+} tf_http_request;
+
+typedef struct {
+    long status;                 /* the final HTTP status */
+    char etag[TF_HTTP_ETAG_MAX]; /* its ETag header, "" when none */
+    int64_t length;              /* its Content-Length header, -1 when none (a HEAD's object size) */
+    tf_buf body;                 /* at most response_max bytes; the caller frees it (tf_http_response_free) */
+} tf_http_response;
+
+/* Sends the request; retries, with the handle's limits and backoff (as
+ * reads do), what passes: transport faults, 408, 429, 5xx. Returns 0
+ * with the response of any other status (the caller judges 200, 204,
+ * 404, 412...); -1 with EIO after the retries (the message names the
+ * shown URL, the method and the last fault, with the S3 <Code> when
+ * the body has one), ECANCELED when the handle was cancelled. Signed as
+ * reads are; a request with a body sends "x-amz-content-sha256:
+ * UNSIGNED-PAYLOAD", one without the empty payload's hash. Counted in
+ * tf_http_counters. Holds one of the handle's parallel slots while it
+ * runs, so that uploads and reads together stay within the parallel
+ * bound. Thread-safe. */
+int tf_http_send(tf_http *h, const tf_http_request *q, tf_http_response *out, tf_error *e);
+void tf_http_response_free(tf_http_response *r);
+
 /* Ends every transfer under way, and fails every later one, at once
  * (ECANCELED): the object is being closed. */
 void tf_http_cancel(tf_http *h);

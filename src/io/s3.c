@@ -45,28 +45,40 @@ static int append_key(tf_buf *b, const char *key, tf_error *e)
     return 0;
 }
 
-static int build_url(const char *bucket, size_t blen, const char *key, const char *endpoint,
-                     const char *region, char **out, tf_error *e)
+/* The bucket's URL, up to the key: path-style under an endpoint, else
+ * virtual-hosted AWS. */
+static int build_base(const char *bucket, size_t blen, const char *endpoint, const char *region,
+                      char **out, tf_error *e)
 {
-    tf_buf b = { 0 };
     int n;
-    char head[512];
     if (endpoint) {
         size_t el = strlen(endpoint);
         while (el && endpoint[el - 1] == '/')
             el--;
         if (strncmp(endpoint, "http://", 7) && strncmp(endpoint, "https://", 8))
             return tf_fail(e, EINVAL, "endpoint %s: expected http:// or https://", endpoint);
-        n = snprintf(head, sizeof head, "%.*s/%.*s/", (int)el, endpoint, (int)blen, bucket);
+        if (el > 512)
+            return tf_fail(e, EINVAL, "endpoint or region too long");
+        n = asprintf(out, "%.*s/%.*s/", (int)el, endpoint, (int)blen, bucket);
+    } else if (strlen(region) > 64) {
+        return tf_fail(e, EINVAL, "endpoint or region too long");
     } else if (memchr(bucket, '.', blen)) {
         /* A dotted bucket does not match the wildcard certificate. */
-        n = snprintf(head, sizeof head, "https://s3.%s.amazonaws.com/%.*s/", region, (int)blen, bucket);
+        n = asprintf(out, "https://s3.%s.amazonaws.com/%.*s/", region, (int)blen, bucket);
     } else {
-        n = snprintf(head, sizeof head, "https://%.*s.s3.%s.amazonaws.com/", (int)blen, bucket, region);
+        n = asprintf(out, "https://%.*s.s3.%s.amazonaws.com/", (int)blen, bucket, region);
     }
-    if (n < 0 || (size_t)n >= sizeof head)
-        return tf_fail(e, EINVAL, "endpoint or region too long");
-    int rc = tf_buf_put(&b, head, (size_t)n) < 0 ? tf_fail(e, ENOMEM, "out of memory") : append_key(&b, key, e);
+    if (n < 0) {
+        *out = NULL;
+        return tf_fail(e, ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int key_url(const char *base, const char *key, char **out, tf_error *e)
+{
+    tf_buf b = { 0 };
+    int rc = tf_buf_put(&b, base, strlen(base)) < 0 ? tf_fail(e, ENOMEM, "out of memory") : append_key(&b, key, e);
     if (rc == 0 && tf_buf_put(&b, "", 1) < 0)
         rc = tf_fail(e, ENOMEM, "out of memory");
     if (rc < 0) {
@@ -74,6 +86,18 @@ static int build_url(const char *bucket, size_t blen, const char *key, const cha
         return -1;
     }
     *out = (char *)b.data;
+    return 0;
+}
+
+int tf_s3_key_url(const tf_s3_request *r, const char *key, char **url, tf_error *e)
+{
+    *url = NULL;
+    if (!*key)
+        return tf_fail(e, EINVAL, "%s: an empty object key", r->base);
+    if (key_url(r->base, key, url, e) < 0) {
+        tf_error_prefix(e, "%s%s", r->base, key);
+        return -1;
+    }
     return 0;
 }
 
@@ -93,9 +117,15 @@ int tf_s3_resolve(const char *s3url, const char *endpoint, const char *region, t
     for (const char *p = region; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
             return tf_fail(e, EINVAL, "region \"%s\": expected a-z, 0-9 and -", region);
-    if (build_url(bucket, (size_t)(slash - bucket), slash + 1, endpoint, region, &out->url, e) < 0) {
+    if (build_base(bucket, (size_t)(slash - bucket), endpoint, region, &out->base, e) < 0 ||
+        key_url(out->base, slash + 1, &out->url, e) < 0) {
+        tf_s3_request_free(out);
         tf_error_prefix(e, "%s", s3url);
         return -1;
+    }
+    if (!(out->key = strdup(slash + 1))) {
+        tf_s3_request_free(out);
+        return tf_fail(e, ENOMEM, "out of memory");
     }
     const char *id = env("AWS_ACCESS_KEY_ID"), *secret = env("AWS_SECRET_ACCESS_KEY");
     if (!id != !secret) {
@@ -114,6 +144,8 @@ int tf_s3_resolve(const char *s3url, const char *endpoint, const char *region, t
 void tf_s3_request_free(tf_s3_request *r)
 {
     free(r->url);
+    free(r->base);
+    free(r->key);
     free(r->sigv4);
     free(r->userpwd);
     free(r->token);

@@ -14,6 +14,8 @@
 
 typedef struct {
     char *url;     /* path-style under an endpoint, else virtual-hosted AWS */
+    char *base;    /* the bucket's URL, up to and including the '/' before a key */
+    char *key;     /* the object's key, as given in s3://BUCKET/KEY */
     char *sigv4;   /* "aws:amz:REGION:s3", NULL when anonymous */
     char *userpwd; /* "KEY_ID:SECRET" */
     char *token;   /* NULL when none */
@@ -24,5 +26,8 @@ bool tf_s3_is_url(const char *s);
 int tf_s3_resolve(const char *s3url, const char *endpoint, const char *region, tf_s3_request *out,
                   tf_error *e);
 void tf_s3_request_free(tf_s3_request *r);
+/* The URL of the object `key` (any key of the same bucket), percent-
+ * encoded as SigV4 canonicalizes it: malloc'd. */
+int tf_s3_key_url(const tf_s3_request *r, const char *key, char **url, tf_error *e);
 
 #endif
