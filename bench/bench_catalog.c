@@ -276,7 +276,7 @@ static build_stats build_archive(const char *path, size_t checkpoints, const mod
     double t0 = tf_monotonic_seconds();
     tf_error e = { 0 };
     tf_archive *ar;
-    if (tf_container_create(path, CHUNK_SHIFT, version, &e) < 0 ||
+    if (tf_container_create(path, NULL, CHUNK_SHIFT, version, &e) < 0 ||
         tf_archive_open(path, &(tf_open_opts){ .writable = true }, &ar, &e) < 0)
         die("create", &e);
     tf_container *c = tf_archive_container(ar);

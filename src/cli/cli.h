@@ -39,6 +39,7 @@ int cmd_gc(int argc, char **argv);
 int cmd_repack(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
+int cmd_push(int argc, char **argv);
 
 /* ---- messages ---------------------------------------------------------- */
 
@@ -103,6 +104,9 @@ typedef enum {
 
 /* Opens an archive read-only; prints "trajpack: ARCHIVE: why" on failure. */
 tf_archive *cli_open_archive(const char *path, cli_open_how how);
+/* The settings of the archive path when it is a URL: TRAJFS_REMOTE_OPTIONS
+ * over the defaults (freed with tf_remote_opts_free). */
+int cli_remote_opts(const char *path, tf_remote_opts *remote, tf_error *e);
 
 /* The bytes the disk holds of a local archive's file (st_blocks: less
  * than its size where the file has holes). False for a remote archive,

@@ -218,7 +218,11 @@ static int add_inputs(const add_args *a, const cli_input_list *list)
     /* Each file is its own commit, written and made durable behind the
      * encoding of the next; tf_writer_settle waits for the last. */
     wopts.commit_behind = true;
-    if (tf_writer_open(a->archive, a->create, a->chunk_shift, &wopts, &w, &e) < 0) {
+    tf_remote_opts remote;
+    wopts.remote = &remote;
+    if (cli_remote_opts(a->archive, &remote, &e) < 0 ||
+        tf_writer_open(a->archive, a->create, a->chunk_shift, &wopts, &w, &e) < 0) {
+        tf_remote_opts_free(&remote);
         cli_progress_end(bar);
         cli_file_error(a->archive, e.msg);
         return CLI_EXIT_FAIL;
@@ -245,6 +249,7 @@ static int add_inputs(const add_args *a, const cli_input_list *list)
         status = CLI_EXIT_FAIL;
     }
     tf_writer_close(w);
+    tf_remote_opts_free(&remote);
     cli_progress_end(bar);
     return status;
 }
@@ -252,7 +257,7 @@ static int add_inputs(const add_args *a, const cli_input_list *list)
 static int check_and_add(const add_args *a, cli_input_list *list)
 {
     struct stat st;
-    if (a->create && lstat(a->archive, &st) == 0) {
+    if (a->create && !tf_io_is_url(a->archive) && lstat(a->archive, &st) == 0) {
         cli_error("%s: already exists (create makes a new archive; add appends)",
                   a->archive);
         return CLI_EXIT_FAIL;

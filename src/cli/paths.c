@@ -7,16 +7,23 @@
 
 /* A URL's settings are those of TRAJFS_REMOTE_OPTIONS over the defaults
  * (not read for a local archive, which has none). */
+int cli_remote_opts(const char *path, tf_remote_opts *remote, tf_error *e)
+{
+    tf_remote_opts_default(remote);
+    const char *list = getenv("TRAJFS_REMOTE_OPTIONS");
+    if (list && tf_io_is_url(path) && tf_remote_opts_parse(remote, list, e) < 0) {
+        tf_error_prefix(e, "TRAJFS_REMOTE_OPTIONS");
+        return -1;
+    }
+    return 0;
+}
+
 tf_archive *cli_open_archive(const char *path, cli_open_how how)
 {
     tf_archive *ar = NULL;
     tf_error e;
     tf_remote_opts remote;
-    tf_remote_opts_default(&remote);
-    const char *list = getenv("TRAJFS_REMOTE_OPTIONS");
-    if (list && tf_io_is_url(path) && tf_remote_opts_parse(&remote, list, &e) < 0)
-        tf_error_prefix(&e, "TRAJFS_REMOTE_OPTIONS");
-    else
+    if (cli_remote_opts(path, &remote, &e) == 0)
         (void)tf_archive_open(path,
                               &(tf_open_opts){ .remote = &remote,
                                                .lazy_bodies = how == CLI_OPEN_HEADERS,

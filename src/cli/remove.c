@@ -13,7 +13,11 @@ int cli_removal_open(cli_removal *r, const char *archive, bool quiet)
     tf_write_opts_default(&opts);
     cli_rebase_bar_hook(&r->rebase, &opts);
     tf_error e;
-    if (tf_writer_open(archive, false, 0, &opts, &r->w, &e) < 0) {
+    tf_remote_opts remote;
+    opts.remote = &remote;
+    int rc = cli_remote_opts(archive, &remote, &e) < 0 ? -1 : tf_writer_open(archive, false, 0, &opts, &r->w, &e);
+    tf_remote_opts_free(&remote); /* read at the open only */
+    if (rc < 0) {
         cli_file_error(archive, e.msg);
         r->w = NULL;
         return -1;

@@ -17,6 +17,7 @@ static const cli_verb verbs[] = {
     { "prune", "remove old checkpoints, or parts of them, by rules", cmd_prune },
     { "gc", "give back the space of data no file uses any more", cmd_gc },
     { "repack", "rewrite an archive with other settings, every file encoded again", cmd_repack },
+    { "push", "upload the commits a copy in object storage lacks", cmd_push },
 };
 
 #define NVERBS (sizeof verbs / sizeof verbs[0])

@@ -22,7 +22,7 @@ struct tf_behind {
     tf_error err;
 };
 
-/* The blobs, a sync, then the trailer's run and a sync: a trailer is
+/* The blobs, a sync, then the trailer's run, published: a trailer is
  * never on the disk before what it points to. */
 static int write_job(tf_behind *b, tf_error *e)
 {
@@ -31,7 +31,7 @@ static int write_job(tf_behind *b, tf_error *e)
     if (tf_io_sync(b->io, e) < 0 ||
         tf_io_append(b->io, b->tail.data, b->tail.len, b->tail_off, e) < 0)
         return -1;
-    return tf_io_sync(b->io, e);
+    return tf_io_publish(b->io, e);
 }
 
 static void behind_main(void *arg)

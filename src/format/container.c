@@ -59,7 +59,8 @@ static void encode_superblock(uint8_t sb[TF_SUPERBLOCK_SIZE], unsigned chunk_shi
     tf_le64_put(sb + 24, tf_hash64(sb, 24));
 }
 
-int tf_container_create(const char *path, unsigned chunk_shift, unsigned version, tf_error *e)
+int tf_container_create(const char *path, const tf_remote_opts *remote, unsigned chunk_shift,
+                        unsigned version, tf_error *e)
 {
     if (chunk_shift < TF_CHUNK_SHIFT_MIN || chunk_shift > TF_CHUNK_SHIFT_MAX)
         return tf_fail(e, EINVAL, "chunk shift %u is outside [%d, %d]", chunk_shift,
@@ -69,7 +70,7 @@ int tf_container_create(const char *path, unsigned chunk_shift, unsigned version
                        TF_FORMAT_SEGMENTS, TF_FORMAT_PAGES);
     uint8_t sb[TF_SUPERBLOCK_SIZE];
     encode_superblock(sb, chunk_shift, version);
-    return tf_io_create(path, sb, sizeof sb, e);
+    return tf_io_create(path, remote, sb, sizeof sb, e);
 }
 
 static int read_superblock(tf_container *c, const char *path, tf_error *e)
@@ -492,14 +493,14 @@ static int commit_behind(tf_container *c, tf_buf *stored, tf_error *e)
 }
 
 /* The commit made durable here: its tail appended after the blobs
- * pending, the lot written, and synced. */
+ * pending, the lot written, and published. */
 static int commit_durable(tf_container *c, const tf_buf *stored, tf_error *e)
 {
     uint64_t off;
     if (tf_container_append(c, stored->data, stored->len, &off, e) < 0 ||
         flush_pending(c, e) < 0)
         return -1;
-    if (tf_io_sync(c->io, e) < 0) {
+    if (tf_io_publish(c->io, e) < 0) {
         tf_error_prefix(e, "commit");
         return -1;
     }

@@ -82,8 +82,9 @@ typedef enum {
 } tf_commit_mode;
 
 /* Creates a new, empty archive of a format version (fails if path
- * exists). */
-int tf_container_create(const char *path, unsigned chunk_shift, unsigned version, tf_error *e);
+ * exists); remote: a URL's settings (NULL: the defaults). */
+int tf_container_create(const char *path, const tf_remote_opts *remote, unsigned chunk_shift,
+                        unsigned version, tf_error *e);
 /* Opens an archive (o NULL: read-only, default settings) and finds its
  * last valid commit. o->writable also takes the single-writer lock
  * (non-blocking: a second writer gets a clear error) and cuts a torn tail

@@ -20,7 +20,7 @@ static int create_if_missing(const char *archive, tf_error *e)
 {
     if (access(archive, F_OK) == 0 || errno != ENOENT)
         return 0;
-    if (tf_container_create(archive, TF_CHUNK_SHIFT_DEFAULT, TF_FORMAT_DEFAULT, e) < 0)
+    if (tf_container_create(archive, NULL, TF_CHUNK_SHIFT_DEFAULT, TF_FORMAT_DEFAULT, e) < 0)
         return -1;
     fs_log(LOG_INFO, "%s: created a new, empty archive", archive);
     return 0;

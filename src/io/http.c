@@ -381,6 +381,14 @@ static void run_all(tf_http *h, transfer *t, size_t n)
 
 typedef enum { DONE, RETRY, FATAL, CHANGED } verdict;
 
+/* Statuses that pass: a timeout, throttling, a server's fault (not one
+ * that says the server lacks what was asked: 501, 505). */
+static bool status_passes(long status)
+{
+    return status == 408 || status == 429 ||
+           (status >= 500 && status <= 599 && status != 501 && status != 505);
+}
+
 static bool curl_error_passes(CURLcode rc)
 {
     switch (rc) {
@@ -424,7 +432,7 @@ static verdict judge(const tf_http_identity *want, const transfer *t, uint64_t o
         snprintf(why, cap, "%s", t->curl_error[0] ? t->curl_error : tf_curl.easy_strerror(t->result));
         return curl_error_passes(t->result) ? RETRY : FATAL;
     }
-    if (t->status == 429 || t->status == 408 || (t->status >= 500 && t->status <= 599)) {
+    if (status_passes(t->status)) {
         snprintf(why, cap, "HTTP status %ld", t->status);
         return RETRY;
     }
@@ -655,10 +663,6 @@ typedef struct {
     char curl_error[CURL_ERROR_SIZE];
 } exchange;
 
-static bool status_passes(long status)
-{
-    return status == 408 || status == 429 || (status >= 500 && status <= 599);
-}
 
 static size_t on_send_header(char *p, size_t size, size_t nitems, void *data)
 {

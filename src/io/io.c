@@ -6,6 +6,7 @@
 
 #include "io/file.h"
 #include "io/remote.h"
+#include "io/s3_writer.h"
 #include "io/url.h"
 
 char *tf_io_display_name(const char *path)
@@ -18,22 +19,17 @@ int tf_io_open(const char *path, const tf_open_opts *o, tf_io **out, tf_error *e
     bool writable = o && o->writable;
     if (!tf_io_is_url(path))
         return tf_file_open(path, writable, out, e);
-    if (writable) {
-        char *shown = tf_io_shown_name(path);
-        tf_fail(e, EROFS, "%s: a remote archive is read-only", shown ? shown : "a URL");
-        free(shown);
-        return -1;
-    }
-    if (o && o->remote)
-        return tf_remote_open(path, o->remote, out, e);
     tf_remote_opts defaults;
     tf_remote_opts_default(&defaults);
-    return tf_remote_open(path, &defaults, out, e);
+    const tf_remote_opts *ro = o && o->remote ? o->remote : &defaults;
+    return writable ? tf_s3_writer_open(path, ro, out, e) : tf_remote_open(path, ro, out, e);
 }
 
-int tf_io_create(const char *path, const void *bytes, size_t len, tf_error *e)
+int tf_io_create(const char *path, const tf_remote_opts *remote, const void *bytes, size_t len,
+                 tf_error *e)
 {
-    return tf_file_create(path, bytes, len, e);
+    return tf_io_is_url(path) ? tf_s3_writer_create(path, remote, bytes, len, e)
+                              : tf_file_create(path, bytes, len, e);
 }
 
 void tf_io_close(tf_io *io)
@@ -101,6 +97,11 @@ int tf_io_append(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e
 int tf_io_sync(tf_io *io, tf_error *e)
 {
     return io->ops->sync ? io->ops->sync(io, e) : not_supported(e, "sync");
+}
+
+int tf_io_publish(tf_io *io, tf_error *e)
+{
+    return io->ops->publish ? io->ops->publish(io, e) : tf_io_sync(io, e);
 }
 
 int tf_io_truncate(tf_io *io, uint64_t size, tf_error *e)

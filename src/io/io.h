@@ -4,13 +4,14 @@
  * reads, follows and appends through it and never knows which it has.
  *
  * Reading: pread, will_need (a hint), poll (size and identity, to follow
- * a file others append to). Writing, a local file only so far: lock
- * (one writer), append after the end, sync (durable), truncate (drop
- * what was appended since), punch (give back the space of committed
- * bytes no committed state reads any more). A writer to object storage fits the same
- * operations: lock is a conditional create that fails while another
- * writer holds one, append stages bytes as a new object, sync publishes
- * it, truncate drops what was not published.
+ * a file others append to). Writing: lock (one writer), append after
+ * the end, sync (durable), publish (the bytes appended end a commit:
+ * durable, and seen by readers, as a whole), truncate (drop what was
+ * appended since), punch (give back the space of committed bytes no
+ * committed state reads any more). A local file publishes by a sync.
+ * An archive in object storage (io/s3_writer.h) stages what is appended
+ * and publishes it as one new object, created only where none is: of
+ * two writers on the same tail, the second one's publish fails.
  *
  * The reading operations may be called from many threads at once, the
  * writing ones from the single writer's. */
@@ -62,8 +63,14 @@ typedef struct {
     int (*lock)(tf_io *io, tf_error *e);
     /* Optional (writable): writes the len bytes at off, the end. */
     int (*append)(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e);
-    /* Optional (writable): what was appended is durable. */
+    /* Optional (writable): what was appended is durable (object storage:
+     * nothing is before its publish, which makes it durable whole). */
     int (*sync)(tf_io *io, tf_error *e);
+    /* Optional (writable; NULL: sync): what was appended ends a commit,
+     * the bytes after the last publish; durable and seen by readers at
+     * once, all or none of them. EBUSY: another writer published there
+     * first (nothing of these bytes is kept). */
+    int (*publish)(tf_io *io, tf_error *e);
     /* Optional (writable): the end is size, what followed dropped. */
     int (*truncate)(tf_io *io, uint64_t size, tf_error *e);
     /* Optional (writable): gives back the space of [off, off + len),
@@ -117,12 +124,14 @@ char *tf_io_display_name(const char *path);
 char *tf_io_shown_name(const char *path);
 
 /* Opens path (o NULL: read-only, default settings): a local file, or a
- * URL (read-only: EROFS when writable). */
+ * URL (writable: s3:// only). */
 int tf_io_open(const char *path, const tf_open_opts *o, tf_io **out, tf_error *e);
-/* Creates the local file path holding exactly the len bytes, durably
- * (its directory entry too); fails when path exists; on failure leaves
- * nothing behind. */
-int tf_io_create(const char *path, const void *bytes, size_t len, tf_error *e);
+/* Creates the archive path holding exactly the len bytes, durably (a
+ * local file's directory entry too); fails when path exists; on failure
+ * leaves nothing behind. remote: a URL's settings (NULL: the
+ * defaults). */
+int tf_io_create(const char *path, const tf_remote_opts *remote, const void *bytes, size_t len,
+                 tf_error *e);
 void tf_io_close(tf_io *io); /* NULL: nothing */
 
 bool tf_io_tears(const tf_io *io);
@@ -137,6 +146,7 @@ int tf_io_free_space(tf_io *io, uint64_t *bytes, tf_error *e);
 int tf_io_lock(tf_io *io, tf_error *e);
 int tf_io_append(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e);
 int tf_io_sync(tf_io *io, tf_error *e);
+int tf_io_publish(tf_io *io, tf_error *e);
 int tf_io_truncate(tf_io *io, uint64_t size, tf_error *e);
 int tf_io_punch(tf_io *io, uint64_t off, uint64_t len, tf_error *e);
 void tf_io_cancel(tf_io *io);

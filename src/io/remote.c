@@ -15,6 +15,7 @@
 #include "io/http.h"
 #include "io/range_cache.h"
 #include "io/s3.h"
+#include "io/segments.h"
 #include "io/url.h"
 
 /* Opening fetches this much of the start (the superblock; the size and
@@ -69,6 +70,8 @@ struct tf_remote {
     char *name; /* for messages: the URL without its query (a presigned
                  * URL's signature stays out of logs) */
     tf_http *http;
+    tf_s3_request s3; /* an s3:// URL's request, else all NULL */
+    tf_segments *segments; /* an archive written in segments, else NULL (one object) */
     tf_range_cache *cache;
     pthread_mutex_t follow_mu; /* one look at what the object is now at a time */
     pthread_mutex_t mu;
@@ -98,6 +101,48 @@ static tf_remote *remote_of(tf_io *io) { return (tf_remote *)io; }
 static bool contains(uint64_t off, uint64_t len, uint64_t o, uint64_t l)
 {
     return o >= off && l <= len && o - off <= len - l;
+}
+
+/* ---- the bytes: one object, or an archive's segments ---- */
+
+static int src_first(tf_remote *r, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e)
+{
+    return r->segments ? tf_segments_first(r->segments, want, out, size, e)
+                       : tf_http_first(r->http, want, out, size, e);
+}
+
+static int src_probe(tf_remote *r, tf_http_identity *now, tf_error *e)
+{
+    return r->segments ? tf_segments_probe(r->segments, now, e) : tf_http_probe(r->http, now, e);
+}
+
+static void src_identity(tf_remote *r, tf_http_identity *id)
+{
+    if (r->segments)
+        tf_segments_identity(r->segments, id);
+    else
+        tf_http_identity_get(r->http, id);
+}
+
+static void src_adopt(tf_remote *r, const tf_http_identity *id)
+{
+    if (r->segments)
+        tf_segments_adopt(r->segments, id);
+    else
+        tf_http_adopt(r->http, id);
+}
+
+static int src_fetch_as(tf_remote *r, const tf_http_identity *id, tf_http_range *range, tf_error *e)
+{
+    return r->segments ? tf_segments_fetch_as(r->segments, id, range, 1, e)
+                       : tf_http_fetch_as(r->http, id, range, 1, e);
+}
+
+static int src_fetch(tf_remote *r, tf_http_range *range, tf_error *e)
+{
+    tf_http_identity id;
+    src_identity(r, &id);
+    return src_fetch_as(r, &id, range, e);
 }
 
 /* ---- staged pieces, pending hints, fetches in flight (under mu) ---- */
@@ -289,9 +334,9 @@ static int follow_object(tf_remote *r, tf_error *e);
 static int fetch_piece(tf_remote *r, piece *p, tf_error *e)
 {
     tf_http_range range = { p->off, p->len, p->data };
-    int rc = tf_http_fetch(r->http, &range, 1, e);
+    int rc = src_fetch(r, &range, e);
     if (rc == TF_HTTP_CHANGED)
-        rc = follow_object(r, e) < 0 || tf_http_fetch(r->http, &range, 1, e) < 0 ? -1 : 0;
+        rc = follow_object(r, e) < 0 || src_fetch(r, &range, e) < 0 ? -1 : 0;
     return rc;
 }
 
@@ -502,7 +547,7 @@ static int fetch_now(tf_remote *r, const tf_http_identity *id, uint64_t off, uin
                      uint64_t len, tf_error *e)
 {
     tf_http_range range = { off, len, buf };
-    return tf_http_fetch_as(r->http, id, &range, 1, e) < 0 ? -1 : 0;
+    return src_fetch_as(r, id, &range, e) < 0 ? -1 : 0;
 }
 
 /* Whether the object `now` holds the anchor's bytes where they were:
@@ -533,12 +578,12 @@ static int follow_object(tf_remote *r, tf_error *e)
 {
     pthread_mutex_lock(&r->follow_mu);
     tf_http_identity now, was;
-    int rc = tf_http_probe(r->http, &now, e);
-    tf_http_identity_get(r->http, &was);
+    int rc = src_probe(r, &now, e);
+    src_identity(r, &was);
     if (rc == 0 && (now.size != was.size || strcmp(now.etag, was.etag) != 0)) {
         rc = check_extends(r, &now, e);
         if (rc == 0) {
-            tf_http_adopt(r->http, &now);
+            src_adopt(r, &now);
             pthread_mutex_lock(&r->mu);
             r->size = now.size;
             r->generation++;
@@ -587,13 +632,15 @@ static int open_http(tf_remote *r, const char *url, const tf_remote_opts *o, tf_
                            o->parallel };
     if (!tf_s3_is_url(url))
         return tf_http_new(url, &(tf_http_auth){ 0 }, &lim, &r->http, e);
-    tf_s3_request req;
-    if (tf_s3_resolve(url, o->s3_endpoint, o->s3_region, &req, e) < 0)
+    if (tf_s3_resolve(url, o->s3_endpoint, o->s3_region, &r->s3, e) < 0)
         return -1;
-    tf_http_auth auth = { req.sigv4, req.userpwd, req.token };
-    int rc = tf_http_new(req.url, &auth, &lim, &r->http, e);
-    tf_s3_request_free(&req);
-    return rc;
+    tf_http_auth auth = { r->s3.sigv4, r->s3.userpwd, r->s3.token };
+    /* One listing tells whether trajfs wrote the archive there in
+     * segments (io/segments.h), or it is one object. */
+    return tf_http_new(r->s3.url, &auth, &lim, &r->http, e) < 0 ||
+                   tf_segments_open(r->http, &r->s3, &r->segments, e) < 0
+               ? -1
+               : 0;
 }
 
 /* Whether the object holds the n bytes given at [end - n, end): from
@@ -606,7 +653,7 @@ static bool holds(tf_remote *r, const piece *tail, uint64_t end, const uint8_t *
         return memcmp(tail->data + (end - n - tail->off), bytes, n) == 0;
     uint8_t got[TF_RANGE_ANCHOR_MAX];
     tf_http_identity id;
-    tf_http_identity_get(r->http, &id);
+    src_identity(r, &id);
     return fetch_now(r, &id, end - n, got, n, NULL) == 0 && memcmp(got, bytes, n) == 0;
 }
 
@@ -638,7 +685,7 @@ static int open_cache(tf_remote *r, const tf_remote_opts *o, const piece *tail, 
 static int fetch_ends(tf_remote *r, tf_error *e)
 {
     tf_buf head = { 0 };
-    if (tf_http_first(r->http, HEAD_WANT, &head, &r->size, e) < 0) {
+    if (src_first(r, HEAD_WANT, &head, &r->size, e) < 0) {
         tf_buf_free(&head);
         return -1;
     }
@@ -649,7 +696,7 @@ static int fetch_ends(tf_remote *r, tf_error *e)
         tail = (piece){ .off = r->size - n, .len = n, .data = malloc(n), .uncached = true, .left = n,
                         .ahead_off = r->size };
         tf_http_range range = { tail.off, tail.len, tail.data };
-        if (!tail.data || tf_http_fetch(r->http, &range, 1, e) < 0) {
+        if (!tail.data || src_fetch(r, &range, e) < 0) {
             if (!tail.data)
                 tf_fail(e, ENOMEM, "out of memory");
             free(tail.data);
@@ -739,6 +786,11 @@ int tf_remote_open(const char *name, const tf_remote_opts *o, tf_io **out, tf_er
     return 0;
 }
 
+bool tf_remote_is_segmented(tf_io *io)
+{
+    return remote_of(io)->segments != NULL;
+}
+
 static void remote_cancel(tf_io *io)
 {
     tf_remote *r = remote_of(io);
@@ -762,7 +814,9 @@ static void free_remote(tf_remote *r)
     free(r->pending);
     free(r->inflight);
     tf_range_cache_close(r->cache);
+    tf_segments_free(r->segments);
     tf_http_free(r->http);
+    tf_s3_request_free(&r->s3);
     pthread_cond_destroy(&r->landed);
     pthread_cond_destroy(&r->hinted);
     pthread_mutex_destroy(&r->mu);

@@ -3,16 +3,42 @@
 #include <stdlib.h>
 
 #include "io/remote.h"
+#include "io/s3_writer.h"
 #include "io/url.h"
 
-int tf_remote_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_error *e)
+static int refuse(const char *url, tf_error *e)
 {
-    (void)o;
-    *out = NULL;
     char *shown = tf_io_shown_name(url);
     tf_fail(e, ENOTSUP, "%.200s: this trajfs was built without remote archives "
                         "(install libcurl4-openssl-dev and run configure again)",
             shown ? shown : "a URL");
     free(shown);
     return -1;
+}
+
+int tf_remote_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_error *e)
+{
+    (void)o;
+    *out = NULL;
+    return refuse(url, e);
+}
+
+bool tf_remote_is_segmented(tf_io *io)
+{
+    (void)io;
+    return false;
+}
+
+int tf_s3_writer_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_error *e)
+{
+    (void)o;
+    *out = NULL;
+    return refuse(url, e);
+}
+
+int tf_s3_writer_create(const char *url, const tf_remote_opts *o, const void *bytes, size_t len,
+                        tf_error *e)
+{
+    (void)o, (void)bytes, (void)len;
+    return refuse(url, e);
 }

@@ -72,7 +72,7 @@ int tf_remote_opts_set(tf_remote_opts *o, const char *name, const char *value, t
 {
     static const char *const names[] = { "cache_dir", "cache_max", "timeout", "connect_timeout",
                                          "retries", "parallel", "s3_endpoint", "s3_region",
-                                         "min_speed" };
+                                         "min_speed", "s3_unconditional" };
     size_t which = 0;
     while (which < sizeof names / sizeof *names && strcmp(name, names[which]))
         which++;
@@ -94,6 +94,11 @@ int tf_remote_opts_set(tf_remote_opts *o, const char *name, const char *value, t
     case 5: ok = parse_count(value, 1, PARALLEL_MAX, &o->parallel); break;
     case 6: return set_string(&o->s3_endpoint, value, e);
     case 7: return set_string(&o->s3_region, value, e);
+    case 9:
+        if (strcmp(value, "0") && strcmp(value, "1"))
+            return tf_fail(e, EINVAL, "expected 0 or 1");
+        o->s3_unconditional = value[0] == '1';
+        return 0;
     default:
         ok = tf_parse_size(value, &size) == 0 && size > 0 && size <= UINT_MAX;
         o->min_speed = ok ? (unsigned)size : o->min_speed;

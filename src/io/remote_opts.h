@@ -4,6 +4,7 @@
 #ifndef TRAJFS_IO_REMOTE_OPTS_H
 #define TRAJFS_IO_REMOTE_OPTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/error.h"
@@ -19,6 +20,9 @@ typedef struct {
     unsigned parallel;           /* parallel=N: transfers at once */
     char *s3_endpoint;           /* s3_endpoint=URL (else AWS_ENDPOINT_URL) */
     char *s3_region;             /* s3_region=NAME (else AWS_REGION) */
+    bool s3_unconditional;       /* s3_unconditional=1: write to a store that
+                                    ignores If-None-Match, one writer at a time
+                                    being the user's to ensure (io/s3_writer.h) */
 } tf_remote_opts;
 
 void tf_remote_opts_default(tf_remote_opts *o);

@@ -1181,7 +1181,9 @@ static int names_same_file(const tf_container *c, const char *path, bool *same, 
 
 /* Opens the container. A writer checks, once it holds the lock, that the
  * file it locked is still the archive: `trajpack gc` replaces the file
- * under its lock, and appending to the replaced one would lose commits. */
+ * under its lock, and appending to the replaced one would lose commits.
+ * (An archive in object storage has no file to replace: its writer's
+ * publish fails where another's came first.) */
 static int open_container(tf_container *c, const char *path, const tf_open_opts *o, tf_error *e)
 {
     bool writable = o && o->writable;
@@ -1189,7 +1191,7 @@ static int open_container(tf_container *c, const char *path, const tf_open_opts 
         if (tf_container_open(c, path, o, e) < 0)
             return -1;
         bool same = true;
-        if (writable && names_same_file(c, path, &same, e) < 0) {
+        if (writable && !tf_io_is_remote(c->io) && names_same_file(c, path, &same, e) < 0) {
             tf_container_close(c);
             return -1;
         }

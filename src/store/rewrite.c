@@ -92,7 +92,7 @@ int tf_rewrite_replace(tf_rewrite *rw, unsigned shift, const tf_rewrite_steps *s
     if (asprintf(&tmp, "%s%s", rw->real, rw->tmp_suffix) < 0)
         return tf_fail(e, ENOMEM, "out of memory");
     unlink(tmp); /* left by a rewrite that died: nobody else writes it under our lock */
-    int rc = tf_container_create(tmp, shift, TF_FORMAT_DEFAULT, e);
+    int rc = tf_container_create(tmp, NULL, shift, TF_FORMAT_DEFAULT, e);
     if (rc == 0)
         rc = copy_owner(rw->old, tmp, e);
     if (rc == 0)

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "format/catalog.h"
+#include "io/remote_opts.h"
 
 struct tf_archive_hooks; /* store/archive.h */
 
@@ -86,6 +87,9 @@ typedef struct {
      * pages (store/writer_view.h): a writable mount, whose readers read
      * records while a commit writes new pages. */
     bool whole_catalog;
+    /* An archive that is a URL (s3://): its settings; NULL: the
+     * defaults. */
+    const tf_remote_opts *remote;
 } tf_write_opts;
 
 #define TF_WRITE_CACHE_DEFAULT ((size_t)256 << 20)

@@ -83,17 +83,18 @@ int tf_writer_open(const char *archive, bool create, unsigned chunk_shift,
     else
         tf_write_opts_default(&w->opts);
     unsigned version = w->opts.format_version ? w->opts.format_version : TF_FORMAT_DEFAULT;
-    if (create && tf_container_create(archive, chunk_shift, version, e) < 0) {
+    if (create && tf_container_create(archive, w->opts.remote, chunk_shift, version, e) < 0) {
         free(w);
         return -1;
     }
     if (w->opts.threads < 1)
         w->opts.threads = 1;
-    tf_open_opts o = { .writable = true, .check_all = w->opts.whole_catalog };
+    tf_open_opts o = { .writable = true, .check_all = w->opts.whole_catalog, .remote = w->opts.remote };
     if (tf_archive_open(archive, &o, &w->ar, e) < 0) {
         free(w);
         return -1;
     }
+    w->opts.remote = NULL; /* read by the open only */
     atomic_init(&w->next_ino, tf_archive_next_ino(w->ar));
     /* Each commit's writer gives back what the commit retired once it is
      * durable (tf_commit_finish). One that died in between left that

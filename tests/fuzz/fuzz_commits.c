@@ -106,7 +106,7 @@ int tf_fuzz_commits(const uint8_t *data, size_t size, tf_error *e)
     unlink(path);
     tf_container c;
     tf_open_opts writable = { .writable = true };
-    if (tf_container_create(path, shift, TF_FORMAT_SEGMENTS, e) < 0 || tf_container_open(&c, path, &writable, e) < 0)
+    if (tf_container_create(path, NULL, shift, TF_FORMAT_SEGMENTS, e) < 0 || tf_container_open(&c, path, &writable, e) < 0)
         return -1;
     tf_cursor in = tf_cursor_make(data + 1, size - 1);
     int rc = write_commits(&c, &in, e);

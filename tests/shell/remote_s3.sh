@@ -10,26 +10,11 @@ set -eu
 . "$(dirname "$0")/mountlib.sh"
 . "$(dirname "$0")/remotelib.sh"
 
-# .ci/install-deps installs s3rver under S3RVER_PREFIX.
-s3rver=${S3RVER:-${S3RVER_PREFIX:-/opt/trajfs-test-tools}/node_modules/.bin/s3rver}
-command -v node > /dev/null && [ -x "$s3rver" ] || {
-    echo "SKIP: $TEST_NAME: s3rver not installed (sh .ci/install-deps --tests installs it from the npm registry)"
-    exit 77
-}
-
 src=$TEST_TMP/src
 generate_tiny_trajectory "$src"
 "$TRAJPACK" create -q "$TEST_TMP/run.traj" "$src" || fail "create failed"
 
-mkdir "$TEST_TMP/s3"
-node "$s3rver" -d "$TEST_TMP/s3" -a 127.0.0.1 -p 0 --configure-bucket test-bucket > "$TEST_TMP/s3rver.log" 2>&1 &
-SERVERS="$SERVERS $!"
-for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$TEST_TMP/s3rver.log")
-    [ -n "$port" ] && break
-    sleep 0.1
-done
-[ -n "$port" ] || fail "s3rver did not start: $(cat "$TEST_TMP/s3rver.log")"
+start_s3rver "$TEST_TMP/s3"
 curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER \
     -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$TEST_TMP/run.traj" \
     "http://127.0.0.1:$port/test-bucket/runs/run%201.traj" > /dev/null || fail "upload failed"

@@ -50,6 +50,31 @@ restart_lighttpd() {
     return 1
 }
 
+# start_s3rver DIR: an S3-compatible server (s3rver, which
+# .ci/install-deps installs from npm under S3RVER_PREFIX) keeping its
+# objects under DIR, with the bucket test-bucket; sets port (the test
+# skips when s3rver is not installed).
+start_s3rver() {
+    _s3rver=${S3RVER:-${S3RVER_PREFIX:-/opt/trajfs-test-tools}/node_modules/.bin/s3rver}
+    command -v node > /dev/null && [ -x "$_s3rver" ] || {
+        echo "SKIP: $TEST_NAME: s3rver not installed (sh .ci/install-deps --tests installs it from the npm registry)"
+        exit 77
+    }
+    mkdir -p "$1"
+    # A listing cut short (IsTruncated) gets a continuation token that
+    # s3rver enciphers with a cipher OpenSSL 3 keeps among its legacy
+    # ones: without them, such listings answer 500.
+    NODE_OPTIONS=--openssl-legacy-provider node "$_s3rver" -d "$1" -a 127.0.0.1 -p 0 --configure-bucket test-bucket > "$TEST_TMP/s3rver.log" 2>&1 &
+    SERVERS="$SERVERS $!"
+    port=
+    for _ in $(seq 100); do
+        port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$TEST_TMP/s3rver.log")
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    [ -n "$port" ] || fail "s3rver did not start: $(cat "$TEST_TMP/s3rver.log")"
+}
+
 # start_proxy UPSTREAM [PORT]: tests/tools/fault_proxy.py in front of
 # UPSTREAM (on PORT: started again); sets PROXY_PORT, PROXY_PID and
 # PROXY_MODE (the file whose content is its mode, "pass" to begin with).

@@ -28,13 +28,16 @@ what MODE_FILE says, read at each request:
 
 and, for uploads (PUT and POST; the other requests pass):
 
-    upfail C N    the first N uploads in this mode answered with HTTP
+    upfail C N [MATCH]  the first N uploads in this mode (whose path and
+                  query hold MATCH, when given) answered with HTTP
                   status C and an S3 error (503 SlowDown, 500
                   InternalError, ...), not forwarded; later ones pass
-    upreset N     the first N uploads in this mode read, not forwarded,
-                  and the connection reset without a response
-    uplost N      the first N uploads in this mode forwarded (they take
-                  effect), then the connection reset without the response
+    upreset N [MATCH]  the first N uploads in this mode (as upfail) read,
+                  not forwarded, and the connection reset without a
+                  response
+    uplost N [MATCH]  the first N uploads in this mode (as upfail)
+                  forwarded (they take effect), then the connection reset
+                  without the response
     upslow S      each upload held S seconds before it is forwarded
     upcount       nothing (every request is logged with its method and
                   path, whatever the mode)
@@ -272,8 +275,11 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         fault = None
-        if upload and mode[0] in ("upfail", "upreset", "uplost") and count(" ".join(mode)) <= int(mode[-1]):
-            fault = mode[0]
+        if upload and mode[0] in ("upfail", "upreset", "uplost"):
+            n_at = 2 if mode[0] == "upfail" else 1
+            match = mode[n_at + 1] if len(mode) > n_at + 1 else ""
+            if match in self.path and count(" ".join(mode)) <= int(mode[n_at]):
+                fault = mode[0]
         if fault == "upfail":
             code = int(mode[1])
             name = S3_CODES.get(code) or http.HTTPStatus(code).phrase.replace(" ", "")

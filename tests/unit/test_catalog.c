@@ -1258,7 +1258,7 @@ START_TEST(create_and_open_empty)
     char path[TEST_PATH_MAX];
     test_path("a.trajfs", path);
     tf_error e = { 0 };
-    ck_assert_msg(tf_container_create(path, TF_CHUNK_SHIFT_DEFAULT, TF_FORMAT_SEGMENTS, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_container_create(path, NULL, TF_CHUNK_SHIFT_DEFAULT, TF_FORMAT_SEGMENTS, &e) == 0, "%s", e.msg);
     ck_assert_uint_eq(test_file_size(path), TF_SUPERBLOCK_SIZE);
     tf_container c;
     ck_assert_int_eq(tf_container_open(&c, path, NULL, &e), 0);
@@ -1276,8 +1276,8 @@ START_TEST(create_refuses_an_existing_path)
     char path[TEST_PATH_MAX];
     test_path("a.trajfs", path);
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_container_create(path, 12, TF_FORMAT_SEGMENTS, &e), 0);
-    ck_assert_int_eq(tf_container_create(path, 12, TF_FORMAT_SEGMENTS, &e), -1);
+    ck_assert_int_eq(tf_container_create(path, NULL, 12, TF_FORMAT_SEGMENTS, &e), 0);
+    ck_assert_int_eq(tf_container_create(path, NULL, 12, TF_FORMAT_SEGMENTS, &e), -1);
     ck_assert_int_eq(e.errnum, EEXIST);
     ck_assert_ptr_nonnull(strstr(e.msg, path));
     expect_commit(path, 0, TF_SUPERBLOCK_SIZE); /* the first one is intact */
@@ -1295,7 +1295,7 @@ START_TEST(create_checks_the_chunk_shift)
         snprintf(name, sizeof name, "shift-%zu", k);
         test_path(name, path);
         tf_error e = { 0 };
-        int rc = tf_container_create(path, shifts[k].shift, TF_FORMAT_SEGMENTS, &e);
+        int rc = tf_container_create(path, NULL, shifts[k].shift, TF_FORMAT_SEGMENTS, &e);
         if (shifts[k].ok) {
             ck_assert_msg(rc == 0, "shift %u: %s", shifts[k].shift, e.msg);
             tf_container c;
@@ -1362,7 +1362,7 @@ START_TEST(open_rejects_a_bad_superblock)
 {
     char path[TEST_PATH_MAX];
     test_path("a.trajfs", path);
-    ck_assert_int_eq(tf_container_create(path, 20, TF_FORMAT_SEGMENTS, NULL), 0);
+    ck_assert_int_eq(tf_container_create(path, NULL, 20, TF_FORMAT_SEGMENTS, NULL), 0);
     size_t len;
     uint8_t *sb = test_read_whole_file(path, &len);
     ck_assert_uint_eq(len, TF_SUPERBLOCK_SIZE);
@@ -1400,7 +1400,7 @@ static void history_segment(int k, tf_buf *out)
 static void build_history_as(const char *path, uint64_t ends[COMMITS + 1], tf_commit_mode mode)
 {
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_container_create(path, 16, TF_FORMAT_SEGMENTS, &e), 0);
+    ck_assert_int_eq(tf_container_create(path, NULL, 16, TF_FORMAT_SEGMENTS, &e), 0);
     tf_container c;
     ck_assert_msg(tf_container_open(&c, path, &for_writing, &e) == 0, "%s", e.msg);
     ck_assert(c.writable);
@@ -1627,7 +1627,7 @@ START_TEST(second_writer_is_refused)
 {
     char path[TEST_PATH_MAX];
     test_path("a.trajfs", path);
-    ck_assert_int_eq(tf_container_create(path, 20, TF_FORMAT_SEGMENTS, NULL), 0);
+    ck_assert_int_eq(tf_container_create(path, NULL, 20, TF_FORMAT_SEGMENTS, NULL), 0);
     tf_container first, second, reader;
     tf_error e = { 0 };
     ck_assert_int_eq(tf_container_open(&first, path, &for_writing, &e), 0);

@@ -135,7 +135,7 @@ static void write_archive(const plan *p, const tf_segment *const *segs, size_t n
 {
     tf_error e = { 0 };
     unlink(archive_path);
-    ck_assert_msg(tf_container_create(archive_path, SHIFT, TF_FORMAT_SEGMENTS, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_container_create(archive_path, NULL, SHIFT, TF_FORMAT_SEGMENTS, &e) == 0, "%s", e.msg);
     tf_container c;
     tf_open_opts writable = { .writable = true };
     ck_assert_msg(tf_container_open(&c, archive_path, &writable, &e) == 0, "%s", e.msg);

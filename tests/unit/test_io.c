@@ -184,8 +184,8 @@ START_TEST(file_appends_syncs_and_truncates)
 {
     char path[TEST_PATH_MAX];
     tf_error e;
-    ck_assert_int_eq(tf_io_create(test_path("f", path), "head", 4, &e), 0);
-    ck_assert_int_eq(tf_io_create(path, "again", 5, &e), -1); /* exists: left alone */
+    ck_assert_int_eq(tf_io_create(test_path("f", path), NULL, "head", 4, &e), 0);
+    ck_assert_int_eq(tf_io_create(path, NULL, "again", 5, &e), -1); /* exists: left alone */
     ck_assert_int_eq(e.errnum, EEXIST);
     tf_io *io = open_file(path, true);
     ck_assert_int_eq(tf_io_append(io, "+tail", 5, 4, &e), 0);

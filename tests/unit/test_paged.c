@@ -22,7 +22,7 @@ static void setup(void)
 {
     test_dir_make();
     test_path("a.traj", path);
-    ck_assert_int_eq(tf_container_create(path, 12, TF_FORMAT_PAGES, NULL), 0);
+    ck_assert_int_eq(tf_container_create(path, NULL, 12, TF_FORMAT_PAGES, NULL), 0);
 }
 
 /* Directory i's path: long (about 215 bytes), and sharing little with

@@ -184,7 +184,7 @@ static void write_archive(const tf_segment *segs, size_t n)
 {
     tf_error e = { 0 };
     unlink(archive_path);
-    ck_assert_msg(tf_container_create(archive_path, SHIFT, TF_FORMAT_SEGMENTS, &e) == 0, "%s", e.msg);
+    ck_assert_msg(tf_container_create(archive_path, NULL, SHIFT, TF_FORMAT_SEGMENTS, &e) == 0, "%s", e.msg);
     tf_container c;
     open_writable(&c);
     uint64_t off;

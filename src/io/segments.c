@@ -1,0 +1,443 @@
+#include "io/segments.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/io.h"
+#include "io/s3_ops.h"
+
+/* A listing page: S3's largest. */
+#define LIST_PAGE 1000
+/* "GGGGGGGG-SSSSSSSSSSSSSSSS" */
+#define NAME_LEN 25
+
+typedef struct {
+    uint64_t start, len;
+    char etag[TF_HTTP_ETAG_MAX];
+    char *url; /* stays where it is while the map grows */
+} segment;
+
+struct tf_segments {
+    tf_http *h;
+    const tf_s3_request *req;
+    char *prefix, *shown;
+    uint32_t gen;               /* the generation read */
+    pthread_mutex_t list_mu;    /* one listing at a time; taken before mu */
+    pthread_mutex_t mu;         /* the map and the identities */
+    segment *v;                 /* sorted by start, joined up */
+    size_t n, cap;
+    bool more;                  /* older segments than v[0] are still to list */
+    char *resume;               /* the key to list after for them */
+    tf_http_identity adopted;
+};
+
+char *tf_segments_prefix(const char *archive_key)
+{
+    char *p;
+    return asprintf(&p, "%s/", archive_key) < 0 ? NULL : p;
+}
+
+char *tf_segments_key(const char *archive_key, uint64_t start)
+{
+    char *k;
+    return asprintf(&k, "%s/%08" PRIx32 "-%016" PRIx64, archive_key, ~(uint32_t)0, ~start) < 0
+               ? NULL
+               : k;
+}
+
+static bool parse_hex(const char *s, size_t n, uint64_t *v)
+{
+    *v = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
+        if (d == 16)
+            return false;
+        *v = *v << 4 | d;
+    }
+    return true;
+}
+
+bool tf_segments_parse(const char *prefix, const char *key, uint32_t *gen, uint64_t *start)
+{
+    size_t pl = strlen(prefix);
+    uint64_t g, st;
+    if (strncmp(key, prefix, pl) != 0 || strlen(key + pl) != NAME_LEN || key[pl + 8] != '-' ||
+        !parse_hex(key + pl, 8, &g) || !parse_hex(key + pl + 9, 16, &st))
+        return false;
+    *gen = ~(uint32_t)g;
+    *start = ~st;
+    return true;
+}
+
+static bool parse_name(const tf_segments *s, const char *key, uint32_t *gen, uint64_t *start)
+{
+    return tf_segments_parse(s->prefix, key, gen, start);
+}
+
+/* A listed object as a segment (its URL made). */
+static int to_segment(tf_segments *s, const tf_s3_object *o, uint64_t start, segment *out, tf_error *e)
+{
+    *out = (segment){ .start = start, .len = o->size };
+    memcpy(out->etag, o->etag, sizeof out->etag);
+    if (o->size == 0 || start + o->size < start)
+        return tf_fail(e, EIO, "%s: segment %s has a bad size", s->shown, o->key);
+    return tf_s3_key_url(s->req, o->key, &out->url, e);
+}
+
+static int grow(tf_segments *s, size_t more, tf_error *e)
+{
+    if (s->n + more <= s->cap)
+        return 0;
+    size_t cap = (s->n + more) * 2;
+    segment *v = realloc(s->v, cap * sizeof *v);
+    if (!v)
+        return tf_fail(e, ENOMEM, "out of memory");
+    s->v = v;
+    s->cap = cap;
+    return 0;
+}
+
+static void free_all(segment *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].url);
+}
+
+/* The segments of a listing page that are of the generation read, in
+ * the page's order (the newest first), into *got: *ended when the page
+ * reached another generation (nothing older is of this one). */
+static int page_segments(tf_segments *s, const tf_s3_listing *l, segment **got, size_t *ngot,
+                         bool *ended, tf_error *e)
+{
+    *got = calloc(l->n ? l->n : 1, sizeof **got);
+    *ngot = 0;
+    *ended = false;
+    if (!*got)
+        return tf_fail(e, ENOMEM, "out of memory");
+    for (size_t i = 0; i < l->n; i++) {
+        uint32_t gen;
+        uint64_t start;
+        if (!parse_name(s, l->v[i].key, &gen, &start))
+            continue;
+        if (gen != s->gen) {
+            *ended = true;
+            break;
+        }
+        if (to_segment(s, &l->v[i], start, &(*got)[*ngot], e) < 0) {
+            free_all(*got, *ngot);
+            free(*got);
+            return -1;
+        }
+        ++*ngot;
+    }
+    return 0;
+}
+
+static int not_joined(tf_segments *s, uint64_t at, tf_error *e)
+{
+    return tf_fail(e, EIO, "%s: its segments do not join up at %" PRIu64 " (damaged archive)",
+                   s->shown, at);
+}
+
+/* Lists the segments older than v[0] until one holds off (under
+ * list_mu, not mu). */
+static int reach_down(tf_segments *s, uint64_t off, tf_error *e)
+{
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        bool want = s->n && off < s->v[0].start && s->more;
+        bool missing = s->n && off < s->v[0].start && !s->more;
+        uint64_t first = s->n ? s->v[0].start : 0;
+        pthread_mutex_unlock(&s->mu);
+        if (missing)
+            return tf_fail(e, EIO, "%s: no segment holds offset %" PRIu64 " (damaged archive)",
+                           s->shown, off);
+        if (!want)
+            return 0;
+        tf_s3_listing l;
+        if (tf_s3_list(s->h, s->req, s->prefix, s->resume, LIST_PAGE, &l, e) < 0)
+            return -1;
+        segment *got;
+        size_t ngot;
+        bool ended;
+        int rc = page_segments(s, &l, &got, &ngot, &ended, e);
+        char *resume = rc == 0 && l.n ? strdup(l.v[l.n - 1].key) : NULL;
+        bool more = l.truncated && !ended;
+        tf_s3_listing_free(&l);
+        if (rc < 0)
+            return -1;
+        /* Newest first: each ends where the one before it in the map
+         * starts. */
+        for (size_t i = 0; rc == 0 && i < ngot; i++) {
+            uint64_t next = i ? got[i - 1].start : first;
+            if (got[i].start + got[i].len != next)
+                rc = not_joined(s, next, e);
+        }
+        if (rc == 0 && more && !resume)
+            rc = tf_fail(e, ENOMEM, "out of memory");
+        pthread_mutex_lock(&s->mu);
+        if (rc == 0)
+            rc = grow(s, ngot, e);
+        if (rc == 0) {
+            memmove(s->v + ngot, s->v, s->n * sizeof *s->v);
+            for (size_t i = 0; i < ngot; i++)
+                s->v[ngot - 1 - i] = got[i];
+            s->n += ngot;
+            free(s->resume);
+            s->resume = resume;
+            s->more = more && ngot > 0;
+            resume = NULL;
+        } else {
+            free_all(got, ngot);
+        }
+        pthread_mutex_unlock(&s->mu);
+        free(got);
+        free(resume);
+        if (rc < 0)
+            return -1;
+    }
+}
+
+/* The segment that holds off, listing older ones when needed: its URL
+ * (which stays) and identity. */
+static int find(tf_segments *s, uint64_t off, const char **url, tf_http_identity *id, uint64_t *start,
+                tf_error *e)
+{
+    pthread_mutex_lock(&s->list_mu);
+    int rc = reach_down(s, off, e);
+    pthread_mutex_unlock(&s->list_mu);
+    if (rc < 0)
+        return -1;
+    pthread_mutex_lock(&s->mu);
+    size_t lo = 0, hi = s->n;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->v[mid].start <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    bool found = s->n && s->v[lo].start <= off && off - s->v[lo].start < s->v[lo].len;
+    if (found) {
+        *url = s->v[lo].url;
+        *start = s->v[lo].start;
+        *id = (tf_http_identity){ .size = s->v[lo].len };
+        memcpy(id->etag, s->v[lo].etag, sizeof id->etag);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return found ? 0 : tf_fail(e, EIO, "%s: no segment holds offset %" PRIu64, s->shown, off);
+}
+
+int tf_segments_fetch_as(tf_segments *s, const tf_http_identity *id, tf_http_range *r, size_t n,
+                         tf_error *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].len == 0 || r[i].off > id->size || r[i].len > id->size - r[i].off)
+            return tf_fail(e, EIO, "%s: range %" PRIu64 "+%" PRIu64 " lies outside the archive",
+                           s->shown, r[i].off, r[i].len);
+        /* A range across segments is fetched a segment at a time. */
+        for (uint64_t done = 0; done < r[i].len;) {
+            const char *url = NULL;
+            tf_http_identity seg;
+            uint64_t start = 0;
+            if (find(s, r[i].off + done, &url, &seg, &start, e) < 0)
+                return -1;
+            uint64_t at = r[i].off + done - start;
+            uint64_t len = seg.size - at < r[i].len - done ? seg.size - at : r[i].len - done;
+            tf_http_range part = { at, len, r[i].buf + done };
+            int rc = tf_http_fetch_url(s->h, url, &seg, &part, 1, e);
+            if (rc < 0)
+                return rc;
+            done += len;
+        }
+    }
+    return 0;
+}
+
+/* Lists from the newest segment down to the newest known: adds those
+ * newer, and says what the archive is now (*now; size 0 when it is not
+ * the archive known, grown: replaced, rewritten or cut). Opening (none
+ * known), lists one page, of the newest generation. Under list_mu. */
+static int list_top(tf_segments *s, tf_http_identity *now, tf_error *e)
+{
+    pthread_mutex_lock(&s->mu);
+    bool opening = s->n == 0;
+    segment top = opening ? (segment){ 0 } : s->v[s->n - 1];
+    pthread_mutex_unlock(&s->mu);
+    segment *fresh = NULL; /* the newest first */
+    size_t nfresh = 0;
+    char *after = NULL;
+    int rc = 0;
+    bool done = false, gone = false, truncated = false;
+    *now = (tf_http_identity){ 0 };
+    while (rc == 0 && !done) {
+        tf_s3_listing l;
+        if (tf_s3_list(s->h, s->req, s->prefix, after, LIST_PAGE, &l, e) < 0) {
+            rc = -1;
+            break;
+        }
+        for (size_t i = 0; opening && !after && i < l.n; i++) {
+            uint64_t start;
+            if (parse_name(s, l.v[i].key, &s->gen, &start))
+                break;
+        }
+        segment *got;
+        size_t ngot;
+        bool ended;
+        rc = page_segments(s, &l, &got, &ngot, &ended, e);
+        truncated = l.truncated && !ended;
+        free(after);
+        after = rc == 0 && l.n ? strdup(l.v[l.n - 1].key) : NULL;
+        if (rc == 0 && truncated && !after)
+            rc = tf_fail(e, ENOMEM, "out of memory");
+        tf_s3_listing_free(&l);
+        if (rc < 0)
+            break;
+        for (size_t i = 0; i < ngot && !done; i++) {
+            if (!opening && got[i].start <= top.start) {
+                done = true;
+                gone = got[i].start != top.start || got[i].len != top.len ||
+                       strcmp(got[i].etag, top.etag) != 0;
+                break;
+            }
+            segment *more = realloc(fresh, (nfresh + 1) * sizeof *fresh);
+            if (!more) {
+                rc = tf_fail(e, ENOMEM, "out of memory");
+                break;
+            }
+            fresh = more;
+            fresh[nfresh++] = got[i];
+            got[i].url = NULL;
+        }
+        free_all(got, ngot);
+        free(got);
+        if (opening)
+            done = true;
+        else if (!done && !truncated)
+            done = gone = true; /* the newest known is not there */
+    }
+    /* Each ends where the one newer starts; the oldest new one where the
+     * newest known ends. */
+    for (size_t i = 0; rc == 0 && !gone && i < nfresh; i++) {
+        uint64_t end = fresh[i].start + fresh[i].len;
+        if ((i && end != fresh[i - 1].start) ||
+            (i + 1 == nfresh && !opening && fresh[i].start != top.start + top.len))
+            rc = not_joined(s, end, e);
+    }
+    if (rc == 0 && !gone) {
+        pthread_mutex_lock(&s->mu);
+        rc = grow(s, nfresh, e);
+        for (size_t i = 0; rc == 0 && i < nfresh; i++)
+            s->v[s->n++] = fresh[nfresh - 1 - i];
+        if (rc == 0) {
+            nfresh = 0;
+            if (opening) {
+                s->more = truncated && s->n > 0;
+                free(s->resume);
+                s->resume = s->more ? after : NULL;
+                if (s->more)
+                    after = NULL;
+            }
+            if (s->n) {
+                now->size = s->v[s->n - 1].start + s->v[s->n - 1].len;
+                memcpy(now->etag, s->v[s->n - 1].etag, sizeof now->etag);
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(after);
+    free_all(fresh, nfresh);
+    free(fresh);
+    return rc;
+}
+
+int tf_segments_open(tf_http *h, const tf_s3_request *req, tf_segments **out, tf_error *e)
+{
+    *out = NULL;
+    tf_segments *s = calloc(1, sizeof *s);
+    if (!s)
+        return tf_fail(e, ENOMEM, "out of memory");
+    s->h = h;
+    s->req = req;
+    pthread_mutex_init(&s->list_mu, NULL);
+    pthread_mutex_init(&s->mu, NULL);
+    if (!(s->prefix = tf_segments_prefix(req->key)) || !(s->shown = tf_io_shown_name(req->url))) {
+        tf_segments_free(s);
+        return tf_fail(e, ENOMEM, "out of memory");
+    }
+    tf_http_identity now;
+    pthread_mutex_lock(&s->list_mu);
+    int rc = list_top(s, &now, e);
+    pthread_mutex_unlock(&s->list_mu);
+    if (rc < 0 || s->n == 0) {
+        tf_segments_free(s);
+        return rc;
+    }
+    if (s->v[0].start != 0 && !s->more) {
+        rc = tf_fail(e, EIO, "%s: its first segment is missing (damaged archive)", s->shown);
+        tf_segments_free(s);
+        return rc;
+    }
+    s->adopted = now;
+    *out = s;
+    return 0;
+}
+
+void tf_segments_free(tf_segments *s)
+{
+    if (!s)
+        return;
+    free_all(s->v, s->n);
+    free(s->v);
+    free(s->resume);
+    free(s->prefix);
+    free(s->shown);
+    pthread_mutex_destroy(&s->list_mu);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+int tf_segments_first(tf_segments *s, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e)
+{
+    tf_http_identity id;
+    tf_segments_identity(s, &id);
+    uint64_t n = want < id.size ? want : id.size;
+    out->len = 0;
+    uint8_t *p = tf_buf_reserve(out, n);
+    if (!p)
+        return tf_fail(e, ENOMEM, "out of memory");
+    tf_http_range r = { 0, n, p };
+    if (n && tf_segments_fetch_as(s, &id, &r, 1, e) < 0)
+        return -1;
+    tf_buf_commit(out, n);
+    *size = id.size;
+    return 0;
+}
+
+int tf_segments_probe(tf_segments *s, tf_http_identity *now, tf_error *e)
+{
+    pthread_mutex_lock(&s->list_mu);
+    int rc = list_top(s, now, e);
+    pthread_mutex_unlock(&s->list_mu);
+    return rc;
+}
+
+void tf_segments_identity(tf_segments *s, tf_http_identity *id)
+{
+    pthread_mutex_lock(&s->mu);
+    *id = s->adopted;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void tf_segments_adopt(tf_segments *s, const tf_http_identity *id)
+{
+    pthread_mutex_lock(&s->mu);
+    s->adopted = *id;
+    pthread_mutex_unlock(&s->mu);
+}

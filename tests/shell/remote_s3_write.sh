@@ -1,0 +1,221 @@
+#!/bin/sh
+# Writing an archive to an S3-compatible server (s3rver on 127.0.0.1,
+# behind the test proxy, which checks every request's SigV4 signature and
+# honours If-None-Match: *, which s3rver ignores):
+# - trajpack create, add and rm on s3://BUCKET/KEY write the same bytes,
+#   commit for commit, as on a local archive (the segments under KEY/,
+#   joined, are the local file), and a second process's mount that
+#   follows shows each commit (how soon is printed);
+# - a commit larger than a part uploads in parts;
+# - uploads that fail (503), are reset, or whose response is lost are
+#   retried and the commit lands once;
+# - of two writers racing for the same tail, one commits and the other
+#   fails cleanly, then succeeds when run again;
+# - a writer killed (kill -9) before, during or after its upload leaves
+#   an archive that opens and verifies, holding every commit it
+#   acknowledged;
+# - trajpack push uploads what the copy lacks, resumes after a kill,
+#   follows a growing archive, and refuses a copy that is not its start;
+# - a store that ignores If-None-Match is refused unless the user says
+#   one writer at a time is theirs to ensure.
+set -eu
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/mountlib.sh"
+. "$(dirname "$0")/remotelib.sh"
+
+FOLLOW=1
+src=$TEST_TMP/src
+generate_tiny_trajectory "$src"
+head -c 20000000 /dev/urandom > "$TEST_TMP/big.bin" # three parts of 8 MiB
+
+s3=$TEST_TMP/s3
+start_s3rver "$s3"
+direct=http://127.0.0.1:$port
+start_proxy "$direct"
+echo "sigv4 S3RVER" > "$PROXY_MODE"
+export AWS_ENDPOINT_URL=http://127.0.0.1:$PROXY_PORT AWS_REGION=us-east-1
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+
+# joined KEY OUT: the segments of the archive at s3://test-bucket/KEY as
+# s3rver keeps them, in archive order (their names are inverted
+# offsets), one after the other.
+joined() {
+    ls "$s3/test-bucket/$1/" | sed -n 's/^\([0-9a-f]\{8\}-[0-9a-f]\{16\}\)\._S3rver_object$/\1/p' |
+        sort -r | while read -r _seg; do cat "$s3/test-bucket/$1/$_seg._S3rver_object"; done > "$2"
+}
+
+# same_bytes KEY LOCAL: the archive at KEY holds LOCAL's bytes, but where
+# LOCAL reads zeros: the space a commit retired, which the local writer
+# gave back (punched holes), and which a segment holds as written.
+same_bytes() {
+    joined "$1" "$TEST_TMP/joined"
+    [ "$(file_size "$TEST_TMP/joined")" = "$(file_size "$2")" ] ||
+        fail "the archive at $1 holds $(file_size "$TEST_TMP/joined") bytes, $2 $(file_size "$2")"
+    cmp -l "$TEST_TMP/joined" "$2" | awk '$3 != 0 { bad++ } END { exit bad > 0 }' ||
+        fail "the archive at $1 is not the bytes of $2"
+}
+
+# both VERB ARGS...: runs `trajpack VERB -q ARCHIVE ARGS` on the local
+# archive and on the remote one (remote second).
+key="runs/run 1.traj"
+url="s3://test-bucket/$key"
+local=$TEST_TMP/local.traj
+both() {
+    _verb=$1
+    shift
+    "$TRAJPACK" "$_verb" -q "$local" "$@" || fail "$_verb $* on the local archive failed"
+    "$TRAJPACK" "$_verb" -q "$url" "$@" || fail "$_verb $* on $url failed"
+}
+
+# ---- a store that ignores If-None-Match ----
+AWS_ENDPOINT_URL=$direct "$TRAJPACK" create -q s3://test-bucket/direct.traj "$src/config.json" \
+    2> "$TEST_TMP/err" && fail "a store that ignores If-None-Match was written to"
+grep -q "ignores If-None-Match" "$TEST_TMP/err" || fail "unclear refusal: $(cat "$TEST_TMP/err")"
+[ ! -e "$s3/test-bucket/direct.traj/ffffffff-ffffffffffffffff._S3rver_object" ] ||
+    fail "the refused create left a segment"
+AWS_ENDPOINT_URL=$direct TRAJFS_REMOTE_OPTIONS=s3_unconditional=1 \
+    "$TRAJPACK" create -q s3://test-bucket/direct.traj "$src/config.json" ||
+    fail "create with s3_unconditional=1 failed"
+AWS_ENDPOINT_URL=$direct "$TRAJPACK" verify s3://test-bucket/direct.traj > /dev/null ||
+    fail "the archive written with s3_unconditional=1 does not verify"
+
+# ---- create, add, rm: the bytes of a local archive; a mount follows ----
+both create "$src/config.json" "$src/bf16/step-000002.safetensors"
+same_bytes "$key" "$local"
+"$TRAJPACK" create -q "$url" "$src/config.json" 2> "$TEST_TMP/err" && fail "create over an archive"
+grep -q "already" "$TEST_TMP/err" || fail "unclear refusal: $(cat "$TEST_TMP/err")"
+start_mount "$url" "$TEST_TMP/m" -o follow=$FOLLOW
+cmp "$TEST_TMP/m/step-000002.safetensors" "$src/bf16/step-000002.safetensors" ||
+    fail "the mount reads the first checkpoint wrong"
+both add "$src/bf16/step-000004.safetensors"
+same_bytes "$key" "$local"
+ms=$(wait_for "the added checkpoint" test -e "$TEST_TMP/m/step-000004.safetensors")
+echo "a commit to $url was seen by a following mount after $ms ms (follow=$FOLLOW)"
+cmp "$TEST_TMP/m/step-000004.safetensors" "$src/bf16/step-000004.safetensors" ||
+    fail "the mount reads the added checkpoint wrong"
+both add "$TEST_TMP/big.bin"
+same_bytes "$key" "$local"
+grep -q "POST .*uploads" "$PROXY_MODE.log" || fail "the big commit did not upload in parts"
+grep -q "PUT .*partNumber=3&" "$PROXY_MODE.log" || fail "the big commit did not upload three parts"
+both rm step-000002.safetensors
+"$TRAJPACK" list --blobs "$local" > "$TEST_TMP/list.local"
+"$TRAJPACK" list --blobs "$url" > "$TEST_TMP/list.remote"
+cmp "$TEST_TMP/list.local" "$TEST_TMP/list.remote" || fail "rm: the catalogs differ"
+wait_for "the removal" test ! -e "$TEST_TMP/m/step-000002.safetensors" > /dev/null
+cmp "$TEST_TMP/m/big.bin" "$TEST_TMP/big.bin" || fail "the mount reads the big file wrong"
+"$TRAJPACK" verify "$url" > /dev/null || fail "verify $url failed"
+
+# ---- faults during uploads: retried, each commit lands once ----
+n=0
+for fault in "upfail 503 2" "upfail 500 1" "upreset 1" "uplost 1 ffffffff-" "upreset 1 partNumber=2" \
+    "uplost 1 ?uploadId="; do
+    n=$((n + 1))
+    echo "$fault" > "$PROXY_MODE"
+    case $fault in
+    *part* | *uploadId*) head -c 20000000 /dev/urandom > "$TEST_TMP/f$n" ;; # new chunks: all uploaded
+    *) cp "$src/fp32/step-000002.safetensors" "$TEST_TMP/f$n" ;;
+    esac
+    both add "$TEST_TMP/f$n"
+    same_bytes "$key" "$local"
+done
+echo "sigv4 S3RVER" > "$PROXY_MODE"
+grep -q "^upfail 503 2 - PUT" "$PROXY_MODE.log" || fail "no upload met the 503s"
+grep -q "^upreset 1 partNumber=2 - PUT .*partNumber=2&" "$PROXY_MODE.log" || fail "no part was reset"
+grep -q "^uplost 1 ?uploadId= - POST .*?uploadId=" "$PROXY_MODE.log" || fail "no completion was lost"
+"$TRAJPACK" verify "$url" > /dev/null || fail "verify after the faults failed"
+
+# ---- two writers racing for the same tail ----
+# Each upload held a second: both read the same tail before either
+# publishes. One commits; the other fails, names the cause, and changes
+# nothing; run again, it commits.
+echo "upslow 1" > "$PROXY_MODE"
+"$TRAJPACK" add -q --as race-a "$url" "$src/fp32/step-000004.safetensors" 2> "$TEST_TMP/race1" &
+one=$!
+"$TRAJPACK" add -q --as race-b "$url" "$src/fp32/step-000006.safetensors" 2> "$TEST_TMP/race2" &
+two=$!
+rc1=0 rc2=0
+wait $one || rc1=$?
+wait $two || rc2=$?
+echo "sigv4 S3RVER" > "$PROXY_MODE"
+[ $((rc1 == 0)) -ne $((rc2 == 0)) ] ||
+    fail "racing writers: exits $rc1 and $rc2 (one should fail): $(cat "$TEST_TMP/race1" "$TEST_TMP/race2")"
+cat "$TEST_TMP/race1" "$TEST_TMP/race2" | grep -q "another writer published a commit first" ||
+    fail "the writer that lost the race does not say why: $(cat "$TEST_TMP/race1" "$TEST_TMP/race2")"
+if [ $rc1 -ne 0 ]; then lost=race-a step=000004; else lost=race-b step=000006; fi
+"$TRAJPACK" list "$url" | grep -q "^$lost$" && fail "the losing writer's file is in the archive"
+"$TRAJPACK" add -q --as $lost "$url" "$src/fp32/step-$step.safetensors" || fail "the losing writer's retry failed"
+"$TRAJPACK" verify "$url" > /dev/null || fail "verify after the race failed"
+wait_for "race-a in the mount" cmp -s "$TEST_TMP/m/race-a" "$src/fp32/step-000004.safetensors" > /dev/null
+wait_for "race-b in the mount" cmp -s "$TEST_TMP/m/race-b" "$src/fp32/step-000006.safetensors" > /dev/null
+
+# ---- kill -9 of a writer before, during and after its upload ----
+# Uploads held 0.3 s each: the kill lands at the point the log shows.
+echo "upslow 0.3" > "$PROXY_MODE"
+k=0
+for point in "writer-check" "partNumber=1&" "partNumber=3&" "POST .*?uploadId=" "done"; do
+    k=$((k + 1))
+    head -c 20000000 /dev/urandom > "$TEST_TMP/k$k.bin"
+    : > "$PROXY_MODE.log"
+    "$TRAJPACK" add -q "$url" "$TEST_TMP/k$k.bin" 2> /dev/null &
+    writer=$!
+    acked=0
+    if [ "$point" = done ]; then
+        wait $writer || fail "the add to be killed after it ended failed"
+        acked=1
+    else
+        wait_for "the writer reaching $point" grep -q "$point" "$PROXY_MODE.log" > /dev/null
+        kill -9 $writer 2> /dev/null || true
+        wait $writer 2> /dev/null && acked=1
+    fi
+    "$TRAJPACK" verify "$url" > /dev/null || fail "killed at $point: the archive does not verify"
+    if "$TRAJPACK" list "$url" | grep -q "^k$k.bin"; then
+        cmp "$TEST_TMP/m/k$k.bin" "$TEST_TMP/k$k.bin" 2> /dev/null ||
+            wait_for "k$k.bin in the mount" cmp -s "$TEST_TMP/m/k$k.bin" "$TEST_TMP/k$k.bin" > /dev/null
+    else
+        [ $acked -eq 0 ] || fail "killed at $point: an acknowledged commit is missing"
+        "$TRAJPACK" add -q "$url" "$TEST_TMP/k$k.bin" || fail "killed at $point: the retry failed"
+    fi
+done
+echo "sigv4 S3RVER" > "$PROXY_MODE"
+"$TRAJPACK" verify "$url" > /dev/null || fail "verify after the kills failed"
+stop_mount "$TEST_TMP/m"
+
+# ---- push ----
+pushed="s3://test-bucket/pushed.traj"
+"$TRAJPACK" push "$local" "$pushed" > "$TEST_TMP/out" || fail "push failed"
+grep -q "pushed [0-9]* commits" "$TEST_TMP/out" || fail "push said: $(cat "$TEST_TMP/out")"
+same_bytes pushed.traj "$local"
+"$TRAJPACK" push "$local" "$pushed" | grep -q "up to date" || fail "a second push did something"
+"$TRAJPACK" add -q "$local" "$src/fp32/step-000004.safetensors"
+# Killed during its upload, then run again: it goes on.
+echo "upslow 1" > "$PROXY_MODE"
+"$TRAJPACK" push -q "$local" "$pushed" &
+pusher=$!
+wait_for "the push uploading" grep -q "PUT /test-bucket/pushed.traj/ffffffff-" "$PROXY_MODE.log" > /dev/null
+kill -9 $pusher 2> /dev/null || true
+wait $pusher 2> /dev/null || true
+echo "sigv4 S3RVER" > "$PROXY_MODE"
+"$TRAJPACK" verify "$pushed" > /dev/null || fail "the copy does not verify after a killed push"
+"$TRAJPACK" push -q "$local" "$pushed" || fail "push after a killed push failed"
+same_bytes pushed.traj "$local"
+# Following: a commit made locally reaches a mount of the copy.
+"$TRAJPACK" push -q --follow=0.2 "$local" "$pushed" &
+follower=$!
+start_mount "$pushed" "$TEST_TMP/p" -o follow=$FOLLOW
+"$TRAJPACK" add -q "$local" "$src/fp32/step-000006.safetensors"
+ms=$(wait_for "the pushed commit in a mount of the copy" test -e "$TEST_TMP/p/step-000006.safetensors")
+echo "a local commit reached a mount of the pushed copy after $ms ms (push --follow=0.2, follow=$FOLLOW)"
+cmp "$TEST_TMP/p/step-000006.safetensors" "$src/fp32/step-000006.safetensors" ||
+    fail "the mount of the copy reads the pushed checkpoint wrong"
+kill -TERM $follower
+wait $follower || fail "push --follow did not end cleanly on SIGTERM"
+stop_mount "$TEST_TMP/p"
+same_bytes pushed.traj "$local"
+# A copy that is not the start of the archive.
+"$TRAJPACK" create -q "$TEST_TMP/other.traj" "$src/config.json"
+"$TRAJPACK" push "$TEST_TMP/other.traj" "$pushed" 2> "$TEST_TMP/err" && fail "push to another archive's copy"
+grep -q "not a copy of the start" "$TEST_TMP/err" || fail "unclear refusal: $(cat "$TEST_TMP/err")"
+same_bytes pushed.traj "$local"
+
+no_sanitizer_report "$TEST_TMP"/*.log
+echo "PASS: $TEST_NAME"
