@@ -655,9 +655,10 @@ typedef struct {
     char curl_error[CURL_ERROR_SIZE];
 } exchange;
 
+/* 501 Not Implemented is no passing fault: a retry gets the same. */
 static bool status_passes(long status)
 {
-    return status == 408 || status == 429 || (status >= 500 && status <= 599);
+    return status == 408 || status == 429 || (status >= 500 && status <= 599 && status != 501);
 }
 
 static size_t on_send_header(char *p, size_t size, size_t nitems, void *data)
