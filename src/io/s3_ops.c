@@ -271,7 +271,8 @@ int tf_s3_list(tf_http *h, const tf_s3_request *r, const char *prefix, const cha
     int rc = request(h, "GET", url, NULL, NULL, 0, LIST_RESPONSE_MAX, &resp, e);
     if (rc == 0 && resp.status != 200)
         rc = status_fail(url, "GET", &resp, e);
-    else if (rc == 0 && tf_s3_list_parse((const char *)resp.body.data, resp.body.len, prefix, max, out, e) < 0)
+    else if (rc == 0 &&
+             tf_s3_list_parse((const char *)resp.body.data, resp.body.len, prefix, max, out, e) < 0)
         rc = fail_at(url, "GET", e);
     tf_http_response_free(&resp);
     free(url);
@@ -468,7 +469,7 @@ int tf_s3_upload_complete(tf_http *h, const tf_s3_request *r, const char *key, c
         tf_http_response resp;
         char code[128] = "";
         rc = request(h, "POST", url, if_none_match ? condition : NULL, body.data, body.len,
-                  SMALL_RESPONSE_MAX, &resp, e);
+                     SMALL_RESPONSE_MAX, &resp, e);
         if (rc < 0)
             break;
         if (if_none_match && (resp.status == 412 || resp.status == 409))
