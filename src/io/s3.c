@@ -78,7 +78,8 @@ static int build_base(const char *bucket, size_t blen, const char *endpoint, con
 static int key_url(const char *base, const char *key, char **out, tf_error *e)
 {
     tf_buf b = { 0 };
-    int rc = tf_buf_put(&b, base, strlen(base)) < 0 ? tf_fail(e, ENOMEM, "out of memory") : append_key(&b, key, e);
+    int rc = tf_buf_put(&b, base, strlen(base)) < 0 ? tf_fail(e, ENOMEM, "out of memory")
+                                                    : append_key(&b, key, e);
     if (rc == 0 && tf_buf_put(&b, "", 1) < 0)
         rc = tf_fail(e, ENOMEM, "out of memory");
     if (rc < 0) {
