@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 
 #include "cli/progress.h"
+#include "io/io.h"
 #include "store/gc.h"
 #include "store/reclaim.h"
+#include "store/regenerate.h"
 
 static const char gc_usage[] =
     "Usage: trajpack gc [OPTIONS] ARCHIVE\n"
@@ -21,6 +23,10 @@ static const char gc_usage[] =
     "                 one commit, written beside it, made durable and renamed\n"
     "                 over it (needs room for a copy; a crash leaves one or\n"
     "                 the other, whole)\n"
+    "An ARCHIVE in object storage (s3://BUCKET/KEY) is always rewritten: as its\n"
+    "next generation, from a copy in TMPDIR (else /var/tmp), uploaded whole;\n"
+    "the old generation takes no commit from the start, and its objects are\n"
+    "deleted once the new one is in place (see trajpack(1)).\n"
     "  -q, --quiet    no progress bar\n"
     "  -h, --help     show this help\n";
 
@@ -84,6 +90,26 @@ static int rewrite(const char *archive, bool quiet)
     return CLI_EXIT_OK;
 }
 
+/* An archive in object storage: written anew (store/regenerate.h). */
+static int regenerate(const char *url, bool quiet)
+{
+    tf_remote_opts remote;
+    tf_gc_stats stats;
+    tf_error e;
+    cli_progress *bar = cli_progress_start("gc", 0, quiet);
+    int rc = cli_remote_opts(url, &remote, &e) < 0
+                 ? -1
+                 : tf_regenerate(url, &remote, bar ? on_progress : NULL, bar, &stats, &e);
+    cli_progress_end(bar);
+    tf_remote_opts_free(&remote);
+    if (rc < 0) {
+        cli_file_error(url, e.msg);
+        return CLI_EXIT_FAIL;
+    }
+    print_rewrite(&stats);
+    return CLI_EXIT_OK;
+}
+
 int cmd_gc(int argc, char **argv)
 {
     const cli_cmd cmd = { .verb = argv[0], .usage = gc_usage,
@@ -101,6 +127,8 @@ int cmd_gc(int argc, char **argv)
     if (argc - optind != 1)
         return cli_usage_error(cmd.verb, "expected exactly one ARCHIVE");
     const char *archive = argv[optind];
+    if (tf_io_is_url(archive))
+        return regenerate(archive, quiet);
     tf_reclaim_stats stats;
     tf_error e;
     cli_rebase_bar bar = { .label = "gc: rebase", .quiet = quiet };

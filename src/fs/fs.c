@@ -15,22 +15,37 @@
 
 /* ---- opening ---- */
 
-/* A read-write mount of an archive that does not exist creates it. */
-static int create_if_missing(const char *archive, tf_error *e)
+/* A read-write mount of an archive that does not exist creates it (one
+ * in object storage: unless one is there). */
+static int create_if_missing(const fs_options *o, tf_error *e)
 {
-    if (access(archive, F_OK) == 0 || errno != ENOENT)
+    const char *archive = o->archive;
+    bool url = tf_io_is_url(archive);
+    if (!url && (access(archive, F_OK) == 0 || errno != ENOENT))
         return 0;
-    if (tf_container_create(archive, NULL, TF_CHUNK_SHIFT_DEFAULT, TF_FORMAT_DEFAULT, e) < 0)
+    tf_error why;
+    if (tf_container_create(archive, &o->remote, TF_CHUNK_SHIFT_DEFAULT, TF_FORMAT_DEFAULT, &why) < 0) {
+        if (url && why.errnum == EEXIST)
+            return 0;
+        *e = why;
         return -1;
-    fs_log(LOG_INFO, "%s: created a new, empty archive", archive);
+    }
+    char *shown = tf_io_shown_name(archive);
+    fs_log(LOG_INFO, "%s: created a new, empty archive", shown ? shown : "the archive");
+    free(shown);
     return 0;
 }
 
-/* -o spool_dir, or the archive's directory. */
+/* -o spool_dir, or the archive's directory (a URL's: TMPDIR, else
+ * /var/tmp). */
 static int open_spool_dir(const fs_options *o, tf_error *e)
 {
     if (o->spool_dir)
         return fs_spool_open_dir(o->spool_dir, e);
+    if (tf_io_is_url(o->archive)) {
+        const char *tmp = getenv("TMPDIR");
+        return fs_spool_open_dir(tmp && *tmp ? tmp : "/var/tmp", e);
+    }
     char *abs = realpath(o->archive, NULL);
     if (!abs)
         return tf_fail(e, errno, "%s: %s", o->archive, strerror(errno));
@@ -48,7 +63,8 @@ static int open_writable(fs_state *fs, const fs_options *o, tf_error *e)
     wo.dir_times = true;
     wo.cache_bytes = o->cache_size; /* the mount reads through this cache too */
     wo.whole_catalog = true;
-    if (create_if_missing(o->archive, e) < 0 ||
+    wo.remote = &o->remote;
+    if (create_if_missing(o, e) < 0 ||
         tf_writer_open(o->archive, false, 0, &wo, &fs->writer, e) < 0)
         return -1;
     fs->ar = tf_writer_archive(fs->writer);

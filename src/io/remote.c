@@ -786,9 +786,9 @@ int tf_remote_open(const char *name, const tf_remote_opts *o, tf_io **out, tf_er
     return 0;
 }
 
-bool tf_remote_is_segmented(tf_io *io)
+tf_segments *tf_remote_segments(tf_io *io)
 {
-    return remote_of(io)->segments != NULL;
+    return remote_of(io)->segments;
 }
 
 static void remote_cancel(tf_io *io)

@@ -29,8 +29,8 @@
 /* Opens url with one request, for its last bytes, which also tells its
  * size and identity. The settings are read, not kept. */
 int tf_remote_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_error *e);
-/* Whether io (of tf_remote_open) is an archive written in segments
- * (io/segments.h), which a writer can grow; else one object. */
-bool tf_remote_is_segmented(tf_io *io);
+/* The segments of io (of tf_remote_open): an archive written in
+ * segments (io/segments.h), which a writer can grow; NULL: one object. */
+struct tf_segments *tf_remote_segments(tf_io *io);
 
 #endif

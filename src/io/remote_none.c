@@ -23,10 +23,10 @@ int tf_remote_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_err
     return refuse(url, e);
 }
 
-bool tf_remote_is_segmented(tf_io *io)
+struct tf_segments *tf_remote_segments(tf_io *io)
 {
     (void)io;
-    return false;
+    return NULL;
 }
 
 int tf_s3_writer_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_error *e)
@@ -34,6 +34,18 @@ int tf_s3_writer_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_
     (void)o;
     *out = NULL;
     return refuse(url, e);
+}
+
+int tf_s3_writer_seal(tf_io *io, tf_error *e)
+{
+    (void)io;
+    return tf_fail(e, ENOTSUP, "built without remote archives");
+}
+
+int tf_s3_writer_replace(tf_io *io, int fd, uint64_t size, tf_error *e)
+{
+    (void)io, (void)fd, (void)size;
+    return tf_fail(e, ENOTSUP, "built without remote archives");
 }
 
 int tf_s3_writer_create(const char *url, const tf_remote_opts *o, const void *bytes, size_t len,

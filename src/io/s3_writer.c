@@ -47,6 +47,7 @@ struct s3_writer {
     tf_http *http;
     tf_s3_request req;
     char *prefix, *shown;
+    uint32_t gen; /* the generation written */
     bool unconditional;
     int spool;          /* the staged bytes, from `published` */
     uint64_t published; /* the archive's end: where the staged bytes start */
@@ -68,6 +69,12 @@ struct s3_writer {
 static s3_writer *writer_of(tf_io *io) { return (s3_writer *)io; }
 
 static uint64_t part_size(unsigned part) { return part <= PARTS_SMALL ? PART_SMALL : PART_LARGE; }
+
+static int gc_busy(s3_writer *w, tf_error *e)
+{
+    return tf_fail(e, EBUSY, "%s: trajpack gc is writing the archive anew (or was interrupted: run "
+                   "it again); commits wait for it", w->shown);
+}
 
 /* ---- the store's guarantees ---- */
 
@@ -279,6 +286,8 @@ static void abort_dead_uploads(s3_writer *w)
 static int s3w_lock(tf_io *io, tf_error *e)
 {
     s3_writer *w = writer_of(io);
+    if (tf_segments_sealed(tf_remote_segments(w->reader)))
+        return gc_busy(w, e);
     if (check_conditional(w->http, &w->req, w->prefix, w->unconditional, w->shown, e) < 0)
         return -1;
     abort_dead_uploads(w);
@@ -312,11 +321,15 @@ static int s3w_sync(tf_io *io, tf_error *e)
 
 /* Whether the segment at w->key, which a conditional create found
  * there, is the one staged: a request of ours that landed, whose
- * response was lost, retried. */
-static bool is_ours(s3_writer *w, uint64_t len)
+ * response was lost, retried. *seal: it is a seal (gc). */
+static bool is_ours(s3_writer *w, uint64_t len, bool *seal)
 {
     tf_s3_object o = { 0 };
-    if (tf_s3_head(w->http, &w->req, w->key, &o, NULL) != 1 || o.size != len)
+    *seal = false;
+    if (tf_s3_head(w->http, &w->req, w->key, &o, NULL) != 1)
+        return false;
+    *seal = o.size == 0;
+    if (o.size != len)
         return false;
     size_t n = len < TAIL_CHECK ? (size_t)len : TAIL_CHECK;
     uint8_t theirs[TAIL_CHECK], ours[TAIL_CHECK];
@@ -360,12 +373,17 @@ static int s3w_publish(tf_io *io, tf_error *e)
     uint64_t len = w->end - w->published;
     if (len == 0)
         return 0;
+    /* Refused, or failed after its retries: a request of ours may have
+     * landed all the same (a retry then finds the segment, or no longer
+     * the upload it completed). */
     int rc = put_segment(w, len, e);
-    if (rc == 1 && !is_ours(w, len))
-        rc = tf_fail(e, EBUSY, "%s: another writer published a commit first; this one was not "
-                     "made (run it again)", w->shown);
-    else if (rc == 1)
+    bool seal;
+    if (rc != 0 && is_ours(w, len, &seal))
         rc = 0;
+    else if (rc == 1)
+        rc = seal ? gc_busy(w, e)
+                  : tf_fail(e, EBUSY, "%s: another writer published a commit first; this one was "
+                            "not made (run it again)", w->shown);
     if (rc < 0) {
         drop_upload(w);
         return -1;
@@ -375,7 +393,7 @@ static int s3w_publish(tf_io *io, tf_error *e)
     w->nparts = 0;
     w->parted = 0;
     w->published = w->end;
-    char *key = tf_segments_key(w->req.key, w->published);
+    char *key = tf_segments_key(w->req.key, w->gen, w->published);
     free(w->key);
     w->key = key;
     if (ftruncate(w->spool, 0) < 0 || !key)
@@ -389,6 +407,101 @@ static int s3w_publish(tf_io *io, tf_error *e)
                ? 0
                : tf_fail(e, EIO, "%s: after the commit the archive holds %" PRIu64 " bytes, not %" PRIu64,
                          w->shown, size, w->published);
+}
+
+/* ---- a new generation (trajpack gc) ---- */
+
+int tf_s3_writer_seal(tf_io *io, tf_error *e)
+{
+    s3_writer *w = writer_of(io);
+    if (w->end != w->published)
+        return tf_fail(e, EINVAL, "%s: a seal after bytes not published", w->shown);
+    if (check_conditional(w->http, &w->req, w->prefix, w->unconditional, w->shown, e) < 0)
+        return -1;
+    int rc = tf_s3_put(w->http, &w->req, w->key, "", 0, !w->unconditional, e);
+    if (rc <= 0)
+        return rc;
+    tf_s3_object o = { 0 };
+    if ((rc = tf_s3_head(w->http, &w->req, w->key, &o, e)) < 0)
+        return -1;
+    /* A seal there already: a gc that was interrupted, which this one
+     * finishes. */
+    return rc == 1 && o.size == 0
+               ? 0
+               : tf_fail(e, EBUSY, "%s: a commit came first; run gc again", w->shown);
+}
+
+/* Deletes the segments (and seals) of the generations before `gen`. */
+static int drop_generations(s3_writer *w, uint32_t gen, tf_error *e)
+{
+    char *after = NULL;
+    int rc = 0;
+    for (bool more = true; rc == 0 && more;) {
+        tf_s3_listing l;
+        if ((rc = tf_s3_list(w->http, &w->req, w->prefix, after, 1000, &l, e)) < 0)
+            break;
+        for (size_t i = 0; rc == 0 && i < l.n; i++) {
+            uint32_t g;
+            uint64_t start;
+            if (tf_segments_parse(w->prefix, l.v[i].key, &g, &start) && g < gen)
+                rc = tf_s3_delete(w->http, &w->req, l.v[i].key, e);
+        }
+        more = l.truncated && l.n;
+        free(after);
+        after = more ? strdup(l.v[l.n - 1].key) : NULL;
+        if (rc == 0 && more && !after)
+            rc = tf_fail(e, ENOMEM, "out of memory");
+        tf_s3_listing_free(&l);
+    }
+    free(after);
+    return rc;
+}
+
+int tf_s3_writer_replace(tf_io *io, int fd, uint64_t size, tf_error *e)
+{
+    s3_writer *w = writer_of(io);
+    if (w->gen == UINT32_MAX)
+        return tf_fail(e, EOVERFLOW, "%s: no generation after %" PRIu32, w->shown, w->gen);
+    char *key = tf_segments_key(w->req.key, w->gen + 1, 0);
+    if (!key)
+        return tf_fail(e, ENOMEM, "out of memory");
+    /* fd's bytes, staged as a commit at the start of the next
+     * generation: uploaded in parts, published whole. */
+    int spool = w->spool;
+    uint64_t published = w->published, end = w->end;
+    char *was = w->key;
+    w->spool = fd;
+    w->published = 0;
+    w->end = size;
+    w->key = key;
+    int rc = 0;
+    while (rc == 0 && w->end - w->parted >= part_size(w->nparts + 1))
+        rc = submit_part(w, part_size(w->nparts + 1), e);
+    if (rc == 0)
+        rc = put_segment(w, size, e);
+    bool seal;
+    if (rc != 0 && is_ours(w, size, &seal))
+        rc = 0;
+    else if (rc == 1)
+        rc = tf_fail(e, EBUSY, "%s: another gc wrote the next generation first", w->shown);
+    if (rc < 0) {
+        drop_upload(w);
+    } else {
+        free(w->upload_id); /* completed */
+        w->upload_id = NULL;
+        w->nparts = 0;
+        w->parted = 0;
+    }
+    w->spool = spool;
+    w->published = published;
+    w->end = end;
+    w->key = was;
+    free(key);
+    if (rc < 0)
+        return -1;
+    /* Nothing reads the older generations now but readers that opened
+     * them, whose reads of what they do not hold fail (EIO). */
+    return drop_generations(w, ++w->gen, e);
 }
 
 static int s3w_truncate(tf_io *io, uint64_t size, tf_error *e)
@@ -502,14 +615,18 @@ int tf_s3_writer_open(const char *name, const tf_remote_opts *o, tf_io **out, tf
         rc = open_http(url, o, &w->req, &w->http, &w->prefix, e);
     if (rc == 0)
         rc = tf_remote_open(name, o, &w->reader, e);
-    if (rc == 0 && !tf_remote_is_segmented(w->reader))
+    tf_segments *segs = rc == 0 ? tf_remote_segments(w->reader) : NULL;
+    if (rc == 0 && !segs)
         rc = tf_fail(e, EROFS, "%s is one object (uploaded whole), which cannot grow: trajfs writes "
                      "an archive in object storage as segments under KEY/ (trajpack push a local "
                      "copy to a new key)", w->shown);
+    if (rc == 0)
+        w->gen = tf_segments_generation(segs);
     struct stat st;
     if (rc == 0 && (rc = tf_io_stat(w->reader, &st, e)) == 0) {
         w->published = w->end = (uint64_t)st.st_size;
-        rc = (w->key = tf_segments_key(w->req.key, w->published)) ? 0 : tf_fail(e, ENOMEM, "out of memory");
+        rc = (w->key = tf_segments_key(w->req.key, w->gen, w->published)) ? 0
+                                                                          : tf_fail(e, ENOMEM, "out of memory");
     }
     if (rc == 0 && (w->spool = open_spool(e)) < 0)
         rc = -1;
@@ -549,7 +666,7 @@ int tf_s3_writer_create(const char *name, const tf_remote_opts *o, const void *b
         rc = tf_fail(e, EEXIST, "%s: an object is there already", shown);
     if (rc == 0)
         rc = check_conditional(h, &req, prefix, o->s3_unconditional, shown, e);
-    if (rc == 0 && !(key = tf_segments_key(req.key, 0)))
+    if (rc == 0 && !(key = tf_segments_key(req.key, 0, 0)))
         rc = tf_fail(e, ENOMEM, "out of memory");
     if (rc == 0 && (rc = tf_s3_put(h, &req, key, bytes, len, !o->s3_unconditional, e)) == 1)
         rc = tf_fail(e, EEXIST, "%s: another writer created the archive first", shown);

@@ -32,6 +32,7 @@ struct tf_segments {
     segment *v;                 /* sorted by start, joined up */
     size_t n, cap;
     bool more;                  /* older segments than v[0] are still to list */
+    bool sealed;                /* an empty object follows the newest segment */
     char *resume;               /* the key to list after for them */
     tf_http_identity adopted;
 };
@@ -42,12 +43,10 @@ char *tf_segments_prefix(const char *archive_key)
     return asprintf(&p, "%s/", archive_key) < 0 ? NULL : p;
 }
 
-char *tf_segments_key(const char *archive_key, uint64_t start)
+char *tf_segments_key(const char *archive_key, uint32_t gen, uint64_t start)
 {
     char *k;
-    return asprintf(&k, "%s/%08" PRIx32 "-%016" PRIx64, archive_key, ~(uint32_t)0, ~start) < 0
-               ? NULL
-               : k;
+    return asprintf(&k, "%s/%08" PRIx32 "-%016" PRIx64, archive_key, ~gen, ~start) < 0 ? NULL : k;
 }
 
 static bool parse_hex(const char *s, size_t n, uint64_t *v)
@@ -111,13 +110,14 @@ static void free_all(segment *v, size_t n)
 
 /* The segments of a listing page that are of the generation read, in
  * the page's order (the newest first), into *got: *ended when the page
- * reached another generation (nothing older is of this one). */
+ * reached another generation (nothing older is of this one), *sealed
+ * when it holds a seal. */
 static int page_segments(tf_segments *s, const tf_s3_listing *l, segment **got, size_t *ngot,
-                         bool *ended, tf_error *e)
+                         bool *ended, bool *sealed, tf_error *e)
 {
     *got = calloc(l->n ? l->n : 1, sizeof **got);
     *ngot = 0;
-    *ended = false;
+    *ended = *sealed = false;
     if (!*got)
         return tf_fail(e, ENOMEM, "out of memory");
     for (size_t i = 0; i < l->n; i++) {
@@ -128,6 +128,10 @@ static int page_segments(tf_segments *s, const tf_s3_listing *l, segment **got, 
         if (gen != s->gen) {
             *ended = true;
             break;
+        }
+        if (l->v[i].size == 0) { /* a seal: read without it */
+            *sealed = true;
+            continue;
         }
         if (to_segment(s, &l->v[i], start, &(*got)[*ngot], e) < 0) {
             free_all(*got, *ngot);
@@ -165,8 +169,8 @@ static int reach_down(tf_segments *s, uint64_t off, tf_error *e)
             return -1;
         segment *got;
         size_t ngot;
-        bool ended;
-        int rc = page_segments(s, &l, &got, &ngot, &ended, e);
+        bool ended, sealed;
+        int rc = page_segments(s, &l, &got, &ngot, &ended, &sealed, e);
         char *resume = rc == 0 && l.n ? strdup(l.v[l.n - 1].key) : NULL;
         bool more = l.truncated && !ended;
         tf_s3_listing_free(&l);
@@ -274,7 +278,7 @@ static int list_top(tf_segments *s, tf_http_identity *now, tf_error *e)
     size_t nfresh = 0;
     char *after = NULL;
     int rc = 0;
-    bool done = false, gone = false, truncated = false;
+    bool done = false, gone = false, truncated = false, sealed = false, newer = false;
     *now = (tf_http_identity){ 0 };
     while (rc == 0 && !done) {
         tf_s3_listing l;
@@ -282,15 +286,29 @@ static int list_top(tf_segments *s, tf_http_identity *now, tf_error *e)
             rc = -1;
             break;
         }
-        for (size_t i = 0; opening && !after && i < l.n; i++) {
+        /* The newest generation: the first key's. */
+        for (size_t i = 0; !after && i < l.n; i++) {
+            uint32_t gen;
             uint64_t start;
-            if (parse_name(s, l.v[i].key, &s->gen, &start))
+            if (parse_name(s, l.v[i].key, &gen, &start)) {
+                if (opening)
+                    s->gen = gen;
+                newer = gen != s->gen;
                 break;
+            }
+        }
+        if (newer) {
+            tf_s3_listing_free(&l);
+            rc = tf_fail(e, EIO, "%s was written anew (a new generation, by trajpack gc): this "
+                         "view keeps the archive it opened; open it again to see the new one",
+                         s->shown);
+            break;
         }
         segment *got;
         size_t ngot;
-        bool ended;
-        rc = page_segments(s, &l, &got, &ngot, &ended, e);
+        bool ended, seal;
+        rc = page_segments(s, &l, &got, &ngot, &ended, &seal, e);
+        sealed = sealed || seal;
         truncated = l.truncated && !ended;
         free(after);
         after = rc == 0 && l.n ? strdup(l.v[l.n - 1].key) : NULL;
@@ -302,8 +320,13 @@ static int list_top(tf_segments *s, tf_http_identity *now, tf_error *e)
         for (size_t i = 0; i < ngot && !done; i++) {
             if (!opening && got[i].start <= top.start) {
                 done = true;
-                gone = got[i].start != top.start || got[i].len != top.len ||
-                       strcmp(got[i].etag, top.etag) != 0;
+                /* The same object listed longer than before: a store
+                 * that lists an object while it writes it (s3rver; not
+                 * S3), seen then in part. Any other change is a
+                 * rewrite. */
+                bool same = got[i].start == top.start && strcmp(got[i].etag, top.etag) == 0;
+                gone = !same || got[i].len < top.len;
+                top.len = got[i].len;
                 break;
             }
             segment *more = realloc(fresh, (nfresh + 1) * sizeof *fresh);
@@ -333,10 +356,13 @@ static int list_top(tf_segments *s, tf_http_identity *now, tf_error *e)
     if (rc == 0 && !gone) {
         pthread_mutex_lock(&s->mu);
         rc = grow(s, nfresh, e);
+        if (rc == 0 && !opening)
+            s->v[s->n - 1].len = top.len; /* the newest known: list_top alone adds after it */
         for (size_t i = 0; rc == 0 && i < nfresh; i++)
             s->v[s->n++] = fresh[nfresh - 1 - i];
         if (rc == 0) {
             nfresh = 0;
+            s->sealed = sealed;
             if (opening) {
                 s->more = truncated && s->n > 0;
                 free(s->resume);
@@ -387,6 +413,19 @@ int tf_segments_open(tf_http *h, const tf_s3_request *req, tf_segments **out, tf
     s->adopted = now;
     *out = s;
     return 0;
+}
+
+uint32_t tf_segments_generation(tf_segments *s)
+{
+    return s->gen;
+}
+
+bool tf_segments_sealed(tf_segments *s)
+{
+    pthread_mutex_lock(&s->mu);
+    bool sealed = s->sealed;
+    pthread_mutex_unlock(&s->mu);
+    return sealed;
 }
 
 void tf_segments_free(tf_segments *s)

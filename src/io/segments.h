@@ -14,8 +14,12 @@
  * (offset 0) starts with the superblock. A segment's size is its
  * object's; they join up, or the archive is damaged (EIO). Objects
  * under KEY/ of other names are not segments. Only the newest
- * generation is read (every generation is a whole archive; this release
- * writes generation 0).
+ * generation is read: each is a whole archive, which trajpack gc writes
+ * anew (store/regenerate.h). An empty object where a generation's next
+ * segment would go is its seal: no commit can follow (a gc is writing
+ * the next generation from this one); readers read the generation
+ * without it. A generation newer than the one opened makes polls fail:
+ * a reader keeps the archive it opened.
  *
  * The functions below read the segments as one object's bytes, as
  * io/http.h reads an object (io/remote.c uses either): the identity is
@@ -33,9 +37,9 @@
 
 typedef struct tf_segments tf_segments;
 
-/* The key of the segment at `start` of the archive at `archive_key`
- * (generation 0), malloc'd; NULL when out of memory. */
-char *tf_segments_key(const char *archive_key, uint64_t start);
+/* The key of the segment at `start` of generation `gen` of the archive
+ * at `archive_key`, malloc'd; NULL when out of memory. */
+char *tf_segments_key(const char *archive_key, uint32_t gen, uint64_t start);
 /* The prefix of every segment's key: "KEY/", malloc'd. */
 char *tf_segments_prefix(const char *archive_key);
 /* Whether key, under prefix, names a segment: its generation and start. */
@@ -46,6 +50,10 @@ bool tf_segments_parse(const char *prefix, const char *key, uint32_t *gen, uint6
  * in segments there). h and req are borrowed until tf_segments_free. */
 int tf_segments_open(tf_http *h, const tf_s3_request *req, tf_segments **out, tf_error *e);
 void tf_segments_free(tf_segments *s);
+/* The generation read, and whether it is sealed (as opened or last
+ * polled). */
+uint32_t tf_segments_generation(tf_segments *s);
+bool tf_segments_sealed(tf_segments *s);
 
 /* As tf_http_first, tf_http_probe, tf_http_identity_get, tf_http_adopt
  * and tf_http_fetch_as. */

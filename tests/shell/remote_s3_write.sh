@@ -16,6 +16,11 @@
 #   acknowledged;
 # - trajpack push uploads what the copy lacks, resumes after a kill,
 #   follows a growing archive, and refuses a copy that is not its start;
+# - prune and gc: gc writes the archive anew as its next generation and
+#   deletes the old one; killed, it leaves the old one readable and
+#   refusing commits, and runs again to the end;
+# - a writable mount's close() returns once the commit is in the bucket;
+# - an archive of more segments than a listing page reads right;
 # - a store that ignores If-None-Match is refused unless the user says
 #   one writer at a time is theirs to ensure.
 set -eu
@@ -216,6 +221,101 @@ same_bytes pushed.traj "$local"
 "$TRAJPACK" push "$TEST_TMP/other.traj" "$pushed" 2> "$TEST_TMP/err" && fail "push to another archive's copy"
 grep -q "not a copy of the start" "$TEST_TMP/err" || fail "unclear refusal: $(cat "$TEST_TMP/err")"
 same_bytes pushed.traj "$local"
+
+# ---- prune and gc: a new generation ----
+# prune removes in a commit; gc writes the archive anew as generation 1
+# (one object) and deletes generation 0. A mount that follows says the
+# archive was written anew; a new one reads the same files.
+gcurl="s3://test-bucket/gc.traj"
+for s in 2 4 6; do
+    "$TRAJPACK" add -q --as "step-00000$s.safetensors" "$gcurl" "$src/fp32/step-00000$s.safetensors" 2> /dev/null ||
+        "$TRAJPACK" create -q "$gcurl" "$src/fp32/step-00000$s.safetensors" || fail "writing gc.traj failed"
+done
+"$TRAJPACK" prune -q --keep-last 1 "$gcurl" || fail "prune $gcurl failed"
+"$TRAJPACK" list "$gcurl" > "$TEST_TMP/list.before"
+grep -q "^step-000002" "$TEST_TMP/list.before" && fail "prune left step 2"
+start_mount "$gcurl" "$TEST_TMP/g" -o follow=$FOLLOW
+gc_pid=$DAEMON_PID
+ls "$s3/test-bucket/gc.traj" | grep -q "^ffffffff-" || fail "no generation 0 before gc"
+# Killed while it uploads the new generation: the old one stays sealed,
+# readable, refusing commits with the reason; gc run again finishes.
+echo "upslow 1" > "$PROXY_MODE"
+: > "$PROXY_MODE.log"
+"$TRAJPACK" gc -q "$gcurl" &
+gcer=$!
+wait_for "gc uploading" grep -q "PUT /test-bucket/gc.traj/fffffffe-" "$PROXY_MODE.log" > /dev/null
+kill -9 $gcer 2> /dev/null || true
+wait $gcer 2> /dev/null || true
+echo "sigv4 S3RVER" > "$PROXY_MODE"
+if ls "$s3/test-bucket/gc.traj" | grep -q "^fffffffe-"; then
+    echo "gc killed during its upload: its new generation was in place (the request had reached the server)"
+else
+    echo "gc killed during its upload: the sealed generation 0 stays"
+    "$TRAJPACK" list "$gcurl" | cmp -s - "$TEST_TMP/list.before" || fail "a killed gc changed the files"
+    "$TRAJPACK" add -q "$gcurl" "$src/config.json" 2> "$TEST_TMP/err" && fail "a commit to a sealed generation"
+    grep -q "trajpack gc is writing the archive anew" "$TEST_TMP/err" || fail "unclear refusal: $(cat "$TEST_TMP/err")"
+fi
+"$TRAJPACK" gc "$gcurl" > "$TEST_TMP/out" || fail "gc $gcurl failed"
+grep -q "^gc: " "$TEST_TMP/out" || fail "gc said: $(cat "$TEST_TMP/out")"
+ls "$s3/test-bucket/gc.traj" | grep -q "^ffffffff-" && fail "gc left objects of generation 0"
+ls "$s3/test-bucket/gc.traj" | grep -q "^fffffffe-ffffffffffffffff\._S3rver_object$" ||
+    fail "gc wrote no generation 1: $(ls "$s3/test-bucket/gc.traj")"
+"$TRAJPACK" list "$gcurl" | cmp - "$TEST_TMP/list.before" || fail "gc changed the files"
+"$TRAJPACK" verify "$gcurl" > /dev/null || fail "the new generation does not verify"
+wait_for "the following mount saying the archive was written anew" grep -q "written anew" "$TEST_TMP/g.log" > /dev/null
+DAEMON_PID=$gc_pid
+stop_mount "$TEST_TMP/g"
+"$TRAJPACK" add -q "$gcurl" "$src/config.json" || fail "add after gc failed"
+start_mount "$gcurl" "$TEST_TMP/g"
+cmp "$TEST_TMP/g/step-000006.safetensors" "$src/fp32/step-000006.safetensors" || fail "after gc, step 6 reads wrong"
+cmp "$TEST_TMP/g/config.json" "$src/config.json" || fail "the commit after gc reads wrong"
+stop_mount "$TEST_TMP/g"
+
+# ---- a writable mount of an archive in the bucket ----
+# close() returns once the commit is in the bucket: another process
+# lists the file at once, and a mount that follows reads it.
+rw="s3://test-bucket/mounted.traj"
+start_mount "$rw" "$TEST_TMP/w" -o rw
+writer_pid=$DAEMON_PID
+start_mount "$rw" "$TEST_TMP/r" -o follow=$FOLLOW
+cp "$src/bf16/step-000002.safetensors" "$TEST_TMP/w/"
+"$TRAJPACK" list "$rw" | grep -q "^step-000002.safetensors$" || fail "a file closed in the rw mount is not in the bucket"
+cp "$src/bf16/step-000004.safetensors" "$TEST_TMP/w/"
+ms=$(wait_for "a commit of the rw mount in the following one" cmp -s "$TEST_TMP/r/step-000004.safetensors" \
+    "$src/bf16/step-000004.safetensors")
+echo "a file closed in a rw mount of $rw was read by a following mount after $ms ms (follow=$FOLLOW)"
+stop_mount "$TEST_TMP/r"
+DAEMON_PID=$writer_pid
+stop_mount "$TEST_TMP/w"
+"$TRAJPACK" verify "$rw" > /dev/null || fail "the archive the rw mount wrote does not verify"
+
+# ---- an archive of many segments ----
+# The local archive cut into 1,100 segments, put straight into s3rver: an
+# open lists the newest 1,000 (one request), and a read of the oldest
+# bytes lists the rest.
+"$PYTHON" - "$local" "$port" <<'PY' || fail "could not put the segments"
+import http.client, sys
+data = open(sys.argv[1], "rb").read()
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[2]))
+n = 1100
+cuts = [len(data) * i // n for i in range(n + 1)]
+for a, b in zip(cuts, cuts[1:]):
+    key = "/test-bucket/many.traj/%08x-%016x" % (0xFFFFFFFF, ~a & 0xFFFFFFFFFFFFFFFF)
+    conn.request("PUT", key, body=data[a:b])
+    r = conn.getresponse()
+    r.read()
+    assert r.status == 200, r.status
+PY
+many=s3://test-bucket/many.traj
+: > "$PROXY_MODE.log"
+"$TRAJPACK" list --blobs "$many" > "$TEST_TMP/list.many" || fail "list of 1,100 segments failed"
+"$TRAJPACK" list --blobs "$local" | cmp - "$TEST_TMP/list.many" || fail "1,100 segments list other files"
+echo "an open of 1,100 segments and a listing: $(grep -c "list-type=2" "$PROXY_MODE.log") listing requests"
+"$TRAJPACK" verify "$many" > /dev/null || fail "1,100 segments do not verify"
+start_mount "$many" "$TEST_TMP/many"
+cmp "$TEST_TMP/many/step-000006.safetensors" "$src/fp32/step-000006.safetensors" ||
+    fail "a mount of 1,100 segments reads wrong"
+stop_mount "$TEST_TMP/many"
 
 no_sanitizer_report "$TEST_TMP"/*.log
 echo "PASS: $TEST_NAME"

@@ -14,6 +14,7 @@
 #include "common/buf.h"
 #include "io/s3.h"
 #include "io/s3_ops.h"
+#include "io/segments.h"
 #include "io/xml_text.h"
 
 static tf_xml_span span_of(const char *s) { return (tf_xml_span){ s, strlen(s) }; }
@@ -324,6 +325,43 @@ START_TEST(key_urls_are_encoded_as_sigv4_canonicalizes)
 }
 END_TEST
 
+/* A segment's key names its generation and start, inverted, so that
+ * the newest sorts first; only exact names are segments. */
+START_TEST(segment_names_sort_newest_first)
+{
+    char *first = tf_segments_key("runs/run 1.traj", 0);
+    char *later = tf_segments_key("runs/run 1.traj", 123456789);
+    char *prefix = tf_segments_prefix("runs/run 1.traj");
+    ck_assert_str_eq(first, "runs/run 1.traj/ffffffff-ffffffffffffffff");
+    ck_assert_str_eq(later, "runs/run 1.traj/ffffffff-fffffffff8a432ea");
+    ck_assert_str_eq(prefix, "runs/run 1.traj/");
+    ck_assert_int_lt(strcmp(later, first), 0);
+    uint32_t gen;
+    uint64_t start;
+    ck_assert(tf_segments_parse(prefix, later, &gen, &start));
+    ck_assert_uint_eq(gen, 0);
+    ck_assert_uint_eq(start, 123456789);
+    ck_assert(tf_segments_parse(prefix, "runs/run 1.traj/fffffffe-fffffffffffffffe", &gen, &start));
+    ck_assert_uint_eq(gen, 1);
+    ck_assert_uint_eq(start, 1);
+    static const char *const not_segments[] = {
+        "runs/run 1.traj/writer-check",
+        "runs/run 1.traj/ffffffff-ffffffffffffffff0",   /* too long */
+        "runs/run 1.traj/ffffffff-fffffffffffffff",     /* too short */
+        "runs/run 1.traj/ffffffff_ffffffffffffffff",    /* no dash */
+        "runs/run 1.traj/FFFFFFFF-ffffffffffffffff",    /* upper case */
+        "runs/run 1.traj/ffffffff-fffffffffffffffg",    /* not hex */
+        "runs/run 2.traj/ffffffff-ffffffffffffffff",    /* another archive */
+        "runs/run 1.traj/x/ffffffff-ffffffffffffffff",  /* below */
+    };
+    for (size_t i = 0; i < sizeof not_segments / sizeof *not_segments; i++)
+        ck_assert_msg(!tf_segments_parse(prefix, not_segments[i], &gen, &start), "%s", not_segments[i]);
+    free(first);
+    free(later);
+    free(prefix);
+}
+END_TEST
+
 static Suite *s3_suite(void)
 {
     Suite *s = suite_create("s3");
@@ -343,6 +381,7 @@ static Suite *s3_suite(void)
 
     TCase *urls = tcase_create("urls");
     tcase_add_test(urls, key_urls_are_encoded_as_sigv4_canonicalizes);
+    tcase_add_test(urls, segment_names_sort_newest_first);
     suite_add_tcase(s, urls);
     return s;
 }

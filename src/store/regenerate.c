@@ -1,0 +1,91 @@
+#include "store/regenerate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/full_io.h"
+#include "io/io.h"
+#include "io/s3_writer.h"
+
+#define COPY_BLOCK ((size_t)8 << 20)
+
+/* A directory of its own for the local copy (TMPDIR, else /var/tmp). */
+static char *work_dir(tf_error *e)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *dir;
+    if (asprintf(&dir, "%s/trajfs-gc-XXXXXX", tmp && *tmp ? tmp : "/var/tmp") < 0) {
+        tf_fail(e, ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (!mkdtemp(dir)) {
+        tf_fail(e, errno, "cannot make a directory for gc's copy: %s", strerror(errno));
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
+/* The archive's size bytes, copied from io into the new file path. */
+static int download(tf_io *io, uint64_t size, const char *path,
+                    void (*progress)(void *arg, uint64_t bytes), void *arg, tf_error *e)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return tf_fail(e, errno, "%s: %s", path, strerror(errno));
+    uint8_t *buf = malloc(COPY_BLOCK);
+    int rc = buf ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    for (uint64_t off = 0; rc == 0 && off < size;) {
+        size_t n = size - off < COPY_BLOCK ? (size_t)(size - off) : COPY_BLOCK;
+        rc = tf_io_pread(io, off, buf, n, e);
+        if (rc == 0 && tf_pwrite_full(fd, buf, n, (off_t)off) < 0)
+            rc = tf_fail(e, errno, "%s: %s", path, strerror(errno));
+        off += n;
+        if (rc == 0 && progress)
+            progress(arg, n);
+    }
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+int tf_regenerate(const char *url, const tf_remote_opts *remote,
+                  void (*progress)(void *arg, uint64_t bytes), void *progress_arg, tf_gc_stats *stats,
+                  tf_error *e)
+{
+    *stats = (tf_gc_stats){ 0 };
+    tf_io *io;
+    if (tf_io_open(url, &(tf_open_opts){ .writable = true, .remote = remote }, &io, e) < 0)
+        return -1;
+    char *dir = NULL, *path = NULL;
+    struct stat st;
+    int rc = tf_io_stat(io, &st, e) < 0 || tf_s3_writer_seal(io, e) < 0 ? -1 : 0;
+    if (rc == 0 && !(dir = work_dir(e)))
+        rc = -1;
+    if (rc == 0 && asprintf(&path, "%s/archive", dir) < 0)
+        rc = tf_fail(e, ENOMEM, "out of memory"), path = NULL;
+    if (rc == 0)
+        rc = download(io, (uint64_t)st.st_size, path, progress, progress_arg, e);
+    if (rc == 0)
+        rc = tf_gc(path, progress, progress_arg, stats, e);
+    int fd = rc == 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (rc == 0 && (fd < 0 || fstat(fd, &st) < 0))
+        rc = tf_fail(e, errno, "%s: %s", path, strerror(errno));
+    if (rc == 0)
+        rc = tf_s3_writer_replace(io, fd, (uint64_t)st.st_size, e);
+    if (fd >= 0)
+        close(fd);
+    if (path)
+        unlink(path);
+    if (dir)
+        rmdir(dir);
+    free(path);
+    free(dir);
+    tf_io_close(io);
+    return rc;
+}
