@@ -17,6 +17,17 @@
 # beside a fresh mount of the local file with the page cache dropped: its
 # seconds and the bytes its daemon read from the disk (read_bytes).
 # No disk cache (cache_dir) on the remote side: every fetch is cold.
+#
+# Then the write half, against s3rver on 127.0.0.1 (when installed):
+#
+#   add         `trajpack add` of each checkpoint file of the corpus, in
+#               step order, to s3://bench/run.traj and to a local file,
+#               one after the other: seconds each, and their ratio
+#   push        `trajpack push ARCHIVE s3://bench/pushed.traj` against
+#               `curl -T ARCHIVE` (one PUT of the whole file)
+#
+# s3rver ignores If-None-Match, so the writes run with s3_unconditional=1:
+# a writer's check of the store (one request) is not made.
 # Figures only, no thresholds. Needs root (drop_caches), lighttpd and the
 # built trajfs and trajpack (BUILDDIR, default the checkout).
 set -eu
@@ -80,3 +91,33 @@ echo "(one ckpt and all: beyond the open's requests and bytes)"
 run "one ckpt" "$latest"
 # shellcheck disable=SC2086
 run "all" $files
+
+# ---- the write half ----
+if ! serve_s3; then
+    echo "write half: skipped (s3rver is not installed: sh .ci/install-deps --tests)"
+    exit 0
+fi
+unset TRAJFS_REMOTE_STATS
+export AWS_ENDPOINT_URL=$s3_endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=S3RVER \
+    AWS_SECRET_ACCESS_KEY=S3RVER TRAJFS_REMOTE_OPTIONS=s3_unconditional=1
+written=$work/written.traj
+echo "write half: s3rver on 127.0.0.1 (s3_unconditional=1), against a local file on $(df --output=source "$work" | tail -1)"
+printf '%-32s %9s %9s %7s\n' "trajpack add of" "s3 s" "local s" "ratio"
+verb=create
+for f in config.json $(cd "$corpus" && ls | grep safetensors | sort -V); do
+    tr=$(timed "$TRAJPACK" $verb -q "s3://bench/run.traj" "$corpus/$f") || die "$verb of $f to s3 failed"
+    tl=$(timed "$TRAJPACK" $verb -q "$written" "$corpus/$f") || die "$verb of $f failed"
+    verb=add
+    printf '%-32s %9.3f %9.3f %7.2f\n' "$f" "$tr" "$tl" "$(echo "$tr $tl" | awk '{ print $1 / $2 }')"
+done | tee "$work/adds"
+ratios=$(awk '$1 ~ /safetensors/ { print $4 }' "$work/adds" | sort -g)
+n=$(echo "$ratios" | wc -l)
+awk '$1 ~ /safetensors/ { s += $2; l += $3 } END { printf "%.3f %.3f\n", s, l }' "$work/adds" | {
+    read -r s l
+    echo "adds of $n checkpoint files: median ratio $(echo "$ratios" | sed -n "$(( (n + 1) / 2 ))p")" \
+        "(min $(echo "$ratios" | head -1), max $(echo "$ratios" | tail -1)); total $s s to s3, $l s local"
+}
+tp=$(timed "$TRAJPACK" push -q "$archive" "s3://bench/pushed.traj") || die "push failed"
+tc=$(timed curl -sf -T "$archive" "$s3_endpoint/bench/whole.traj" -o /dev/null) || die "curl -T failed"
+echo "$tp $tc" | awk -v size="$(sizes_text "$archive")" '{
+    printf "push of the archive (%s): %.3f s; curl -T of it: %.3f s (x%.2f)\n", size, $1, $2, $1 / $2 }'

@@ -41,7 +41,8 @@ bench_init() {
 }
 
 bench_cleanup() {
-    [ -z "${server:-}" ] || kill "$server" 2> /dev/null || true
+    # shellcheck disable=SC2086 # a list of PIDs
+    [ -z "${server:-}" ] || kill $server 2> /dev/null || true
     if is_mounted; then
         fusermount3 -u "$mnt" || fusermount3 -uz "$mnt"
     fi
@@ -189,13 +190,32 @@ server.follow-symlink = "enable"
 server.errorlog = "$work/lighttpd.err"
 CONF
     lighttpd -D -f "$work/lighttpd.conf" &
-    server=$!
+    server="${server:-} $!"
     url=http://127.0.0.1:$_port/a.traj
     for _ in $(seq 50); do
         curl -s -o /dev/null "$url" -r 0-0 && return 0
         sleep 0.1
     done
     die "lighttpd did not serve $url"
+}
+
+# serve_s3: an S3-compatible server (s3rver, which .ci/install-deps
+# --tests installs) on 127.0.0.1 with the bucket bench, its objects in
+# $work/s3; sets s3_endpoint. Fails when s3rver is not installed.
+serve_s3() {
+    _s3rver=${S3RVER:-${S3RVER_PREFIX:-/opt/trajfs-test-tools}/node_modules/.bin/s3rver}
+    command -v node > /dev/null && [ -x "$_s3rver" ] || return 1
+    mkdir -p "$work/s3"
+    # Listings cut short need OpenSSL's legacy ciphers there (its tokens).
+    NODE_OPTIONS=--openssl-legacy-provider node "$_s3rver" -d "$work/s3" -a 127.0.0.1 -p 0 \
+        --configure-bucket bench > "$work/s3rver.log" 2>&1 &
+    server="${server:-} $!"
+    for _ in $(seq 100); do
+        _port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/s3rver.log")
+        [ -n "$_port" ] && { s3_endpoint=http://127.0.0.1:$_port; return 0; }
+        sleep 0.1
+    done
+    die "s3rver did not start: $(cat "$work/s3rver.log")"
 }
 
 # remote_counts LOG: "REQUESTS BYTES" of the last remote mount or open

@@ -663,7 +663,6 @@ typedef struct {
     char curl_error[CURL_ERROR_SIZE];
 } exchange;
 
-
 static size_t on_send_header(char *p, size_t size, size_t nitems, void *data)
 {
     exchange *x = data;

@@ -297,11 +297,9 @@ int tf_s3_put(tf_http *h, const tf_s3_request *r, const char *key, const void *p
     return rc;
 }
 
-int tf_s3_delete(tf_http *h, const tf_s3_request *r, const char *key, tf_error *e)
+/* DELETE of url (taken): 0 also when there was nothing (404). */
+static int delete_url(tf_http *h, char *url, tf_error *e)
 {
-    char *url;
-    if (tf_s3_key_url(r, key, &url, e) < 0)
-        return -1;
     tf_http_response resp;
     int rc = request(h, "DELETE", url, NULL, NULL, 0, SMALL_RESPONSE_MAX, &resp, e);
     if (rc == 0 && resp.status != 200 && resp.status != 204 && resp.status != 404)
@@ -309,6 +307,12 @@ int tf_s3_delete(tf_http *h, const tf_s3_request *r, const char *key, tf_error *
     tf_http_response_free(&resp);
     free(url);
     return rc;
+}
+
+int tf_s3_delete(tf_http *h, const tf_s3_request *r, const char *key, tf_error *e)
+{
+    char *url;
+    return tf_s3_key_url(r, key, &url, e) < 0 ? -1 : delete_url(h, url, e);
 }
 
 int tf_s3_head(tf_http *h, const tf_s3_request *r, const char *key, tf_s3_object *out, tf_error *e)
@@ -498,15 +502,7 @@ int tf_s3_upload_abort(tf_http *h, const tf_s3_request *r, const char *key, cons
 {
     const param q[] = { { "uploadId", upload_id } };
     char *url;
-    if (object_url(r, key, q, 1, &url, e) < 0)
-        return -1;
-    tf_http_response resp;
-    int rc = request(h, "DELETE", url, NULL, NULL, 0, SMALL_RESPONSE_MAX, &resp, e);
-    if (rc == 0 && resp.status != 204 && resp.status != 200 && resp.status != 404)
-        rc = status_fail(url, "DELETE", &resp, e);
-    tf_http_response_free(&resp);
-    free(url);
-    return rc;
+    return object_url(r, key, q, 1, &url, e) < 0 ? -1 : delete_url(h, url, e);
 }
 
 void tf_s3_uploads_free(tf_s3_upload *u, size_t n)

@@ -267,7 +267,7 @@ static int s3w_stat(tf_io *io, struct stat *st, tf_error *e)
 }
 
 /* Aborts the uploads of killed writers that can never complete: of a
- * segment inside the archive. Best effort. */
+ * segment inside the archive, or of an older generation. Best effort. */
 static void abort_dead_uploads(s3_writer *w)
 {
     tf_s3_upload *u;
@@ -277,7 +277,8 @@ static void abort_dead_uploads(s3_writer *w)
     for (size_t i = 0; i < n; i++) {
         uint32_t gen;
         uint64_t start;
-        if (tf_segments_parse(w->prefix, u[i].key, &gen, &start) && start < w->published)
+        if (tf_segments_parse(w->prefix, u[i].key, &gen, &start) &&
+            (gen < w->gen || (gen == w->gen && start < w->published)))
             (void)tf_s3_upload_abort(w->http, &w->req, u[i].key, u[i].upload_id, NULL);
     }
     tf_s3_uploads_free(u, n);
@@ -501,7 +502,10 @@ int tf_s3_writer_replace(tf_io *io, int fd, uint64_t size, tf_error *e)
         return -1;
     /* Nothing reads the older generations now but readers that opened
      * them, whose reads of what they do not hold fail (EIO). */
-    return drop_generations(w, ++w->gen, e);
+    if (drop_generations(w, ++w->gen, e) < 0)
+        return -1;
+    abort_dead_uploads(w);
+    return 0;
 }
 
 static int s3w_truncate(tf_io *io, uint64_t size, tf_error *e)

@@ -329,8 +329,8 @@ END_TEST
  * the newest sorts first; only exact names are segments. */
 START_TEST(segment_names_sort_newest_first)
 {
-    char *first = tf_segments_key("runs/run 1.traj", 0);
-    char *later = tf_segments_key("runs/run 1.traj", 123456789);
+    char *first = tf_segments_key("runs/run 1.traj", 0, 0);
+    char *later = tf_segments_key("runs/run 1.traj", 0, 123456789);
     char *prefix = tf_segments_prefix("runs/run 1.traj");
     ck_assert_str_eq(first, "runs/run 1.traj/ffffffff-ffffffffffffffff");
     ck_assert_str_eq(later, "runs/run 1.traj/ffffffff-fffffffff8a432ea");
