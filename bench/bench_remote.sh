@@ -117,7 +117,15 @@ awk '$1 ~ /safetensors/ { s += $2; l += $3 } END { printf "%.3f %.3f\n", s, l }'
     echo "adds of $n checkpoint files: median ratio $(echo "$ratios" | sed -n "$(( (n + 1) / 2 ))p")" \
         "(min $(echo "$ratios" | head -1), max $(echo "$ratios" | tail -1)); total $s s to s3, $l s local"
 }
+# object_bytes KEY: the bytes of the objects of the archive at KEY.
+object_bytes() {
+    find "$work/s3/bench/$1" -name '*._S3rver_object' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'
+}
+echo "in the bucket: $(object_bytes run.traj) bytes of segments; the local file: $(sizes_text "$written")"
 tp=$(timed "$TRAJPACK" push -q "$archive" "s3://bench/pushed.traj") || die "push failed"
 tc=$(timed curl -sf -T "$archive" "$s3_endpoint/bench/whole.traj" -o /dev/null) || die "curl -T failed"
 echo "$tp $tc" | awk -v size="$(sizes_text "$archive")" '{
     printf "push of the archive (%s): %.3f s; curl -T of it: %.3f s (x%.2f)\n", size, $1, $2, $1 / $2 }'
+echo "the pushed copy: $(object_bytes pushed.traj) bytes of segments"
+"$TRAJPACK" gc -q "s3://bench/run.traj" > /dev/null || die "gc of the archive in the bucket failed"
+echo "after trajpack gc of s3://bench/run.traj: $(object_bytes run.traj) bytes"

@@ -31,10 +31,11 @@ options_of() {
     prune) echo --keep-last --keep-every --keep --drop -n --dry-run -q --quiet -h --help ;;
     repack) echo -T --threads --max-chain --budget --search --all-programs --chunk-shift -q --quiet \
         -h --help ;;
+    push) echo -f --follow -q --quiet -h --help ;;
     esac
 }
 
-verbs="create add extract list verify stats rm prune gc repack"
+verbs="create add extract list verify stats rm prune gc repack push"
 "$TRAJPACK" --help > "$TEST_TMP/help" 2> "$TEST_TMP/err" || fail "trajpack --help failed"
 [ ! -s "$TEST_TMP/err" ] || fail "trajpack --help wrote to stderr"
 for verb in $verbs; do
