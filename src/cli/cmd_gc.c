@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 
 #include "cli/progress.h"
-#include "io/io.h"
 #include "store/gc.h"
 #include "store/reclaim.h"
 #include "store/regenerate.h"

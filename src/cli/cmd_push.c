@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "io/io.h"
 #include "store/push.h"
 
 static const char push_usage[] =

@@ -424,6 +424,46 @@ void tf_container_rollback(tf_container *c)
     cut_to_end(c);
 }
 
+/* Bytes copied at a time by tf_container_copy_commits. */
+#define COPY_BLOCK ((size_t)4 << 20)
+
+int tf_container_copy_commits(tf_container *c, const tf_container *from, uint64_t end, tf_error *e)
+{
+    tf_trailer t;
+    if (c->pending.len || c->file_size != c->end || end <= c->end || end > from->end ||
+        !valid_commit_at(from, end - TF_TRAILER_SIZE, &t))
+        return tf_fail(e, EINVAL, "%s: no commit of %s ends at %llu", c->name, from->name,
+                       (unsigned long long)end);
+    uint8_t *buf = malloc(COPY_BLOCK);
+    int rc = buf ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    for (uint64_t off = c->end; rc == 0 && off < end;) {
+        size_t n = end - off < COPY_BLOCK ? (size_t)(end - off) : COPY_BLOCK;
+        rc = tf_container_pread(from, off, buf, n, e) < 0 || tf_io_append(c->io, buf, n, off, e) < 0 ? -1 : 0;
+        off += n;
+    }
+    free(buf);
+    if (rc == 0)
+        rc = tf_io_publish(c->io, e);
+    if (rc < 0) {
+        (void)tf_io_truncate(c->io, c->end, NULL);
+        return -1;
+    }
+    c->last = t;
+    c->has_commit = true;
+    c->end = c->durable_end = c->file_size = c->searched = end;
+    return 0;
+}
+
+int tf_container_seal(tf_container *c, tf_error *e)
+{
+    return tf_io_seal(c->io, e);
+}
+
+int tf_container_replace(tf_container *c, int fd, uint64_t size, tf_error *e)
+{
+    return tf_io_replace(c->io, fd, size, e);
+}
+
 int tf_container_punch(tf_container *c, uint64_t off, uint64_t len, tf_error *e)
 {
     if (off < TF_SUPERBLOCK_SIZE || off > c->end || len > c->end - off)

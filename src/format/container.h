@@ -153,6 +153,18 @@ int tf_container_sync(tf_container *c, bool *synced, tf_error *e);
 /* Drops everything appended since the last commit (since the last
  * durable one, after a commit written behind failed). */
 void tf_container_rollback(tf_container *c);
+/* Writer side, a copy of another archive's commits (trajpack push):
+ * appends the bytes of `from` from this archive's end up to `end`, the
+ * end of one of from's commits, as they lie there (the two archives
+ * hold the same bytes below this one's end), and publishes them, seen
+ * whole (io/io.h); the last commit is then the one ending at end. On
+ * failure nothing of them is kept. */
+int tf_container_copy_commits(tf_container *c, const tf_container *from, uint64_t end, tf_error *e);
+/* Writer side, storage that keeps an archive as generations (object
+ * storage; io/io.h seal and replace, ENOTSUP elsewhere): no commit from
+ * now on; then the archive made the size bytes of the file fd, whole. */
+int tf_container_seal(tf_container *c, tf_error *e);
+int tf_container_replace(tf_container *c, int fd, uint64_t size, tf_error *e);
 /* Gives back the space of the whole TF_PUNCH_BLOCKs within committed
  * bytes [off, off + len) that no committed state reads (io/io.h punch);
  * the partial blocks at either end stay as they are. ENOTSUP where the

@@ -114,6 +114,16 @@ int tf_io_punch(tf_io *io, uint64_t off, uint64_t len, tf_error *e)
     return io->ops->punch ? io->ops->punch(io, off, len, e) : not_supported(e, "punching holes");
 }
 
+int tf_io_seal(tf_io *io, tf_error *e)
+{
+    return io->ops->seal ? io->ops->seal(io, e) : not_supported(e, "sealing");
+}
+
+int tf_io_replace(tf_io *io, int fd, uint64_t size, tf_error *e)
+{
+    return io->ops->replace ? io->ops->replace(io, fd, size, e) : not_supported(e, "replacing whole");
+}
+
 void tf_io_cancel(tf_io *io)
 {
     if (io->ops->cancel)

@@ -77,6 +77,13 @@ typedef struct {
      * which then reads as zeros; the size stays. ENOTSUP where the
      * storage cannot (the caller keeps working without). */
     int (*punch)(tf_io *io, uint64_t off, uint64_t len, tf_error *e);
+    /* Optional (writable; storage that keeps an archive as generations,
+     * object storage): seal makes the archive take no commit from now
+     * on (EBUSY when one came first; sealed already is no error);
+     * replace makes the size bytes of the file fd the archive, whole and
+     * at once, as a new generation, then deletes the old one. */
+    int (*seal)(tf_io *io, tf_error *e);
+    int (*replace)(tf_io *io, int fd, uint64_t size, tf_error *e);
     /* Optional: ends the transfers under way at once, and fails every
      * later read that must fetch (ECANCELED): the storage is about to be
      * closed, and no one waits for a slow server's timeouts. */
@@ -149,6 +156,8 @@ int tf_io_sync(tf_io *io, tf_error *e);
 int tf_io_publish(tf_io *io, tf_error *e);
 int tf_io_truncate(tf_io *io, uint64_t size, tf_error *e);
 int tf_io_punch(tf_io *io, uint64_t off, uint64_t len, tf_error *e);
+int tf_io_seal(tf_io *io, tf_error *e);
+int tf_io_replace(tf_io *io, int fd, uint64_t size, tf_error *e);
 void tf_io_cancel(tf_io *io);
 
 #endif

@@ -36,18 +36,6 @@ int tf_s3_writer_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_
     return refuse(url, e);
 }
 
-int tf_s3_writer_seal(tf_io *io, tf_error *e)
-{
-    (void)io;
-    return tf_fail(e, ENOTSUP, "built without remote archives");
-}
-
-int tf_s3_writer_replace(tf_io *io, int fd, uint64_t size, tf_error *e)
-{
-    (void)io, (void)fd, (void)size;
-    return tf_fail(e, ENOTSUP, "built without remote archives");
-}
-
 int tf_s3_writer_create(const char *url, const tf_remote_opts *o, const void *bytes, size_t len,
                         tf_error *e)
 {

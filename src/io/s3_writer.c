@@ -288,8 +288,6 @@ static void abort_dead_uploads(s3_writer *w)
 static int s3w_lock(tf_io *io, tf_error *e)
 {
     s3_writer *w = writer_of(io);
-    if (tf_segments_sealed(tf_remote_segments(w->reader)))
-        return gc_busy(w, e);
     if (check_conditional(w->http, &w->req, w->prefix, w->unconditional, w->shown, e) < 0)
         return -1;
     abort_dead_uploads(w);
@@ -299,6 +297,8 @@ static int s3w_lock(tf_io *io, tf_error *e)
 static int s3w_append(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e)
 {
     s3_writer *w = writer_of(io);
+    if (w->end == w->published && tf_segments_sealed(tf_remote_segments(w->reader)))
+        return gc_busy(w, e); /* no commit could be published */
     if (off < w->end)
         return tf_fail(e, EINVAL, "%s: an append at %" PRIu64 ", before the end %" PRIu64, w->shown,
                        off, w->end);
@@ -413,13 +413,11 @@ static int s3w_publish(tf_io *io, tf_error *e)
 
 /* ---- a new generation (trajpack gc) ---- */
 
-int tf_s3_writer_seal(tf_io *io, tf_error *e)
+static int s3w_seal(tf_io *io, tf_error *e)
 {
     s3_writer *w = writer_of(io);
     if (w->end != w->published)
         return tf_fail(e, EINVAL, "%s: a seal after bytes not published", w->shown);
-    if (check_conditional(w->http, &w->req, w->prefix, w->unconditional, w->shown, e) < 0)
-        return -1;
     int rc = tf_s3_put(w->http, &w->req, w->key, "", 0, !w->unconditional, e);
     if (rc <= 0)
         return rc;
@@ -459,7 +457,7 @@ static int drop_generations(s3_writer *w, uint32_t gen, tf_error *e)
     return rc;
 }
 
-int tf_s3_writer_replace(tf_io *io, int fd, uint64_t size, tf_error *e)
+static int s3w_replace(tf_io *io, int fd, uint64_t size, tf_error *e)
 {
     s3_writer *w = writer_of(io);
     if (w->gen == UINT32_MAX)
@@ -570,6 +568,8 @@ static const tf_io_ops s3_writer_ops = {
     .sync = s3w_sync,
     .publish = s3w_publish,
     .truncate = s3w_truncate,
+    .seal = s3w_seal,
+    .replace = s3w_replace,
     .cancel = s3w_cancel,
     .close = s3w_close,
 };

@@ -23,7 +23,13 @@
  * there, unless the setting s3_unconditional says that one writer at a
  * time is the user's to ensure.
  *
- * A sealed generation (trajpack gc at work) takes no commit: lock says so.
+ * For trajpack gc (store/regenerate.h), seal creates the seal after the
+ * generation's last segment (io/segments.h): from then on no commit is
+ * made there (EBUSY when one came first; a seal there already is an
+ * interrupted gc's, which this one finishes); replace uploads a whole
+ * archive as the next generation, in one object, created only where
+ * none is, then deletes every object of the older generations. A
+ * sealed generation takes no commit: the first append says so.
  *
  * Garbage: a killed writer's multipart upload stays in the bucket until
  * aborted. lock aborts those whose segment lies inside the archive
@@ -40,16 +46,6 @@
 
 /* Opens the archive at url (s3://) for writing; o NULL: the defaults. */
 int tf_s3_writer_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_error *e);
-
-/* trajpack gc of the archive (store/regenerate.h). tf_s3_writer_seal
- * creates the seal after the generation's last segment (io/segments.h):
- * from then on no commit is made there (EBUSY when one came first; a
- * seal there already is an interrupted gc's, which this one finishes).
- * tf_s3_writer_replace uploads the size bytes of fd (a whole archive)
- * as the next generation, in one object, created only where none is,
- * then deletes every object of the older generations. */
-int tf_s3_writer_seal(tf_io *io, tf_error *e);
-int tf_s3_writer_replace(tf_io *io, int fd, uint64_t size, tf_error *e);
 
 /* Creates the archive at url holding the len bytes (its superblock) as
  * its first segment: EEXIST when an archive (in segments, or one object

@@ -11,8 +11,6 @@
  * last may be smaller): few requests for many small commits, and a push
  * that dies loses at most this much of its upload. */
 #define PUSH_SEGMENT ((uint64_t)64 << 20)
-/* Bytes copied at a time. */
-#define COPY_BLOCK ((size_t)4 << 20)
 
 struct tf_pusher {
     char *url;
@@ -43,8 +41,8 @@ void tf_pusher_close(tf_pusher *p)
     free(p);
 }
 
-/* The copy, opened for writing; created with the local archive's
- * superblock where there is none. */
+/* The copy, opened for writing; created, empty, with the local
+ * archive's settings where there is none. */
 static int open_copy(tf_pusher *p, const tf_container *local, tf_error *e)
 {
     if (p->open)
@@ -52,11 +50,8 @@ static int open_copy(tf_pusher *p, const tf_container *local, tf_error *e)
     tf_open_opts o = { .writable = true, .remote = &p->remote };
     tf_error first;
     if (tf_container_open(&p->copy, p->url, &o, &first) < 0) {
-        uint8_t sb[TF_SUPERBLOCK_SIZE];
-        if (tf_container_pread(local, 0, sb, sizeof sb, e) < 0)
-            return -1;
         tf_error made;
-        if (tf_io_create(p->url, &p->remote, sb, sizeof sb, &made) < 0) {
+        if (tf_container_create(p->url, &p->remote, local->chunk_shift, local->version, &made) < 0) {
             *e = made.errnum == EEXIST ? first : made; /* there, but unreadable: why */
             return -1;
         }
@@ -118,18 +113,6 @@ static int commit_ends(const tf_container *local, uint64_t from, uint64_t **ends
     return 0;
 }
 
-static int copy_bytes(const tf_container *local, tf_io *to, uint64_t from, uint64_t end, uint8_t *buf,
-                      tf_error *e)
-{
-    for (uint64_t off = from; off < end;) {
-        size_t n = end - off < COPY_BLOCK ? (size_t)(end - off) : COPY_BLOCK;
-        if (tf_container_pread(local, off, buf, n, e) < 0 || tf_io_append(to, buf, n, off, e) < 0)
-            return -1;
-        off += n;
-    }
-    return 0;
-}
-
 int tf_pusher_push(tf_pusher *p, const char *local_path, uint64_t *commits, uint64_t *bytes,
                    void (*progress)(void *arg, uint64_t bytes), void *arg, tf_error *e)
 {
@@ -139,32 +122,24 @@ int tf_pusher_push(tf_pusher *p, const char *local_path, uint64_t *commits, uint
         return -1;
     uint64_t *ends = NULL;
     size_t n = 0;
-    uint8_t *buf = NULL;
     int rc = open_copy(p, &local, e) < 0 || check_prefix(&local, &p->copy, e) < 0 ||
                      commit_ends(&local, p->copy.end, &ends, &n, e) < 0
                  ? -1
                  : 0;
-    if (rc == 0 && n && !(buf = malloc(COPY_BLOCK)))
-        rc = tf_fail(e, ENOMEM, "out of memory");
+    /* Whole commits, a segment once they make PUSH_SEGMENT bytes. */
     uint64_t from = p->copy.end;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        rc = copy_bytes(&local, p->copy.io, i ? ends[i - 1] : from, ends[i], buf, e);
-        bool last = i + 1 == n;
-        if (rc == 0 && (last || ends[i] - p->copy.end >= PUSH_SEGMENT)) {
-            rc = tf_io_publish(p->copy.io, e);
-            if (rc == 0) {
-                if (progress)
-                    progress(arg, ends[i] - p->copy.end);
-                *bytes += ends[i] - p->copy.end;
-                p->copy.end = p->copy.durable_end = p->copy.file_size = ends[i];
-                p->copy.has_commit = true;
-                *commits = i + 1;
-            }
+        if (i + 1 < n && ends[i] - from < PUSH_SEGMENT)
+            continue;
+        rc = tf_container_copy_commits(&p->copy, &local, ends[i], e);
+        if (rc == 0) {
+            if (progress)
+                progress(arg, ends[i] - from);
+            *bytes += ends[i] - from;
+            *commits = i + 1;
+            from = ends[i];
         }
     }
-    if (rc < 0 && p->open) /* what was staged and not published */
-        (void)tf_io_truncate(p->copy.io, p->copy.end, NULL);
-    free(buf);
     free(ends);
     tf_container_close(&local);
     return rc;

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "io/remote_opts.h"
+#include "format/container.h"
 
 typedef struct tf_pusher tf_pusher;
 

@@ -9,8 +9,7 @@
 #include <unistd.h>
 
 #include "common/full_io.h"
-#include "io/io.h"
-#include "io/s3_writer.h"
+#include "format/container.h"
 
 #define COPY_BLOCK ((size_t)8 << 20)
 
@@ -31,8 +30,8 @@ static char *work_dir(tf_error *e)
     return dir;
 }
 
-/* The archive's size bytes, copied from io into the new file path. */
-static int download(tf_io *io, uint64_t size, const char *path,
+/* The archive's bytes, copied into the new file path. */
+static int download(const tf_container *c, const char *path,
                     void (*progress)(void *arg, uint64_t bytes), void *arg, tf_error *e)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -40,9 +39,9 @@ static int download(tf_io *io, uint64_t size, const char *path,
         return tf_fail(e, errno, "%s: %s", path, strerror(errno));
     uint8_t *buf = malloc(COPY_BLOCK);
     int rc = buf ? 0 : tf_fail(e, ENOMEM, "out of memory");
-    for (uint64_t off = 0; rc == 0 && off < size;) {
-        size_t n = size - off < COPY_BLOCK ? (size_t)(size - off) : COPY_BLOCK;
-        rc = tf_io_pread(io, off, buf, n, e);
+    for (uint64_t off = 0; rc == 0 && off < c->end;) {
+        size_t n = c->end - off < COPY_BLOCK ? (size_t)(c->end - off) : COPY_BLOCK;
+        rc = tf_container_pread(c, off, buf, n, e);
         if (rc == 0 && tf_pwrite_full(fd, buf, n, (off_t)off) < 0)
             rc = tf_fail(e, errno, "%s: %s", path, strerror(errno));
         off += n;
@@ -59,25 +58,25 @@ int tf_regenerate(const char *url, const tf_remote_opts *remote,
                   tf_error *e)
 {
     *stats = (tf_gc_stats){ 0 };
-    tf_io *io;
-    if (tf_io_open(url, &(tf_open_opts){ .writable = true, .remote = remote }, &io, e) < 0)
+    tf_container c;
+    if (tf_container_open(&c, url, &(tf_open_opts){ .writable = true, .remote = remote }, e) < 0)
         return -1;
     char *dir = NULL, *path = NULL;
-    struct stat st;
-    int rc = tf_io_stat(io, &st, e) < 0 || tf_s3_writer_seal(io, e) < 0 ? -1 : 0;
+    int rc = tf_container_seal(&c, e);
     if (rc == 0 && !(dir = work_dir(e)))
         rc = -1;
     if (rc == 0 && asprintf(&path, "%s/archive", dir) < 0)
         rc = tf_fail(e, ENOMEM, "out of memory"), path = NULL;
     if (rc == 0)
-        rc = download(io, (uint64_t)st.st_size, path, progress, progress_arg, e);
+        rc = download(&c, path, progress, progress_arg, e);
     if (rc == 0)
         rc = tf_gc(path, progress, progress_arg, stats, e);
     int fd = rc == 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    struct stat st;
     if (rc == 0 && (fd < 0 || fstat(fd, &st) < 0))
         rc = tf_fail(e, errno, "%s: %s", path, strerror(errno));
     if (rc == 0)
-        rc = tf_s3_writer_replace(io, fd, (uint64_t)st.st_size, e);
+        rc = tf_container_replace(&c, fd, (uint64_t)st.st_size, e);
     if (fd >= 0)
         close(fd);
     if (path)
@@ -86,6 +85,6 @@ int tf_regenerate(const char *url, const tf_remote_opts *remote,
         rmdir(dir);
     free(path);
     free(dir);
-    tf_io_close(io);
+    tf_container_close(&c);
     return rc;
 }

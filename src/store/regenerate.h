@@ -14,7 +14,7 @@
 #define TRAJFS_STORE_REGENERATE_H
 
 #include "common/error.h"
-#include "io/remote_opts.h"
+#include "format/container.h"
 #include "store/gc.h"
 
 /* progress as tf_gc's, with the bytes downloaded first. */

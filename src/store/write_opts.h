@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 #include "format/catalog.h"
-#include "io/remote_opts.h"
+#include "format/container.h"
 
 struct tf_archive_hooks; /* store/archive.h */
 
