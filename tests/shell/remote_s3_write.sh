@@ -19,7 +19,8 @@
 # - prune and gc: gc writes the archive anew as its next generation and
 #   deletes the old one; killed, it leaves the old one readable and
 #   refusing commits, and runs again to the end;
-# - a writable mount's close() returns once the commit is in the bucket;
+# - a writable mount's close() returns once the commit is in the bucket,
+#   and the Python package writes there too;
 # - an archive of more segments than a listing page reads right;
 # - a store that ignores If-None-Match is refused unless the user says
 #   one writer at a time is theirs to ensure.
@@ -288,6 +289,25 @@ stop_mount "$TEST_TMP/r"
 DAEMON_PID=$writer_pid
 stop_mount "$TEST_TMP/w"
 "$TRAJPACK" verify "$rw" > /dev/null || fail "the archive the rw mount wrote does not verify"
+
+# ---- Python, without a mount ----
+if ls "$top_srcdir"/python/trajfs/_trajfs*.so > /dev/null 2>&1; then
+    PYTHONPATH=$top_srcdir/python "$PYTHON" - "s3://test-bucket/py.traj" "$src/bf16" <<'PY' ||
+import sys
+import trajfs
+url, src = sys.argv[1:]
+with trajfs.create(url) as ar:
+    ar.add("step-000002.safetensors", src + "/step-000002.safetensors")
+with trajfs.open(url) as ar:
+    ar.add("step-000004.safetensors", src + "/step-000004.safetensors")
+with trajfs.open(url) as ar:
+    for name in ("step-000002.safetensors", "step-000004.safetensors"):
+        with open(src + "/" + name, "rb") as f:
+            assert ar.read_bytes(name) == f.read(), name
+PY
+        fail "Python writing to s3://test-bucket/py.traj failed"
+    "$TRAJPACK" verify s3://test-bucket/py.traj > /dev/null || fail "the archive Python wrote does not verify"
+fi
 
 # ---- an archive of many segments ----
 # The local archive cut into 1,100 segments, put straight into s3rver: an
