@@ -554,6 +554,9 @@ int tf_container_commit(tf_container *c, const uint8_t *segment, size_t len, uin
     if (!previous_synced)
         previous_synced = &ignored;
     *previous_synced = false;
+    /* The next commit's appends would come before this one's trailer. */
+    if (mode == TF_COMMIT_BEHIND && tf_io_ordered(c->io))
+        mode = TF_COMMIT_DURABLE;
     tf_buf stored = { 0 };
     tf_trailer t;
     /* Blobs must be durable before a trailer can point to them, and the

@@ -77,7 +77,8 @@ typedef enum {
      * The next commit, sync or rollback waits for it; a failure is
      * theirs to report, and every write after it fails. The caller
      * applies the commit at once: its bytes read from the job until
-     * they are written. */
+     * they are written. Storage whose appends are ordered (io/io.h:
+     * object storage) has it made durable instead. */
     TF_COMMIT_BEHIND,
 } tf_commit_mode;
 

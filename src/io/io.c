@@ -40,6 +40,7 @@ void tf_io_close(tf_io *io)
 
 bool tf_io_tears(const tf_io *io) { return io->ops->tears; }
 bool tf_io_is_remote(const tf_io *io) { return io->ops->remote; }
+bool tf_io_ordered(const tf_io *io) { return io->ops->ordered; }
 
 int tf_io_pread(tf_io *io, uint64_t off, void *buf, size_t len, tf_error *e)
 {

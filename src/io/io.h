@@ -37,6 +37,10 @@ typedef struct {
     bool tears;
     /* Its bytes come over a network (no local file to watch). */
     bool remote;
+    /* Appends come in the order of their offsets, one at a time, and a
+     * publish takes all that came before it (object storage: a commit is
+     * one object): no commit is written while the next one appends. */
+    bool ordered;
     /* Reads exactly [off, off + len); an error when not all are there. */
     int (*pread)(tf_io *io, uint64_t off, void *buf, size_t len, tf_error *e);
     /* Optional: [off, off + len) will be read soon. A hint only. */
@@ -143,6 +147,7 @@ void tf_io_close(tf_io *io); /* NULL: nothing */
 
 bool tf_io_tears(const tf_io *io);
 bool tf_io_is_remote(const tf_io *io);
+bool tf_io_ordered(const tf_io *io);
 int tf_io_pread(tf_io *io, uint64_t off, void *buf, size_t len, tf_error *e);
 void tf_io_will_need(tf_io *io, uint64_t off, uint64_t len);
 bool tf_io_forget(tf_io *io, uint64_t off, uint64_t len);

@@ -558,6 +558,7 @@ static void s3w_close(tf_io *io)
 
 static const tf_io_ops s3_writer_ops = {
     .remote = true,
+    .ordered = true,
     .pread = s3w_pread,
     .will_need = s3w_will_need,
     .forget = s3w_forget,

@@ -101,6 +101,12 @@ cmp "$TEST_TMP/m/step-000004.safetensors" "$src/bf16/step-000004.safetensors" ||
     fail "the mount reads the added checkpoint wrong"
 both add "$TEST_TMP/big.bin"
 same_bytes "$key" "$local"
+# Several big files in one add: each file's commit is published before
+# the next file's bytes are staged.
+head -c 12000000 /dev/urandom > "$TEST_TMP/m1.bin"
+head -c 12000000 /dev/urandom > "$TEST_TMP/m2.bin"
+both add "$TEST_TMP/m1.bin" "$TEST_TMP/m2.bin"
+same_bytes "$key" "$local"
 grep -q "POST .*uploads" "$PROXY_MODE.log" || fail "the big commit did not upload in parts"
 grep -q "PUT .*partNumber=3&" "$PROXY_MODE.log" || fail "the big commit did not upload three parts"
 both rm step-000002.safetensors
