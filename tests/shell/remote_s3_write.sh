@@ -30,6 +30,9 @@ set -eu
 . "$(dirname "$0")/remotelib.sh"
 
 FOLLOW=1
+# Spools and gc's copies (a killed gc leaves its copy) go below TEST_TMP.
+export TMPDIR=$TEST_TMP/tmp
+mkdir -p "$TMPDIR"
 src=$TEST_TMP/src
 generate_tiny_trajectory "$src"
 head -c 20000000 /dev/urandom > "$TEST_TMP/big.bin" # three parts of 8 MiB
