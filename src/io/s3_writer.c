@@ -205,6 +205,15 @@ static int submit_part(s3_writer *w, uint64_t len, tf_error *e)
     return 0;
 }
 
+/* Hands the parts of the staged bytes that are full to uploaders. */
+static int submit_full_parts(s3_writer *w, tf_error *e)
+{
+    while (w->end - w->published - w->parted >= part_size(w->nparts + 1))
+        if (submit_part(w, part_size(w->nparts + 1), e) < 0)
+            return -1;
+    return 0;
+}
+
 /* Drops the upload under way (its parts wait for nothing: aborted). */
 static void drop_upload(s3_writer *w)
 {
@@ -306,10 +315,7 @@ static int s3w_append(tf_io *io, const void *p, size_t len, uint64_t off, tf_err
         return tf_fail(e, errno, "spool: write: %s", strerror(errno));
     w->end = off + len;
     /* The parts that are full upload now, while the rest is encoded. */
-    while (w->end - w->published - w->parted >= part_size(w->nparts + 1))
-        if (submit_part(w, part_size(w->nparts + 1), e) < 0)
-            return -1;
-    return 0;
+    return submit_full_parts(w, e);
 }
 
 /* Nothing staged is durable before its publish, which makes it durable
@@ -474,9 +480,7 @@ static int s3w_replace(tf_io *io, int fd, uint64_t size, tf_error *e)
     w->published = 0;
     w->end = size;
     w->key = key;
-    int rc = 0;
-    while (rc == 0 && w->end - w->parted >= part_size(w->nparts + 1))
-        rc = submit_part(w, part_size(w->nparts + 1), e);
+    int rc = submit_full_parts(w, e);
     if (rc == 0)
         rc = put_segment(w, size, e);
     bool seal;
@@ -519,10 +523,7 @@ static int s3w_truncate(tf_io *io, uint64_t size, tf_error *e)
         return tf_fail(e, errno, "spool: %s", strerror(errno));
     w->end = size;
     /* What stays staged uploads again, in parts once a part is full. */
-    while (w->end - w->published - w->parted >= part_size(w->nparts + 1))
-        if (submit_part(w, part_size(w->nparts + 1), e) < 0)
-            return -1;
-    return 0;
+    return submit_full_parts(w, e);
 }
 
 static void s3w_cancel(tf_io *io)
