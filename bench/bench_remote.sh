@@ -21,8 +21,12 @@
 # Then the write half, against s3rver on 127.0.0.1 (when installed):
 #
 #   add         `trajpack add` of each checkpoint file of the corpus, in
-#               step order, to s3://bench/run.traj and to a local file,
-#               one after the other: seconds each, and their ratio
+#               step order, to s3://bench/run.traj, to s3://bench/cached.traj
+#               with cache_dir (the writer keeps its segments there: the
+#               next add reads its reference from the disk) and to a local
+#               file, one after the other: seconds each, and the ratios
+#               to the local add; then what the server alone costs: an
+#               open (`trajpack list`) and `curl -T` of the newest segment
 #   push        `trajpack push ARCHIVE s3://bench/pushed.traj` against
 #               `curl -T ARCHIVE` (one PUT of the whole file)
 #
@@ -102,21 +106,36 @@ export AWS_ENDPOINT_URL=$s3_endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=S3RV
     AWS_SECRET_ACCESS_KEY=S3RVER TRAJFS_REMOTE_OPTIONS=s3_unconditional=1
 written=$work/written.traj
 echo "write half: s3rver on 127.0.0.1 (s3_unconditional=1), against a local file on $(df --output=source "$work" | tail -1)"
-printf '%-32s %9s %9s %7s\n' "trajpack add of" "s3 s" "local s" "ratio"
+printf '%-32s %9s %9s %9s %7s %7s\n' "trajpack add of" "s3 s" "cached s" "local s" "s3/l" "cached/l"
 verb=create
 for f in config.json $(cd "$corpus" && ls | grep safetensors | sort -V); do
     tr=$(timed "$TRAJPACK" $verb -q "s3://bench/run.traj" "$corpus/$f") || die "$verb of $f to s3 failed"
+    tc=$(timed env TRAJFS_REMOTE_OPTIONS="$TRAJFS_REMOTE_OPTIONS,cache_dir=$work/wcache" \
+        "$TRAJPACK" $verb -q "s3://bench/cached.traj" "$corpus/$f") ||
+        die "$verb of $f to s3 with cache_dir failed"
     tl=$(timed "$TRAJPACK" $verb -q "$written" "$corpus/$f") || die "$verb of $f failed"
     verb=add
-    printf '%-32s %9.3f %9.3f %7.2f\n' "$f" "$tr" "$tl" "$(echo "$tr $tl" | awk '{ print $1 / $2 }')"
+    printf '%-32s %9.3f %9.3f %9.3f %7.2f %7.2f\n' "$f" "$tr" "$tc" "$tl" \
+        "$(echo "$tr $tl" | awk '{ print $1 / $2 }')" "$(echo "$tc $tl" | awk '{ print $1 / $2 }')"
 done | tee "$work/adds"
-ratios=$(awk '$1 ~ /safetensors/ { print $4 }' "$work/adds" | sort -g)
-n=$(echo "$ratios" | wc -l)
-awk '$1 ~ /safetensors/ { s += $2; l += $3 } END { printf "%.3f %.3f\n", s, l }' "$work/adds" | {
-    read -r s l
-    echo "adds of $n checkpoint files: median ratio $(echo "$ratios" | sed -n "$(( (n + 1) / 2 ))p")" \
-        "(min $(echo "$ratios" | head -1), max $(echo "$ratios" | tail -1)); total $s s to s3, $l s local"
+# summary KIND COLUMN: the median, min and max ratio of the adds of KIND
+# (weights or optimizer files) in COLUMN.
+summary() {
+    awk -v k="$1" -v c="$2" '$1 ~ /safetensors/ && (k == "optimizer") == ($1 ~ /optim/) { print $c }' \
+        "$work/adds" | sort -g | awk -v k="$1" -v c="$2" '{ r[NR] = $1 } END {
+        printf "%-9s %s: median x%.2f (min x%.2f, max x%.2f) of %d adds\n", k,
+            c == 5 ? "to s3" : "to s3 with cache_dir", r[int((NR + 1) / 2)], r[1], r[NR], NR }'
 }
+for kind in weights optimizer; do
+    summary $kind 5
+    summary $kind 6
+done
+newest=$(ls "$work/s3/bench/run.traj" | grep '_S3rver_object$' | sort | head -1)
+tcurl=$(timed curl -sf -T "$work/s3/bench/run.traj/$newest" "$s3_endpoint/bench/alone" -o /dev/null) ||
+    die "curl -T failed"
+topen=$(timed sh -c '"$0" list "$1" > /dev/null' "$TRAJPACK" "s3://bench/run.traj") || die "list failed"
+echo "the server alone: an open (trajpack list) $topen s; curl -T of the newest segment" \
+    "($(stat -c %s "$work/s3/bench/run.traj/$newest") bytes, the last commit) $tcurl s"
 # object_bytes KEY: the bytes of the objects of the archive at KEY.
 object_bytes() {
     find "$work/s3/bench/$1" -name '*._S3rver_object' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'

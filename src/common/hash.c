@@ -1,7 +1,10 @@
 #include "common/hash.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
+
+#include "common/full_io.h"
 
 /* On x86-64 the library's XXH3 entry points use SSE2 whatever the CPU;
  * its dispatching ones use AVX2 or AVX-512 where the CPU has them (about
@@ -23,6 +26,24 @@ tf_blob_id tf_blob_id_of(const void *data, size_t len)
 uint64_t tf_hash64(const void *data, size_t len)
 {
     return XXH3_64bits(data, len);
+}
+
+bool tf_hash64_file(int fd, uint64_t off, uint64_t len, uint64_t *out)
+{
+    enum { PIECE = 1 << 20 };
+    XXH3_state_t *st = XXH3_createState();
+    uint8_t *buf = malloc(len < PIECE ? (len ? len : 1) : PIECE);
+    bool ok = st && buf && XXH3_64bits_reset(st) == XXH_OK;
+    for (uint64_t done = 0; ok && done < len;) {
+        size_t n = len - done < PIECE ? (size_t)(len - done) : PIECE;
+        ok = tf_pread_full(fd, buf, n, off + done) == (ssize_t)n && XXH3_64bits_update(st, buf, n) == XXH_OK;
+        done += n;
+    }
+    if (ok)
+        *out = XXH3_64bits_digest(st);
+    free(buf);
+    XXH3_freeState(st);
+    return ok;
 }
 
 bool tf_blob_id_eq(const tf_blob_id *a, const tf_blob_id *b)

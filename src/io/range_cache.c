@@ -26,18 +26,37 @@ static const uint8_t ENTRY_MAGIC[8] = { 'T', 'R', 'J', 'R', 'N', 'G', '1', '\n' 
 /* A temporary file this old was left by a process that died. */
 #define STALE_TMP_SECONDS 3600
 
+/* An entry is a range that a read asked for, which serves that range,
+ * or a segment that a writer kept (tf_range_cache_put_file), a holder:
+ * it serves the ranges inside it. The first read of a holder checks its
+ * bytes whole; up to HOLDERS_OPEN checked ones stay open (the least
+ * recently read closed first: checked again when read again). */
+#define HOLDERS_OPEN 16
+/* Copies between files go this much at a time. */
+#define COPY_PIECE ((size_t)1 << 20)
+
+typedef struct {
+    uint64_t off, len;
+    int fd;        /* its file, checked: -1 until a read needs it */
+    uint64_t used; /* when last read (c->clock) */
+} holder;
+
 struct tf_range_cache {
     int root_fd; /* DIR */
     int dir_fd;  /* DIR/OBJECT */
     uint64_t max;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* of used and of the holders */
     uint64_t used; /* bytes of all entries, as last counted plus ours since */
     atomic_uint tmp_seq;
+    holder *holders; /* of this object, as listed at open and put since */
+    size_t nholders, cap_holders, nopen;
+    uint64_t clock;
 };
 
 /* The names the cache writes, the only ones it reads, counts or
  * removes: OBJECT (32 hex digits) under DIR; in it, entries
- * (OFFSET-LENGTH, 16 hex digits each), .anchor and .tmp-PID-SEQ. */
+ * (OFFSET-LENGTH, 16 hex digits each; OFFSET=LENGTH for a holder),
+ * .anchor and .tmp-PID-SEQ. */
 #define OBJECT_NAME_LEN 32
 #define ENTRY_NAME_LEN 33
 
@@ -54,13 +73,14 @@ static bool is_object_name(const char *s)
     return strlen(s) == OBJECT_NAME_LEN && hex_digits(s, OBJECT_NAME_LEN);
 }
 
-static bool parse_entry_name(const char *name, uint64_t *off, uint64_t *len)
+static bool parse_entry_name(const char *name, uint64_t *off, uint64_t *len, bool *holds)
 {
-    if (strlen(name) != ENTRY_NAME_LEN || name[16] != '-' || !hex_digits(name, 16) ||
+    if (strlen(name) != ENTRY_NAME_LEN || (name[16] != '-' && name[16] != '=') || !hex_digits(name, 16) ||
         !hex_digits(name + 17, 16))
         return false;
     *off = strtoull(name, NULL, 16);
     *len = strtoull(name + 17, NULL, 16);
+    *holds = name[16] == '=';
     return true;
 }
 
@@ -73,9 +93,9 @@ static bool is_tmp_name(const char *s)
            strspn(s + 6 + pid, "0123456789") == strlen(s + 6 + pid);
 }
 
-static void entry_name(uint64_t off, uint64_t len, char name[ENTRY_NAME_LEN + 1])
+static void entry_name(uint64_t off, uint64_t len, bool holds, char name[ENTRY_NAME_LEN + 1])
 {
-    snprintf(name, ENTRY_NAME_LEN + 1, "%016" PRIx64 "-%016" PRIx64, off, len);
+    snprintf(name, ENTRY_NAME_LEN + 1, "%016" PRIx64 "%c%016" PRIx64, off, holds ? '=' : '-', len);
 }
 
 /* Opens the directory `name` (relative to at), not through a link, and
@@ -152,7 +172,7 @@ static uint64_t list_object(int root_fd, const char *object, cached_file **files
     struct dirent *f;
     while ((f = readdir(d))) {
         struct stat st;
-        bool entry = parse_entry_name(f->d_name, &off, &len);
+        bool holds, entry = parse_entry_name(f->d_name, &off, &len, &holds);
         if ((!entry && !is_tmp_name(f->d_name)) ||
             fstatat(fd, f->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
             continue;
@@ -222,6 +242,47 @@ static void evict(tf_range_cache *c)
     c->used = total;
 }
 
+/* ---- holders (under mu, but at open) ---- */
+
+static void add_holder(tf_range_cache *c, uint64_t off, uint64_t len)
+{
+    for (size_t i = 0; i < c->nholders; i++)
+        if (c->holders[i].off == off && c->holders[i].len == len)
+            return;
+    if (c->nholders == c->cap_holders) {
+        size_t cap = c->cap_holders ? c->cap_holders * 2 : 16;
+        holder *more = realloc(c->holders, cap * sizeof *more);
+        if (!more)
+            return; /* only costs fetches */
+        c->holders = more;
+        c->cap_holders = cap;
+    }
+    c->holders[c->nholders++] = (holder){ off, len, -1, 0 };
+}
+
+static void remove_holder(tf_range_cache *c, size_t i)
+{
+    if (c->holders[i].fd >= 0) {
+        close(c->holders[i].fd);
+        c->nopen--;
+    }
+    c->holders[i] = c->holders[--c->nholders];
+}
+
+static void list_holders(tf_range_cache *c)
+{
+    DIR *d = list_dir(c->dir_fd);
+    if (!d)
+        return;
+    struct dirent *f;
+    uint64_t off, len;
+    bool holds;
+    while ((f = readdir(d)))
+        if (parse_entry_name(f->d_name, &off, &len, &holds) && holds)
+            add_holder(c, off, len);
+    closedir(d);
+}
+
 int tf_range_cache_open(const char *dir, const char *object, uint64_t max_bytes,
                         tf_range_cache **out, tf_error *e)
 {
@@ -250,6 +311,7 @@ int tf_range_cache_open(const char *dir, const char *object, uint64_t max_bytes,
     c->max = max_bytes;
     size_t n;
     c->used = list_all(c, NULL, &n);
+    list_holders(c);
     *out = c;
     return 0;
 }
@@ -258,6 +320,10 @@ void tf_range_cache_close(tf_range_cache *c)
 {
     if (!c)
         return;
+    for (size_t i = 0; i < c->nholders; i++)
+        if (c->holders[i].fd >= 0)
+            close(c->holders[i].fd);
+    free(c->holders);
     pthread_mutex_destroy(&c->mu);
     if (c->root_fd >= 0)
         close(c->root_fd);
@@ -276,21 +342,30 @@ static bool write_all(int fd, const void *buf, size_t len)
     return tf_write_full(fd, buf, len) == 0;
 }
 
+/* Whether the entry file fd is whole: its header's magic, and a size
+ * that its header's length (at most cap) makes; *off, *len and *hash
+ * from the header. */
+static bool entry_header(int fd, uint64_t *off, uint64_t *len, uint64_t *hash, uint64_t cap)
+{
+    uint8_t h[HEADER_SIZE];
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < HEADER_SIZE ||
+        !read_all(fd, h, sizeof h, 0) || memcmp(h, ENTRY_MAGIC, 8) != 0)
+        return false;
+    *off = tf_le64_get(h + 8);
+    *len = tf_le64_get(h + 16);
+    *hash = tf_le64_get(h + 24);
+    return *len <= cap && (uint64_t)st.st_size == HEADER_SIZE + *len;
+}
+
 /* Reads an entry file: its header says [off, off + len), len at most
  * cap bytes, into buf; false when it is not whole or its bytes do not
  * have its checksum. */
 static bool read_entry(int fd, uint64_t *off, uint64_t *len, void *buf, uint64_t cap)
 {
-    uint8_t h[HEADER_SIZE];
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < HEADER_SIZE || !read_all(fd, h, sizeof h, 0) ||
-        memcmp(h, ENTRY_MAGIC, 8) != 0)
-        return false;
-    *off = tf_le64_get(h + 8);
-    *len = tf_le64_get(h + 16);
-    return *len <= cap && cap <= SIZE_MAX && (uint64_t)st.st_size == HEADER_SIZE + *len &&
-           read_all(fd, buf, (size_t)*len, HEADER_SIZE) &&
-           tf_hash64(buf, (size_t)*len) == tf_le64_get(h + 24);
+    uint64_t hash;
+    return entry_header(fd, off, len, &hash, cap < SIZE_MAX ? cap : SIZE_MAX) &&
+           read_all(fd, buf, (size_t)*len, HEADER_SIZE) && tf_hash64(buf, (size_t)*len) == hash;
 }
 
 /* Opens the file `name` of the object's directory to read, never
@@ -300,10 +375,31 @@ static int open_to_read(const tf_range_cache *c, const char *name)
     return openat(c->dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 }
 
-/* Writes an entry of [off, off + len) as `name`, whole (by rename) or
- * not at all. */
-static bool write_entry(tf_range_cache *c, const char *name, uint64_t off, uint64_t len, const void *buf)
+/* Copies the len bytes at `from` of fd src to the position of fd dst. */
+static bool copy_file(int src, uint64_t from, int dst, uint64_t len)
 {
+    uint8_t *buf = malloc(len < COPY_PIECE ? (len ? (size_t)len : 1) : COPY_PIECE);
+    bool ok = buf != NULL;
+    for (uint64_t done = 0; ok && done < len;) {
+        size_t n = len - done < COPY_PIECE ? (size_t)(len - done) : COPY_PIECE;
+        ok = read_all(src, buf, n, from + done) && write_all(dst, buf, n);
+        done += n;
+    }
+    free(buf);
+    return ok;
+}
+
+/* Writes an entry of [off, off + len) as `name`, whole (by rename) or
+ * not at all: its bytes are buf's, or with buf NULL the file src's
+ * first len bytes. */
+static bool write_entry(tf_range_cache *c, const char *name, uint64_t off, uint64_t len, const void *buf,
+                        int src)
+{
+    uint64_t hash;
+    if (buf)
+        hash = tf_hash64(buf, (size_t)len);
+    else if (!tf_hash64_file(src, 0, len, &hash))
+        return false;
     char tmp[64];
     snprintf(tmp, sizeof tmp, ".tmp-%ld-%u", (long)getpid(), atomic_fetch_add(&c->tmp_seq, 1));
     int fd = openat(c->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -313,18 +409,86 @@ static bool write_entry(tf_range_cache *c, const char *name, uint64_t off, uint6
     memcpy(h, ENTRY_MAGIC, 8);
     tf_le64_put(h + 8, off);
     tf_le64_put(h + 16, len);
-    tf_le64_put(h + 24, tf_hash64(buf, (size_t)len));
-    bool ok = write_all(fd, h, sizeof h) && write_all(fd, buf, (size_t)len);
+    tf_le64_put(h + 24, hash);
+    bool ok = write_all(fd, h, sizeof h) && (buf ? write_all(fd, buf, (size_t)len) : copy_file(src, 0, fd, len));
     ok = close(fd) == 0 && ok && renameat(c->dir_fd, tmp, c->dir_fd, name) == 0;
     if (!ok)
         unlinkat(c->dir_fd, tmp, 0);
     return ok;
 }
 
-bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
+/* Opens holder h's file and checks its bytes whole: the fd, or -1 (the
+ * file removed when damaged). */
+static int open_checked(tf_range_cache *c, const holder *h)
 {
     char name[ENTRY_NAME_LEN + 1];
-    entry_name(off, len, name);
+    entry_name(h->off, h->len, true, name);
+    int fd = open_to_read(c, name);
+    if (fd < 0)
+        return -1;
+    uint64_t off, len, hash, got;
+    if (entry_header(fd, &off, &len, &hash, UINT64_MAX) && off == h->off && len == h->len &&
+        tf_hash64_file(fd, HEADER_SIZE, len, &got) && got == hash) {
+        (void)futimens(fd, NULL); /* recently used: evicted last */
+        return fd;
+    }
+    close(fd);
+    unlinkat(c->dir_fd, name, 0);
+    return -1;
+}
+
+/* Closes the checked holder read least recently. */
+static void close_oldest(tf_range_cache *c)
+{
+    holder *old = NULL;
+    for (size_t i = 0; i < c->nholders; i++)
+        if (c->holders[i].fd >= 0 && (!old || c->holders[i].used < old->used))
+            old = &c->holders[i];
+    if (old) {
+        close(old->fd);
+        old->fd = -1;
+        c->nopen--;
+    }
+}
+
+/* Copies [off, off + len) from a holder of it: false when there is none
+ * (or it turns out damaged). */
+static bool holds(const holder *h, uint64_t off, uint64_t len)
+{
+    return off >= h->off && len <= h->len && off - h->off <= h->len - len;
+}
+
+static bool get_within(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
+{
+    pthread_mutex_lock(&c->mu);
+    bool ok = false;
+    for (size_t i = 0; i < c->nholders; i++) {
+        holder *h = &c->holders[i];
+        if (!holds(h, off, len))
+            continue;
+        if (h->fd < 0) {
+            if (c->nopen == HOLDERS_OPEN)
+                close_oldest(c);
+            if ((h->fd = open_checked(c, h)) < 0) {
+                remove_holder(c, i);
+                break;
+            }
+            c->nopen++;
+        }
+        h->used = ++c->clock;
+        ok = read_all(h->fd, buf, (size_t)len, HEADER_SIZE + (off - h->off));
+        break;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
+bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
+{
+    if (get_within(c, off, len, buf))
+        return true;
+    char name[ENTRY_NAME_LEN + 1];
+    entry_name(off, len, false, name);
     int fd = open_to_read(c, name);
     if (fd < 0)
         return false;
@@ -338,19 +502,44 @@ bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf
     return ok;
 }
 
-void tf_range_cache_put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf)
+/* Whether a holder has [off, off + len). */
+static bool held(tf_range_cache *c, uint64_t off, uint64_t len)
 {
-    if (len > SIZE_MAX - HEADER_SIZE || HEADER_SIZE + len > c->max)
+    pthread_mutex_lock(&c->mu);
+    bool found = false;
+    for (size_t i = 0; i < c->nholders && !found; i++)
+        found = holds(&c->holders[i], off, len);
+    pthread_mutex_unlock(&c->mu);
+    return found;
+}
+
+/* Puts an entry of [off, off + len): buf's bytes (a range, unless a
+ * holder has it), or src's (a holder). */
+static void put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf, int src)
+{
+    if (len > SIZE_MAX - HEADER_SIZE || HEADER_SIZE + len > c->max || (buf && held(c, off, len)))
         return;
     char name[ENTRY_NAME_LEN + 1];
-    entry_name(off, len, name);
-    if (!write_entry(c, name, off, len, buf))
+    entry_name(off, len, !buf, name);
+    if (!write_entry(c, name, off, len, buf, src))
         return;
     pthread_mutex_lock(&c->mu);
+    if (!buf)
+        add_holder(c, off, len);
     c->used += HEADER_SIZE + len;
     if (c->used > c->max)
         evict(c);
     pthread_mutex_unlock(&c->mu);
+}
+
+void tf_range_cache_put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf)
+{
+    put(c, off, len, buf, -1);
+}
+
+void tf_range_cache_put_file(tf_range_cache *c, uint64_t off, uint64_t len, int fd)
+{
+    put(c, off, len, NULL, fd);
 }
 
 /* Not an entry (a dot name): neither counted nor evicted. */
@@ -371,18 +560,24 @@ bool tf_range_cache_anchor_get(tf_range_cache *c, uint64_t *end, uint8_t *bytes,
 void tf_range_cache_anchor_put(tf_range_cache *c, uint64_t end, const uint8_t *bytes, size_t n)
 {
     if (n <= TF_RANGE_ANCHOR_MAX)
-        (void)write_entry(c, ANCHOR_NAME, end, n, bytes);
+        (void)write_entry(c, ANCHOR_NAME, end, n, bytes, -1);
 }
 
 void tf_range_cache_drop(tf_range_cache *c, uint64_t off, uint64_t len)
 {
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = c->nholders; i-- > 0;)
+        if (c->holders[i].off < off + len && off < c->holders[i].off + c->holders[i].len)
+            remove_holder(c, i);
+    pthread_mutex_unlock(&c->mu);
     DIR *d = list_dir(c->dir_fd);
     if (!d)
         return;
     struct dirent *f;
     while ((f = readdir(d))) {
         uint64_t o, l;
-        if (parse_entry_name(f->d_name, &o, &l) && o < off + len && off < o + l)
+        bool holds;
+        if (parse_entry_name(f->d_name, &o, &l, &holds) && o < off + len && off < o + l)
             unlinkat(c->dir_fd, f->d_name, 0);
     }
     closedir(d);

@@ -28,10 +28,14 @@ int tf_range_cache_open(const char *dir, const char *object, uint64_t max_bytes,
                         tf_range_cache **out, tf_error *e);
 void tf_range_cache_close(tf_range_cache *c);
 
-/* Copies the entry of exactly [off, off + len) into buf: false when
- * there is none or it is damaged. */
+/* Copies [off, off + len) into buf from its entry, or from a segment
+ * put with tf_range_cache_put_file that holds it: false when there is
+ * none or it is damaged. */
 bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf);
 void tf_range_cache_put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf);
+/* As tf_range_cache_put of the first len bytes of the file fd, copied
+ * a piece at a time (a writer's segment, just published). */
+void tf_range_cache_put_file(tf_range_cache *c, uint64_t off, uint64_t len, int fd);
 /* Removes the entries that overlap [off, off + len). */
 void tf_range_cache_drop(tf_range_cache *c, uint64_t off, uint64_t len);
 

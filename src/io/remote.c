@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/full_io.h"
 #include "common/hash.h"
 #include "common/pool.h"
 #include "io/http.h"
@@ -622,6 +623,18 @@ static void remote_anchor(tf_io *io, uint64_t end, const uint8_t *bytes, size_t 
     pthread_mutex_unlock(&r->mu);
     if (newer && r->cache)
         tf_range_cache_anchor_put(r->cache, end, bytes, n);
+}
+
+void tf_remote_keep(tf_io *io, uint64_t off, uint64_t len, int fd)
+{
+    tf_remote *r = remote_of(io);
+    uint8_t tail[TF_RANGE_ANCHOR_MAX];
+    size_t n = len < sizeof tail ? (size_t)len : sizeof tail;
+    if (!r->cache || tf_pread_full(fd, tail, n, len - n) != (ssize_t)n)
+        return;
+    remote_anchor(io, off + len, tail, n);
+    if (anchored(r, off, len))
+        tf_range_cache_put_file(r->cache, off, len, fd);
 }
 
 /* ---- open, close ---- */

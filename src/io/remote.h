@@ -32,5 +32,11 @@ int tf_remote_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_err
 /* The segments of io (of tf_remote_open): an archive written in
  * segments (io/segments.h), which a writer can grow; NULL: one object. */
 struct tf_segments *tf_remote_segments(tf_io *io);
+/* The len bytes at off, which the file fd holds from its start, are the
+ * segment that this process's writer just published (io has polled
+ * since): with a disk cache, they go there whole, its anchor moved to
+ * their end, their last commit's; later writers and mounts on this
+ * machine read them from there. */
+void tf_remote_keep(tf_io *io, uint64_t off, uint64_t len, int fd);
 
 #endif

@@ -47,7 +47,8 @@ struct s3_writer {
     tf_http *http;
     tf_s3_request req;
     char *prefix, *shown;
-    uint32_t gen; /* the generation written */
+    _Atomic uint32_t gen; /* the generation written (gc's replace moves it
+                           * while the uploaders may look at it) */
     bool unconditional;
     int spool;          /* the staged bytes, from `published` */
     /* The archive's end, where the staged bytes start, and the end of
@@ -168,10 +169,17 @@ static int wait_parts(s3_writer *w, unsigned most, tf_error *e)
     return rc;
 }
 
-static int start_upload(s3_writer *w, tf_error *e)
+static int start_uploaders(s3_writer *w, tf_error *e)
 {
     if (!w->uploaders && !(w->uploaders = tf_pool_new(UPLOADS_MAX)))
         return tf_fail(e, EAGAIN, "cannot start the upload threads");
+    return 0;
+}
+
+static int start_upload(s3_writer *w, tf_error *e)
+{
+    if (start_uploaders(w, e) < 0)
+        return -1;
     if (!w->etags && !(w->etags = calloc(PARTS_MAX, sizeof *w->etags)))
         return tf_fail(e, ENOMEM, "out of memory");
     return tf_s3_upload_start(w->http, &w->req, w->key, &w->upload_id, e);
@@ -277,9 +285,11 @@ static int s3w_stat(tf_io *io, struct stat *st, tf_error *e)
 }
 
 /* Aborts the uploads of killed writers that can never complete: of a
- * segment inside the archive, or of an older generation. Best effort. */
-static void abort_dead_uploads(s3_writer *w)
+ * segment inside the archive, or of an older generation. Best effort;
+ * an uploader's task, off the commit's way. */
+static void abort_dead_uploads(void *arg)
 {
+    s3_writer *w = arg;
     tf_s3_upload *u;
     size_t n;
     if (tf_s3_uploads_list(w->http, &w->req, w->prefix, &u, &n, NULL) < 0)
@@ -299,8 +309,7 @@ static int s3w_lock(tf_io *io, tf_error *e)
     s3_writer *w = writer_of(io);
     if (check_conditional(w->http, &w->req, w->prefix, w->unconditional, w->shown, e) < 0)
         return -1;
-    abort_dead_uploads(w);
-    return 0;
+    return start_uploaders(w, e) < 0 ? -1 : tf_pool_add(w->uploaders, abort_dead_uploads, w, e);
 }
 
 static int s3w_append(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e)
@@ -406,6 +415,7 @@ static int s3w_publish(tf_io *io, tf_error *e)
     uint64_t size;
     bool changed;
     (void)tf_io_poll(w->reader, &size, &changed, NULL);
+    tf_remote_keep(w->reader, w->published, len, w->spool);
     w->published = w->end;
     char *key = tf_segments_key(w->req.key, w->gen, w->published);
     free(w->key);

@@ -13,7 +13,9 @@
 #   fails cleanly, then succeeds when run again;
 # - a writer killed (kill -9) before, during or after its upload leaves
 #   an archive that opens and verifies, holding every commit it
-#   acknowledged;
+#   acknowledged; the next writers abort its multipart upload;
+# - with cache_dir, a writer keeps the segments it publishes there: the
+#   next add reads its reference from the disk;
 # - trajpack push uploads what the copy lacks, resumes after a kill,
 #   follows a growing archive, and refuses a copy that is not its start;
 # - prune and gc: gc writes the archive anew as its next generation and
@@ -120,6 +122,49 @@ wait_for "the removal" test ! -e "$TEST_TMP/m/step-000002.safetensors" > /dev/nu
 cmp "$TEST_TMP/m/big.bin" "$TEST_TMP/big.bin" || fail "the mount reads the big file wrong"
 "$TRAJPACK" verify "$url" > /dev/null || fail "verify $url failed"
 
+# ---- a writer's segments kept in the disk cache ----
+# With cache_dir, each segment a writer publishes goes there whole: the
+# next add reads its reference checkpoint from the disk, fetching no
+# more than the open's ends, and so does an extract naming the cache;
+# a damaged segment there is fetched again, never served.
+mid=$TEST_TMP/mid
+generate_trajectory "$mid" --layers 2 --width 128 --heads 2 --ctx 16 --batch 2 --steps 4 \
+    --interval 2 --max-chars 20000 --dtype bf16
+wcache=$TEST_TMP/wcache
+# fetched CACHE KEY VERB ARGS...: `trajpack VERB -q s3://test-bucket/KEY
+# ARGS` (with cache_dir=CACHE, but for CACHE -), its output in
+# $TEST_TMP/out; prints the bytes the server sent it.
+fetched() {
+    _opts="cache_dir=$1" _key=$2 _verb=$3
+    [ "$1" != - ] || _opts=""
+    shift 3
+    TRAJFS_REMOTE_STATS=1 TRAJFS_REMOTE_OPTIONS=$_opts "$TRAJPACK" "$_verb" -q \
+        "s3://test-bucket/$_key" "$@" > "$TEST_TMP/out" 2> "$TEST_TMP/stats" ||
+        fail "$_verb on $_key failed: $(cat "$TEST_TMP/stats")"
+    sed -n 's/.*: [0-9]* requests, \([0-9]*\) bytes fetched/\1/p' "$TEST_TMP/stats" | tail -1
+}
+fetched - cache0.traj create "$mid/config.json" "$mid/step-000002.safetensors" > /dev/null
+fetched "$wcache" cache1.traj create "$mid/config.json" "$mid/step-000002.safetensors" > /dev/null
+without=$(fetched - cache0.traj add "$mid/step-000004.safetensors")
+with=$(fetched "$wcache" cache1.traj add "$mid/step-000004.safetensors")
+echo "the add of a checkpoint fetched $without bytes, $with with the writer's cache"
+[ $((with * 5)) -lt "$without" ] || fail "the add read its reference from the server, not the cache"
+ls "$wcache"/*/ | grep -q '^[0-9a-f]\{16\}=[0-9a-f]\{16\}$' || fail "no segment in the cache"
+with=$(fetched "$wcache" cache1.traj extract -O step-000004.safetensors)
+cmp "$TEST_TMP/out" "$mid/step-000004.safetensors" || fail "extract through the cache reads wrong"
+[ $((with * 5)) -lt "$(file_size "$mid/step-000004.safetensors")" ] ||
+    fail "extract through the cache fetched $with bytes"
+for seg in "$wcache"/*/*=*; do
+    printf 'X' | dd of="$seg" bs=1 seek=1000 conv=notrunc 2> /dev/null
+done
+fetched "$wcache" cache1.traj extract -O step-000004.safetensors > /dev/null
+cmp "$TEST_TMP/out" "$mid/step-000004.safetensors" || fail "a damaged segment in the cache was served"
+TRAJFS_REMOTE_OPTIONS=cache_dir=$wcache "$TRAJPACK" verify "s3://test-bucket/cache1.traj" > /dev/null ||
+    fail "verify through the cache failed"
+joined cache0.traj "$TEST_TMP/j0"
+joined cache1.traj "$TEST_TMP/j1"
+cmp "$TEST_TMP/j0" "$TEST_TMP/j1" || fail "a writer with a cache wrote other bytes"
+
 # ---- faults during uploads: retried, each commit lands once ----
 n=0
 for fault in "upfail 503 2" "upfail 500 1" "upreset 1" "uplost 1 ffffffff-" "upreset 1 partNumber=2" \
@@ -170,6 +215,7 @@ k=0
 for point in "writer-check" "partNumber=1&" "partNumber=3&" "POST .*?uploadId=" "done"; do
     k=$((k + 1))
     head -c 20000000 /dev/urandom > "$TEST_TMP/k$k.bin"
+    cat "$PROXY_MODE.log" >> "$TEST_TMP/kills.log"
     : > "$PROXY_MODE.log"
     "$TRAJPACK" add -q "$url" "$TEST_TMP/k$k.bin" 2> /dev/null &
     writer=$!
@@ -193,6 +239,35 @@ for point in "writer-check" "partNumber=1&" "partNumber=3&" "POST .*?uploadId=" 
 done
 echo "sigv4 S3RVER" > "$PROXY_MODE"
 "$TRAJPACK" verify "$url" > /dev/null || fail "verify after the kills failed"
+# Writers killed during their uploads leave them under way (s3rver
+# neither lists nor aborts them: the proxy does, as S3 does, one a
+# page). A writer's open aborts those of a segment the archive holds
+# already (not the one at its end, which another writer may be
+# uploading): two writers killed in a row, then two adds; none is left.
+cat "$PROXY_MODE.log" >> "$TEST_TMP/kills.log"
+grep -q "DELETE /test-bucket/runs/run%201.traj/[0-9a-f-]*?uploadId=" "$TEST_TMP/kills.log" ||
+    fail "no upload of a killed writer was aborted"
+[ ! -s "$PROXY_MODE.uploads" ] || fail "uploads left under way: $(cat "$PROXY_MODE.uploads")"
+echo "upslow 0.3" > "$PROXY_MODE"
+for k in 1 2; do
+    head -c 20000000 /dev/urandom > "$TEST_TMP/dead.bin"
+    : > "$PROXY_MODE.log"
+    "$TRAJPACK" add -q "$url" "$TEST_TMP/dead.bin" 2> /dev/null &
+    writer=$!
+    wait_for "the writer uploading" grep -q "partNumber=1&" "$PROXY_MODE.log" > /dev/null
+    kill -9 $writer 2> /dev/null || true
+    wait $writer 2> /dev/null || true
+done
+echo "sigv4 S3RVER" > "$PROXY_MODE"
+[ "$(wc -l < "$PROXY_MODE.uploads")" -eq 2 ] || fail "not two uploads under way: $(cat "$PROXY_MODE.uploads")"
+"$TRAJPACK" add -q --as dead-1 "$url" "$src/config.json" || fail "add after the killed writers failed"
+[ "$(wc -l < "$PROXY_MODE.uploads")" -eq 2 ] || fail "an upload at the archive's end was aborted"
+: > "$PROXY_MODE.log"
+"$TRAJPACK" add -q --as dead-2 "$url" "$src/config.json" || fail "the second add failed"
+grep -q "GET /test-bucket/?key-marker=.*uploads" "$PROXY_MODE.log" || fail "the listing of uploads did not page"
+[ "$(grep -c "DELETE .*?uploadId=" "$PROXY_MODE.log")" -eq 2 ] || fail "not two aborts"
+[ ! -s "$PROXY_MODE.uploads" ] || fail "uploads left under way: $(cat "$PROXY_MODE.uploads")"
+"$TRAJPACK" verify "$url" > /dev/null || fail "verify after the aborts failed"
 stop_mount "$TEST_TMP/m"
 
 # ---- push ----

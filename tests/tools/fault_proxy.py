@@ -49,12 +49,22 @@ upstream (HEAD); if it exists the answer is 412 PreconditionFailed and
 nothing is forwarded, otherwise the request is forwarded before the lock
 is let go, so two racing creates of one key cannot both succeed.
 
+s3rver neither lists nor aborts multipart uploads (501, 405): the
+proxy keeps the uploads under way as it sees them begin (POST ?uploads
+answered 200) and end (a completion answered 200, an abort), answers
+ListMultipartUploads (GET /BUCKET?uploads, one upload a page, so that
+a listing of two pages) and AbortMultipartUpload (DELETE ...?uploadId=, 204,
+404 NoSuchUpload for an upload it does not know) itself, and writes
+them to MODE_FILE.uploads after each change, a line each: the key, a
+space, the upload id. The parts of an aborted upload stay in s3rver.
+
 Appends one line per request to MODE_FILE.log: the mode, the Range header
 ("-" without), the method and the path with its query, e.g.
 "pass - PUT /test-bucket/k?partNumber=1&uploadId=x". Runs until killed.
 """
 import hashlib
 import hmac
+import re
 import http.client
 import os
 import http.server
@@ -64,6 +74,7 @@ import sys
 import threading
 import time
 import urllib.parse
+from xml.sax.saxutils import escape
 
 port_file, upstream, mode_file = sys.argv[1:4]
 up = urllib.parse.urlsplit(upstream)
@@ -143,6 +154,51 @@ def read_mode():
             return mode
         time.sleep(0.01)
     return ["pass"]
+
+
+uploads = set()  # (bucket, key, upload id) under way
+uploads_lock = threading.Lock()
+UPLOADS_PAGE = 1
+
+
+def uploads_changed():
+    """Writes the uploads under way to MODE_FILE.uploads (uploads_lock
+    held)."""
+    with open(mode_file + ".uploads.tmp", "w") as f:
+        f.writelines(f"{k} {i}\n" for _, k, i in sorted(uploads))
+    os.rename(mode_file + ".uploads.tmp", mode_file + ".uploads")
+
+
+def bucket_key(path):
+    """(bucket, key) of a request's path, the key decoded ("" for none)."""
+    bucket, _, key = path.partition("?")[0].lstrip("/").partition("/")
+    return urllib.parse.unquote(bucket), urllib.parse.unquote(key)
+
+
+def list_uploads(bucket, query):
+    """The ListMultipartUploads answer: the uploads of bucket under the
+    prefix, after the markers, UPLOADS_PAGE of them."""
+    q = urllib.parse.parse_qs(query, keep_blank_values=True)
+    prefix = q.get("prefix", [""])[0]
+    key_marker = q.get("key-marker", [""])[0]
+    id_marker = q.get("upload-id-marker", [""])[0]
+    with uploads_lock:
+        mine = sorted((k, i) for b, k, i in uploads if b == bucket and k.startswith(prefix))
+    if key_marker:
+        mine = [(k, i) for k, i in mine if k > key_marker or (id_marker and k == key_marker and i > id_marker)]
+    page, more = mine[:UPLOADS_PAGE], len(mine) > UPLOADS_PAGE
+    xml = ('<?xml version="1.0" encoding="UTF-8"?>\n<ListMultipartUploadsResult '
+           'xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+           f"<Bucket>{escape(bucket)}</Bucket><KeyMarker>{escape(key_marker)}</KeyMarker>"
+           f"<UploadIdMarker>{escape(id_marker)}</UploadIdMarker><Prefix>{escape(prefix)}</Prefix>"
+           f"<MaxUploads>{UPLOADS_PAGE}</MaxUploads><IsTruncated>{'true' if more else 'false'}</IsTruncated>")
+    if more:
+        xml += (f"<NextKeyMarker>{escape(page[-1][0])}</NextKeyMarker>"
+                f"<NextUploadIdMarker>{escape(page[-1][1])}</NextUploadIdMarker>")
+    for k, i in page:
+        xml += (f"<Upload><Key>{escape(k)}</Key><UploadId>{escape(i)}</UploadId>"
+                "<Initiated>2026-01-01T00:00:00.000Z</Initiated><StorageClass>STANDARD</StorageClass></Upload>")
+    return (xml + "</ListMultipartUploadsResult>").encode()
 
 
 def s3_error(code, message, resource):
@@ -250,6 +306,47 @@ class Proxy(http.server.BaseHTTPRequestHandler):
                     "InternalError", f"the proxy's HEAD of the key got HTTP {status}", key)
             return self.upstream(self.command, self.path, headers, body)
 
+    def uploads_request(self):
+        """Answers a listing or an abort of multipart uploads: whether
+        this request was one."""
+        bucket, key = bucket_key(self.path)
+        query = self.path.partition("?")[2]
+        q = urllib.parse.parse_qs(query, keep_blank_values=True)
+        if self.command == "GET" and not key and "uploads" in q:
+            self.answer(200, list_uploads(bucket, query))
+            return True
+        if self.command == "DELETE" and key and "uploadId" in q:
+            with uploads_lock:
+                upload = (bucket, key, q["uploadId"][0])
+                known = upload in uploads
+                uploads.discard(upload)
+                uploads_changed()
+            if known:
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self.answer(404, s3_error("NoSuchUpload", "no such upload", self.path.partition("?")[0]))
+            return True
+        return False
+
+    def track_upload(self, status, body):
+        """Keeps the upload that the forwarded request began or ended."""
+        bucket, key = bucket_key(self.path)
+        q = urllib.parse.parse_qs(self.path.partition("?")[2], keep_blank_values=True)
+        if self.command != "POST" or status != 200 or not key:
+            return
+        with uploads_lock:
+            if "uploads" in q:
+                found = re.search(rb"<UploadId>([^<]*)</UploadId>", body or b"")
+                if found:
+                    uploads.add((bucket, key, found.group(1).decode()))
+            elif "uploadId" in q:
+                uploads.discard((bucket, key, q["uploadId"][0]))
+            else:
+                return
+            uploads_changed()
+
     def do_request(self):
         mode = read_mode()
         with open(mode_file + ".log", "a") as log:
@@ -274,6 +371,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        if self.uploads_request():
+            return
         fault = None
         if upload and mode[0] in ("upfail", "upreset", "uplost"):
             n_at = 2 if mode[0] == "upfail" else 1
@@ -291,6 +390,7 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         if mode[0] == "delay" or (mode[0] == "upslow" and upload):
             time.sleep(float(mode[1]))
         status, headers, body = self.forward(body)
+        self.track_upload(status, body)
         if fault == "uplost":
             self.reset()
             return

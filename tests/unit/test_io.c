@@ -1,8 +1,10 @@
 /* io/: whole reads and writes on a descriptor (after signals and short
  * counts), the local file behind the I/O interface (bounds, append,
  * sync, truncate, the writer's lock, the size poll), what the interface
- * does for a storage without the optional operations, and of remote
- * archives what needs no server: URLs, their names, their settings. */
+ * does for a storage without the optional operations, the disk cache
+ * of remote ranges (whole segments serving the ranges inside them), and
+ * of remote archives what needs no server: URLs, their names, their
+ * settings. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +20,118 @@
 
 #include "common/full_io.h"
 #include "io/io.h"
+#include "io/range_cache.h"
 #include "io/remote_opts.h"
+
+/* ---- the disk cache of remote ranges ---- */
+
+#define OBJECT "0123456789abcdef0123456789abcdef"
+#define SEGMENT ((size_t)3 << 20)
+
+static tf_range_cache *open_cache(uint64_t max)
+{
+    char dir[TEST_PATH_MAX];
+    tf_range_cache *c;
+    tf_error e;
+    ck_assert_msg(tf_range_cache_open(test_path("cache", dir), OBJECT, max, &c, &e) == 0, "%s", e.msg);
+    return c;
+}
+
+/* A file of SEGMENT patterned bytes, open to read; its bytes in *bytes. */
+static int segment_file(uint8_t **bytes)
+{
+    char path[TEST_PATH_MAX];
+    *bytes = malloc(SEGMENT);
+    ck_assert_ptr_nonnull(*bytes);
+    for (size_t i = 0; i < SEGMENT; i++)
+        (*bytes)[i] = (uint8_t)(i * 2654435761u >> 13);
+    test_write_file(test_path("segment", path), *bytes, SEGMENT);
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    return fd;
+}
+
+START_TEST(range_cache_serves_exact_ranges)
+{
+    tf_range_cache *c = open_cache(1 << 30);
+    char buf[16];
+    tf_range_cache_put(c, 100, 10, "0123456789");
+    ck_assert(tf_range_cache_get(c, 100, 10, buf));
+    ck_assert_mem_eq(buf, "0123456789", 10);
+    ck_assert(!tf_range_cache_get(c, 102, 4, buf)); /* a read's range serves that range only */
+    ck_assert(!tf_range_cache_get(c, 100, 11, buf));
+    tf_range_cache_close(c);
+}
+END_TEST
+
+START_TEST(range_cache_segment_serves_ranges_inside)
+{
+    uint8_t *bytes, *buf = malloc(SEGMENT + 1);
+    int fd = segment_file(&bytes);
+    const uint64_t at = 5000;
+    tf_range_cache *c = open_cache(1 << 30);
+    tf_range_cache_put_file(c, at, SEGMENT, fd);
+    const uint64_t reads[][2] = { { at, SEGMENT }, { at, 1 }, { at + 12345, 70000 },
+                                  { at + SEGMENT - 9, 9 } };
+    for (size_t i = 0; i < sizeof reads / sizeof *reads; i++) {
+        memset(buf, 0, SEGMENT);
+        ck_assert(tf_range_cache_get(c, reads[i][0], reads[i][1], buf));
+        ck_assert_mem_eq(buf, bytes + (reads[i][0] - at), reads[i][1]);
+    }
+    ck_assert(!tf_range_cache_get(c, at - 1, 2, buf)); /* across either end: not held */
+    ck_assert(!tf_range_cache_get(c, at + SEGMENT - 1, 2, buf));
+    /* A range that the segment holds is not kept again. */
+    char entry[TEST_PATH_MAX * 2];
+    snprintf(entry, sizeof entry, "%s/cache/" OBJECT "/%016llx-%016x", test_dir,
+             (unsigned long long)at + 10, 5);
+    tf_range_cache_put(c, at + 10, 5, "abcde");
+    ck_assert_int_eq(access(entry, F_OK), -1);
+    ck_assert(tf_range_cache_get(c, at + 10, 5, buf));
+    ck_assert_mem_eq(buf, bytes + 10, 5);
+    tf_range_cache_close(c);
+    /* Listed by a later open (another process's). */
+    c = open_cache(1 << 30);
+    ck_assert(tf_range_cache_get(c, at + 777, 4096, buf));
+    ck_assert_mem_eq(buf, bytes + 777, 4096);
+    tf_range_cache_drop(c, at + SEGMENT - 1, 1); /* touched: dropped whole */
+    ck_assert(!tf_range_cache_get(c, at, 4096, buf));
+    tf_range_cache_close(c);
+    c = open_cache(1 << 30);
+    ck_assert(!tf_range_cache_get(c, at, 4096, buf));
+    tf_range_cache_close(c);
+    /* Over the bound: not kept. */
+    c = open_cache(SEGMENT);
+    tf_range_cache_put_file(c, at, SEGMENT, fd);
+    ck_assert(!tf_range_cache_get(c, at, 4096, buf));
+    tf_range_cache_close(c);
+    close(fd);
+    free(bytes), free(buf);
+}
+END_TEST
+
+START_TEST(range_cache_damaged_segment_is_never_served)
+{
+    uint8_t *bytes, *buf = malloc(SEGMENT);
+    int fd = segment_file(&bytes);
+    tf_range_cache *c = open_cache(1 << 30);
+    tf_range_cache_put_file(c, 0, SEGMENT, fd);
+    tf_range_cache_close(c);
+    /* One byte changed far from the range read: the entry is checked
+     * whole before it serves anything. */
+    char entry[TEST_PATH_MAX * 2];
+    snprintf(entry, sizeof entry, "%s/cache/" OBJECT "/%016x=%016zx", test_dir, 0, SEGMENT);
+    int w = open(entry, O_WRONLY);
+    ck_assert_int_ge(w, 0);
+    ck_assert_int_eq(pwrite(w, "X", 1, 32 + SEGMENT - 1), 1);
+    close(w);
+    c = open_cache(1 << 30);
+    ck_assert(!tf_range_cache_get(c, 0, 4096, buf));
+    ck_assert_int_eq(access(entry, F_OK), -1); /* removed */
+    tf_range_cache_close(c);
+    close(fd);
+    free(bytes), free(buf);
+}
+END_TEST
 
 /* ---- whole reads and writes ---- */
 
@@ -405,6 +518,9 @@ static Suite *io_suite(void)
 
     TCase *remote = tcase_create("remote");
     tcase_add_checked_fixture(remote, test_dir_make, test_dir_remove);
+    tcase_add_test(remote, range_cache_serves_exact_ranges);
+    tcase_add_test(remote, range_cache_segment_serves_ranges_inside);
+    tcase_add_test(remote, range_cache_damaged_segment_is_never_served);
     tcase_add_test(remote, urls_are_told_from_paths);
     tcase_add_test(remote, display_name_hides_a_query);
     tcase_add_test(remote, remote_archive_is_read_only);
