@@ -1,7 +1,9 @@
 #include "store/regenerate.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +15,56 @@
 
 #define COPY_BLOCK ((size_t)8 << 20)
 
-/* A directory of its own for the local copy (TMPDIR, else /var/tmp). */
+/* The files of a copy left by a gc that was killed: its directory
+ * (this user's, no one else's to write) and the regular files in it. */
+static void remove_left_copy(int parent, const char *name)
+{
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    DIR *d = fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077)
+                 ? NULL
+                 : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct dirent *f;
+    while ((f = readdir(d)))
+        if (fstatat(fd, f->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            unlinkat(fd, f->d_name, 0);
+    closedir(d);
+    unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+/* Removes the copies in tmp of the gcs that were killed: directories
+ * trajfs-gc-PID-XXXXXX whose process is gone. */
+static void remove_left_copies(const char *tmp)
+{
+    DIR *d = opendir(tmp);
+    if (!d)
+        return;
+    struct dirent *f;
+    while ((f = readdir(d))) {
+        char *end;
+        long pid = strncmp(f->d_name, "trajfs-gc-", 10) == 0 ? strtol(f->d_name + 10, &end, 10) : 0;
+        if (pid > 0 && *end == '-' && strlen(end) == 7 && pid != getpid() && kill((pid_t)pid, 0) < 0 &&
+            errno == ESRCH)
+            remove_left_copy(dirfd(d), f->d_name);
+    }
+    closedir(d);
+}
+
+/* A directory of its own for the local copy (TMPDIR, else /var/tmp),
+ * named by the process: a later gc removes it should this one be
+ * killed. */
 static char *work_dir(tf_error *e)
 {
     const char *tmp = getenv("TMPDIR");
+    tmp = tmp && *tmp ? tmp : "/var/tmp";
+    remove_left_copies(tmp);
     char *dir;
-    if (asprintf(&dir, "%s/trajfs-gc-XXXXXX", tmp && *tmp ? tmp : "/var/tmp") < 0) {
+    if (asprintf(&dir, "%s/trajfs-gc-%ld-XXXXXX", tmp, (long)getpid()) < 0) {
         tf_fail(e, ENOMEM, "out of memory");
         return NULL;
     }

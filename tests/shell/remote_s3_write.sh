@@ -20,7 +20,8 @@
 #   follows a growing archive, and refuses a copy that is not its start;
 # - prune and gc: gc writes the archive anew as its next generation and
 #   deletes the old one; killed, it leaves the old one readable and
-#   refusing commits, and runs again to the end;
+#   refusing commits, and runs again to the end, removing the killed
+#   one's copy;
 # - a writable mount's close() returns once the commit is in the bucket,
 #   and the Python package writes there too;
 # - an archive of more segments than a listing page reads right;
@@ -332,6 +333,7 @@ wait_for "gc uploading" grep -q "PUT /test-bucket/gc.traj/fffffffe-" "$PROXY_MOD
 kill -9 $gcer 2> /dev/null || true
 wait $gcer 2> /dev/null || true
 echo "sigv4 S3RVER" > "$PROXY_MODE"
+ls "$TMPDIR" | grep -q "^trajfs-gc-$gcer-" || fail "the killed gc left no copy in TMPDIR: $(ls "$TMPDIR")"
 if ls "$s3/test-bucket/gc.traj" | grep -q "^fffffffe-"; then
     echo "gc killed during its upload: its new generation was in place (the request had reached the server)"
 else
@@ -342,6 +344,7 @@ else
 fi
 "$TRAJPACK" gc "$gcurl" > "$TEST_TMP/out" || fail "gc $gcurl failed"
 grep -q "^gc: " "$TEST_TMP/out" || fail "gc said: $(cat "$TEST_TMP/out")"
+! ls "$TMPDIR" | grep -q "^trajfs-gc-" || fail "gc left copies in TMPDIR: $(ls "$TMPDIR")"
 ls "$s3/test-bucket/gc.traj" | grep -q "^ffffffff-" && fail "gc left objects of generation 0"
 ls "$s3/test-bucket/gc.traj" | grep -q "^fffffffe-ffffffffffffffff\._S3rver_object$" ||
     fail "gc wrote no generation 1: $(ls "$s3/test-bucket/gc.traj")"
