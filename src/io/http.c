@@ -318,13 +318,14 @@ static int transfer_setup(tf_http *h, const char *url, transfer *t)
     return 0;
 }
 
-static void transfer_cleanup(transfer *t)
+/* Frees a request's handle and headers (of a transfer or an exchange). */
+static void easy_release(CURL **easy, struct curl_slist **headers)
 {
-    if (t->easy)
-        tf_curl.easy_cleanup(t->easy);
-    tf_curl.slist_free_all(t->headers);
-    t->easy = NULL;
-    t->headers = NULL;
+    if (*easy)
+        tf_curl.easy_cleanup(*easy);
+    tf_curl.slist_free_all(*headers);
+    *easy = NULL;
+    *headers = NULL;
 }
 
 /* Runs the n transfers, as many at once as free slots allow (at least
@@ -552,7 +553,7 @@ static int fetch_ranges(tf_http *h, const char *url, const char *shown, const tf
                 if (len[todo[j]] == 0 && v == DONE)
                     t[todo[j]] = *x; /* the first response, for its caller */
             }
-            transfer_cleanup(x);
+            easy_release(&x->easy, &x->headers);
         }
         if (fatal && !atomic_load(&h->cancelled)) { /* else said at the top */
             tf_fail(e, EIO, "%s: %s", shown, why);
@@ -769,14 +770,6 @@ static int exchange_setup(tf_http *h, const char *url, exchange *x)
     return 0;
 }
 
-static void exchange_cleanup(exchange *x)
-{
-    if (x->easy)
-        tf_curl.easy_cleanup(x->easy);
-    tf_curl.slist_free_all(x->headers);
-    x->easy = NULL;
-    x->headers = NULL;
-}
 
 /* Judges a finished attempt: DONE (any status the caller judges), RETRY
  * or FATAL, with why. */
@@ -847,7 +840,7 @@ int tf_http_send(tf_http *h, const tf_http_request *q, tf_http_response *out, tf
         } else {
             x.oom = true;
         }
-        exchange_cleanup(&x);
+        easy_release(&x.easy, &x.headers);
         if (x.oom) {
             rc = tf_fail(e, ENOMEM, "%s: %s: out of memory", shown, q->method);
             break;

@@ -108,45 +108,92 @@ static void free_all(segment *v, size_t n)
         free(v[i].url);
 }
 
-/* The segments of a listing page that are of the generation read, in
- * the page's order (the newest first), into *got: *ended when the page
- * reached another generation (nothing older is of this one), *sealed
- * when it holds a seal. */
-static int page_segments(tf_segments *s, const tf_s3_listing *l, segment **got, size_t *ngot,
-                         bool *ended, bool *sealed, tf_error *e)
+/* A listing page's segments of the generation read, the newest first. */
+typedef struct {
+    segment *v;
+    size_t n;
+    bool sealed; /* the page holds a seal */
+    char *next;  /* the key to list after for the next page; NULL: no
+                  * older segment of this generation is left to list */
+} seg_page;
+
+static void free_page(seg_page *p)
 {
-    *got = calloc(l->n ? l->n : 1, sizeof **got);
-    *ngot = 0;
-    *ended = *sealed = false;
-    if (!*got)
-        return tf_fail(e, ENOMEM, "out of memory");
+    free_all(p->v, p->n);
+    free(p->v);
+    free(p->next);
+    *p = (seg_page){ 0 };
+}
+
+/* The generation of the listing's first segment: adopted (opening), or
+ * it must be the one read. */
+static int check_generation(tf_segments *s, const tf_s3_listing *l, bool adopt, tf_error *e)
+{
     for (size_t i = 0; i < l->n; i++) {
         uint32_t gen;
         uint64_t start;
         if (!parse_name(s, l->v[i].key, &gen, &start))
             continue;
-        if (gen != s->gen) {
-            *ended = true;
-            break;
-        }
-        if (l->v[i].size == 0) { /* a seal: read without it */
-            *sealed = true;
-            continue;
-        }
-        if (to_segment(s, &l->v[i], start, &(*got)[*ngot], e) < 0) {
-            free_all(*got, *ngot);
-            free(*got);
-            return -1;
-        }
-        ++*ngot;
+        if (adopt)
+            s->gen = gen;
+        else if (gen != s->gen)
+            return tf_fail(e, EIO, "%s was written anew (a new generation, by trajpack gc): this "
+                           "view keeps the archive it opened; open it again to see the new one",
+                           s->shown);
+        return 0;
     }
     return 0;
+}
+
+/* Lists the page after the key `after` (NULL: the first page, whose
+ * newest segment's generation is adopted when `adopt`, else checked):
+ * its segments of the generation read, the newest first, into *p. */
+static int list_page(tf_segments *s, const char *after, bool adopt, seg_page *p, tf_error *e)
+{
+    *p = (seg_page){ 0 };
+    tf_s3_listing l;
+    if (tf_s3_list(s->h, s->req, s->prefix, after, LIST_PAGE, &l, e) < 0)
+        return -1;
+    int rc = after ? 0 : check_generation(s, &l, adopt, e);
+    if (rc == 0 && !(p->v = calloc(l.n ? l.n : 1, sizeof *p->v)))
+        rc = tf_fail(e, ENOMEM, "out of memory");
+    bool ended = false; /* the page reached another generation */
+    for (size_t i = 0; rc == 0 && i < l.n && !ended; i++) {
+        uint32_t gen;
+        uint64_t start;
+        if (!parse_name(s, l.v[i].key, &gen, &start))
+            continue;
+        if (gen != s->gen)
+            ended = true;
+        else if (l.v[i].size == 0) /* a seal: read without it */
+            p->sealed = true;
+        else if ((rc = to_segment(s, &l.v[i], start, &p->v[p->n], e)) == 0)
+            p->n++;
+    }
+    if (rc == 0 && l.truncated && !ended && l.n && !(p->next = strdup(l.v[l.n - 1].key)))
+        rc = tf_fail(e, ENOMEM, "out of memory");
+    tf_s3_listing_free(&l);
+    if (rc < 0)
+        free_page(p);
+    return rc;
 }
 
 static int not_joined(tf_segments *s, uint64_t at, tf_error *e)
 {
     return tf_fail(e, EIO, "%s: its segments do not join up at %" PRIu64 " (damaged archive)",
                    s->shown, at);
+}
+
+/* Whether v[0..n), the newest first, join up: each ends where the one
+ * before it starts, the first at `end` (UINT64_MAX: anywhere). */
+static int joined(tf_segments *s, const segment *v, size_t n, uint64_t end, tf_error *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t want = i ? v[i - 1].start : end;
+        if (want != UINT64_MAX && v[i].start + v[i].len != want)
+            return not_joined(s, want, e);
+    }
+    return 0;
 }
 
 /* Lists the segments older than v[0] until one holds off (under
@@ -164,45 +211,26 @@ static int reach_down(tf_segments *s, uint64_t off, tf_error *e)
                            s->shown, off);
         if (!want)
             return 0;
-        tf_s3_listing l;
-        if (tf_s3_list(s->h, s->req, s->prefix, s->resume, LIST_PAGE, &l, e) < 0)
+        seg_page pg;
+        if (list_page(s, s->resume, false, &pg, e) < 0)
             return -1;
-        segment *got;
-        size_t ngot;
-        bool ended, sealed;
-        int rc = page_segments(s, &l, &got, &ngot, &ended, &sealed, e);
-        char *resume = rc == 0 && l.n ? strdup(l.v[l.n - 1].key) : NULL;
-        bool more = l.truncated && !ended;
-        tf_s3_listing_free(&l);
-        if (rc < 0)
-            return -1;
-        /* Newest first: each ends where the one before it in the map
-         * starts. */
-        for (size_t i = 0; rc == 0 && i < ngot; i++) {
-            uint64_t next = i ? got[i - 1].start : first;
-            if (got[i].start + got[i].len != next)
-                rc = not_joined(s, next, e);
-        }
-        if (rc == 0 && more && !resume)
-            rc = tf_fail(e, ENOMEM, "out of memory");
+        int rc = joined(s, pg.v, pg.n, first, e);
         pthread_mutex_lock(&s->mu);
         if (rc == 0)
-            rc = grow(s, ngot, e);
+            rc = grow(s, pg.n, e);
         if (rc == 0) {
-            memmove(s->v + ngot, s->v, s->n * sizeof *s->v);
-            for (size_t i = 0; i < ngot; i++)
-                s->v[ngot - 1 - i] = got[i];
-            s->n += ngot;
+            memmove(s->v + pg.n, s->v, s->n * sizeof *s->v);
+            for (size_t i = 0; i < pg.n; i++)
+                s->v[pg.n - 1 - i] = pg.v[i];
+            s->n += pg.n;
             free(s->resume);
-            s->resume = resume;
-            s->more = more && ngot > 0;
-            resume = NULL;
-        } else {
-            free_all(got, ngot);
+            s->resume = pg.next;
+            s->more = pg.next && pg.n > 0;
+            pg.n = 0;
+            pg.next = NULL;
         }
         pthread_mutex_unlock(&s->mu);
-        free(got);
-        free(resume);
+        free_page(&pg);
         if (rc < 0)
             return -1;
     }
@@ -278,55 +306,26 @@ static int list_top(tf_segments *s, tf_http_identity *now, tf_error *e)
     size_t nfresh = 0;
     char *after = NULL;
     int rc = 0;
-    bool done = false, gone = false, truncated = false, sealed = false, newer = false;
+    bool done = false, gone = false, sealed = false;
     *now = (tf_http_identity){ 0 };
     while (rc == 0 && !done) {
-        tf_s3_listing l;
-        if (tf_s3_list(s->h, s->req, s->prefix, after, LIST_PAGE, &l, e) < 0) {
-            rc = -1;
+        seg_page pg;
+        if ((rc = list_page(s, after, opening, &pg, e)) < 0)
             break;
-        }
-        /* The newest generation: the first key's. */
-        for (size_t i = 0; !after && i < l.n; i++) {
-            uint32_t gen;
-            uint64_t start;
-            if (parse_name(s, l.v[i].key, &gen, &start)) {
-                if (opening)
-                    s->gen = gen;
-                newer = gen != s->gen;
-                break;
-            }
-        }
-        if (newer) {
-            tf_s3_listing_free(&l);
-            rc = tf_fail(e, EIO, "%s was written anew (a new generation, by trajpack gc): this "
-                         "view keeps the archive it opened; open it again to see the new one",
-                         s->shown);
-            break;
-        }
-        segment *got;
-        size_t ngot;
-        bool ended, seal;
-        rc = page_segments(s, &l, &got, &ngot, &ended, &seal, e);
-        sealed = sealed || seal;
-        truncated = l.truncated && !ended;
+        sealed = sealed || pg.sealed;
         free(after);
-        after = rc == 0 && l.n ? strdup(l.v[l.n - 1].key) : NULL;
-        if (rc == 0 && truncated && !after)
-            rc = tf_fail(e, ENOMEM, "out of memory");
-        tf_s3_listing_free(&l);
-        if (rc < 0)
-            break;
-        for (size_t i = 0; i < ngot && !done; i++) {
-            if (!opening && got[i].start <= top.start) {
+        after = pg.next;
+        pg.next = NULL;
+        for (size_t i = 0; i < pg.n && !done; i++) {
+            if (!opening && pg.v[i].start <= top.start) {
                 done = true;
                 /* The same object listed longer than before: a store
                  * that lists an object while it writes it (s3rver; not
                  * S3), seen then in part. Any other change is a
                  * rewrite. */
-                bool same = got[i].start == top.start && strcmp(got[i].etag, top.etag) == 0;
-                gone = !same || got[i].len < top.len;
-                top.len = got[i].len;
+                bool same = pg.v[i].start == top.start && strcmp(pg.v[i].etag, top.etag) == 0;
+                gone = !same || pg.v[i].len < top.len;
+                top.len = pg.v[i].len;
                 break;
             }
             segment *more = realloc(fresh, (nfresh + 1) * sizeof *fresh);
@@ -335,24 +334,21 @@ static int list_top(tf_segments *s, tf_http_identity *now, tf_error *e)
                 break;
             }
             fresh = more;
-            fresh[nfresh++] = got[i];
-            got[i].url = NULL;
+            fresh[nfresh++] = pg.v[i];
+            pg.v[i].url = NULL;
         }
-        free_all(got, ngot);
-        free(got);
+        free_page(&pg);
         if (opening)
             done = true;
-        else if (!done && !truncated)
+        else if (!done && !after)
             done = gone = true; /* the newest known is not there */
     }
     /* Each ends where the one newer starts; the oldest new one where the
      * newest known ends. */
-    for (size_t i = 0; rc == 0 && !gone && i < nfresh; i++) {
-        uint64_t end = fresh[i].start + fresh[i].len;
-        if ((i && end != fresh[i - 1].start) ||
-            (i + 1 == nfresh && !opening && fresh[i].start != top.start + top.len))
-            rc = not_joined(s, end, e);
-    }
+    if (rc == 0 && !gone)
+        rc = joined(s, fresh, nfresh, UINT64_MAX, e);
+    if (rc == 0 && !gone && !opening && nfresh && fresh[nfresh - 1].start != top.start + top.len)
+        rc = not_joined(s, top.start + top.len, e);
     if (rc == 0 && !gone) {
         pthread_mutex_lock(&s->mu);
         rc = grow(s, nfresh, e);
@@ -364,7 +360,7 @@ static int list_top(tf_segments *s, tf_http_identity *now, tf_error *e)
             nfresh = 0;
             s->sealed = sealed;
             if (opening) {
-                s->more = truncated && s->n > 0;
+                s->more = after && s->n > 0;
                 free(s->resume);
                 s->resume = s->more ? after : NULL;
                 if (s->more)
