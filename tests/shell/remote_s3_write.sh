@@ -375,6 +375,14 @@ echo "a file closed in a rw mount of $rw was read by a following mount after $ms
 stop_mount "$TEST_TMP/r"
 DAEMON_PID=$writer_pid
 stop_mount "$TEST_TMP/w"
+# With cache_dir, the mount's writer keeps its segments there too.
+start_mount "$rw" "$TEST_TMP/w" -o rw -o cache_dir="$TEST_TMP/mcache"
+cp "$mid/step-000004.safetensors" "$TEST_TMP/w/mid-4.safetensors"
+stop_mount "$TEST_TMP/w"
+with=$(fetched "$TEST_TMP/mcache" mounted.traj extract -O mid-4.safetensors)
+cmp "$TEST_TMP/out" "$mid/step-000004.safetensors" || fail "the rw mount's file reads wrong through its cache"
+[ $((with * 5)) -lt "$(file_size "$mid/step-000004.safetensors")" ] ||
+    fail "the rw mount's writer kept nothing in its cache_dir ($with bytes fetched)"
 "$TRAJPACK" verify "$rw" > /dev/null || fail "the archive the rw mount wrote does not verify"
 
 # ---- Python, without a mount ----
