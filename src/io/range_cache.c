@@ -46,7 +46,11 @@ struct tf_range_cache {
     int dir_fd;  /* DIR/OBJECT */
     uint64_t max;
     pthread_mutex_t mu; /* of used and of the holders */
-    uint64_t used; /* bytes of all entries, as last counted plus ours since */
+    /* Bytes of all entries, as last counted plus ours since: counted at
+     * the first put (listing every entry of every object), which a
+     * process that only reads never pays. */
+    uint64_t used;
+    bool counted;
     atomic_uint tmp_seq;
     holder *holders; /* of this object, as listed at open and put since */
     size_t nholders, cap_holders, nopen;
@@ -309,8 +313,6 @@ int tf_range_cache_open(const char *dir, const char *object, uint64_t max_bytes,
         return -1;
     }
     c->max = max_bytes;
-    size_t n;
-    c->used = list_all(c, NULL, &n);
     list_holders(c);
     *out = c;
     return 0;
@@ -521,12 +523,19 @@ static void put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf, 
         return;
     char name[ENTRY_NAME_LEN + 1];
     entry_name(off, len, !buf, name);
-    if (!write_entry(c, name, off, len, buf, src))
+    struct stat st; /* an entry is never written again: its bytes are the same */
+    if (fstatat(c->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || !write_entry(c, name, off, len, buf, src))
         return;
     pthread_mutex_lock(&c->mu);
     if (!buf)
         add_holder(c, off, len);
-    c->used += HEADER_SIZE + len;
+    if (!c->counted) {
+        size_t n;
+        c->used = list_all(c, NULL, &n); /* ours included */
+        c->counted = true;
+    } else {
+        c->used += HEADER_SIZE + len;
+    }
     if (c->used > c->max)
         evict(c);
     pthread_mutex_unlock(&c->mu);
