@@ -804,6 +804,11 @@ tf_segments *tf_remote_segments(tf_io *io)
     return remote_of(io)->segments;
 }
 
+tf_http *tf_remote_http(tf_io *io)
+{
+    return remote_of(io)->http;
+}
+
 static void remote_cancel(tf_io *io)
 {
     tf_remote *r = remote_of(io);

@@ -32,6 +32,10 @@ int tf_remote_open(const char *url, const tf_remote_opts *o, tf_io **out, tf_err
 /* The segments of io (of tf_remote_open): an archive written in
  * segments (io/segments.h), which a writer can grow; NULL: one object. */
 struct tf_segments *tf_remote_segments(tf_io *io);
+/* The HTTP handle of io (of tf_remote_open), borrowed until io closes:
+ * a writer of the archive sends its requests through it (one pool of
+ * connections, one bound of transfers at once). */
+struct tf_http *tf_remote_http(tf_io *io);
 /* The len bytes at off, which the file fd holds from its start, are the
  * segment that this process's writer just published (io has polled
  * since): with a disk cache, they go there whole, its anchor moved to

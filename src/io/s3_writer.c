@@ -44,7 +44,8 @@ typedef struct {
 struct s3_writer {
     tf_io io; /* first: the tf_io is the writer */
     tf_io *reader; /* what is published */
-    tf_http *http;
+    tf_http *http; /* the reader's: one pool of connections, one bound of
+                    * transfers at once, for reads and uploads */
     tf_s3_request req;
     char *prefix, *shown;
     _Atomic uint32_t gen; /* the generation written (gc's replace moves it
@@ -106,21 +107,30 @@ static int check_conditional(tf_http *h, const tf_s3_request *req, const char *p
     return 0;
 }
 
-static int open_http(const char *url, const tf_remote_opts *o, tf_s3_request *req, tf_http **h,
-                     char **prefix, tf_error *e)
+/* The request of the s3:// URL and its segments' prefix. */
+static int resolve(const char *url, const tf_remote_opts *o, tf_s3_request *req, char **prefix,
+                   tf_error *e)
 {
     if (!tf_s3_is_url(url))
         return tf_fail(e, EROFS, "an http(s):// archive is read-only (s3:// ones are written)");
     if (tf_s3_resolve(url, o->s3_endpoint, o->s3_region, req, e) < 0)
         return -1;
-    tf_http_limits lim = { o->timeout_ms, o->min_speed, o->connect_timeout_ms, o->retries,
-                           o->parallel };
-    tf_http_auth auth = { req->sigv4, req->userpwd, req->token };
-    if (tf_http_new(req->url, &auth, &lim, h, e) < 0)
-        return -1;
     if (!(*prefix = tf_segments_prefix(req->key)))
         return tf_fail(e, ENOMEM, "out of memory");
     return 0;
+}
+
+/* As resolve, with an HTTP handle of its own (a writer borrows its
+ * reader's). */
+static int open_http(const char *url, const tf_remote_opts *o, tf_s3_request *req, tf_http **h,
+                     char **prefix, tf_error *e)
+{
+    if (resolve(url, o, req, prefix, e) < 0)
+        return -1;
+    tf_http_limits lim = { o->timeout_ms, o->min_speed, o->connect_timeout_ms, o->retries,
+                           o->parallel };
+    tf_http_auth auth = { req->sigv4, req->userpwd, req->token };
+    return tf_http_new(req->url, &auth, &lim, h, e);
 }
 
 /* ---- uploading parts ---- */
@@ -539,8 +549,7 @@ static int s3w_truncate(tf_io *io, uint64_t size, tf_error *e)
 static void s3w_cancel(tf_io *io)
 {
     s3_writer *w = writer_of(io);
-    tf_io_cancel(w->reader);
-    tf_http_cancel(w->http);
+    tf_io_cancel(w->reader); /* and so the uploads */
 }
 
 static void free_writer(s3_writer *w)
@@ -548,10 +557,9 @@ static void free_writer(s3_writer *w)
     if (w->http)
         drop_upload(w);
     tf_pool_free(w->uploaders);
-    tf_io_close(w->reader);
+    tf_io_close(w->reader); /* and its HTTP handle */
     if (w->spool >= 0)
         close(w->spool);
-    tf_http_free(w->http);
     tf_s3_request_free(&w->req);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->landed);
@@ -629,9 +637,9 @@ int tf_s3_writer_open(const char *name, const tf_remote_opts *o, tf_io **out, tf
     pthread_cond_init(&w->landed, NULL);
     int rc = (w->shown = tf_io_shown_name(url)) ? 0 : tf_fail(e, ENOMEM, "out of memory");
     if (rc == 0)
-        rc = open_http(url, o, &w->req, &w->http, &w->prefix, e);
-    if (rc == 0)
-        rc = tf_remote_open(name, o, &w->reader, e);
+        rc = resolve(url, o, &w->req, &w->prefix, e);
+    if (rc == 0 && (rc = tf_remote_open(name, o, &w->reader, e)) == 0)
+        w->http = tf_remote_http(w->reader);
     tf_segments *segs = rc == 0 ? tf_remote_segments(w->reader) : NULL;
     if (rc == 0 && !segs)
         rc = tf_fail(e, EROFS, "%s is one object (uploaded whole), which cannot grow: trajfs writes "
