@@ -481,13 +481,20 @@ static void backoff(unsigned attempt)
         ;
 }
 
-/* Runs n transfers of the ranges (off[i], len[i]) into dst[i] (cap[i]
- * bytes) of the object `want` at url (shown as `shown` in messages), retrying those whose fault passes; len 0
- * is the first request, for the first cap bytes or fewer if the object
- * is smaller (want NULL). */
-static int fetch_ranges(tf_http *h, const char *url, const char *shown, const tf_http_identity *want,
-                        transfer *t, const uint64_t *off, const uint64_t *len, uint8_t *const *dst,
-                        const uint64_t *cap, size_t n, tf_error *e)
+/* A range to fetch: [off, off + len) of the object `want` at url (shown
+ * as `shown` in messages) into dst (cap bytes); len 0 is the first
+ * request, for the first cap bytes or fewer if the object is smaller
+ * (want NULL). */
+typedef struct {
+    const char *url, *shown;
+    const tf_http_identity *want;
+    uint64_t off, len, cap;
+    uint8_t *dst;
+} wanted;
+
+/* Runs the n transfers of w, retrying those whose fault passes; the
+ * response of a first request goes to t[i]. */
+static int fetch_ranges(tf_http *h, transfer *t, const wanted *w, size_t n, tf_error *e)
 {
     bool *done = calloc(n, sizeof *done);
     size_t *todo = malloc(n * sizeof *todo);
@@ -499,6 +506,7 @@ static int fetch_ranges(tf_http *h, const char *url, const char *shown, const tf
     int rc = 0;
     bool changed = false;
     char why[256] = "";
+    const char *why_shown = w[0].shown; /* whose fault `why` is */
     for (unsigned attempt = 0;; attempt++) {
         size_t k = 0;
         for (size_t i = 0; i < n; i++)
@@ -507,26 +515,26 @@ static int fetch_ranges(tf_http *h, const char *url, const char *shown, const tf
         if (k == 0)
             break;
         if (atomic_load(&h->cancelled)) {
-            rc = tf_fail(e, ECANCELED, "%s: cancelled: the archive is being closed", shown);
+            rc = tf_fail(e, ECANCELED, "%s: cancelled: the archive is being closed", w[todo[0]].shown);
             break;
         }
         if (attempt > 0) {
             if (attempt > h->lim.retries) {
-                rc = tf_fail(e, EIO, "%s: %s (gave up after %u attempts)", shown, why, attempt);
+                rc = tf_fail(e, EIO, "%s: %s (gave up after %u attempts)", why_shown, why, attempt);
                 break;
             }
             backoff(attempt - 1);
         }
         bool oom = false;
         for (size_t j = 0; j < k; j++) {
-            size_t i = todo[j];
+            const wanted *q = &w[todo[j]];
             transfer *x = &batch[j];
-            *x = (transfer){ .dst = dst[i], .cap = cap[i] };
-            if (len[i])
-                snprintf(x->range, sizeof x->range, "%" PRIu64 "-%" PRIu64, off[i], off[i] + len[i] - 1);
+            *x = (transfer){ .dst = q->dst, .cap = q->cap };
+            if (q->len)
+                snprintf(x->range, sizeof x->range, "%" PRIu64 "-%" PRIu64, q->off, q->off + q->len - 1);
             else
-                snprintf(x->range, sizeof x->range, "0-%" PRIu64, cap[i] - 1);
-            if (transfer_setup(h, url, x) < 0)
+                snprintf(x->range, sizeof x->range, "0-%" PRIu64, q->cap - 1);
+            if (transfer_setup(h, q->url, x) < 0)
                 oom = true;
         }
         if (!oom)
@@ -535,28 +543,30 @@ static int fetch_ranges(tf_http *h, const char *url, const char *shown, const tf
         if (oom)
             snprintf(why, sizeof why, "out of memory");
         for (size_t j = 0; j < k; j++) {
+            const wanted *q = &w[todo[j]];
             transfer *x = &batch[j];
             if (!oom) {
                 atomic_fetch_add(&h->requests, 1);
                 atomic_fetch_add(&h->bytes, x->got);
-                if (len[todo[j]] == 0)
+                if (q->len == 0)
                     whole_as_first(x);
                 char one[256];
-                verdict v = judge(want, x, off[todo[j]], len[todo[j]], one, sizeof one);
+                verdict v = judge(q->want, x, q->off, q->len, one, sizeof one);
                 if (v == DONE)
                     done[todo[j]] = true;
                 else if (!fatal) {
                     memcpy(why, one, sizeof why);
+                    why_shown = q->shown;
                     fatal = v == FATAL || v == CHANGED;
                     changed = v == CHANGED;
                 }
-                if (len[todo[j]] == 0 && v == DONE)
+                if (q->len == 0 && v == DONE)
                     t[todo[j]] = *x; /* the first response, for its caller */
             }
             easy_release(&x->easy, &x->headers);
         }
         if (fatal && !atomic_load(&h->cancelled)) { /* else said at the top */
-            tf_fail(e, EIO, "%s: %s", shown, why);
+            tf_fail(e, EIO, "%s: %s", why_shown, why);
             rc = changed ? TF_HTTP_CHANGED : -1;
             break;
         }
@@ -571,8 +581,8 @@ static int first_bytes(tf_http *h, uint64_t want, uint8_t *p, uint64_t *got, tf_
                        tf_error *e)
 {
     transfer t = { 0 };
-    uint64_t off = 0, len = 0;
-    if (fetch_ranges(h, h->url, h->shown, NULL, &t, &off, &len, &p, &want, 1, e) < 0)
+    wanted w = { .url = h->url, .shown = h->shown, .cap = want, .dst = p };
+    if (fetch_ranges(h, &t, &w, 1, e) < 0)
         return -1;
     id->size = t.total;
     memcpy(id->etag, t.etag, sizeof id->etag);
@@ -603,21 +613,27 @@ int tf_http_probe(tf_http *h, tf_http_identity *id, tf_error *e)
     return first_bytes(h, 1, &byte, &got, id, e);
 }
 
+/* Whether the range lies inside the object `id`, else a message. */
+static int inside(const char *shown, const tf_http_identity *id, const tf_http_range *r, tf_error *e)
+{
+    if (r->len == 0 || r->off > id->size || r->len > id->size - r->off)
+        return tf_fail(e, EIO, "%s: range %" PRIu64 "+%" PRIu64 " lies outside the object", shown,
+                       r->off, r->len);
+    return 0;
+}
+
 static int fetch_as(tf_http *h, const char *url, const char *shown, const tf_http_identity *id,
                     tf_http_range *r, size_t n, tf_error *e)
 {
-    uint64_t *off = malloc(n * sizeof *off), *len = malloc(n * sizeof *len);
-    uint8_t **dst = malloc(n * sizeof *dst);
-    int rc = off && len && dst ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    wanted *w = malloc(n * sizeof *w);
+    int rc = w ? 0 : tf_fail(e, ENOMEM, "out of memory");
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (r[i].len == 0 || r[i].off > id->size || r[i].len > id->size - r[i].off)
-            rc = tf_fail(e, EIO, "%s: range %" PRIu64 "+%" PRIu64 " lies outside the object",
-                         shown, r[i].off, r[i].len);
-        off[i] = r[i].off, len[i] = r[i].len, dst[i] = r[i].buf;
+        rc = inside(shown, id, &r[i], e);
+        w[i] = (wanted){ url, shown, id, r[i].off, r[i].len, r[i].len, r[i].buf };
     }
     if (rc == 0)
-        rc = fetch_ranges(h, url, shown, id, NULL, off, len, dst, len, n, e);
-    free(off), free(len), free(dst);
+        rc = fetch_ranges(h, NULL, w, n, e);
+    free(w);
     return rc;
 }
 
@@ -634,6 +650,26 @@ int tf_http_fetch_url(tf_http *h, const char *url, const tf_http_identity *id, t
         return tf_fail(e, ENOMEM, "out of memory");
     int rc = fetch_as(h, url, shown, id, r, n, e);
     free(shown);
+    return rc;
+}
+
+int tf_http_fetch_parts(tf_http *h, const tf_http_part *p, size_t n, tf_error *e)
+{
+    wanted *w = calloc(n ? n : 1, sizeof *w);
+    char **shown = calloc(n ? n : 1, sizeof *shown);
+    int rc = w && shown ? 0 : tf_fail(e, ENOMEM, "out of memory");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (!(shown[i] = tf_io_shown_name(p[i].url)))
+            rc = tf_fail(e, ENOMEM, "out of memory");
+        else if ((rc = inside(shown[i], &p[i].id, &p[i].r, e)) == 0)
+            w[i] = (wanted){ p[i].url, shown[i], &p[i].id, p[i].r.off, p[i].r.len, p[i].r.len, p[i].r.buf };
+    }
+    if (rc == 0 && n)
+        rc = fetch_ranges(h, NULL, w, n, e);
+    for (size_t i = 0; shown && i < n; i++)
+        free(shown[i]);
+    free(shown);
+    free(w);
     return rc;
 }
 

@@ -80,6 +80,17 @@ int tf_http_fetch_as(tf_http *h, const tf_http_identity *id, tf_http_range *r, s
 int tf_http_fetch_url(tf_http *h, const char *url, const tf_http_identity *id, tf_http_range *r,
                       size_t n, tf_error *e);
 
+/* A range of the object at url whose identity is id. */
+typedef struct {
+    const char *url;
+    tf_http_identity id;
+    tf_http_range r;
+} tf_http_part;
+/* tf_http_fetch_url of ranges of several objects, all at once (within
+ * the handle's bound of transfers): one round trip where one object at
+ * a time would take one each. */
+int tf_http_fetch_parts(tf_http *h, const tf_http_part *p, size_t n, tf_error *e);
+
 /* One request of any method, for the S3 operations (src/io/s3_ops.h). */
 typedef struct {
     const char *method;         /* "GET", "HEAD", "PUT", "POST", "DELETE" */

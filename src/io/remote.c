@@ -106,12 +106,6 @@ static bool contains(uint64_t off, uint64_t len, uint64_t o, uint64_t l)
 
 /* ---- the bytes: one object, or an archive's segments ---- */
 
-static int src_first(tf_remote *r, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e)
-{
-    return r->segments ? tf_segments_first(r->segments, want, out, size, e)
-                       : tf_http_first(r->http, want, out, size, e);
-}
-
 static int src_probe(tf_remote *r, tf_http_identity *now, tf_error *e)
 {
     return r->segments ? tf_segments_probe(r->segments, now, e) : tf_http_probe(r->http, now, e);
@@ -698,31 +692,41 @@ static int open_cache(tf_remote *r, const tf_remote_opts *o, const piece *tail, 
 static int fetch_ends(tf_remote *r, tf_error *e)
 {
     tf_buf head = { 0 };
-    if (src_first(r, HEAD_WANT, &head, &r->size, e) < 0) {
+    tf_http_identity id = { 0 };
+    /* One object: its first bytes tell its size, then its last come.
+     * Segments: the listing told the size, both come at once. */
+    if (r->segments) {
+        tf_segments_identity(r->segments, &id);
+        r->size = id.size;
+    } else if (tf_http_first(r->http, HEAD_WANT, &head, &r->size, e) < 0) {
         tf_buf_free(&head);
         return -1;
     }
-    piece tail = { .len = head.len, .data = head.data, .uncached = true, .left = head.len,
-                   .ahead_off = head.len };
-    if (r->size > head.len) {
-        uint64_t n = r->size - head.len < TAIL_WANT ? r->size - head.len : TAIL_WANT;
-        tail = (piece){ .off = r->size - n, .len = n, .data = malloc(n), .uncached = true, .left = n,
-                        .ahead_off = r->size };
-        tf_http_range range = { tail.off, tail.len, tail.data };
-        if (!tail.data || src_fetch(r, &range, e) < 0) {
-            if (!tail.data)
-                tf_fail(e, ENOMEM, "out of memory");
-            free(tail.data);
-            tf_buf_free(&head);
-            return -1;
-        }
-        pthread_mutex_lock(&r->mu);
-        stage(r, (piece){ .len = head.len, .data = head.data, .uncached = true, .left = head.len,
-                          .ahead_off = head.len });
-        pthread_mutex_unlock(&r->mu);
+    uint64_t hn = r->segments ? (r->size < HEAD_WANT ? r->size : HEAD_WANT) : head.len;
+    uint64_t tn = r->size - hn < TAIL_WANT ? r->size - hn : TAIL_WANT;
+    piece tail = { .off = r->size - tn, .len = tn, .data = tn ? malloc(tn) : NULL, .uncached = true,
+                   .left = tn, .ahead_off = r->size };
+    tf_http_range ranges[2] = { { 0, hn, r->segments ? tf_buf_reserve(&head, hn ? hn : 1) : NULL },
+                                { tail.off, tn, tail.data } };
+    int rc = (tn && !tail.data) || (r->segments && hn && !ranges[0].buf)
+                 ? tf_fail(e, ENOMEM, "out of memory")
+                 : 0;
+    if (rc == 0 && r->segments && hn + tn)
+        rc = tf_segments_fetch_as(r->segments, &id, hn ? ranges : ranges + 1, (hn > 0) + (tn > 0), e);
+    else if (rc == 0 && tn)
+        rc = src_fetch(r, &ranges[1], e);
+    if (rc < 0) {
+        free(tail.data);
+        tf_buf_free(&head);
+        return -1;
     }
+    if (r->segments)
+        tf_buf_commit(&head, hn);
     pthread_mutex_lock(&r->mu);
-    stage(r, tail);
+    stage(r, (piece){ .len = head.len, .data = head.data, .uncached = true, .left = head.len,
+                      .ahead_off = head.len });
+    if (tn)
+        stage(r, tail); /* the last last */
     pthread_mutex_unlock(&r->mu);
     return 0;
 }

@@ -269,27 +269,41 @@ static int find(tf_segments *s, uint64_t off, const char **url, tf_http_identity
 int tf_segments_fetch_as(tf_segments *s, const tf_http_identity *id, tf_http_range *r, size_t n,
                          tf_error *e)
 {
-    for (size_t i = 0; i < n; i++) {
+    /* A range across segments is a part of each; all parts of all
+     * ranges are fetched at once. */
+    tf_http_part *parts = NULL;
+    size_t nparts = 0, cap = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
         if (r[i].len == 0 || r[i].off > id->size || r[i].len > id->size - r[i].off)
-            return tf_fail(e, EIO, "%s: range %" PRIu64 "+%" PRIu64 " lies outside the archive",
-                           s->shown, r[i].off, r[i].len);
-        /* A range across segments is fetched a segment at a time. */
-        for (uint64_t done = 0; done < r[i].len;) {
-            const char *url = NULL;
-            tf_http_identity seg;
+            rc = tf_fail(e, EIO, "%s: range %" PRIu64 "+%" PRIu64 " lies outside the archive",
+                         s->shown, r[i].off, r[i].len);
+        for (uint64_t done = 0; rc == 0 && done < r[i].len;) {
+            tf_http_part p = { 0 };
             uint64_t start = 0;
-            if (find(s, r[i].off + done, &url, &seg, &start, e) < 0)
-                return -1;
+            if ((rc = find(s, r[i].off + done, &p.url, &p.id, &start, e)) < 0)
+                break;
             uint64_t at = r[i].off + done - start;
-            uint64_t len = seg.size - at < r[i].len - done ? seg.size - at : r[i].len - done;
-            tf_http_range part = { at, len, r[i].buf + done };
-            int rc = tf_http_fetch_url(s->h, url, &seg, &part, 1, e);
-            if (rc < 0)
-                return rc;
+            uint64_t len = p.id.size - at < r[i].len - done ? p.id.size - at : r[i].len - done;
+            p.r = (tf_http_range){ at, len, r[i].buf + done };
+            if (nparts == cap) {
+                size_t more = cap ? cap * 2 : 4;
+                tf_http_part *grown = realloc(parts, more * sizeof *grown);
+                if (!grown) {
+                    rc = tf_fail(e, ENOMEM, "out of memory");
+                    break;
+                }
+                parts = grown;
+                cap = more;
+            }
+            parts[nparts++] = p;
             done += len;
         }
     }
-    return 0;
+    if (rc == 0)
+        rc = tf_http_fetch_parts(s->h, parts, nparts, e);
+    free(parts);
+    return rc;
 }
 
 /* Lists from the newest segment down to the newest known: adds those
@@ -436,23 +450,6 @@ void tf_segments_free(tf_segments *s)
     pthread_mutex_destroy(&s->list_mu);
     pthread_mutex_destroy(&s->mu);
     free(s);
-}
-
-int tf_segments_first(tf_segments *s, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e)
-{
-    tf_http_identity id;
-    tf_segments_identity(s, &id);
-    uint64_t n = want < id.size ? want : id.size;
-    out->len = 0;
-    uint8_t *p = tf_buf_reserve(out, n);
-    if (!p)
-        return tf_fail(e, ENOMEM, "out of memory");
-    tf_http_range r = { 0, n, p };
-    if (n && tf_segments_fetch_as(s, &id, &r, 1, e) < 0)
-        return -1;
-    tf_buf_commit(out, n);
-    *size = id.size;
-    return 0;
 }
 
 int tf_segments_probe(tf_segments *s, tf_http_identity *now, tf_error *e)

@@ -30,7 +30,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "common/buf.h"
 #include "common/error.h"
 #include "io/http.h"
 #include "io/s3.h"
@@ -55,9 +54,10 @@ void tf_segments_free(tf_segments *s);
 uint32_t tf_segments_generation(tf_segments *s);
 bool tf_segments_sealed(tf_segments *s);
 
-/* As tf_http_first, tf_http_probe, tf_http_identity_get, tf_http_adopt
- * and tf_http_fetch_as. */
-int tf_segments_first(tf_segments *s, uint64_t want, tf_buf *out, uint64_t *size, tf_error *e);
+/* As tf_http_probe, tf_http_identity_get, tf_http_adopt and
+ * tf_http_fetch_as (the identity's size is the archive's, which the
+ * listing told); the ranges' parts, of one segment each, are fetched
+ * at once. */
 int tf_segments_probe(tf_segments *s, tf_http_identity *now, tf_error *e);
 void tf_segments_identity(tf_segments *s, tf_http_identity *id);
 void tf_segments_adopt(tf_segments *s, const tf_http_identity *id);
