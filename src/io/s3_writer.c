@@ -67,6 +67,12 @@ struct s3_writer {
     unsigned inflight;
     bool failed;
     tf_error err;
+    /* The store's check (check_conditional), which an uploader makes
+     * while the first commit is encoded; nothing is written before it
+     * passed. */
+    bool checking;
+    int check_rc;
+    tf_error check_err;
 };
 
 static s3_writer *writer_of(tf_io *io) { return (s3_writer *)io; }
@@ -314,12 +320,45 @@ static void abort_dead_uploads(void *arg)
     tf_s3_uploads_free(u, n);
 }
 
+static void check_store(void *arg)
+{
+    s3_writer *w = arg;
+    tf_error why = { 0 };
+    int rc = check_conditional(w->http, &w->req, w->prefix, w->unconditional, w->shown, &why);
+    pthread_mutex_lock(&w->mu);
+    w->check_rc = rc;
+    w->check_err = why;
+    w->checking = false;
+    pthread_cond_broadcast(&w->landed);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Waits for the store's check: 0 once it passed. */
+static int store_checked(s3_writer *w, tf_error *e)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->checking)
+        pthread_cond_wait(&w->landed, &w->mu);
+    int rc = w->check_rc;
+    if (rc < 0)
+        *e = w->check_err;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* The store's check and the aborts of dead uploads go to the uploaders,
+ * off the way of the commit being encoded. */
 static int s3w_lock(tf_io *io, tf_error *e)
 {
     s3_writer *w = writer_of(io);
-    if (check_conditional(w->http, &w->req, w->prefix, w->unconditional, w->shown, e) < 0)
+    if (start_uploaders(w, e) < 0)
         return -1;
-    return start_uploaders(w, e) < 0 ? -1 : tf_pool_add(w->uploaders, abort_dead_uploads, w, e);
+    w->checking = true;
+    if (tf_pool_add(w->uploaders, check_store, w, e) < 0) {
+        w->checking = false;
+        return -1;
+    }
+    return tf_pool_add(w->uploaders, abort_dead_uploads, w, e);
 }
 
 static int s3w_append(tf_io *io, const void *p, size_t len, uint64_t off, tf_error *e)
@@ -400,6 +439,10 @@ static int s3w_publish(tf_io *io, tf_error *e)
     uint64_t len = w->end - w->published;
     if (len == 0)
         return 0;
+    if (store_checked(w, e) < 0) {
+        drop_upload(w);
+        return -1;
+    }
     /* Refused, or failed after its retries: a request of ours may have
      * landed all the same (a retry then finds the segment, or no longer
      * the upload it completed). */
@@ -444,6 +487,8 @@ static int s3w_seal(tf_io *io, tf_error *e)
     s3_writer *w = writer_of(io);
     if (w->end != w->published)
         return tf_fail(e, EINVAL, "%s: a seal after bytes not published", w->shown);
+    if (store_checked(w, e) < 0)
+        return -1;
     int rc = tf_s3_put(w->http, &w->req, w->key, "", 0, !w->unconditional, e);
     if (rc <= 0)
         return rc;
@@ -486,6 +531,8 @@ static int drop_generations(s3_writer *w, uint32_t gen, tf_error *e)
 static int s3w_replace(tf_io *io, int fd, uint64_t size, tf_error *e)
 {
     s3_writer *w = writer_of(io);
+    if (store_checked(w, e) < 0)
+        return -1;
     if (w->gen == UINT32_MAX)
         return tf_fail(e, EOVERFLOW, "%s: no generation after %" PRIu32, w->shown, w->gen);
     char *key = tf_segments_key(w->req.key, w->gen + 1, 0);

@@ -90,6 +90,14 @@ AWS_ENDPOINT_URL=$direct TRAJFS_REMOTE_OPTIONS=s3_unconditional=1 \
     fail "create with s3_unconditional=1 failed"
 AWS_ENDPOINT_URL=$direct "$TRAJPACK" verify s3://test-bucket/direct.traj > /dev/null ||
     fail "the archive written with s3_unconditional=1 does not verify"
+# A writer checks the store while it encodes its first commit, and
+# publishes nothing before the check passed.
+ls "$s3/test-bucket/direct.traj" | grep -v "^writer-check" > "$TEST_TMP/before"
+AWS_ENDPOINT_URL=$direct "$TRAJPACK" add -q s3://test-bucket/direct.traj "$src/bf16/step-000002.safetensors" \
+    2> "$TEST_TMP/err" && fail "an add to a store that ignores If-None-Match was made"
+grep -q "ignores If-None-Match" "$TEST_TMP/err" || fail "unclear refusal: $(cat "$TEST_TMP/err")"
+ls "$s3/test-bucket/direct.traj" | grep -v "^writer-check" | cmp -s - "$TEST_TMP/before" ||
+    fail "the refused add left an object: $(ls "$s3/test-bucket/direct.traj")"
 
 # ---- create, add, rm: the bytes of a local archive; a mount follows ----
 both create "$src/config.json" "$src/bf16/step-000002.safetensors"
