@@ -28,7 +28,7 @@ uint64_t tf_hash64(const void *data, size_t len)
     return XXH3_64bits(data, len);
 }
 
-bool tf_hash64_file(int fd, uint64_t off, uint64_t len, uint64_t *out)
+bool tf_hash64_file(int fd, uint64_t off, uint64_t len, int copy_to, uint64_t *out)
 {
     enum { PIECE = 1 << 20 };
     XXH3_state_t *st = XXH3_createState();
@@ -36,7 +36,8 @@ bool tf_hash64_file(int fd, uint64_t off, uint64_t len, uint64_t *out)
     bool ok = st && buf && XXH3_64bits_reset(st) == XXH_OK;
     for (uint64_t done = 0; ok && done < len;) {
         size_t n = len - done < PIECE ? (size_t)(len - done) : PIECE;
-        ok = tf_pread_full(fd, buf, n, off + done) == (ssize_t)n && XXH3_64bits_update(st, buf, n) == XXH_OK;
+        ok = tf_pread_full(fd, buf, n, off + done) == (ssize_t)n && XXH3_64bits_update(st, buf, n) == XXH_OK &&
+             (copy_to < 0 || tf_write_full(copy_to, buf, n) == 0);
         done += n;
     }
     if (ok)

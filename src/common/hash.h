@@ -14,9 +14,10 @@ typedef struct {
 tf_blob_id tf_blob_id_of(const void *data, size_t len);
 uint64_t tf_hash64(const void *data, size_t len);
 /* tf_hash64 of the len bytes at off of the file fd, read a piece at a
- * time (memory bounded whatever len): false when they cannot all be
- * read. */
-bool tf_hash64_file(int fd, uint64_t off, uint64_t len, uint64_t *out);
+ * time (memory bounded whatever len), and written on the way to the file
+ * copy_to at its position unless copy_to is -1: false when they cannot
+ * all be read (or written). */
+bool tf_hash64_file(int fd, uint64_t off, uint64_t len, int copy_to, uint64_t *out);
 bool tf_blob_id_eq(const tf_blob_id *a, const tf_blob_id *b);
 /* 32 lowercase hex digits and a NUL. */
 void tf_blob_id_hex(const tf_blob_id *id, char out[33]);

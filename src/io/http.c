@@ -806,7 +806,6 @@ static int exchange_setup(tf_http *h, const char *url, exchange *x)
     return 0;
 }
 
-
 /* Judges a finished attempt: DONE (any status the caller judges), RETRY
  * or FATAL, with why. */
 static verdict judge_exchange(const exchange *x, CURLcode rc, char *why, size_t cap)

@@ -32,8 +32,6 @@ static const uint8_t ENTRY_MAGIC[8] = { 'T', 'R', 'J', 'R', 'N', 'G', '1', '\n' 
  * bytes whole; up to HOLDERS_OPEN checked ones stay open (the least
  * recently read closed first: checked again when read again). */
 #define HOLDERS_OPEN 16
-/* Copies between files go this much at a time. */
-#define COPY_PIECE ((size_t)1 << 20)
 
 typedef struct {
     uint64_t off, len;
@@ -77,6 +75,8 @@ static bool is_object_name(const char *s)
     return strlen(s) == OBJECT_NAME_LEN && hex_digits(s, OBJECT_NAME_LEN);
 }
 
+/* An entry's name: its range, and (holds, when not NULL) whether it is
+ * a holder's. */
 static bool parse_entry_name(const char *name, uint64_t *off, uint64_t *len, bool *holds)
 {
     if (strlen(name) != ENTRY_NAME_LEN || (name[16] != '-' && name[16] != '=') || !hex_digits(name, 16) ||
@@ -84,7 +84,8 @@ static bool parse_entry_name(const char *name, uint64_t *off, uint64_t *len, boo
         return false;
     *off = strtoull(name, NULL, 16);
     *len = strtoull(name + 17, NULL, 16);
-    *holds = name[16] == '=';
+    if (holds)
+        *holds = name[16] == '=';
     return true;
 }
 
@@ -176,7 +177,7 @@ static uint64_t list_object(int root_fd, const char *object, cached_file **files
     struct dirent *f;
     while ((f = readdir(d))) {
         struct stat st;
-        bool holds, entry = parse_entry_name(f->d_name, &off, &len, &holds);
+        bool entry = parse_entry_name(f->d_name, &off, &len, NULL);
         if ((!entry && !is_tmp_name(f->d_name)) ||
             fstatat(fd, f->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
             continue;
@@ -280,9 +281,9 @@ static void list_holders(tf_range_cache *c)
         return;
     struct dirent *f;
     uint64_t off, len;
-    bool holds;
+    bool is_holder;
     while ((f = readdir(d)))
-        if (parse_entry_name(f->d_name, &off, &len, &holds) && holds)
+        if (parse_entry_name(f->d_name, &off, &len, &is_holder) && is_holder)
             add_holder(c, off, len);
     closedir(d);
 }
@@ -377,31 +378,12 @@ static int open_to_read(const tf_range_cache *c, const char *name)
     return openat(c->dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 }
 
-/* Copies the len bytes at `from` of fd src to the position of fd dst. */
-static bool copy_file(int src, uint64_t from, int dst, uint64_t len)
-{
-    uint8_t *buf = malloc(len < COPY_PIECE ? (len ? (size_t)len : 1) : COPY_PIECE);
-    bool ok = buf != NULL;
-    for (uint64_t done = 0; ok && done < len;) {
-        size_t n = len - done < COPY_PIECE ? (size_t)(len - done) : COPY_PIECE;
-        ok = read_all(src, buf, n, from + done) && write_all(dst, buf, n);
-        done += n;
-    }
-    free(buf);
-    return ok;
-}
-
 /* Writes an entry of [off, off + len) as `name`, whole (by rename) or
  * not at all: its bytes are buf's, or with buf NULL the file src's
  * first len bytes. */
 static bool write_entry(tf_range_cache *c, const char *name, uint64_t off, uint64_t len, const void *buf,
                         int src)
 {
-    uint64_t hash;
-    if (buf)
-        hash = tf_hash64(buf, (size_t)len);
-    else if (!tf_hash64_file(src, 0, len, &hash))
-        return false;
     char tmp[64];
     snprintf(tmp, sizeof tmp, ".tmp-%ld-%u", (long)getpid(), atomic_fetch_add(&c->tmp_seq, 1));
     int fd = openat(c->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -411,8 +393,16 @@ static bool write_entry(tf_range_cache *c, const char *name, uint64_t off, uint6
     memcpy(h, ENTRY_MAGIC, 8);
     tf_le64_put(h + 8, off);
     tf_le64_put(h + 16, len);
-    tf_le64_put(h + 24, hash);
-    bool ok = write_all(fd, h, sizeof h) && (buf ? write_all(fd, buf, (size_t)len) : copy_file(src, 0, fd, len));
+    bool ok;
+    if (buf) {
+        tf_le64_put(h + 24, tf_hash64(buf, (size_t)len));
+        ok = write_all(fd, h, sizeof h) && write_all(fd, buf, (size_t)len);
+    } else { /* checksummed as it is copied, the header written last */
+        uint64_t hash = 0;
+        ok = lseek(fd, HEADER_SIZE, SEEK_SET) == HEADER_SIZE && tf_hash64_file(src, 0, len, fd, &hash);
+        tf_le64_put(h + 24, hash);
+        ok = ok && tf_pwrite_full(fd, h, sizeof h, 0) == 0;
+    }
     ok = close(fd) == 0 && ok && renameat(c->dir_fd, tmp, c->dir_fd, name) == 0;
     if (!ok)
         unlinkat(c->dir_fd, tmp, 0);
@@ -430,7 +420,7 @@ static int open_checked(tf_range_cache *c, const holder *h)
         return -1;
     uint64_t off, len, hash, got;
     if (entry_header(fd, &off, &len, &hash, UINT64_MAX) && off == h->off && len == h->len &&
-        tf_hash64_file(fd, HEADER_SIZE, len, &got) && got == hash) {
+        tf_hash64_file(fd, HEADER_SIZE, len, -1, &got) && got == hash) {
         (void)futimens(fd, NULL); /* recently used: evicted last */
         return fd;
     }
@@ -453,13 +443,13 @@ static void close_oldest(tf_range_cache *c)
     }
 }
 
-/* Copies [off, off + len) from a holder of it: false when there is none
- * (or it turns out damaged). */
 static bool holds(const holder *h, uint64_t off, uint64_t len)
 {
     return off >= h->off && len <= h->len && off - h->off <= h->len - len;
 }
 
+/* Copies [off, off + len) from a holder of it: false when there is none
+ * (or it turns out damaged). */
 static bool get_within(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
 {
     pthread_mutex_lock(&c->mu);
@@ -585,8 +575,7 @@ void tf_range_cache_drop(tf_range_cache *c, uint64_t off, uint64_t len)
     struct dirent *f;
     while ((f = readdir(d))) {
         uint64_t o, l;
-        bool holds;
-        if (parse_entry_name(f->d_name, &o, &l, &holds) && o < off + len && off < o + l)
+        if (parse_entry_name(f->d_name, &o, &l, NULL) && o < off + len && off < o + l)
             unlinkat(c->dir_fd, f->d_name, 0);
     }
     closedir(d);

@@ -698,26 +698,29 @@ static int fetch_ends(tf_remote *r, tf_error *e)
 {
     tf_buf head = { 0 };
     tf_http_identity id = { 0 };
+    uint64_t hn; /* the head's bytes */
     /* One object: its first bytes tell its size, then its last come.
-     * Segments: the listing told the size, both come at once. */
+     * Segments: the listing told the size (a superblock's at least),
+     * both come at once. */
     if (r->segments) {
         tf_segments_identity(r->segments, &id);
         r->size = id.size;
-    } else if (tf_http_first(r->http, HEAD_WANT, &head, &r->size, e) < 0) {
+        hn = r->size < HEAD_WANT ? r->size : HEAD_WANT;
+        if (!tf_buf_reserve(&head, hn))
+            return tf_fail(e, ENOMEM, "out of memory");
+    } else if (tf_http_first(r->http, HEAD_WANT, &head, &r->size, e) == 0) {
+        hn = head.len;
+    } else {
         tf_buf_free(&head);
         return -1;
     }
-    uint64_t hn = r->segments ? (r->size < HEAD_WANT ? r->size : HEAD_WANT) : head.len;
     uint64_t tn = r->size - hn < TAIL_WANT ? r->size - hn : TAIL_WANT;
     piece tail = { .off = r->size - tn, .len = tn, .data = tn ? malloc(tn) : NULL, .uncached = true,
                    .left = tn, .ahead_off = r->size };
-    tf_http_range ranges[2] = { { 0, hn, r->segments ? tf_buf_reserve(&head, hn ? hn : 1) : NULL },
-                                { tail.off, tn, tail.data } };
-    int rc = (tn && !tail.data) || (r->segments && hn && !ranges[0].buf)
-                 ? tf_fail(e, ENOMEM, "out of memory")
-                 : 0;
-    if (rc == 0 && r->segments && hn + tn)
-        rc = tf_segments_fetch_as(r->segments, &id, hn ? ranges : ranges + 1, (hn > 0) + (tn > 0), e);
+    tf_http_range ranges[2] = { { 0, hn, head.data }, { tail.off, tn, tail.data } };
+    int rc = tn && !tail.data ? tf_fail(e, ENOMEM, "out of memory") : 0;
+    if (rc == 0 && r->segments && hn)
+        rc = tf_segments_fetch_as(r->segments, &id, ranges, tn ? 2 : 1, e);
     else if (rc == 0 && tn)
         rc = src_fetch(r, &ranges[1], e);
     if (rc < 0) {

@@ -1,6 +1,10 @@
-/* Content ids (common/hash.h): XXH3 values and their hex form. */
+/* Content ids (common/hash.h): XXH3 values and their hex form, and the
+ * checksum of a file's bytes, copied on the way. */
 #include <check.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testlib.h"
 
@@ -25,6 +29,35 @@ START_TEST(hash_known_values_and_hex)
 }
 END_TEST
 
+/* More than one piece of the file's reads (1 MiB) and not a multiple. */
+#define FILE_BYTES ((size_t)(3 << 20) + 12345)
+
+START_TEST(hash_of_a_file_is_of_its_bytes_and_copies_them)
+{
+    uint8_t *bytes = malloc(FILE_BYTES), *copied = malloc(FILE_BYTES);
+    ck_assert(bytes && copied);
+    for (size_t i = 0; i < FILE_BYTES; i++)
+        bytes[i] = (uint8_t)(i * 2654435761u >> 11);
+    char path[TEST_PATH_MAX], copy[TEST_PATH_MAX];
+    test_write_file(test_path("src", path), bytes, FILE_BYTES);
+    int fd = open(path, O_RDONLY);
+    int to = open(test_path("copy", copy), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ck_assert(fd >= 0 && to >= 0);
+    uint64_t h = 0;
+    ck_assert(tf_hash64_file(fd, 7, FILE_BYTES - 7, -1, &h));
+    ck_assert_uint_eq(h, tf_hash64(bytes + 7, FILE_BYTES - 7));
+    ck_assert(tf_hash64_file(fd, 0, 0, -1, &h));
+    ck_assert_uint_eq(h, tf_hash64("", 0));
+    ck_assert(tf_hash64_file(fd, 0, FILE_BYTES, to, &h));
+    ck_assert_uint_eq(h, tf_hash64(bytes, FILE_BYTES));
+    ck_assert_int_eq(pread(to, copied, FILE_BYTES, 0), (ssize_t)FILE_BYTES);
+    ck_assert_mem_eq(copied, bytes, FILE_BYTES);
+    ck_assert(!tf_hash64_file(fd, 1, FILE_BYTES, -1, &h)); /* one byte past the end */
+    close(fd), close(to);
+    free(bytes), free(copied);
+}
+END_TEST
+
 /* ---- tf_idmap ------------------------------------------------------------ */
 
 static Suite *hash_suite(void)
@@ -33,6 +66,10 @@ static Suite *hash_suite(void)
     TCase *ids = tcase_create("ids");
     tcase_add_test(ids, hash_known_values_and_hex);
     suite_add_tcase(s, ids);
+    TCase *files = tcase_create("files");
+    tcase_add_checked_fixture(files, test_dir_make, test_dir_remove);
+    tcase_add_test(files, hash_of_a_file_is_of_its_bytes_and_copies_them);
+    suite_add_tcase(s, files);
     return s;
 }
 
