@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 int tf_tmpfile_create(int dirfd, const char *name)
@@ -24,4 +25,10 @@ int tf_tmpfile_create(int dirfd, const char *name)
             break;
     }
     return -errno;
+}
+
+const char *tf_tmp_dir(void)
+{
+    const char *dir = getenv("TMPDIR");
+    return dir && *dir ? dir : "/var/tmp";
 }

@@ -10,4 +10,8 @@
  * named for what it is). Its descriptor, or -errno. */
 int tf_tmpfile_create(int dirfd, const char *name);
 
+/* Where scratch files go when no directory is named: TMPDIR, else
+ * /var/tmp (on disk, where /tmp may be memory). */
+const char *tf_tmp_dir(void);
+
 #endif

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/cpus.h"
+#include "common/tmpfile.h"
 #include "fs/give_back_job.h"
 #include "fs/log.h"
 #include "fs/spool.h"
@@ -42,10 +43,8 @@ static int open_spool_dir(const fs_options *o, tf_error *e)
 {
     if (o->spool_dir)
         return fs_spool_open_dir(o->spool_dir, e);
-    if (tf_io_is_url(o->archive)) {
-        const char *tmp = getenv("TMPDIR");
-        return fs_spool_open_dir(tmp && *tmp ? tmp : "/var/tmp", e);
-    }
+    if (tf_io_is_url(o->archive))
+        return fs_spool_open_dir(tf_tmp_dir(), e);
     char *abs = realpath(o->archive, NULL);
     if (!abs)
         return tf_fail(e, errno, "%s: %s", o->archive, strerror(errno));

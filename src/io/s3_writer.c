@@ -11,6 +11,7 @@
 
 #include "common/full_io.h"
 #include "common/pool.h"
+#include "common/tmpfile.h"
 #include "io/http.h"
 #include "io/remote.h"
 #include "io/s3.h"
@@ -68,8 +69,8 @@ struct s3_writer {
     bool failed;
     tf_error err;
     /* The store's check (check_conditional), which an uploader makes
-     * while the first commit is encoded; nothing is written before it
-     * passed. */
+     * while the first commit is encoded; nothing is published before it
+     * passed (parts may upload: they are seen by no one). */
     bool checking;
     int check_rc;
     tf_error check_err;
@@ -642,25 +643,15 @@ static const tf_io_ops s3_writer_ops = {
 };
 
 /* A file on local disk for what is staged, with no name: gone with the
- * writer, however it ends. TMPDIR, else /var/tmp (on disk, where /tmp
- * may be memory). */
+ * writer, however it ends (tf_tmp_dir). */
 static int open_spool(tf_error *e)
 {
-    const char *dir = getenv("TMPDIR");
-    if (!dir || !*dir)
-        dir = "/var/tmp";
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        return fd;
-    char *path;
-    if (asprintf(&path, "%s/trajfs-spool-XXXXXX", dir) < 0)
-        return tf_fail(e, ENOMEM, "out of memory");
-    fd = mkostemp(path, O_CLOEXEC);
-    int err = errno;
-    if (fd >= 0)
-        unlink(path);
-    free(path);
-    return fd >= 0 ? fd : tf_fail(e, err, "cannot make a spool file in %s: %s", dir, strerror(err));
+    const char *dir = tf_tmp_dir();
+    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = dirfd < 0 ? -errno : tf_tmpfile_create(dirfd, "trajfs-spool");
+    if (dirfd >= 0)
+        close(dirfd);
+    return fd >= 0 ? fd : tf_fail(e, -fd, "cannot make a spool file in %s: %s", dir, strerror(-fd));
 }
 
 int tf_s3_writer_open(const char *name, const tf_remote_opts *o, tf_io **out, tf_error *e)

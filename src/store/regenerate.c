@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/full_io.h"
+#include "common/tmpfile.h"
 #include "format/container.h"
 
 #define COPY_BLOCK ((size_t)8 << 20)
@@ -60,8 +61,7 @@ static void remove_left_copies(const char *tmp)
  * killed. */
 static char *work_dir(tf_error *e)
 {
-    const char *tmp = getenv("TMPDIR");
-    tmp = tmp && *tmp ? tmp : "/var/tmp";
+    const char *tmp = tf_tmp_dir();
     remove_left_copies(tmp);
     char *dir;
     if (asprintf(&dir, "%s/trajfs-gc-%ld-XXXXXX", tmp, (long)getpid()) < 0) {
