@@ -137,6 +137,59 @@ int tf_container_read_trailer(const tf_container *c, uint64_t off, tf_trailer *t
     return 0;
 }
 
+/* The frames of the commits after the first `known` down from the
+ * trailer at off (commit top) into c->frames[2 * known ...]: where they
+ * meet, *met tells whether the frames known end where commit `known`'s
+ * trailer does (otherwise the commits were rewritten, or rolled back
+ * and made anew). */
+static int read_frames(tf_container *c, uint64_t known, uint64_t top, uint64_t off, bool *met,
+                       tf_error *e)
+{
+    for (uint64_t k = top; k > known; k--) {
+        tf_trailer t;
+        if (tf_container_read_trailer(c, off, &t, e) < 0)
+            return -1;
+        if (t.seq != k || t.catalog_off > off)
+            return tf_fail(e, EIO, "commit %llu: trailer chain broken at %llu", (unsigned long long)k,
+                           (unsigned long long)off);
+        c->frames[2 * (k - 1)] = t.catalog_off;
+        c->frames[2 * (k - 1) + 1] = off + TF_TRAILER_SIZE;
+        off = t.prev;
+    }
+    *met = !known || c->frames[2 * (known - 1) + 1] == off + TF_TRAILER_SIZE;
+    return 0;
+}
+
+int tf_container_frames(tf_container *c, const uint64_t **frames, uint64_t *n, tf_error *e)
+{
+    uint64_t top = c->has_commit ? c->last.seq : 0;
+    if (top > c->frames_cap) {
+        if (top > c->end / TF_TRAILER_SIZE)
+            return tf_fail(e, EIO, "trailer at %llu claims commit %llu",
+                           (unsigned long long)(c->end - TF_TRAILER_SIZE), (unsigned long long)top);
+        uint64_t cap = top > 2 * c->frames_cap ? top : 2 * c->frames_cap;
+        uint64_t *more = cap <= SIZE_MAX / (2 * sizeof *more)
+                             ? realloc(c->frames, (size_t)cap * 2 * sizeof *more)
+                             : NULL;
+        if (!more)
+            return tf_fail(e, ENOMEM, "out of memory for the commits' frames");
+        c->frames = more;
+        c->frames_cap = cap;
+    }
+    uint64_t known = c->nframes < top ? c->nframes : top;
+    uint64_t at = c->end - TF_TRAILER_SIZE;
+    bool met;
+    c->nframes = 0; /* until they are all read */
+    if (top && read_frames(c, known, top, at, &met, e) < 0)
+        return -1;
+    if (top && !met && read_frames(c, 0, top, at, &met, e) < 0)
+        return -1;
+    c->nframes = top;
+    *frames = c->frames;
+    *n = top;
+    return 0;
+}
+
 /* A trailer is accepted only if its segment checksum matches too, so a
  * stray copy of the magic inside blob data cannot be mistaken for one. */
 static bool valid_commit_at(const tf_container *c, uint64_t off, tf_trailer *t)
@@ -280,6 +333,9 @@ void tf_container_close(tf_container *c)
     c->io = NULL;
     free(c->name);
     c->name = NULL;
+    free(c->frames);
+    c->frames = NULL;
+    c->nframes = c->frames_cap = 0;
 }
 
 int tf_container_read_catalog(const tf_container *c, const tf_trailer *t, tf_buf *out, tf_error *e)

@@ -66,6 +66,10 @@ typedef struct {
     uint64_t durable_end;  /* end of the last commit known durable */
     tf_error broken;       /* a commit written behind failed: every write
                               after it fails so (errnum 0: none did) */
+    /* tf_container_frames': commits 1..nframes, each (start of its
+     * catalog, end of its trailer), once asked for. */
+    uint64_t *frames;
+    uint64_t nframes, frames_cap;
 } tf_container;
 
 /* How tf_container_commit makes a commit durable. */
@@ -122,6 +126,11 @@ int tf_container_pread_checked(const tf_container *c, uint64_t off, void *buf, s
 void tf_container_will_need(const tf_container *c, uint64_t off, uint64_t len);
 /* Reads the trailer at off; 0 if it is valid. */
 int tf_container_read_trailer(const tf_container *c, uint64_t off, tf_trailer *t, tf_error *e);
+/* Where each commit's catalog (segment or root) starts and its trailer
+ * ends, the oldest first: *n pairs at *frames (valid until the next
+ * call or the close). The first call reads every trailer, later ones
+ * only those of the commits since: a writer asks after each commit. */
+int tf_container_frames(tf_container *c, const uint64_t **frames, uint64_t *n, tf_error *e);
 /* Reads and decompresses the catalog segment a trailer points to
  * (format version 1). */
 int tf_container_read_catalog(const tf_container *c, const tf_trailer *t, tf_buf *out, tf_error *e);

@@ -59,22 +59,18 @@ static int append_page(void *arg, uint64_t off, uint64_t len, tf_error *e)
 static int read_ranges(tf_archive *ar, const uint8_t *live, tf_archive_range **out, size_t *n,
                        tf_error *e)
 {
-    const tf_container *c = tf_archive_container(ar);
+    const uint64_t *frames;
+    uint64_t nframes;
+    if (tf_container_frames(tf_archive_container(ar), &frames, &nframes, e) < 0)
+        return -1;
     tf_archive_range *r = NULL;
     size_t cap = 0;
     *n = 0;
     int rc = append_range(&r, n, &cap, (tf_archive_range){ 0, TF_SUPERBLOCK_SIZE }, e);
-    uint64_t off = c->has_commit ? c->end - TF_TRAILER_SIZE : 0;
-    for (uint64_t k = c->has_commit ? c->last.seq : 0; rc == 0 && k > 0; k--) {
-        tf_trailer t;
-        rc = tf_container_read_trailer(c, off, &t, e);
-        if (rc == 0)
-            rc = append_range(&r, n, &cap,
-                              (tf_archive_range){ t.catalog_off,
-                                                  off + TF_TRAILER_SIZE - t.catalog_off }, e);
-        if (rc == 0)
-            off = t.prev;
-    }
+    for (uint64_t k = 0; rc == 0 && k < nframes; k++)
+        rc = append_range(&r, n, &cap,
+                          (tf_archive_range){ frames[2 * k], frames[2 * k + 1] - frames[2 * k] },
+                          e);
     if (rc == 0)
         rc = tf_archive_pages(ar, append_page, &(range_list){ &r, n, &cap }, e);
     for (uint64_t s = 0; rc == 0 && s < tf_archive_nblobs(ar); s++)

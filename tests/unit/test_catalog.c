@@ -1538,6 +1538,55 @@ START_TEST(rollback_drops_uncommitted_bytes)
 }
 END_TEST
 
+/* Checks the frames a container reports against the commit ends. */
+static void expect_frames(tf_container *c, const uint64_t *ends, uint64_t n)
+{
+    const uint64_t *f;
+    uint64_t got;
+    tf_error e = { 0 };
+    ck_assert_msg(tf_container_frames(c, &f, &got, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(got, n);
+    for (uint64_t k = 0; k < n; k++) {
+        ck_assert_uint_eq(f[2 * k + 1], ends[k + 1]);
+        /* the catalog follows the commit's blobs and precedes its trailer */
+        ck_assert_uint_gt(f[2 * k], ends[k]);
+        ck_assert_uint_lt(f[2 * k], ends[k + 1] - TF_TRAILER_SIZE);
+    }
+}
+
+/* A writer's frames: every commit's at the first call, then those of its
+ * new commits; frames that no longer meet the chain are all read anew. */
+START_TEST(frames_follow_the_commits)
+{
+    char path[TEST_PATH_MAX];
+    test_path("a.trajfs", path);
+    uint64_t ends[COMMITS + 3];
+    build_history(path, ends);
+    tf_container c;
+    tf_error e = { 0 };
+    ck_assert_int_eq(tf_container_open(&c, path, &for_writing, &e), 0);
+    expect_frames(&c, ends, COMMITS);
+    tf_buf seg = { 0 };
+    for (int k = COMMITS + 1; k <= COMMITS + 2; k++) {
+        uint64_t off;
+        ck_assert_int_eq(tf_container_append(&c, "blob", 4, &off, &e), 0);
+        history_segment(k, &seg);
+        ck_assert_msg(tf_container_commit(&c, seg.data, seg.len, (uint64_t)k * 10,
+                                          TF_COMMIT_DURABLE, NULL, &e) == 0,
+                      "%s", e.msg);
+        ends[k] = c.end;
+        if (k == COMMITS + 2)
+            c.frames[2 * COMMITS + 1]--; /* as if commit COMMITS + 1 were made anew */
+        expect_frames(&c, ends, (uint64_t)k);
+    }
+    tf_buf_free(&seg);
+    tf_container_close(&c);
+    ck_assert_int_eq(tf_container_open(&c, path, NULL, &e), 0);
+    expect_frames(&c, ends, COMMITS + 2);
+    tf_container_close(&c);
+}
+END_TEST
+
 START_TEST(every_torn_tail_falls_back_to_the_previous_commit)
 {
     char path[TEST_PATH_MAX], cut[TEST_PATH_MAX];
@@ -1721,6 +1770,7 @@ static Suite *catalog_suite(void)
     tcase_add_test(cont, commits_survive_reopen);
     tcase_add_test(cont, commits_written_behind_are_the_same);
     tcase_add_test(cont, rollback_drops_uncommitted_bytes);
+    tcase_add_test(cont, frames_follow_the_commits);
     tcase_add_test(cont, every_torn_tail_falls_back_to_the_previous_commit);
     tcase_add_test(cont, garbage_after_the_last_commit_is_ignored);
     tcase_add_test(cont, writable_open_cuts_the_torn_tail);
