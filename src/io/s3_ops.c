@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/buf.h"
+#include "common/md5.h"
 #include "io/io.h"
 #include "io/xml_text.h"
 
@@ -43,6 +44,18 @@ static int put_encoded(tf_buf *b, const char *s)
                      *p == '-' || *p == '.' || *p == '_' || *p == '~';
         char esc[3] = { '%', hex[*p >> 4], hex[*p & 15] };
         if (plain ? tf_buf_u8(b, *p) < 0 : tf_buf_put(b, esc, 3) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Appends s with XML's five special characters escaped. */
+static int put_escaped(tf_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        const char *esc = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;"
+                        : *s == '"' ? "&quot;" : *s == '\'' ? "&apos;" : NULL;
+        if (esc ? tf_buf_put(b, esc, strlen(esc)) < 0 : tf_buf_u8(b, (uint8_t)*s) < 0)
             return -1;
     }
     return 0;
@@ -315,6 +328,85 @@ int tf_s3_delete(tf_http *h, const tf_s3_request *r, const char *key, tf_error *
     return tf_s3_key_url(r, key, &url, e) < 0 ? -1 : delete_url(h, url, e);
 }
 
+/* The n bytes at p in base64 (RFC 4648, padded) into out, NUL-ended:
+ * 4 * ((n + 2) / 3) + 1 bytes. */
+static void base64(const uint8_t *p, size_t n, char *out)
+{
+    static const char digit[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < n; i += 3, out += 4) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        out[0] = digit[v >> 18];
+        out[1] = digit[v >> 12 & 63];
+        out[2] = i + 1 < n ? digit[v >> 6 & 63] : '=';
+        out[3] = i + 2 < n ? digit[v & 63] : '=';
+    }
+    *out = '\0';
+}
+
+/* A DeleteObjects request of the n keys, quiet: its answer lists only
+ * the keys that could not be deleted. */
+static int delete_body(const char *const *keys, size_t n, tf_buf *b, tf_error *e)
+{
+    static const char head[] = "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>";
+    int rc = tf_buf_put(b, head, sizeof head - 1);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = tf_buf_put(b, "<Object><Key>", 13) < 0 || put_escaped(b, keys[i]) < 0 ||
+                     tf_buf_put(b, "</Key></Object>", 15) < 0
+                 ? -1
+                 : 0;
+    if (rc == 0)
+        rc = tf_buf_put(b, "</Delete>", 9);
+    return rc < 0 ? tf_fail(e, ENOMEM, "out of memory") : 0;
+}
+
+/* Of a DeleteObjects answered 200: -1 with the first key that it could
+ * not delete, and why, if any. */
+static int delete_outcome(const tf_http_response *resp, tf_error *e)
+{
+    tf_xml_span root, err;
+    size_t pos = 0;
+    if (document(&resp->body, "DeleteResult", &root, e) < 0)
+        return -1;
+    int found = tf_xml_find(root, &pos, "Error", &err, e);
+    if (found <= 0)
+        return found;
+    char key[256], code[128];
+    if (tf_xml_first(err, "Key", key, sizeof key, e) < 0 || tf_xml_first(err, "Code", code, sizeof code, e) < 0)
+        return -1;
+    return tf_fail(e, EIO, "%s was not deleted (%s)", key[0] ? key : "a key", code[0] ? code : "no code");
+}
+
+int tf_s3_delete_keys(tf_http *h, const tf_s3_request *r, const char *const *keys, size_t n,
+                      tf_error *e)
+{
+    if (n < 1 || n > TF_S3_DELETE_MAX)
+        return tf_fail(e, EINVAL, "%s: a delete of %zu keys (1 to %d)", r->base, n, TF_S3_DELETE_MAX);
+    const param q[] = { { "delete", "" } };
+    tf_buf body = { 0 };
+    char *url = NULL;
+    if (delete_body(keys, n, &body, e) < 0 || with_query(r->base, q, 1, &url, e) < 0) {
+        tf_buf_free(&body);
+        return -1;
+    }
+    /* S3 wants the body's MD5 (or another checksum) on this request. */
+    uint8_t md5[16];
+    tf_md5(body.data, body.len, md5);
+    char header[64] = "Content-MD5: ";
+    base64(md5, sizeof md5, header + strlen(header));
+    const char *const headers[] = { header, "Content-Type: application/xml", NULL };
+    tf_http_response resp;
+    int rc = request(h, "POST", url, headers, body.data, body.len, LIST_RESPONSE_MAX, &resp, e);
+    if (rc == 0 && resp.status != 200)
+        rc = 1;
+    else if (rc == 0 && delete_outcome(&resp, e) < 0)
+        rc = fail_at(url, "POST", e);
+    tf_http_response_free(&resp);
+    tf_buf_free(&body);
+    free(url);
+    return rc;
+}
+
 int tf_s3_head(tf_http *h, const tf_s3_request *r, const char *key, tf_s3_object *out, tf_error *e)
 {
     *out = (tf_s3_object){ 0 };
@@ -390,18 +482,6 @@ int tf_s3_upload_part(tf_http *h, const tf_s3_request *r, const char *key, const
     tf_http_response_free(&resp);
     free(url);
     return rc;
-}
-
-/* Appends s with XML's five special characters escaped. */
-static int put_escaped(tf_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        const char *esc = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;"
-                        : *s == '"' ? "&quot;" : *s == '\'' ? "&apos;" : NULL;
-        if (esc ? tf_buf_put(b, esc, strlen(esc)) < 0 : tf_buf_u8(b, (uint8_t)*s) < 0)
-            return -1;
-    }
-    return 0;
 }
 
 static int complete_body(const char (*etags)[TF_HTTP_ETAG_MAX], unsigned nparts, tf_buf *b, tf_error *e)

@@ -47,6 +47,14 @@ int tf_s3_put(tf_http *h, const tf_s3_request *r, const char *key, const void *p
               bool if_none_match, tf_error *e);
 /* DELETE of key: 0 also when there was none (404, 204). */
 int tf_s3_delete(tf_http *h, const tf_s3_request *r, const char *key, tf_error *e);
+/* DeleteObjects of the n keys (1 to TF_S3_DELETE_MAX) in one request: 0
+ * when every one is gone (or was not there), 1 when the store refused
+ * the request (HTTP status not 200; some stores have no such call: delete
+ * the keys one by one), -1 on error, and when a key could not be
+ * deleted. */
+#define TF_S3_DELETE_MAX 1000
+int tf_s3_delete_keys(tf_http *h, const tf_s3_request *r, const char *const *keys, size_t n,
+                      tf_error *e);
 /* HEAD of key: 1 with its size and ETag when it exists (out->key left
  * NULL), 0 when not (404), -1 on error. */
 int tf_s3_head(tf_http *h, const tf_s3_request *r, const char *key, tf_s3_object *out, tf_error *e);

@@ -503,21 +503,45 @@ static int s3w_seal(tf_io *io, tf_error *e)
                : tf_fail(e, EBUSY, "%s: a commit came first; run gc again", w->shown);
 }
 
-/* Deletes the segments (and seals) of the generations before `gen`. */
+/* Deletes the n keys: in one request, or where the store has no
+ * DeleteObjects (*one_by_one, from then on), one request a key. */
+static int delete_keys(s3_writer *w, const char *const *keys, size_t n, bool *one_by_one,
+                       tf_error *e)
+{
+    if (!n)
+        return 0;
+    if (!*one_by_one) {
+        int rc = tf_s3_delete_keys(w->http, &w->req, keys, n, e);
+        if (rc <= 0)
+            return rc;
+        *one_by_one = true;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (tf_s3_delete(w->http, &w->req, keys[i], e) < 0)
+            return -1;
+    return 0;
+}
+
+/* Deletes the segments (and seals) of the generations before `gen`, a
+ * page of the listing at a time. */
 static int drop_generations(s3_writer *w, uint32_t gen, tf_error *e)
 {
     char *after = NULL;
+    const char *old[TF_S3_DELETE_MAX];
+    bool one_by_one = false;
     int rc = 0;
     for (bool more = true; rc == 0 && more;) {
         tf_s3_listing l;
-        if ((rc = tf_s3_list(w->http, &w->req, w->prefix, after, 1000, &l, e)) < 0)
+        if ((rc = tf_s3_list(w->http, &w->req, w->prefix, after, TF_S3_DELETE_MAX, &l, e)) < 0)
             break;
-        for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        size_t n = 0;
+        for (size_t i = 0; i < l.n; i++) {
             uint32_t g;
             uint64_t start;
             if (tf_segments_parse(w->prefix, l.v[i].key, &g, &start) && g < gen)
-                rc = tf_s3_delete(w->http, &w->req, l.v[i].key, e);
+                old[n++] = l.v[i].key;
         }
+        rc = delete_keys(w, old, n, &one_by_one, e);
         more = l.truncated && l.n;
         free(after);
         after = more ? strdup(l.v[l.n - 1].key) : NULL;

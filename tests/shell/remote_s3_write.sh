@@ -21,7 +21,8 @@
 # - prune and gc: gc writes the archive anew as its next generation and
 #   deletes the old one; killed, it leaves the old one readable and
 #   refusing commits, and runs again to the end, removing the killed
-#   one's copy;
+#   one's copy; it deletes the old objects in one request (one by one
+#   where the store has no DeleteObjects);
 # - a writable mount's close() returns once the commit is in the bucket,
 #   and the Python package writes there too;
 # - an archive of more segments than a listing page reads right;
@@ -350,8 +351,16 @@ else
     "$TRAJPACK" add -q "$gcurl" "$src/config.json" 2> "$TEST_TMP/err" && fail "a commit to a sealed generation"
     grep -q "trajpack gc is writing the archive anew" "$TEST_TMP/err" || fail "unclear refusal: $(cat "$TEST_TMP/err")"
 fi
+# This gc's store has no DeleteObjects (answered 501, as some have not):
+# it deletes the old objects one by one.
+echo "upfail 501 1 ?delete" > "$PROXY_MODE"
+: > "$PROXY_MODE.log"
 "$TRAJPACK" gc "$gcurl" > "$TEST_TMP/out" || fail "gc $gcurl failed"
+echo "sigv4 S3RVER" > "$PROXY_MODE"
 grep -q "^gc: " "$TEST_TMP/out" || fail "gc said: $(cat "$TEST_TMP/out")"
+grep -q " POST /test-bucket/?delete" "$PROXY_MODE.log" || fail "gc sent no DeleteObjects"
+grep -q " DELETE /test-bucket/gc.traj/ffffffff-" "$PROXY_MODE.log" ||
+    fail "refused DeleteObjects, gc deleted no object by itself"
 ! ls "$TMPDIR" | grep -q "^trajfs-gc-" || fail "gc left copies in TMPDIR: $(ls "$TMPDIR")"
 ls "$s3/test-bucket/gc.traj" | grep -q "^ffffffff-" && fail "gc left objects of generation 0"
 ls "$s3/test-bucket/gc.traj" | grep -q "^fffffffe-ffffffffffffffff\._S3rver_object$" ||
@@ -362,6 +371,14 @@ wait_for "the following mount saying the archive was written anew" grep -q "writ
 DAEMON_PID=$gc_pid
 stop_mount "$TEST_TMP/g"
 "$TRAJPACK" add -q "$gcurl" "$src/config.json" || fail "add after gc failed"
+# Generation 1 is two segments now; gc deletes both in one request.
+: > "$PROXY_MODE.log"
+"$TRAJPACK" gc -q "$gcurl" || fail "the second gc of $gcurl failed"
+[ "$(grep -c " POST /test-bucket/?delete" "$PROXY_MODE.log")" = 1 ] ||
+    fail "the second gc sent other than one DeleteObjects: $(grep -c " POST /test-bucket/?delete" "$PROXY_MODE.log")"
+! grep -q " DELETE /test-bucket/gc.traj/" "$PROXY_MODE.log" || fail "the second gc deleted objects one by one"
+[ "$(ls "$s3/test-bucket/gc.traj" | grep -c "^fffffffe-")" = 0 ] || fail "the second gc left generation 1"
+[ "$(ls "$s3/test-bucket/gc.traj" | grep -c "^fffffffd-")" -gt 0 ] || fail "the second gc wrote no generation 2"
 start_mount "$gcurl" "$TEST_TMP/g"
 cmp "$TEST_TMP/g/step-000006.safetensors" "$src/fp32/step-000006.safetensors" || fail "after gc, step 6 reads wrong"
 cmp "$TEST_TMP/g/config.json" "$src/config.json" || fail "the commit after gc reads wrong"

@@ -42,7 +42,8 @@ and, for uploads (PUT and POST; the other requests pass):
     upcount       nothing (every request is logged with its method and
                   path, whatever the mode)
 
-Whatever the mode, "If-None-Match: *" on a PUT of a whole object or on a
+Whatever the mode, a request whose Content-MD5 is not its body's is
+answered 400 BadDigest, as S3 does, and "If-None-Match: *" on a PUT of a whole object or on a
 CompleteMultipartUpload (POST ...?uploadId=) is honoured, which s3rver
 does not do: under one lock for all such requests the key is looked up
 upstream (HEAD); if it exists the answer is 412 PreconditionFailed and
@@ -62,6 +63,7 @@ Appends one line per request to MODE_FILE.log: the mode, the Range header
 ("-" without), the method and the path with its query, e.g.
 "pass - PUT /test-bucket/k?partNumber=1&uploadId=x". Runs until killed.
 """
+import base64
 import hashlib
 import hmac
 import re
@@ -363,6 +365,10 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         claimed = self.headers.get("x-amz-content-sha256", "")
         if mode[0] == "sigv4" and len(claimed) == 64 and claimed != sha256(body or b""):
             self.answer(400, s3_error("XAmzContentSHA256Mismatch", "the body's SHA-256 is not the one signed", resource))
+            return
+        md5 = self.headers.get("Content-MD5")
+        if md5 is not None and md5 != base64.b64encode(hashlib.md5(body or b"").digest()).decode():
+            self.answer(400, s3_error("BadDigest", "the Content-MD5 is not the body's", resource))
             return
         if mode[0] == "status" and count(" ".join(mode)) > int(mode[2]):
             self.send_response(int(mode[1]))

@@ -1,5 +1,5 @@
 /* Content ids (common/hash.h): XXH3 values and their hex form, and the
- * checksum of a file's bytes, copied on the way. */
+ * checksum of a file's bytes, copied on the way; MD5 (common/md5.h). */
 #include <check.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 #include "testlib.h"
 
 #include "common/hash.h"
+#include "common/md5.h"
 
 START_TEST(hash_known_values_and_hex)
 {
@@ -26,6 +27,45 @@ START_TEST(hash_known_values_and_hex)
     tf_blob_id_hex(&a, hex);
     ck_assert_uint_eq(strlen(hex), 32);
     ck_assert_uint_eq(strspn(hex, "0123456789abcdef"), 32);
+}
+END_TEST
+
+/* RFC 1321's test suite, and runs of 'a' whose padding takes one block
+ * or two (55, 56 bytes of a block), one block whole, and many. */
+static const struct {
+    const char *text;
+    size_t a_run; /* when text is NULL: this many 'a's */
+    const char *md5;
+} md5_cases[] = {
+    { "", 0, "d41d8cd98f00b204e9800998ecf8427e" },
+    { "a", 0, "0cc175b9c0f1b6a831c399e269772661" },
+    { "abc", 0, "900150983cd24fb0d6963f7d28e17f72" },
+    { "message digest", 0, "f96b697d7cb7938d525a2f31aaf161d0" },
+    { "abcdefghijklmnopqrstuvwxyz", 0, "c3fcd3d76192e4007dfb496cca67e13b" },
+    { "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", 0,
+      "d174ab98d277d9f5a5611c2c9f419d9f" },
+    { "1234567890123456789012345678901234567890123456789012345678901234567890123456789"
+      "0", 0, "57edf4a22be3c955ac49da2e2107b67a" },
+    { NULL, 55, "ef1772b6dff9a122358552954ad0df65" },
+    { NULL, 56, "3b0c8ac703f828b04c6c197006d17218" },
+    { NULL, 63, "b06521f39153d618550606be297466d5" },
+    { NULL, 64, "014842d480b571495a4a0363793f7367" },
+    { NULL, 65, "c743a45e0d2e6a95cb859adae0248435" },
+    { NULL, 1000, "cabe45dcc9ae5b66ba86600cca6b8ba8" },
+};
+
+START_TEST(md5_known_values)
+{
+    char a_run[1000];
+    memset(a_run, 'a', sizeof a_run);
+    const char *text = md5_cases[_i].text ? md5_cases[_i].text : a_run;
+    size_t len = md5_cases[_i].text ? strlen(text) : md5_cases[_i].a_run;
+    uint8_t d[16];
+    tf_md5(text, len, d);
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    ck_assert_str_eq(hex, md5_cases[_i].md5);
 }
 END_TEST
 
@@ -65,6 +105,7 @@ static Suite *hash_suite(void)
     Suite *s = suite_create("hash");
     TCase *ids = tcase_create("ids");
     tcase_add_test(ids, hash_known_values_and_hex);
+    tcase_add_loop_test(ids, md5_known_values, 0, ARRAY_LEN(md5_cases));
     suite_add_tcase(s, ids);
     TCase *files = tcase_create("files");
     tcase_add_checked_fixture(files, test_dir_make, test_dir_remove);
