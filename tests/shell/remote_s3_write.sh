@@ -22,7 +22,8 @@
 #   deletes the old one; killed, it leaves the old one readable and
 #   refusing commits, and runs again to the end, removing the killed
 #   one's copy; it deletes the old objects in one request (one by one
-#   where the store has no DeleteObjects);
+#   where the store has no DeleteObjects), and a key the store could not
+#   delete fails it, named, until a gc run again deletes it;
 # - a writable mount's close() returns once the commit is in the bucket,
 #   and the Python package writes there too;
 # - an archive of more segments than a listing page reads right;
@@ -379,6 +380,19 @@ stop_mount "$TEST_TMP/g"
 ! grep -q " DELETE /test-bucket/gc.traj/" "$PROXY_MODE.log" || fail "the second gc deleted objects one by one"
 [ "$(ls "$s3/test-bucket/gc.traj" | grep -c "^fffffffe-")" = 0 ] || fail "the second gc left generation 1"
 [ "$(ls "$s3/test-bucket/gc.traj" | grep -c "^fffffffd-")" -gt 0 ] || fail "the second gc wrote no generation 2"
+# A store that answers DeleteObjects with a key it could not delete:
+# gc fails, naming the key and the reason; the new generation is in
+# place, and the next gc deletes the old ones.
+echo "delfail" > "$PROXY_MODE"
+"$TRAJPACK" gc -q "$gcurl" 2> "$TEST_TMP/err" && fail "gc succeeded though a key was not deleted"
+echo "sigv4 S3RVER" > "$PROXY_MODE"
+grep -q "gc.traj/fffffffd-.* was not deleted (AccessDenied)" "$TEST_TMP/err" ||
+    fail "unclear failure of a delete: $(cat "$TEST_TMP/err")"
+"$TRAJPACK" list "$gcurl" | grep -q "^config.json" || fail "a gc whose delete failed lost a file"
+"$TRAJPACK" gc -q "$gcurl" || fail "gc after a failed delete failed"
+[ "$(ls "$s3/test-bucket/gc.traj" | grep -c "^ffffff\(fd\|fc\)-")" = 0 ] ||
+    fail "gc left older generations: $(ls "$s3/test-bucket/gc.traj")"
+[ "$(ls "$s3/test-bucket/gc.traj" | grep -c "^fffffffb-")" -gt 0 ] || fail "no generation 4"
 start_mount "$gcurl" "$TEST_TMP/g"
 cmp "$TEST_TMP/g/step-000006.safetensors" "$src/fp32/step-000006.safetensors" || fail "after gc, step 6 reads wrong"
 cmp "$TEST_TMP/g/config.json" "$src/config.json" || fail "the commit after gc reads wrong"

@@ -41,6 +41,9 @@ and, for uploads (PUT and POST; the other requests pass):
     upslow S      each upload held S seconds before it is forwarded
     upcount       nothing (every request is logged with its method and
                   path, whatever the mode)
+    delfail       a DeleteObjects (POST ?delete) not forwarded, answered
+                  200 with an AccessDenied <Error> for its first key, as
+                  S3 reports a key it could not delete
 
 Whatever the mode, a request whose Content-MD5 is not its body's is
 answered 400 BadDigest, as S3 does, and "If-None-Match: *" on a PUT of a whole object or on a
@@ -378,6 +381,11 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         if self.uploads_request():
+            return
+        if mode[0] == "delfail" and self.command == "POST" and "?delete" in self.path:
+            key = re.search(rb"<Key>([^<]*)</Key>", body or b"")
+            self.answer(200, b"<DeleteResult><Error><Key>" + (key.group(1) if key else b"") +
+                        b"</Key><Code>AccessDenied</Code><Message>Access Denied</Message></Error></DeleteResult>")
             return
         fault = None
         if upload and mode[0] in ("upfail", "upreset", "uplost"):
