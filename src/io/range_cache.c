@@ -43,7 +43,8 @@ struct tf_range_cache {
     int root_fd; /* DIR */
     int dir_fd;  /* DIR/OBJECT */
     uint64_t max;
-    pthread_mutex_t mu; /* of used and of the holders */
+    pthread_mutex_t mu; /* of used and of the holders (never held while
+                         * a file is read) */
     /* Bytes of all entries, as last counted plus ours since: counted at
      * the first put (listing every entry of every object), which a
      * process that only reads never pays. */
@@ -409,17 +410,17 @@ static bool write_entry(tf_range_cache *c, const char *name, uint64_t off, uint6
     return ok;
 }
 
-/* Opens holder h's file and checks its bytes whole: the fd, or -1 (the
- * file removed when damaged). */
-static int open_checked(tf_range_cache *c, const holder *h)
+/* Opens the holder of [off, off + len) and checks its bytes whole: the
+ * fd, or -1 (the file removed when damaged). */
+static int open_checked(tf_range_cache *c, uint64_t off, uint64_t len)
 {
     char name[ENTRY_NAME_LEN + 1];
-    entry_name(h->off, h->len, true, name);
+    entry_name(off, len, true, name);
     int fd = open_to_read(c, name);
     if (fd < 0)
         return -1;
-    uint64_t off, len, hash, got;
-    if (entry_header(fd, &off, &len, &hash, UINT64_MAX) && off == h->off && len == h->len &&
+    uint64_t o, l, hash, got;
+    if (entry_header(fd, &o, &l, &hash, UINT64_MAX) && o == off && l == len &&
         tf_hash64_file(fd, HEADER_SIZE, len, -1, &got) && got == hash) {
         (void)futimens(fd, NULL); /* recently used: evicted last */
         return fd;
@@ -448,30 +449,75 @@ static bool holds(const holder *h, uint64_t off, uint64_t len)
     return off >= h->off && len <= h->len && off - h->off <= h->len - len;
 }
 
+/* The index of the holder of [off, off + len) (exactly so with `exact`),
+ * or nholders. */
+static size_t find_holder(const tf_range_cache *c, uint64_t off, uint64_t len, bool exact)
+{
+    size_t i = 0;
+    while (i < c->nholders && !(exact ? c->holders[i].off == off && c->holders[i].len == len
+                                      : holds(&c->holders[i], off, len)))
+        i++;
+    return i;
+}
+
+/* A descriptor of its own (a dup: closing it is the caller's) of the
+ * checked holder at index i, marked read now. */
+static int use_holder(tf_range_cache *c, size_t i)
+{
+    c->holders[i].used = ++c->clock;
+    return fcntl(c->holders[i].fd, F_DUPFD_CLOEXEC, 0);
+}
+
+/* A descriptor of its own of a checked holder of [off, off + len), its
+ * offset in *base: -1 when there is none (or it turns out damaged).
+ * Reads and the first check of a holder (a hash of all its bytes) run
+ * outside the lock, so that threads reading the cache do not wait on
+ * each other; the holders may change meanwhile, so a holder is found
+ * again by its range after the check. */
+static int holder_fd(tf_range_cache *c, uint64_t off, uint64_t len, uint64_t *base)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t i = find_holder(c, off, len, false);
+    bool found = i < c->nholders, open = found && c->holders[i].fd >= 0;
+    int fd = open ? use_holder(c, i) : -1;
+    uint64_t hlen = found ? c->holders[i].len : 0;
+    *base = found ? c->holders[i].off : 0;
+    pthread_mutex_unlock(&c->mu);
+    if (!found || open)
+        return fd;
+    int checked = open_checked(c, *base, hlen);
+    pthread_mutex_lock(&c->mu);
+    i = find_holder(c, *base, hlen, true);
+    if (i < c->nholders && checked < 0) {
+        remove_holder(c, i);
+    } else if (i < c->nholders) {
+        if (c->holders[i].fd < 0) { /* else another thread checked it too */
+            if (c->nopen == HOLDERS_OPEN)
+                close_oldest(c);
+            c->holders[i].fd = checked;
+            c->nopen++;
+            checked = -1;
+        }
+        fd = use_holder(c, i);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (fd < 0) /* dropped meanwhile: checked still serves this read */
+        return checked;
+    if (checked >= 0)
+        close(checked);
+    return fd;
+}
+
 /* Copies [off, off + len) from a holder of it: false when there is none
  * (or it turns out damaged). */
 static bool get_within(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
 {
-    pthread_mutex_lock(&c->mu);
-    bool ok = false;
-    for (size_t i = 0; i < c->nholders; i++) {
-        holder *h = &c->holders[i];
-        if (!holds(h, off, len))
-            continue;
-        if (h->fd < 0) {
-            if (c->nopen == HOLDERS_OPEN)
-                close_oldest(c);
-            if ((h->fd = open_checked(c, h)) < 0) {
-                remove_holder(c, i);
-                break;
-            }
-            c->nopen++;
-        }
-        h->used = ++c->clock;
-        ok = read_all(h->fd, buf, (size_t)len, HEADER_SIZE + (off - h->off));
-        break;
-    }
-    pthread_mutex_unlock(&c->mu);
+    uint64_t base;
+    int fd = holder_fd(c, off, len, &base);
+    if (fd < 0)
+        return false;
+    bool ok = read_all(fd, buf, (size_t)len, HEADER_SIZE + (off - base));
+    close(fd);
     return ok;
 }
 
@@ -498,9 +544,7 @@ bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf
 static bool held(tf_range_cache *c, uint64_t off, uint64_t len)
 {
     pthread_mutex_lock(&c->mu);
-    bool found = false;
-    for (size_t i = 0; i < c->nholders && !found; i++)
-        found = holds(&c->holders[i], off, len);
+    bool found = find_holder(c, off, len, false) < c->nholders;
     pthread_mutex_unlock(&c->mu);
     return found;
 }

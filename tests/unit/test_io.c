@@ -133,6 +133,66 @@ START_TEST(range_cache_damaged_segment_is_never_served)
 }
 END_TEST
 
+/* Threads reading ranges of more segments than stay open at once: each
+ * read gets the segment's bytes while others check segments, close the
+ * least recently read and read their own. */
+#define READERS 4
+#define READS 3000
+#define SEGMENTS 24 /* more than the cache keeps open (16) */
+#define SEGMENT_LEN ((uint64_t)SEGMENT / SEGMENTS)
+
+typedef struct {
+    tf_range_cache *c;
+    const uint8_t *bytes;
+    unsigned seed;
+    unsigned wrong;
+} range_reader;
+
+static void *read_ranges(void *arg)
+{
+    range_reader *r = arg;
+    uint8_t buf[4096];
+    for (int i = 0; i < READS; i++) {
+        uint64_t seg = (uint64_t)rand_r(&r->seed) % SEGMENTS;
+        uint64_t len = 1 + (uint64_t)rand_r(&r->seed) % sizeof buf;
+        uint64_t off = seg * SEGMENT_LEN + (uint64_t)rand_r(&r->seed) % (SEGMENT_LEN - len + 1);
+        if (!tf_range_cache_get(r->c, off, len, buf) || memcmp(buf, r->bytes + off, len) != 0)
+            r->wrong++;
+    }
+    return NULL;
+}
+
+START_TEST(range_cache_segments_read_by_threads)
+{
+    uint8_t *bytes;
+    int fd = segment_file(&bytes);
+    tf_range_cache *c = open_cache(1 << 30);
+    char path[TEST_PATH_MAX];
+    for (uint64_t k = 0; k < SEGMENTS; k++) { /* each its own file, as a writer keeps them */
+        test_write_file(test_path("one", path), bytes + k * SEGMENT_LEN, SEGMENT_LEN);
+        int one = open(path, O_RDONLY);
+        ck_assert_int_ge(one, 0);
+        tf_range_cache_put_file(c, k * SEGMENT_LEN, SEGMENT_LEN, one);
+        close(one);
+    }
+    tf_range_cache_close(c);
+    c = open_cache(1 << 30); /* listed, none checked yet */
+    range_reader r[READERS];
+    pthread_t t[READERS];
+    for (unsigned i = 0; i < READERS; i++) {
+        r[i] = (range_reader){ c, bytes, 1234 + i, 0 };
+        ck_assert_int_eq(pthread_create(&t[i], NULL, read_ranges, &r[i]), 0);
+    }
+    for (unsigned i = 0; i < READERS; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_uint_eq(r[i].wrong, 0);
+    }
+    tf_range_cache_close(c);
+    close(fd);
+    free(bytes);
+}
+END_TEST
+
 /* ---- whole reads and writes ---- */
 
 START_TEST(pread_full_reads_all_and_stops_at_the_end)
@@ -521,6 +581,7 @@ static Suite *io_suite(void)
     tcase_add_test(remote, range_cache_serves_exact_ranges);
     tcase_add_test(remote, range_cache_segment_serves_ranges_inside);
     tcase_add_test(remote, range_cache_damaged_segment_is_never_served);
+    tcase_add_test(remote, range_cache_segments_read_by_threads);
     tcase_add_test(remote, urls_are_told_from_paths);
     tcase_add_test(remote, display_name_hides_a_query);
     tcase_add_test(remote, remote_archive_is_read_only);
