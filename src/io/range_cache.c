@@ -508,9 +508,7 @@ static int holder_fd(tf_range_cache *c, uint64_t off, uint64_t len, uint64_t *ba
     return fd;
 }
 
-/* Copies [off, off + len) from a holder of it: false when there is none
- * (or it turns out damaged). */
-static bool get_within(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
+bool tf_range_cache_get_held(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
 {
     uint64_t base;
     int fd = holder_fd(c, off, len, &base);
@@ -523,7 +521,7 @@ static bool get_within(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
 
 bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
 {
-    if (get_within(c, off, len, buf))
+    if (tf_range_cache_get_held(c, off, len, buf))
         return true;
     char name[ENTRY_NAME_LEN + 1];
     entry_name(off, len, false, name);
@@ -540,8 +538,7 @@ bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf
     return ok;
 }
 
-/* Whether a holder has [off, off + len). */
-static bool held(tf_range_cache *c, uint64_t off, uint64_t len)
+bool tf_range_cache_holds(tf_range_cache *c, uint64_t off, uint64_t len)
 {
     pthread_mutex_lock(&c->mu);
     bool found = find_holder(c, off, len, false) < c->nholders;
@@ -553,7 +550,7 @@ static bool held(tf_range_cache *c, uint64_t off, uint64_t len)
  * holder has it), or src's (a holder). */
 static void put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf, int src)
 {
-    if (len > SIZE_MAX - HEADER_SIZE || HEADER_SIZE + len > c->max || (buf && held(c, off, len)))
+    if (len > SIZE_MAX - HEADER_SIZE || HEADER_SIZE + len > c->max || (buf && tf_range_cache_holds(c, off, len)))
         return;
     char name[ENTRY_NAME_LEN + 1];
     entry_name(off, len, !buf, name);

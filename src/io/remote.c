@@ -233,9 +233,18 @@ static bool anchored(tf_remote *r, uint64_t off, uint64_t len)
     return below;
 }
 
+/* Whether a segment in the disk cache holds [off, off + len), a commit
+ * checked: read from the disk when asked for, never fetched. */
+static bool held_on_disk(tf_remote *r, uint64_t off, uint64_t len)
+{
+    return r->cache && anchored(r, off, len) && tf_range_cache_holds(r->cache, off, len);
+}
+
 static void remote_will_need(tf_io *io, uint64_t off, uint64_t len)
 {
     tf_remote *r = remote_of(io);
+    if (held_on_disk(r, off, len))
+        return;
     pthread_mutex_lock(&r->mu);
     const piece *p = NULL;
     uint8_t *copy = NULL;
@@ -481,6 +490,9 @@ static int remote_pread(tf_io *io, uint64_t off, void *buf, size_t len, tf_error
 {
     tf_remote *r = remote_of(io);
     if (len == 0)
+        return 0;
+    /* (a copy made here, not staged by a fetcher first and copied again) */
+    if (held_on_disk(r, off, len) && tf_range_cache_get_held(r->cache, off, len, buf))
         return 0;
     pthread_mutex_lock(&r->mu);
     if (off > r->size || len > r->size - off) {
