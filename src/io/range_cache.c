@@ -508,7 +508,9 @@ static int holder_fd(tf_range_cache *c, uint64_t off, uint64_t len, uint64_t *ba
     return fd;
 }
 
-bool tf_range_cache_get_held(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
+/* Copies [off, off + len) from a holder of it: false when there is none
+ * (or it turns out damaged). */
+static bool get_held(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
 {
     uint64_t base;
     int fd = holder_fd(c, off, len, &base);
@@ -521,7 +523,7 @@ bool tf_range_cache_get_held(tf_range_cache *c, uint64_t off, uint64_t len, void
 
 bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
 {
-    if (tf_range_cache_get_held(c, off, len, buf))
+    if (get_held(c, off, len, buf))
         return true;
     char name[ENTRY_NAME_LEN + 1];
     entry_name(off, len, false, name);
@@ -538,7 +540,8 @@ bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf
     return ok;
 }
 
-bool tf_range_cache_holds(tf_range_cache *c, uint64_t off, uint64_t len)
+/* Whether a holder has [off, off + len). */
+static bool held(tf_range_cache *c, uint64_t off, uint64_t len)
 {
     pthread_mutex_lock(&c->mu);
     bool found = find_holder(c, off, len, false) < c->nholders;
@@ -546,11 +549,19 @@ bool tf_range_cache_holds(tf_range_cache *c, uint64_t off, uint64_t len)
     return found;
 }
 
+bool tf_range_cache_has(tf_range_cache *c, uint64_t off, uint64_t len)
+{
+    char name[ENTRY_NAME_LEN + 1];
+    entry_name(off, len, false, name);
+    struct stat st;
+    return held(c, off, len) || fstatat(c->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /* Puts an entry of [off, off + len): buf's bytes (a range, unless a
  * holder has it), or src's (a holder). */
 static void put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf, int src)
 {
-    if (len > SIZE_MAX - HEADER_SIZE || HEADER_SIZE + len > c->max || (buf && tf_range_cache_holds(c, off, len)))
+    if (len > SIZE_MAX - HEADER_SIZE || HEADER_SIZE + len > c->max || (buf && held(c, off, len)))
         return;
     char name[ENTRY_NAME_LEN + 1];
     entry_name(off, len, !buf, name);

@@ -32,11 +32,9 @@ void tf_range_cache_close(tf_range_cache *c);
  * put with tf_range_cache_put_file that holds it: false when there is
  * none or it is damaged. */
 bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf);
-/* Whether a segment put with tf_range_cache_put_file holds [off, off +
- * len), and tf_range_cache_get from such a segment only: a local file,
- * read when asked for, with no need to fetch it ahead. */
-bool tf_range_cache_holds(tf_range_cache *c, uint64_t off, uint64_t len);
-bool tf_range_cache_get_held(tf_range_cache *c, uint64_t off, uint64_t len, void *buf);
+/* Whether tf_range_cache_get would find [off, off + len) (unless it turns
+ * out damaged): a segment holds it, or its entry is there. */
+bool tf_range_cache_has(tf_range_cache *c, uint64_t off, uint64_t len);
 void tf_range_cache_put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf);
 /* As tf_range_cache_put of the first len bytes of the file fd, copied
  * a piece at a time (a writer's segment, just published). */

@@ -233,17 +233,17 @@ static bool anchored(tf_remote *r, uint64_t off, uint64_t len)
     return below;
 }
 
-/* Whether a segment in the disk cache holds [off, off + len), a commit
- * checked: read from the disk when asked for, never fetched. */
-static bool held_on_disk(tf_remote *r, uint64_t off, uint64_t len)
+/* Whether the disk cache has [off, off + len) of a commit checked: read
+ * from the disk when asked for, not fetched ahead. */
+static bool on_disk(tf_remote *r, uint64_t off, uint64_t len)
 {
-    return r->cache && anchored(r, off, len) && tf_range_cache_holds(r->cache, off, len);
+    return r->cache && anchored(r, off, len) && tf_range_cache_has(r->cache, off, len);
 }
 
 static void remote_will_need(tf_io *io, uint64_t off, uint64_t len)
 {
     tf_remote *r = remote_of(io);
-    if (held_on_disk(r, off, len))
+    if (on_disk(r, off, len))
         return;
     pthread_mutex_lock(&r->mu);
     const piece *p = NULL;
@@ -491,9 +491,6 @@ static int remote_pread(tf_io *io, uint64_t off, void *buf, size_t len, tf_error
     tf_remote *r = remote_of(io);
     if (len == 0)
         return 0;
-    /* (a copy made here, not staged by a fetcher first and copied again) */
-    if (held_on_disk(r, off, len) && tf_range_cache_get_held(r->cache, off, len, buf))
-        return 0;
     pthread_mutex_lock(&r->mu);
     if (off > r->size || len > r->size - off) {
         uint64_t size = r->size;
@@ -501,7 +498,7 @@ static int remote_pread(tf_io *io, uint64_t off, void *buf, size_t len, tf_error
         return tf_fail(e, EIO, "%s: read of %zu bytes at %" PRIu64 " beyond its %" PRIu64 " bytes",
                        r->name, len, off, size);
     }
-    for (;;) {
+    for (bool tried_disk = false;;) {
         bool uncached;
         if (take_staged(r, off, len, buf, &uncached)) {
             pthread_mutex_unlock(&r->mu);
@@ -509,9 +506,22 @@ static int remote_pread(tf_io *io, uint64_t off, void *buf, size_t len, tf_error
                 tf_range_cache_put(r->cache, off, len, buf);
             return 0;
         }
-        if (!covered(r->inflight, r->ninflight, off, len))
+        if (covered(r->inflight, r->ninflight, off, len)) {
+            pthread_cond_wait(&r->landed, &r->mu); /* a fetch under way holds it */
+            continue;
+        }
+        /* Neither staged nor on its way: read here from the disk cache
+         * when it has it (a hint of it was dropped: remote_will_need). */
+        if (tried_disk || !r->cache || !below_anchor(r, off, len))
             break;
-        pthread_cond_wait(&r->landed, &r->mu); /* a fetch under way holds it */
+        tried_disk = true;
+        pthread_mutex_unlock(&r->mu);
+        bool got = tf_range_cache_get(r->cache, off, len, buf);
+        pthread_mutex_lock(&r->mu);
+        if (got) {
+            pthread_mutex_unlock(&r->mu);
+            return 0;
+        }
     }
     /* Not on its way: fetched now, in the batch of the hint that holds
      * it when there is one (not waiting for a fetcher to come to it). */
