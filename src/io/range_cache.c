@@ -549,12 +549,21 @@ static bool held(tf_range_cache *c, uint64_t off, uint64_t len)
     return found;
 }
 
-bool tf_range_cache_has(tf_range_cache *c, uint64_t off, uint64_t len)
+bool tf_range_cache_will_need(tf_range_cache *c, uint64_t off, uint64_t len)
 {
+    /* A holder is read whole at its first read (its check), which the
+     * hint's reads would only compete with. */
+    if (held(c, off, len))
+        return true;
     char name[ENTRY_NAME_LEN + 1];
     entry_name(off, len, false, name);
-    struct stat st;
-    return held(c, off, len) || fstatat(c->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    int fd = open_to_read(c, name);
+    if (fd < 0)
+        return false;
+    if (len <= INT64_MAX - HEADER_SIZE)
+        (void)posix_fadvise(fd, 0, (off_t)(HEADER_SIZE + len), POSIX_FADV_WILLNEED);
+    close(fd);
+    return true;
 }
 
 /* Puts an entry of [off, off + len): buf's bytes (a range, unless a

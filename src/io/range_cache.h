@@ -33,8 +33,9 @@ void tf_range_cache_close(tf_range_cache *c);
  * none or it is damaged. */
 bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf);
 /* Whether tf_range_cache_get would find [off, off + len) (unless it turns
- * out damaged): a segment holds it, or its entry is there. */
-bool tf_range_cache_has(tf_range_cache *c, uint64_t off, uint64_t len);
+ * out damaged): a segment holds it, or its entry is there, which the
+ * page cache is then asked to start reading (a hint). */
+bool tf_range_cache_will_need(tf_range_cache *c, uint64_t off, uint64_t len);
 void tf_range_cache_put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf);
 /* As tf_range_cache_put of the first len bytes of the file fd, copied
  * a piece at a time (a writer's segment, just published). */

@@ -233,17 +233,12 @@ static bool anchored(tf_remote *r, uint64_t off, uint64_t len)
     return below;
 }
 
-/* Whether the disk cache has [off, off + len) of a commit checked: read
- * from the disk when asked for, not fetched ahead. */
-static bool on_disk(tf_remote *r, uint64_t off, uint64_t len)
-{
-    return r->cache && anchored(r, off, len) && tf_range_cache_has(r->cache, off, len);
-}
-
 static void remote_will_need(tf_io *io, uint64_t off, uint64_t len)
 {
     tf_remote *r = remote_of(io);
-    if (on_disk(r, off, len))
+    /* What the disk cache has (of a commit checked) is read from there
+     * when asked for, not fetched ahead: the disk is told instead. */
+    if (r->cache && anchored(r, off, len) && tf_range_cache_will_need(r->cache, off, len))
         return;
     pthread_mutex_lock(&r->mu);
     const piece *p = NULL;

@@ -80,12 +80,12 @@ START_TEST(range_cache_segment_serves_ranges_inside)
     }
     ck_assert(!tf_range_cache_get(c, at - 1, 2, buf)); /* across either end: not held */
     ck_assert(!tf_range_cache_get(c, at + SEGMENT - 1, 2, buf));
-    ck_assert(tf_range_cache_has(c, at, SEGMENT) && tf_range_cache_has(c, at + 12345, 70000));
-    ck_assert(!tf_range_cache_has(c, at - 1, 2) && !tf_range_cache_has(c, at + SEGMENT - 1, 2));
+    ck_assert(tf_range_cache_will_need(c, at, SEGMENT) && tf_range_cache_will_need(c, at + 12345, 70000));
+    ck_assert(!tf_range_cache_will_need(c, at - 1, 2) && !tf_range_cache_will_need(c, at + SEGMENT - 1, 2));
     /* A range entry has its own range only. */
     tf_range_cache_put(c, 100, 10, "0123456789");
-    ck_assert(tf_range_cache_has(c, 100, 10));
-    ck_assert(!tf_range_cache_has(c, 100, 9) && !tf_range_cache_has(c, 101, 9));
+    ck_assert(tf_range_cache_will_need(c, 100, 10));
+    ck_assert(!tf_range_cache_will_need(c, 100, 9) && !tf_range_cache_will_need(c, 101, 9));
     /* A range that the segment holds is not kept again. */
     char entry[TEST_PATH_MAX * 2];
     snprintf(entry, sizeof entry, "%s/cache/" OBJECT "/%016llx-%016x", test_dir,
