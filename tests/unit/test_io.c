@@ -115,6 +115,18 @@ START_TEST(range_cache_segment_serves_ranges_inside)
 }
 END_TEST
 
+/* Flips the byte at `at` of the file path. */
+static void flip_byte(const char *path, off_t at)
+{
+    int w = open(path, O_RDWR);
+    ck_assert_int_ge(w, 0);
+    uint8_t b;
+    ck_assert_int_eq(pread(w, &b, 1, at), 1);
+    b ^= 0xff;
+    ck_assert_int_eq(pwrite(w, &b, 1, at), 1);
+    close(w);
+}
+
 START_TEST(range_cache_damaged_segment_is_never_served)
 {
     uint8_t *bytes, *buf = malloc(SEGMENT);
@@ -122,18 +134,32 @@ START_TEST(range_cache_damaged_segment_is_never_served)
     tf_range_cache *c = open_cache(1 << 30);
     tf_range_cache_put_file(c, 0, SEGMENT, fd);
     tf_range_cache_close(c);
-    /* One byte changed far from the range read: the entry is checked
-     * whole before it serves anything. */
+    /* The file: a 32-byte header, the sums of its three blocks of 1 MiB,
+     * its bytes. One byte changed in the last block: a read of the first
+     * is served, one of the last is not, and the segment is removed. */
     char entry[TEST_PATH_MAX * 2];
     snprintf(entry, sizeof entry, "%s/cache/" OBJECT "/%016x=%016zx", test_dir, 0, SEGMENT);
-    int w = open(entry, O_WRONLY);
-    ck_assert_int_ge(w, 0);
-    ck_assert_int_eq(pwrite(w, "X", 1, 32 + SEGMENT - 1), 1);
-    close(w);
+    const off_t data = 32 + 3 * 8;
+    flip_byte(entry, data + (off_t)SEGMENT - 1);
     c = open_cache(1 << 30);
-    ck_assert(!tf_range_cache_get(c, 0, 4096, buf));
+    ck_assert(tf_range_cache_get(c, 0, 4096, buf));
+    ck_assert_mem_eq(buf, bytes, 4096);
+    ck_assert(!tf_range_cache_get(c, SEGMENT - 10, 10, buf));
     ck_assert_int_eq(access(entry, F_OK), -1); /* removed */
+    ck_assert(!tf_range_cache_get(c, 0, 4096, buf));
     tf_range_cache_close(c);
+    /* A sum changed in the table, or the header: nothing served. */
+    const off_t damage[] = { 32 + 8, 12 };
+    for (size_t k = 0; k < sizeof damage / sizeof *damage; k++) {
+        c = open_cache(1 << 30);
+        tf_range_cache_put_file(c, 0, SEGMENT, fd);
+        tf_range_cache_close(c);
+        flip_byte(entry, damage[k]);
+        c = open_cache(1 << 30);
+        ck_assert(!tf_range_cache_get(c, 0, 4096, buf));
+        ck_assert_int_eq(access(entry, F_OK), -1);
+        tf_range_cache_close(c);
+    }
     close(fd);
     free(bytes), free(buf);
 }
@@ -145,11 +171,11 @@ END_TEST
 #define READERS 4
 #define READS 3000
 #define SEGMENTS 24 /* more than the cache keeps open (16) */
-#define SEGMENT_LEN ((uint64_t)SEGMENT / SEGMENTS)
 
 typedef struct {
     tf_range_cache *c;
     const uint8_t *bytes;
+    uint64_t segments, segment_len;
     unsigned seed;
     unsigned wrong;
 } range_reader;
@@ -157,28 +183,30 @@ typedef struct {
 static void *read_ranges(void *arg)
 {
     range_reader *r = arg;
-    uint8_t buf[4096];
+    uint8_t buf[8192];
     for (int i = 0; i < READS; i++) {
-        uint64_t seg = (uint64_t)rand_r(&r->seed) % SEGMENTS;
+        uint64_t seg = (uint64_t)rand_r(&r->seed) % r->segments;
         uint64_t len = 1 + (uint64_t)rand_r(&r->seed) % sizeof buf;
-        uint64_t off = seg * SEGMENT_LEN + (uint64_t)rand_r(&r->seed) % (SEGMENT_LEN - len + 1);
+        uint64_t off = seg * r->segment_len + (uint64_t)rand_r(&r->seed) % (r->segment_len - len + 1);
         if (!tf_range_cache_get(r->c, off, len, buf) || memcmp(buf, r->bytes + off, len) != 0)
             r->wrong++;
     }
     return NULL;
 }
 
-START_TEST(range_cache_segments_read_by_threads)
+/* Threads reading ranges of n segments of SEGMENT / n bytes each. */
+static void read_segments_by_threads(uint64_t n)
 {
     uint8_t *bytes;
     int fd = segment_file(&bytes);
     tf_range_cache *c = open_cache(1 << 30);
     char path[TEST_PATH_MAX];
-    for (uint64_t k = 0; k < SEGMENTS; k++) { /* each its own file, as a writer keeps them */
-        test_write_file(test_path("one", path), bytes + k * SEGMENT_LEN, SEGMENT_LEN);
+    uint64_t seg_len = SEGMENT / n;
+    for (uint64_t k = 0; k < n; k++) { /* each its own file, as a writer keeps them */
+        test_write_file(test_path("one", path), bytes + k * seg_len, seg_len);
         int one = open(path, O_RDONLY);
         ck_assert_int_ge(one, 0);
-        tf_range_cache_put_file(c, k * SEGMENT_LEN, SEGMENT_LEN, one);
+        tf_range_cache_put_file(c, k * seg_len, seg_len, one);
         close(one);
     }
     tf_range_cache_close(c);
@@ -186,7 +214,7 @@ START_TEST(range_cache_segments_read_by_threads)
     range_reader r[READERS];
     pthread_t t[READERS];
     for (unsigned i = 0; i < READERS; i++) {
-        r[i] = (range_reader){ c, bytes, 1234 + i, 0 };
+        r[i] = (range_reader){ c, bytes, n, seg_len, 1234 + i, 0 };
         ck_assert_int_eq(pthread_create(&t[i], NULL, read_ranges, &r[i]), 0);
     }
     for (unsigned i = 0; i < READERS; i++) {
@@ -196,6 +224,19 @@ START_TEST(range_cache_segments_read_by_threads)
     tf_range_cache_close(c);
     close(fd);
     free(bytes);
+}
+
+START_TEST(range_cache_segments_read_by_threads)
+{
+    read_segments_by_threads(SEGMENTS);
+}
+END_TEST
+
+/* One segment of three blocks: the threads' reads check its blocks for
+ * the first time side by side, some across two blocks. */
+START_TEST(range_cache_segment_blocks_read_by_threads)
+{
+    read_segments_by_threads(1);
 }
 END_TEST
 
@@ -588,6 +629,7 @@ static Suite *io_suite(void)
     tcase_add_test(remote, range_cache_segment_serves_ranges_inside);
     tcase_add_test(remote, range_cache_damaged_segment_is_never_served);
     tcase_add_test(remote, range_cache_segments_read_by_threads);
+    tcase_add_test(remote, range_cache_segment_blocks_read_by_threads);
     tcase_add_test(remote, urls_are_told_from_paths);
     tcase_add_test(remote, display_name_hides_a_query);
     tcase_add_test(remote, remote_archive_is_read_only);
