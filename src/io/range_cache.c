@@ -480,11 +480,11 @@ static int open_holder(tf_range_cache *c, uint64_t off, uint64_t len, uint64_t *
     uint8_t *table = NULL;
     /* (len, from the name, is checked against the size before it sizes
      * anything) */
-    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= len &&
-              (uint64_t)st.st_size - len == holder_data(len) && read_all(fd, h, sizeof h, 0) &&
-              memcmp(h, HOLDER_MAGIC, 8) == 0 && tf_le64_get(h + 8) == off && tf_le64_get(h + 16) == len &&
-              (table = malloc(n ? 8 * n : 1)) && read_all(fd, table, 8 * n, HEADER_SIZE) &&
-              tf_hash64(table, 8 * n) == tf_le64_get(h + 24) && (*sums = malloc(n ? 8 * n : 1));
+    bool whole = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= len &&
+                 (uint64_t)st.st_size - len == holder_data(len) && read_all(fd, h, sizeof h, 0) &&
+                 memcmp(h, HOLDER_MAGIC, 8) == 0 && tf_le64_get(h + 8) == off && tf_le64_get(h + 16) == len;
+    bool memory = whole && (table = malloc(n ? 8 * n : 1)) && (*sums = malloc(n ? 8 * n : 1));
+    bool ok = memory && read_all(fd, table, 8 * n, HEADER_SIZE) && tf_hash64(table, 8 * n) == tf_le64_get(h + 24);
     for (uint64_t k = 0; ok && k < n; k++)
         (*sums)[k] = tf_le64_get(table + 8 * k);
     free(table);
@@ -492,8 +492,13 @@ static int open_holder(tf_range_cache *c, uint64_t off, uint64_t len, uint64_t *
         (void)futimens(fd, NULL); /* recently used: evicted last */
         return fd;
     }
+    if (memory) {
+        free(*sums);
+        *sums = NULL;
+    }
     close(fd);
-    unlinkat(c->dir_fd, name, 0);
+    if (!whole || memory) /* damaged, not out of memory */
+        unlinkat(c->dir_fd, name, 0);
     return -1;
 }
 
@@ -592,32 +597,35 @@ static bool open_holder_at(tf_range_cache *c, size_t *i, uint64_t off, uint64_t 
 /* Reads [off, off + len) of the holder r reads into buf, and checks
  * the blocks it touches that need it: those inside the range from buf,
  * those it covers in part whole from the file, through a spare buffer
- * (no fresh pages to fault in at each read). False when a block does
- * not have its sum, or cannot be read. */
-static bool read_checked(tf_range_cache *c, const holder_read *r, uint64_t off, uint64_t len,
-                         uint8_t *buf)
+ * (no fresh pages to fault in at each read). 0, or 1 when a block does
+ * not have its sum (damaged), -1 when the bytes cannot be read. */
+static int read_checked(tf_range_cache *c, const holder_read *r, uint64_t off, uint64_t len,
+                        uint8_t *buf)
 {
     uint64_t data = holder_data(r->len), rel = off - r->base;
-    bool ok = read_all(r->fd, buf, (size_t)len, data + rel);
+    int rc = read_all(r->fd, buf, (size_t)len, data + rel) ? 0 : -1;
     tf_buf *spare = NULL;
-    for (uint64_t k = 0; ok && k < r->n; k++) {
+    for (uint64_t k = 0; rc == 0 && k < r->n; k++) {
         if (!r->need[k])
             continue;
         uint64_t at = (r->first + k) * HOLDER_BLOCK;
         uint64_t n = r->len - at < HOLDER_BLOCK ? r->len - at : HOLDER_BLOCK;
         const uint8_t *block = at >= rel && at + n <= rel + len ? buf + (at - rel) : NULL;
         if (!block) {
-            if (!spare && !(spare = tf_spare_buf_take(&c->spare)))
-                return false;
-            spare->len = 0;
-            uint8_t *p = tf_buf_reserve(spare, (size_t)n);
-            ok = p && read_all(r->fd, p, (size_t)n, data + at);
+            uint8_t *p = NULL;
+            if (spare || (spare = tf_spare_buf_take(&c->spare))) {
+                spare->len = 0;
+                p = tf_buf_reserve(spare, (size_t)n);
+            }
+            if (!p || !read_all(r->fd, p, (size_t)n, data + at))
+                rc = -1;
             block = p;
         }
-        ok = ok && tf_hash64(block, (size_t)n) == r->sums[k];
+        if (rc == 0 && tf_hash64(block, (size_t)n) != r->sums[k])
+            rc = 1;
     }
     tf_spare_buf_give(&c->spare, spare);
-    return ok;
+    return rc;
 }
 
 /* Copies [off, off + len) from a holder of it: false when there is none
@@ -639,20 +647,20 @@ static bool get_held(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
     pthread_mutex_unlock(&c->mu);
     if (!ok)
         return false;
-    bool good = read_checked(c, &r, off, len, buf);
+    int rc = read_checked(c, &r, off, len, buf);
     pthread_mutex_lock(&c->mu);
     i = find_holder(c, r.base, r.len, true);
-    if (i < c->nholders && !good) {
+    if (i < c->nholders && rc == 1) {
         remove_holder(c, i);
         unlink_holder(c, r.base, r.len);
-    } else if (i < c->nholders && c->holders[i].checked) {
+    } else if (i < c->nholders && rc == 0 && c->holders[i].checked) {
         for (uint64_t k = 0; k < r.n; k++)
             c->holders[i].checked[r.first + k] = 1;
     }
     pthread_mutex_unlock(&c->mu);
     close(r.fd);
     free(r.sums);
-    return good;
+    return rc == 0;
 }
 
 bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
