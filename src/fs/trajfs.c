@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/malloc_tune.h"
+#include "fs/daemon.h"
 #include "fs/fs.h"
 #include "fs/fuse_api.h"
 #include "fs/log.h"
@@ -99,11 +100,16 @@ static void log_counts(const fs_state *fs, const char *archive)
 static int serve(fs_state *fs, struct fuse_args *args, const struct fuse_cmdline_opts *cmd,
                  const fs_options *o)
 {
+    fs_daemon d;
+    if (fs_daemon_start(cmd->foreground, &d) < 0)
+        return 1;
     /* The session checks libfuse's options: an unknown one fails it
      * before the archive is opened, or created. */
     struct fuse_session *se = fuse_session_new(args, &fs_ops, sizeof fs_ops, fs);
-    if (!se)
+    if (!se) {
+        fs_daemon_failed(&d);
         return 1;
+    }
     int rc = 1;
     tf_error e = { 0 };
     if (fs_state_open(fs, o, &e) < 0) {
@@ -114,7 +120,7 @@ static int serve(fs_state *fs, struct fuse_args *args, const struct fuse_cmdline
         goto close;
     if (fuse_session_mount(se, cmd->mountpoint) != 0)
         goto handlers;
-    fuse_daemonize(cmd->foreground);
+    fs_daemon_ready(&d);
     if (!cmd->foreground)
         fs_log_use_syslog();
     fs_readahead_prepare(&fs->readahead, cmd->mountpoint, o->readahead);
@@ -150,6 +156,7 @@ close:
     fs_state_close(fs);
 destroy:
     fuse_session_destroy(se);
+    fs_daemon_failed(&d); /* (nothing once it was ready) */
     return rc;
 }
 
