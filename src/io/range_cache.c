@@ -663,13 +663,20 @@ static bool get_held(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
     return rc == 0;
 }
 
+/* Opens the range entry of [off, off + len), named in name: -1 when
+ * there is none. */
+static int open_entry(const tf_range_cache *c, uint64_t off, uint64_t len, char name[ENTRY_NAME_LEN + 1])
+{
+    entry_name(off, len, false, name);
+    return open_to_read(c, name);
+}
+
 bool tf_range_cache_get(tf_range_cache *c, uint64_t off, uint64_t len, void *buf)
 {
     if (get_held(c, off, len, buf))
         return true;
     char name[ENTRY_NAME_LEN + 1];
-    entry_name(off, len, false, name);
-    int fd = open_to_read(c, name);
+    int fd = open_entry(c, off, len, name);
     if (fd < 0)
         return false;
     uint64_t o, l;
@@ -693,13 +700,12 @@ static bool held(tf_range_cache *c, uint64_t off, uint64_t len)
 
 bool tf_range_cache_will_need(tf_range_cache *c, uint64_t off, uint64_t len)
 {
-    /* A holder is read whole at its first read (its check), which the
-     * hint's reads would only compete with. */
+    /* A holder gets no hint: a read of it reads the blocks it checks at
+     * once. */
     if (held(c, off, len))
         return true;
     char name[ENTRY_NAME_LEN + 1];
-    entry_name(off, len, false, name);
-    int fd = open_to_read(c, name);
+    int fd = open_entry(c, off, len, name);
     if (fd < 0)
         return false;
     if (len <= INT64_MAX - HEADER_SIZE)
