@@ -718,7 +718,9 @@ bool tf_range_cache_will_need(tf_range_cache *c, uint64_t off, uint64_t len)
  * holder has it), or src's (a holder). */
 static void put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf, int src)
 {
-    if (len > SIZE_MAX - HEADER_SIZE || HEADER_SIZE + len > c->max || (buf && held(c, off, len)))
+    /* The bytes of its file: a holder's have its table of sums too. */
+    uint64_t size = len <= SIZE_MAX / 2 ? (buf ? HEADER_SIZE : holder_data(len)) + len : UINT64_MAX;
+    if (size > c->max || (buf && held(c, off, len)))
         return;
     char name[ENTRY_NAME_LEN + 1];
     entry_name(off, len, !buf, name);
@@ -733,7 +735,7 @@ static void put(tf_range_cache *c, uint64_t off, uint64_t len, const void *buf, 
         c->used = list_all(c, NULL, &n); /* ours included */
         c->counted = true;
     } else {
-        c->used += HEADER_SIZE + len;
+        c->used += size;
     }
     if (c->used > c->max)
         evict(c);
