@@ -1509,15 +1509,23 @@ START_TEST(commits_survive_reopen)
 }
 END_TEST
 
+/* An archive of COMMITS commits at path (ends as build_history's),
+ * opened for writing in *c. */
+static void open_history_for_writing(char path[TEST_PATH_MAX], uint64_t *ends, tf_container *c)
+{
+    test_path("a.trajfs", path);
+    build_history(path, ends);
+    tf_error e = { 0 };
+    ck_assert_msg(tf_container_open(c, path, &for_writing, &e) == 0, "%s", e.msg);
+}
+
 START_TEST(rollback_drops_uncommitted_bytes)
 {
     char path[TEST_PATH_MAX];
-    test_path("a.trajfs", path);
     uint64_t ends[COMMITS + 1];
-    build_history(path, ends);
     tf_container c;
+    open_history_for_writing(path, ends, &c);
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_container_open(&c, path, &for_writing, &e), 0);
     /* Small appends are gathered before they are written, big ones
      * written at once: the rollback drops both. */
     uint64_t off;
@@ -1559,12 +1567,10 @@ static void expect_frames(tf_container *c, const uint64_t *ends, uint64_t n)
 START_TEST(frames_follow_the_commits)
 {
     char path[TEST_PATH_MAX];
-    test_path("a.trajfs", path);
     uint64_t ends[COMMITS + 3];
-    build_history(path, ends);
     tf_container c;
+    open_history_for_writing(path, ends, &c);
     tf_error e = { 0 };
-    ck_assert_int_eq(tf_container_open(&c, path, &for_writing, &e), 0);
     expect_frames(&c, ends, COMMITS);
     tf_buf seg = { 0 };
     for (int k = COMMITS + 1; k <= COMMITS + 2; k++) {
