@@ -137,6 +137,37 @@ int tf_container_read_trailer(const tf_container *c, uint64_t off, tf_trailer *t
     return 0;
 }
 
+int tf_container_walk_trailers(const tf_container *c, uint64_t off, uint64_t top, uint64_t from,
+                               tf_trailer_visit visit, void *arg, uint64_t *before, tf_error *e)
+{
+    for (uint64_t k = top; k > from; k--) {
+        tf_trailer t;
+        /* A read that failed says why (a server's error is not damage). */
+        if (tf_container_read_trailer(c, off, &t, e) < 0) {
+            tf_error_prefix(e, "commit %llu", (unsigned long long)k);
+            return -1;
+        }
+        if (t.seq != k)
+            return tf_fail(e, EIO, "commit %llu: trailer chain broken at %llu", (unsigned long long)k,
+                           (unsigned long long)off);
+        if (visit && visit(arg, off, &t, e) < 0)
+            return -1;
+        off = t.prev;
+    }
+    *before = off;
+    return 0;
+}
+
+/* A commit's frame into the table of frames arg. */
+static int note_frame(void *arg, uint64_t off, const tf_trailer *t, tf_error *e)
+{
+    (void)e;
+    uint64_t *frames = arg;
+    frames[2 * (t->seq - 1)] = t->catalog_off;
+    frames[2 * (t->seq - 1) + 1] = off + TF_TRAILER_SIZE;
+    return 0;
+}
+
 /* The frames of the commits after the first `known` down from the
  * trailer at off (commit top) into c->frames[2 * known ...]: where they
  * meet, *met tells whether the frames known end where commit `known`'s
@@ -145,18 +176,10 @@ int tf_container_read_trailer(const tf_container *c, uint64_t off, tf_trailer *t
 static int read_frames(tf_container *c, uint64_t known, uint64_t top, uint64_t off, bool *met,
                        tf_error *e)
 {
-    for (uint64_t k = top; k > known; k--) {
-        tf_trailer t;
-        if (tf_container_read_trailer(c, off, &t, e) < 0)
-            return -1;
-        if (t.seq != k || t.catalog_off > off)
-            return tf_fail(e, EIO, "commit %llu: trailer chain broken at %llu", (unsigned long long)k,
-                           (unsigned long long)off);
-        c->frames[2 * (k - 1)] = t.catalog_off;
-        c->frames[2 * (k - 1) + 1] = off + TF_TRAILER_SIZE;
-        off = t.prev;
-    }
-    *met = !known || c->frames[2 * (known - 1) + 1] == off + TF_TRAILER_SIZE;
+    uint64_t before = 0;
+    if (tf_container_walk_trailers(c, off, top, known, note_frame, c->frames, &before, e) < 0)
+        return -1;
+    *met = !known || c->frames[2 * (known - 1) + 1] == before + TF_TRAILER_SIZE;
     return 0;
 }
 

@@ -126,6 +126,18 @@ int tf_container_pread_checked(const tf_container *c, uint64_t off, void *buf, s
 void tf_container_will_need(const tf_container *c, uint64_t off, uint64_t len);
 /* Reads the trailer at off; 0 if it is valid. */
 int tf_container_read_trailer(const tf_container *c, uint64_t off, tf_trailer *t, tf_error *e);
+/* What a walk of trailers (tf_container_walk_trailers) does with each:
+ * the one at off; a failure ends the walk with it. */
+typedef int (*tf_trailer_visit)(void *arg, uint64_t off, const tf_trailer *t, tf_error *e);
+/* Reads the trailers from the one at off, of commit top, back to that of
+ * commit from + 1 (none when from >= top), each where the one after it
+ * names: one that is not the commit expected fails (EIO, "trailer chain
+ * broken"), and a read that fails says for which commit. visit, unless
+ * NULL, sees each, the newest first. *before: where commit from's
+ * trailer must then be (0 before commit 1), for the caller to check
+ * against what it knows. */
+int tf_container_walk_trailers(const tf_container *c, uint64_t off, uint64_t top, uint64_t from,
+                               tf_trailer_visit visit, void *arg, uint64_t *before, tf_error *e);
 /* Where each commit's catalog (segment or root) starts and its trailer
  * ends, the oldest first: *n pairs at *frames (valid until the next
  * call or the close). The first call reads every trailer, later ones

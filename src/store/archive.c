@@ -954,6 +954,20 @@ typedef struct {
     tf_trailer t;
 } commit_at;
 
+/* The commits of a walk of trailers, by number from `from` + 1. */
+typedef struct {
+    commit_at *commits;
+    uint64_t from;
+} commit_list;
+
+static int note_commit(void *arg, uint64_t off, const tf_trailer *t, tf_error *e)
+{
+    (void)e;
+    commit_list *l = arg;
+    l->commits[t->seq - l->from - 1] = (commit_at){ off, *t };
+    return 0;
+}
+
 /* Trailers link backwards: those of commits from + 1 to top_seq (whose
  * trailer is at top_off), oldest first, so that their segments can be
  * applied in order. The oldest must link to the trailer of commit
@@ -966,32 +980,20 @@ static int collect_trailers(const tf_container *c, uint64_t top_off, uint64_t to
         return tf_fail(e, EIO, "trailer at %llu claims commit %llu after commit %llu",
                        (unsigned long long)top_off, (unsigned long long)top_seq,
                        (unsigned long long)from);
-    commit_at *commits = malloc(n * sizeof *commits);
-    if (!commits)
+    commit_list l = { malloc(n * sizeof *l.commits), from };
+    if (!l.commits)
         return tf_fail(e, ENOMEM, "out of memory");
-    uint64_t off = top_off;
-    for (uint64_t k = n; k-- > 0;) {
-        tf_trailer t;
-        /* A read that failed says why (a server's error is not damage). */
-        int rc = tf_container_read_trailer(c, off, &t, e);
-        if (rc < 0)
-            tf_error_prefix(e, "commit %llu", (unsigned long long)(from + k + 1));
-        else if (t.seq != from + k + 1)
-            rc = tf_fail(e, EIO, "commit %llu: trailer chain broken at %llu",
-                         (unsigned long long)(from + k + 1), (unsigned long long)off);
-        if (rc < 0) {
-            free(commits);
-            return -1;
-        }
-        commits[k] = (commit_at){ off, t };
-        off = t.prev;
+    uint64_t before;
+    if (tf_container_walk_trailers(c, top_off, top_seq, from, note_commit, &l, &before, e) < 0) {
+        free(l.commits);
+        return -1;
     }
-    if (from && off != c->end - TF_TRAILER_SIZE) {
-        free(commits);
+    if (from && before != c->end - TF_TRAILER_SIZE) {
+        free(l.commits);
         return tf_fail(e, EIO, "commit %llu does not follow commit %llu: the archive was rewritten",
                        (unsigned long long)(from + 1), (unsigned long long)from);
     }
-    *out = commits;
+    *out = l.commits;
     return 0;
 }
 

@@ -360,26 +360,21 @@ static int changes_of(const tf_archive *ar, const tf_entry *ents, size_t n, tf_s
     return 0;
 }
 
-/* Whether the commits up to top (its trailer at `at`) follow the last
- * one applied: each trailer names the one before, back to it. Otherwise
- * the archive was rewritten, and blob slots the view has may now hold
- * other bytes. */
-static int check_follows(const tf_archive *ar, const tf_trailer *top, uint64_t at, tf_error *e)
+/* Whether the commits up to top follow the last one applied: each
+ * trailer names the one before, back to it. Otherwise the archive was
+ * rewritten, and blob slots the view has may now hold other bytes. */
+static int check_follows(const tf_archive *ar, const tf_trailer *top, tf_error *e)
 {
     const uint64_t from = ar->c.has_commit ? ar->c.last.seq : 0;
-    tf_trailer t = *top;
-    for (uint64_t off = at; t.seq > from + 1;) {
-        off = t.prev;
-        uint64_t want = t.seq - 1;
-        if (tf_container_read_trailer(&ar->c, off, &t, e) < 0)
-            return -1;
-        if (t.seq != want)
-            return tf_fail(e, EIO, "commit %llu: trailer chain broken at %llu",
-                           (unsigned long long)want, (unsigned long long)off);
-    }
-    if (t.seq != from + 1 || (from && t.prev != ar->c.end - TF_TRAILER_SIZE))
+    uint64_t before = top->prev;
+    if (top->seq > from + 1 &&
+        tf_container_walk_trailers(&ar->c, top->prev, top->seq - 1, from, NULL, NULL, &before,
+                                   e) < 0)
+        return -1;
+    if (top->seq <= from || (from && before != ar->c.end - TF_TRAILER_SIZE))
         return tf_fail(e, EIO, "commit %llu does not follow commit %llu: the archive was rewritten",
-                       (unsigned long long)t.seq, (unsigned long long)from);
+                       (unsigned long long)(top->seq <= from ? top->seq : from + 1),
+                       (unsigned long long)from);
     return 0;
 }
 
@@ -393,7 +388,7 @@ int archive_paged_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *c
         return -1;
     if (!found)
         return 0;
-    if (check_follows(ar, &top, at, e) < 0)
+    if (check_follows(ar, &top, e) < 0)
         return -1;
     tf_entry *ents;
     size_t n;

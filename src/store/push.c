@@ -82,34 +82,45 @@ static int check_prefix(const tf_container *local, const tf_container *copy, tf_
     return 0;
 }
 
-/* The ends of the local commits after `from`, the oldest first. */
-static int commit_ends(const tf_container *local, uint64_t from, uint64_t **ends, size_t *n,
-                       tf_error *e)
+/* The local commits' ends, by number from the walk's `from` + 1. */
+typedef struct {
+    uint64_t *ends, from;
+} commit_ends_list;
+
+static int note_end(void *arg, uint64_t off, const tf_trailer *t, tf_error *e)
+{
+    (void)e;
+    commit_ends_list *l = arg;
+    l->ends[t->seq - l->from - 1] = off + TF_TRAILER_SIZE;
+    return 0;
+}
+
+/* The ends of the local commits that the copy lacks, the oldest first:
+ * those after its last, which must end where the copy does. */
+static int commit_ends(const tf_container *local, const tf_container *copy, uint64_t **ends,
+                       size_t *n, tf_error *e)
 {
     *ends = NULL;
     *n = 0;
-    size_t cap = 0;
-    for (uint64_t end = local->has_commit ? local->end : 0; end > from;) {
-        tf_trailer t;
-        if (tf_container_read_trailer(local, end - TF_TRAILER_SIZE, &t, e) < 0)
-            return -1;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 64;
-            uint64_t *more = realloc(*ends, cap * sizeof *more);
-            if (!more)
-                return tf_fail(e, ENOMEM, "out of memory");
-            *ends = more;
-        }
-        (*ends)[(*n)++] = end;
-        end = t.seq == 1 ? TF_SUPERBLOCK_SIZE : t.prev + TF_TRAILER_SIZE;
-        if (end < from)
-            return tf_fail(e, EIO, "%s: its commits do not meet the copy's end", local->name);
+    uint64_t top = local->has_commit ? local->last.seq : 0;
+    uint64_t from = copy->has_commit ? copy->last.seq : 0;
+    if (top <= from)
+        return 0;
+    commit_ends_list l = { calloc(top - from, sizeof *l.ends), from };
+    if (!l.ends)
+        return tf_fail(e, ENOMEM, "out of memory");
+    uint64_t before;
+    if (tf_container_walk_trailers(local, local->end - TF_TRAILER_SIZE, top, from, note_end, &l,
+                                   &before, e) < 0) {
+        free(l.ends);
+        return -1;
     }
-    for (size_t i = 0; i < *n / 2; i++) {
-        uint64_t x = (*ends)[i];
-        (*ends)[i] = (*ends)[*n - 1 - i];
-        (*ends)[*n - 1 - i] = x;
+    if ((from ? before + TF_TRAILER_SIZE : TF_SUPERBLOCK_SIZE) != copy->end) {
+        free(l.ends);
+        return tf_fail(e, EIO, "%s: its commits do not meet the copy's end", local->name);
     }
+    *ends = l.ends;
+    *n = (size_t)(top - from);
     return 0;
 }
 
@@ -123,7 +134,7 @@ int tf_pusher_push(tf_pusher *p, const char *local_path, uint64_t *commits, uint
     uint64_t *ends = NULL;
     size_t n = 0;
     int rc = open_copy(p, &local, e) < 0 || check_prefix(&local, &p->copy, e) < 0 ||
-                     commit_ends(&local, p->copy.end, &ends, &n, e) < 0
+                     commit_ends(&local, &p->copy, &ends, &n, e) < 0
                  ? -1
                  : 0;
     /* Whole commits, a segment once they make PUSH_SEGMENT bytes. */

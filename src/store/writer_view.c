@@ -88,18 +88,13 @@ static int window_start(const tf_archive *ar, uint64_t *start, tf_error *e)
 {
     const tf_container *c = &ar->c;
     *start = 0;
-    if (!c->has_commit)
+    if (!c->has_commit || c->last.seq <= TF_VIEW_COMMITS)
         return 0;
-    uint64_t off = c->end - TF_TRAILER_SIZE;
-    for (unsigned k = 0; k < TF_VIEW_COMMITS; k++) {
-        tf_trailer t;
-        if (tf_container_read_trailer(c, off, &t, e) < 0)
-            return -1;
-        if (!t.prev)
-            return 0;
-        off = t.prev;
-    }
-    *start = off + TF_TRAILER_SIZE;
+    uint64_t before;
+    if (tf_container_walk_trailers(c, c->end - TF_TRAILER_SIZE, c->last.seq,
+                                   c->last.seq - TF_VIEW_COMMITS, NULL, NULL, &before, e) < 0)
+        return -1;
+    *start = before + TF_TRAILER_SIZE;
     return 0;
 }
 
