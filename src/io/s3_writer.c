@@ -239,16 +239,22 @@ static int submit_full_parts(s3_writer *w, tf_error *e)
     return 0;
 }
 
+/* Forgets the segment's upload, completed or aborted. */
+static void forget_upload(s3_writer *w)
+{
+    free(w->upload_id);
+    w->upload_id = NULL;
+    w->nparts = 0;
+    w->parted = 0;
+}
+
 /* Drops the upload under way (its parts wait for nothing: aborted). */
 static void drop_upload(s3_writer *w)
 {
     wait_parts(w, 0, NULL);
     if (w->upload_id)
         (void)tf_s3_upload_abort(w->http, &w->req, w->key, w->upload_id, NULL);
-    free(w->upload_id);
-    w->upload_id = NULL;
-    w->nparts = 0;
-    w->parted = 0;
+    forget_upload(w);
     w->failed = false;
 }
 
@@ -459,10 +465,7 @@ static int s3w_publish(tf_io *io, tf_error *e)
         drop_upload(w);
         return -1;
     }
-    free(w->upload_id); /* completed */
-    w->upload_id = NULL;
-    w->nparts = 0;
-    w->parted = 0;
+    forget_upload(w); /* completed */
     /* The reader follows, before the bytes leave the spool: the next
      * commit reads this one. Should it fail, the commit is published all
      * the same; reads of it fail until a later poll catches up. */
@@ -580,14 +583,10 @@ static int s3w_replace(tf_io *io, int fd, uint64_t size, tf_error *e)
         rc = 0;
     else if (rc == 1)
         rc = tf_fail(e, EBUSY, "%s: another gc wrote the next generation first", w->shown);
-    if (rc < 0) {
+    if (rc < 0)
         drop_upload(w);
-    } else {
-        free(w->upload_id); /* completed */
-        w->upload_id = NULL;
-        w->nparts = 0;
-        w->parted = 0;
-    }
+    else
+        forget_upload(w); /* completed */
     w->spool = spool;
     w->published = published;
     w->end = end;
