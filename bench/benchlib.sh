@@ -81,7 +81,6 @@ unmount() {
     _status=0
     wait "$daemon" || _status=$?
     daemon=""
-    server=""
     return "$_status"
 }
 
