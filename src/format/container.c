@@ -158,6 +158,40 @@ int tf_container_walk_trailers(const tf_container *c, uint64_t off, uint64_t top
     return 0;
 }
 
+/* The commits of a collecting walk, by number from `from` + 1. */
+typedef struct {
+    tf_commit_at *commits;
+    uint64_t from;
+} commit_list;
+
+static int note_commit(void *arg, uint64_t off, const tf_trailer *t, tf_error *e)
+{
+    (void)e;
+    commit_list *l = arg;
+    l->commits[t->seq - l->from - 1] = (tf_commit_at){ off, *t };
+    return 0;
+}
+
+int tf_container_collect_trailers(const tf_container *c, uint64_t off, uint64_t top,
+                                  uint64_t from, tf_commit_at **out, uint64_t *before,
+                                  tf_error *e)
+{
+    uint64_t n = top - from;
+    if (top <= from || n > (off + TF_TRAILER_SIZE) / TF_TRAILER_SIZE)
+        return tf_fail(e, EIO, "trailer at %llu claims commit %llu after commit %llu",
+                       (unsigned long long)off, (unsigned long long)top,
+                       (unsigned long long)from);
+    commit_list l = { malloc(n * sizeof *l.commits), from };
+    if (!l.commits)
+        return tf_fail(e, ENOMEM, "out of memory");
+    if (tf_container_walk_trailers(c, off, top, from, note_commit, &l, before, e) < 0) {
+        free(l.commits);
+        return -1;
+    }
+    *out = l.commits;
+    return 0;
+}
+
 /* A commit's frame into the table of frames arg. */
 static int note_frame(void *arg, uint64_t off, const tf_trailer *t, tf_error *e)
 {

@@ -138,6 +138,19 @@ typedef int (*tf_trailer_visit)(void *arg, uint64_t off, const tf_trailer *t, tf
  * against what it knows. */
 int tf_container_walk_trailers(const tf_container *c, uint64_t off, uint64_t top, uint64_t from,
                                tf_trailer_visit visit, void *arg, uint64_t *before, tf_error *e);
+/* A commit's trailer and where it is. */
+typedef struct {
+    uint64_t off;
+    tf_trailer t;
+} tf_commit_at;
+/* The trailers of commits from + 1 to top (its trailer at off, top >
+ * from), oldest first, into *out (the caller frees it), by the walk
+ * above, whose *before it gives. Fails (EIO) when top claims more
+ * commits than the bytes up to its trailer can hold: what is allocated
+ * is bounded by the archive's size. */
+int tf_container_collect_trailers(const tf_container *c, uint64_t off, uint64_t top,
+                                  uint64_t from, tf_commit_at **out, uint64_t *before,
+                                  tf_error *e);
 /* Where each commit's catalog (segment or root) starts and its trailer
  * ends, the oldest first: *n pairs at *frames (valid until the next
  * call or the close). The first call reads every trailer, later ones

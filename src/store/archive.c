@@ -948,52 +948,22 @@ static int check_tree_after(const tf_archive *ar, const tf_segment *seg, tf_erro
 
 /* ---- open and refresh ---- */
 
-/* A commit to apply: its trailer, and where that is. */
-typedef struct {
-    uint64_t off;
-    tf_trailer t;
-} commit_at;
-
-/* The commits of a walk of trailers, by number from `from` + 1. */
-typedef struct {
-    commit_at *commits;
-    uint64_t from;
-} commit_list;
-
-static int note_commit(void *arg, uint64_t off, const tf_trailer *t, tf_error *e)
-{
-    (void)e;
-    commit_list *l = arg;
-    l->commits[t->seq - l->from - 1] = (commit_at){ off, *t };
-    return 0;
-}
-
 /* Trailers link backwards: those of commits from + 1 to top_seq (whose
  * trailer is at top_off), oldest first, so that their segments can be
  * applied in order. The oldest must link to the trailer of commit
  * `from`, the last one applied (0: none). */
 static int collect_trailers(const tf_container *c, uint64_t top_off, uint64_t top_seq,
-                            uint64_t from, commit_at **out, tf_error *e)
+                            uint64_t from, tf_commit_at **out, tf_error *e)
 {
-    uint64_t n = top_seq - from;
-    if (top_seq <= from || n > (top_off + TF_TRAILER_SIZE) / TF_TRAILER_SIZE)
-        return tf_fail(e, EIO, "trailer at %llu claims commit %llu after commit %llu",
-                       (unsigned long long)top_off, (unsigned long long)top_seq,
-                       (unsigned long long)from);
-    commit_list l = { malloc(n * sizeof *l.commits), from };
-    if (!l.commits)
-        return tf_fail(e, ENOMEM, "out of memory");
     uint64_t before;
-    if (tf_container_walk_trailers(c, top_off, top_seq, from, note_commit, &l, &before, e) < 0) {
-        free(l.commits);
+    if (tf_container_collect_trailers(c, top_off, top_seq, from, out, &before, e) < 0)
         return -1;
-    }
     if (from && before != c->end - TF_TRAILER_SIZE) {
-        free(l.commits);
+        free(*out);
+        *out = NULL;
         return tf_fail(e, EIO, "commit %llu does not follow commit %llu: the archive was rewritten",
                        (unsigned long long)(from + 1), (unsigned long long)from);
     }
-    *out = l.commits;
     return 0;
 }
 
@@ -1011,7 +981,7 @@ static int collect_trailers(const tf_container *c, uint64_t top_off, uint64_t to
 
 typedef struct {
     tf_archive *ar;
-    const commit_at *commits;
+    const tf_commit_at *commits;
     size_t n;
     bool live;
     const tf_archive_hooks *hooks;
@@ -1102,7 +1072,7 @@ static int apply_segments(void *arg, size_t j, tf_error *e)
 /* Applies the n commits, in order; an open checks the tree once all are
  * applied. One thread reads ahead where there are two processors (none:
  * each segment is read, then applied). */
-static int apply_commits(tf_archive *ar, const commit_at *commits, uint64_t n, bool live,
+static int apply_commits(tf_archive *ar, const tf_commit_at *commits, uint64_t n, bool live,
                          const tf_archive_hooks *hooks, bool *changed, tf_error *e)
 {
     replay r = { .ar = ar, .commits = commits, .n = n, .live = live, .hooks = hooks,
@@ -1126,7 +1096,7 @@ static int load_catalog(tf_archive *ar, const tf_open_opts *o, tf_error *e)
     ar->table = true;
     if (!ar->c.has_commit)
         return 0;
-    commit_at *commits = NULL;
+    tf_commit_at *commits = NULL;
     uint64_t top = ar->c.end - TF_TRAILER_SIZE;
     if (collect_trailers(&ar->c, top, ar->c.last.seq, 0, &commits, e) < 0)
         return -1;
@@ -1155,7 +1125,7 @@ int tf_archive_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *chan
         return archive_paged_refresh(ar, hooks, changed, e);
     tf_trailer top;
     uint64_t at;
-    commit_at *commits = NULL;
+    tf_commit_at *commits = NULL;
     bool found;
     if (tf_container_poll(&ar->c, &top, &at, &found, e) < 0)
         return -1;

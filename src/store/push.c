@@ -82,44 +82,26 @@ static int check_prefix(const tf_container *local, const tf_container *copy, tf_
     return 0;
 }
 
-/* The local commits' ends, by number from the walk's `from` + 1. */
-typedef struct {
-    uint64_t *ends, from;
-} commit_ends_list;
-
-static int note_end(void *arg, uint64_t off, const tf_trailer *t, tf_error *e)
+/* The local commits that the copy lacks, the oldest first: those after
+ * its last, which must end where the copy does. */
+static int missing_commits(const tf_container *local, const tf_container *copy,
+                           tf_commit_at **commits, size_t *n, tf_error *e)
 {
-    (void)e;
-    commit_ends_list *l = arg;
-    l->ends[t->seq - l->from - 1] = off + TF_TRAILER_SIZE;
-    return 0;
-}
-
-/* The ends of the local commits that the copy lacks, the oldest first:
- * those after its last, which must end where the copy does. */
-static int commit_ends(const tf_container *local, const tf_container *copy, uint64_t **ends,
-                       size_t *n, tf_error *e)
-{
-    *ends = NULL;
+    *commits = NULL;
     *n = 0;
     uint64_t top = local->has_commit ? local->last.seq : 0;
     uint64_t from = copy->has_commit ? copy->last.seq : 0;
     if (top <= from)
         return 0;
-    commit_ends_list l = { calloc(top - from, sizeof *l.ends), from };
-    if (!l.ends)
-        return tf_fail(e, ENOMEM, "out of memory");
     uint64_t before;
-    if (tf_container_walk_trailers(local, local->end - TF_TRAILER_SIZE, top, from, note_end, &l,
-                                   &before, e) < 0) {
-        free(l.ends);
+    if (tf_container_collect_trailers(local, local->end - TF_TRAILER_SIZE, top, from, commits,
+                                      &before, e) < 0)
         return -1;
-    }
     if ((from ? before + TF_TRAILER_SIZE : TF_SUPERBLOCK_SIZE) != copy->end) {
-        free(l.ends);
+        free(*commits);
+        *commits = NULL;
         return tf_fail(e, EIO, "%s: its commits do not meet the copy's end", local->name);
     }
-    *ends = l.ends;
     *n = (size_t)(top - from);
     return 0;
 }
@@ -131,27 +113,28 @@ int tf_pusher_push(tf_pusher *p, const char *local_path, uint64_t *commits, uint
     tf_container local;
     if (tf_container_open(&local, local_path, NULL, e) < 0)
         return -1;
-    uint64_t *ends = NULL;
+    tf_commit_at *missing = NULL;
     size_t n = 0;
     int rc = open_copy(p, &local, e) < 0 || check_prefix(&local, &p->copy, e) < 0 ||
-                     commit_ends(&local, &p->copy, &ends, &n, e) < 0
+                     missing_commits(&local, &p->copy, &missing, &n, e) < 0
                  ? -1
                  : 0;
     /* Whole commits, a segment once they make PUSH_SEGMENT bytes. */
     uint64_t from = p->copy.end;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (i + 1 < n && ends[i] - from < PUSH_SEGMENT)
+        uint64_t end = missing[i].off + TF_TRAILER_SIZE;
+        if (i + 1 < n && end - from < PUSH_SEGMENT)
             continue;
-        rc = tf_container_copy_commits(&p->copy, &local, ends[i], e);
+        rc = tf_container_copy_commits(&p->copy, &local, end, e);
         if (rc == 0) {
             if (progress)
-                progress(arg, ends[i] - from);
-            *bytes += ends[i] - from;
+                progress(arg, end - from);
+            *bytes += end - from;
             *commits = i + 1;
-            from = ends[i];
+            from = end;
         }
     }
-    free(ends);
+    free(missing);
     tf_container_close(&local);
     return rc;
 }
