@@ -372,20 +372,33 @@ static bool write_all(int fd, const void *buf, size_t len)
     return tf_write_full(fd, buf, len) == 0;
 }
 
-/* Whether the entry file fd is whole: its header's magic, and a size
- * that its header's length (at most cap) makes; *off, *len and *hash
- * from the header. */
-static bool entry_header(int fd, uint64_t *off, uint64_t *len, uint64_t *hash, uint64_t cap)
+/* Whether the entry file fd is whole: its header's magic (of a holder
+ * where kept, else of a range), and a size that its header's length (at
+ * most cap) makes; *off, *len and *hash from the header. */
+static bool entry_header(int fd, bool kept, uint64_t *off, uint64_t *len, uint64_t *hash,
+                         uint64_t cap)
 {
     uint8_t h[HEADER_SIZE];
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < HEADER_SIZE ||
-        !read_all(fd, h, sizeof h, 0) || memcmp(h, ENTRY_MAGIC, 8) != 0)
+        !read_all(fd, h, sizeof h, 0) || memcmp(h, kept ? HOLDER_MAGIC : ENTRY_MAGIC, 8) != 0)
         return false;
     *off = tf_le64_get(h + 8);
     *len = tf_le64_get(h + 16);
     *hash = tf_le64_get(h + 24);
-    return *len <= cap && (uint64_t)st.st_size == HEADER_SIZE + *len;
+    /* len is checked against the size before it sizes anything */
+    return *len <= cap && (uint64_t)st.st_size >= *len &&
+           (uint64_t)st.st_size - *len == (kept ? holder_data(*len) : HEADER_SIZE);
+}
+
+/* The header of an entry (a holder where kept, else a range). */
+static void fill_header(uint8_t h[HEADER_SIZE], bool kept, uint64_t off, uint64_t len,
+                        uint64_t hash)
+{
+    memcpy(h, kept ? HOLDER_MAGIC : ENTRY_MAGIC, 8);
+    tf_le64_put(h + 8, off);
+    tf_le64_put(h + 16, len);
+    tf_le64_put(h + 24, hash);
 }
 
 /* Reads an entry file: its header says [off, off + len), len at most
@@ -394,7 +407,7 @@ static bool entry_header(int fd, uint64_t *off, uint64_t *len, uint64_t *hash, u
 static bool read_entry(int fd, uint64_t *off, uint64_t *len, void *buf, uint64_t cap)
 {
     uint64_t hash;
-    return entry_header(fd, off, len, &hash, cap < SIZE_MAX ? cap : SIZE_MAX) &&
+    return entry_header(fd, false, off, len, &hash, cap < SIZE_MAX ? cap : SIZE_MAX) &&
            read_all(fd, buf, (size_t)*len, HEADER_SIZE) && tf_hash64(buf, (size_t)*len) == hash;
 }
 
@@ -419,10 +432,7 @@ static bool write_holder(int fd, uint64_t off, uint64_t len, int src)
         tf_le64_put(table + 8 * k, sum);
     }
     uint8_t h[HEADER_SIZE];
-    memcpy(h, HOLDER_MAGIC, 8);
-    tf_le64_put(h + 8, off);
-    tf_le64_put(h + 16, len);
-    tf_le64_put(h + 24, ok ? tf_hash64(table, 8 * n) : 0);
+    fill_header(h, true, off, len, ok ? tf_hash64(table, 8 * n) : 0);
     ok = ok && tf_pwrite_full(fd, table, 8 * n, HEADER_SIZE) == 0 && tf_pwrite_full(fd, h, sizeof h, 0) == 0;
     free(table);
     return ok;
@@ -442,10 +452,7 @@ static bool write_entry(tf_range_cache *c, const char *name, uint64_t off, uint6
     bool ok;
     if (buf) {
         uint8_t h[HEADER_SIZE];
-        memcpy(h, ENTRY_MAGIC, 8);
-        tf_le64_put(h + 8, off);
-        tf_le64_put(h + 16, len);
-        tf_le64_put(h + 24, tf_hash64(buf, (size_t)len));
+        fill_header(h, false, off, len, tf_hash64(buf, (size_t)len));
         ok = write_all(fd, h, sizeof h) && write_all(fd, buf, (size_t)len);
     } else {
         ok = write_holder(fd, off, len, src);
@@ -474,20 +481,14 @@ static int open_holder(tf_range_cache *c, uint64_t off, uint64_t len, uint64_t *
     int fd = open_to_read(c, name);
     if (fd < 0)
         return -1;
-    uint8_t h[HEADER_SIZE];
-    struct stat st;
-    uint64_t n = holder_blocks(len);
-    uint8_t *table = NULL;
-    /* (len, from the name, is checked against the size before it sizes
-     * anything) */
-    bool whole = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= len &&
-                 (uint64_t)st.st_size - len == holder_data(len) && read_all(fd, h, sizeof h, 0) &&
-                 memcmp(h, HOLDER_MAGIC, 8) == 0 && tf_le64_get(h + 8) == off && tf_le64_get(h + 16) == len;
-    bool memory = whole && (table = malloc(n ? 8 * n : 1)) && (*sums = malloc(n ? 8 * n : 1));
-    bool ok = memory && read_all(fd, table, 8 * n, HEADER_SIZE) && tf_hash64(table, 8 * n) == tf_le64_get(h + 24);
+    uint64_t o, l, hash, n = holder_blocks(len);
+    bool whole = entry_header(fd, true, &o, &l, &hash, UINT64_MAX) && o == off && l == len;
+    bool memory = whole && (*sums = malloc(n ? 8 * n : 1));
+    /* the table read in place, its little-endian sums then made values */
+    uint8_t *table = (uint8_t *)*sums;
+    bool ok = memory && read_all(fd, table, 8 * n, HEADER_SIZE) && tf_hash64(table, 8 * n) == hash;
     for (uint64_t k = 0; ok && k < n; k++)
         (*sums)[k] = tf_le64_get(table + 8 * k);
-    free(table);
     if (ok) {
         (void)futimens(fd, NULL); /* recently used: evicted last */
         return fd;
