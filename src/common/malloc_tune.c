@@ -1,9 +1,12 @@
 #include "common/malloc_tune.h"
 
 #include <malloc.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define HUGE_PAGES_TUNABLE "glibc.malloc.hugetlb"
@@ -35,4 +38,30 @@ void tf_malloc_reuse(void)
 {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
+
+void tf_malloc_one_heap(void)
+{
+    mallopt(M_ARENA_MAX, 1);
+}
+
+#define THREAD_HEAP_BYTES ((size_t)16 << 20)
+#define HUGE_PAGE_BYTES ((uintptr_t)2 << 20)
+
+void tf_malloc_thread_heap(void)
+{
+#if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
+    static _Thread_local bool ready;
+    if (ready)
+        return;
+    ready = true;
+    uint8_t *block = malloc(THREAD_HEAP_BYTES);
+    if (!block)
+        return;
+    uintptr_t lo = ((uintptr_t)block + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1);
+    uintptr_t hi = ((uintptr_t)block + THREAD_HEAP_BYTES) & ~(HUGE_PAGE_BYTES - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* a hint: where refused, 4 KiB pages */
+    free(block);
+#endif
 }

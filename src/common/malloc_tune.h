@@ -24,4 +24,28 @@ void tf_malloc_huge_pages(char **argv);
  * chunks) are mapped on their own (tf_cache_buffer). */
 void tf_malloc_reuse(void);
 
+/* Readies the calling thread's heap for huge pages, once a thread (later
+ * calls return at once): first thing in a worker thread. glibc gives each
+ * thread an arena of its own, whose heap it makes writable a few pages at
+ * a time and does not advise for huge pages: every 4 KiB page a worker
+ * touched first was a fault, 10-13 us each in a virtual machine. This
+ * takes a block of 16 MiB from the thread's heap, advises its whole huge
+ * pages and frees it: with tf_malloc_reuse the heap keeps those writable
+ * pages, and the thread's first blocks are carved from them, a fault per
+ * 2 MiB (elsewhere the block is mapped apart and unmapped again, to no
+ * effect). `trajpack add` of a bf16 checkpoint took 0.77x the time. */
+void tf_malloc_thread_heap(void);
+
+/* Has every thread allocate from the main heap, which grows by whole huge
+ * pages (tf_malloc_huge_pages), instead of an arena of its own: for the
+ * daemon, whose libfuse threads are a dozen, each decoding now and then.
+ * Their own arenas cost each of them its first pages' faults (3,500 in a
+ * cold read of the benchmark's oldest checkpoint, 400 with one heap, and
+ * 0.88x the time). Threads that allocate at the same time meet on the
+ * heap's lock: `trajpack create` of 1,000 small checkpoints took 1.43x as
+ * long with one heap, so trajpack keeps the arenas; writes of small
+ * checkpoints into a mount took the same time either way. Before threads
+ * start. */
+void tf_malloc_one_heap(void);
+
 #endif

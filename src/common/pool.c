@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "common/malloc_tune.h"
+
 typedef struct {
     void (*fn)(void *arg);
     void *arg;
@@ -24,6 +26,7 @@ struct tf_pool {
 static void *thread_main(void *arg)
 {
     tf_pool *p = arg;
+    tf_malloc_thread_heap();
     pthread_mutex_lock(&p->lock);
     for (;;) {
         while (!p->len && !p->stop)
