@@ -1121,16 +1121,16 @@ int tf_archive_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *chan
     *changed = false;
     if (ar->c.writable)
         return tf_fail(e, EINVAL, "the archive's writer has no other writer to follow");
-    if (ar->paged)
-        return archive_paged_refresh(ar, hooks, changed, e);
     tf_trailer top;
     uint64_t at;
-    tf_commit_at *commits = NULL;
     bool found;
     if (tf_container_poll(&ar->c, &top, &at, &found, e) < 0)
         return -1;
     if (!found)
         return 0;
+    if (ar->paged)
+        return archive_paged_refresh(ar, &top, at, hooks, changed, e);
+    tf_commit_at *commits = NULL;
     uint64_t from = ar->c.has_commit ? ar->c.last.seq : 0;
     if (collect_trailers(&ar->c, at, top.seq, from, &commits, e) < 0)
         return -1;

@@ -108,8 +108,10 @@ int archive_paged_prepare(tf_archive *ar, tf_segment *seg, tf_error *e);
 int archive_paged_commit(tf_archive *ar, tf_segment *seg, tf_commit_mode mode,
                          bool *previous_synced, tf_error *e);
 void archive_paged_applied(tf_archive *ar, const tf_segment *seg);
-int archive_paged_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *changed,
-                          tf_error *e);
+/* Applies the commits up to top, the newest trailer (at its offset at),
+ * that a poll found. */
+int archive_paged_refresh(tf_archive *ar, const tf_trailer *top, uint64_t at,
+                          const tf_archive_hooks *hooks, bool *changed, tf_error *e);
 /* A writer without the table loads it (and its chain counts and flags),
  * and from then on answers as a writer of version 1 does: for what
  * needs every record (liveness), or records of an earlier writer. */

@@ -378,21 +378,14 @@ static int check_follows(const tf_archive *ar, const tf_trailer *top, tf_error *
     return 0;
 }
 
-int archive_paged_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *changed,
-                          tf_error *e)
+int archive_paged_refresh(tf_archive *ar, const tf_trailer *top, uint64_t at,
+                          const tf_archive_hooks *hooks, bool *changed, tf_error *e)
 {
-    tf_trailer top;
-    uint64_t at;
-    bool found;
-    if (tf_container_poll(&ar->c, &top, &at, &found, e) < 0)
-        return -1;
-    if (!found)
-        return 0;
-    if (check_follows(ar, &top, e) < 0)
+    if (check_follows(ar, top, e) < 0)
         return -1;
     tf_entry *ents;
     size_t n;
-    if (tf_paged_follow(ar->paged, &top, ar->entries, ar->nentries, &ents, &n, e) < 0)
+    if (tf_paged_follow(ar->paged, top, ar->entries, ar->nentries, &ents, &n, e) < 0)
         return -1;
     tf_archive view = { .entries = ents, .nentries = n, .borrowed = true };
     tf_segment seg;
@@ -409,7 +402,7 @@ int archive_paged_refresh(tf_archive *ar, const tf_archive_hooks *hooks, bool *c
     ar->entries = ents;
     ar->nentries = ar->entries_cap = n;
     take_root(ar);
-    ar->c.last = top;
+    ar->c.last = *top;
     ar->c.has_commit = true;
     ar->c.end = at + TF_TRAILER_SIZE;
     if (hooks)
