@@ -34,34 +34,49 @@ void tf_malloc_huge_pages(char **argv)
 #endif
 }
 
+/* Blocks from this size on are mapped on their own (tf_malloc_reuse). */
+#define MMAP_THRESHOLD_BYTES ((size_t)32 << 20)
+
 void tf_malloc_reuse(void)
 {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_MMAP_THRESHOLD, (int)MMAP_THRESHOLD_BYTES);
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
+/* Set by tf_malloc_one_heap: threads then have no heap of their own to
+ * ready. */
+static bool one_heap;
+
 void tf_malloc_one_heap(void)
 {
+    one_heap = true;
     mallopt(M_ARENA_MAX, 1);
 }
 
-#define THREAD_HEAP_BYTES ((size_t)16 << 20)
+/* A thread's heap holds at most 64 MiB (glibc's HEAP_MAX_SIZE): two
+ * blocks just under the mapping threshold ready most of it. */
+#define THREAD_HEAP_BLOCKS 2
+#define THREAD_HEAP_BLOCK_BYTES (MMAP_THRESHOLD_BYTES - ((size_t)2 << 20))
 #define HUGE_PAGE_BYTES ((uintptr_t)2 << 20)
 
 void tf_malloc_thread_heap(void)
 {
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
     static _Thread_local bool ready;
-    if (ready)
+    if (ready || one_heap)
         return;
     ready = true;
-    uint8_t *block = malloc(THREAD_HEAP_BYTES);
-    if (!block)
-        return;
-    uintptr_t lo = ((uintptr_t)block + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1);
-    uintptr_t hi = ((uintptr_t)block + THREAD_HEAP_BYTES) & ~(HUGE_PAGE_BYTES - 1);
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* a hint: where refused, 4 KiB pages */
-    free(block);
+    uint8_t *blocks[THREAD_HEAP_BLOCKS];
+    for (unsigned i = 0; i < THREAD_HEAP_BLOCKS; i++) {
+        uint8_t *block = blocks[i] = malloc(THREAD_HEAP_BLOCK_BYTES);
+        if (!block)
+            continue;
+        uintptr_t lo = ((uintptr_t)block + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1);
+        uintptr_t hi = ((uintptr_t)block + THREAD_HEAP_BLOCK_BYTES) & ~(HUGE_PAGE_BYTES - 1);
+        if (hi > lo)
+            madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* a hint: where refused, 4 KiB pages */
+    }
+    for (unsigned i = 0; i < THREAD_HEAP_BLOCKS; i++)
+        free(blocks[i]);
 #endif
 }
