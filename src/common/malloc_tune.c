@@ -36,16 +36,18 @@ void tf_malloc_huge_pages(char **argv)
 
 /* Blocks from this size on are mapped on their own (tf_malloc_reuse). */
 #define MMAP_THRESHOLD_BYTES ((size_t)32 << 20)
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+
+/* What a thread's heap can be readied for (tf_malloc_thread_heap): only
+ * where freed blocks stay in it, and threads have heaps of their own. */
+static bool heaps_keep, one_heap;
 
 void tf_malloc_reuse(void)
 {
     mallopt(M_MMAP_THRESHOLD, (int)MMAP_THRESHOLD_BYTES);
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    heaps_keep = true;
 }
-
-/* Set by tf_malloc_one_heap: threads then have no heap of their own to
- * ready. */
-static bool one_heap;
 
 void tf_malloc_one_heap(void)
 {
@@ -54,16 +56,15 @@ void tf_malloc_one_heap(void)
 }
 
 /* A thread's heap holds at most 64 MiB (glibc's HEAP_MAX_SIZE): two
- * blocks just under the mapping threshold ready most of it. */
+ * blocks a huge page under the mapping threshold ready most of it. */
 #define THREAD_HEAP_BLOCKS 2
-#define THREAD_HEAP_BLOCK_BYTES (MMAP_THRESHOLD_BYTES - ((size_t)2 << 20))
-#define HUGE_PAGE_BYTES ((uintptr_t)2 << 20)
+#define THREAD_HEAP_BLOCK_BYTES (MMAP_THRESHOLD_BYTES - HUGE_PAGE_BYTES)
 
 void tf_malloc_thread_heap(void)
 {
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
     static _Thread_local bool ready;
-    if (ready || one_heap)
+    if (ready || !heaps_keep || one_heap)
         return;
     ready = true;
     uint8_t *blocks[THREAD_HEAP_BLOCKS];
