@@ -11,12 +11,22 @@
 
 #define HUGE_PAGES_TUNABLE "glibc.malloc.hugetlb"
 
+/* What a thread's heap can be readied for (tf_malloc_thread_heap): only
+ * where the heap is to use huge pages, freed blocks stay in it, and
+ * threads have heaps of their own. */
+static bool huge_pages, heaps_keep, one_heap;
+
 void tf_malloc_huge_pages(char **argv)
 {
 #ifdef __GLIBC__
     const char *tunables = getenv("GLIBC_TUNABLES");
-    if (tunables && strstr(tunables, HUGE_PAGES_TUNABLE))
-        return; /* set already: by us before the restart, or by the user */
+    const char *set = tunables ? strstr(tunables, HUGE_PAGES_TUNABLE) : NULL;
+    if (set) {
+        /* set already: by us before the restart, or by the user (0: off) */
+        const char *v = set + strlen(HUGE_PAGES_TUNABLE);
+        huge_pages = v[0] == '=' && (v[1] == '1' || v[1] == '2');
+        return;
+    }
     char value[4096];
     int n = tunables ? snprintf(value, sizeof value, "%s:%s=1", tunables, HUGE_PAGES_TUNABLE)
                      : snprintf(value, sizeof value, "%s=1", HUGE_PAGES_TUNABLE);
@@ -37,10 +47,6 @@ void tf_malloc_huge_pages(char **argv)
 /* Blocks from this size on are mapped on their own (tf_malloc_reuse). */
 #define MMAP_THRESHOLD_BYTES ((size_t)32 << 20)
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
-
-/* What a thread's heap can be readied for (tf_malloc_thread_heap): only
- * where freed blocks stay in it, and threads have heaps of their own. */
-static bool heaps_keep, one_heap;
 
 void tf_malloc_reuse(void)
 {
@@ -64,7 +70,7 @@ void tf_malloc_thread_heap(void)
 {
 #if defined(__GLIBC__) && defined(MADV_HUGEPAGE)
     static _Thread_local bool ready;
-    if (ready || !heaps_keep || one_heap)
+    if (ready || !huge_pages || !heaps_keep || one_heap)
         return;
     ready = true;
     uint8_t *blocks[THREAD_HEAP_BLOCKS];

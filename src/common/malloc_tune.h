@@ -24,18 +24,19 @@ void tf_malloc_huge_pages(char **argv);
  * chunks) are mapped on their own (tf_cache_buffer). */
 void tf_malloc_reuse(void);
 
-/* Readies the calling thread's heap for huge pages, once a thread (later
- * calls return at once, and all calls do unless tf_malloc_reuse ran and
- * tf_malloc_one_heap did not): first thing in a worker thread. glibc gives each thread an arena of its own, whose
- * heap it makes writable a few pages at a time and does not advise for
- * huge pages: every 4 KiB page a worker touched first was a fault, 10-13
- * us each in a virtual machine. This takes two blocks of 30 MiB from the
- * thread's heap, advises their whole huge pages and frees them: with
- * tf_malloc_reuse the heap keeps those writable pages, and the thread's
- * blocks are carved from them, a fault per 2 MiB. The pages are only
- * reserved: memory is used as they are touched. `trajpack add` of an
- * AdamW checkpoint took 0.23 s instead of 0.37 s (one block of 16 MiB:
- * 0.31 s), of a bf16 checkpoint 0.107 s instead of 0.153 s. */
+/* Readies the calling thread's heap for huge pages, once a thread: first
+ * thing in a worker thread. Later calls return at once, and so do all
+ * calls unless tf_malloc_huge_pages left huge pages on, tf_malloc_reuse
+ * ran and tf_malloc_one_heap did not. glibc gives each thread an arena
+ * of its own, whose heap it makes writable a few pages at a time and
+ * does not advise for huge pages: every 4 KiB page a worker touched first
+ * was a fault, 10-13 us each in a virtual machine. This takes two blocks
+ * of 30 MiB from the thread's heap, advises their whole huge pages and
+ * frees them: the heap keeps those writable pages (tf_malloc_reuse), and
+ * the thread's blocks are carved from them, a fault per 2 MiB. The pages
+ * are only reserved: memory is used as they are touched. `trajpack add`
+ * of an AdamW checkpoint took 0.23 s instead of 0.37 s (one block of 16
+ * MiB: 0.31 s), of a bf16 checkpoint 0.107 s instead of 0.153 s. */
 void tf_malloc_thread_heap(void);
 
 /* Has every thread allocate from the main heap, which grows by whole huge
