@@ -46,7 +46,6 @@ void tf_malloc_huge_pages(char **argv)
 
 /* Blocks from this size on are mapped on their own (tf_malloc_reuse). */
 #define MMAP_THRESHOLD_BYTES ((size_t)32 << 20)
-#define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
 void tf_malloc_reuse(void)
 {
@@ -64,7 +63,7 @@ void tf_malloc_one_heap(void)
 /* A thread's heap holds at most 64 MiB (glibc's HEAP_MAX_SIZE): two
  * blocks a huge page under the mapping threshold ready most of it. */
 #define THREAD_HEAP_BLOCKS 2
-#define THREAD_HEAP_BLOCK_BYTES (MMAP_THRESHOLD_BYTES - HUGE_PAGE_BYTES)
+#define THREAD_HEAP_BLOCK_BYTES (MMAP_THRESHOLD_BYTES - TF_HUGE_PAGE_BYTES)
 
 void tf_malloc_thread_heap(void)
 {
@@ -78,8 +77,8 @@ void tf_malloc_thread_heap(void)
         uint8_t *block = blocks[i] = malloc(THREAD_HEAP_BLOCK_BYTES);
         if (!block)
             continue;
-        uintptr_t lo = ((uintptr_t)block + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1);
-        uintptr_t hi = ((uintptr_t)block + THREAD_HEAP_BLOCK_BYTES) & ~(HUGE_PAGE_BYTES - 1);
+        uintptr_t lo = ((uintptr_t)block + TF_HUGE_PAGE_BYTES - 1) & ~(TF_HUGE_PAGE_BYTES - 1);
+        uintptr_t hi = ((uintptr_t)block + THREAD_HEAP_BLOCK_BYTES) & ~(TF_HUGE_PAGE_BYTES - 1);
         if (hi > lo)
             madvise((void *)lo, hi - lo, MADV_HUGEPAGE); /* a hint: where refused, 4 KiB pages */
     }

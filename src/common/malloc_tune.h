@@ -2,6 +2,12 @@
 #ifndef TRAJFS_COMMON_MALLOC_TUNE_H
 #define TRAJFS_COMMON_MALLOC_TUNE_H
 
+#include <stddef.h>
+
+/* The size of a transparent huge page on x86-64 and arm64 (4 KiB base
+ * pages). */
+#define TF_HUGE_PAGE_BYTES ((size_t)2 << 20)
+
 /* Has malloc back its blocks with transparent huge pages where the
  * system allows them on request (madvise). Encoding a checkpoint touches
  * tens of megabytes of fresh memory (fields, streams, the deltas a

@@ -8,10 +8,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* The size of a transparent huge page on x86-64 and arm64 (4 KiB base
- * pages): that of a region that blocks share, and the alignment of every
- * region. */
-#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+#include "common/malloc_tune.h"
+
 /* Free regions kept for reuse, besides the shared one: a region kept
  * costs neither a mapping nor faults nor the kernel's zeroing of its
  * pages. */
@@ -71,13 +69,13 @@ static tf_block_region *map_region(const tf_block_pool *p, size_t size)
     tf_block_region *r = malloc(sizeof *r);
     if (!r)
         return NULL;
-    const size_t span = size + HUGE_PAGE_BYTES - p->page;
+    const size_t span = size + TF_HUGE_PAGE_BYTES - p->page;
     uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
         free(r);
         return NULL;
     }
-    uint8_t *base = m + (HUGE_PAGE_BYTES - (uintptr_t)m % HUGE_PAGE_BYTES) % HUGE_PAGE_BYTES;
+    uint8_t *base = m + (TF_HUGE_PAGE_BYTES - (uintptr_t)m % TF_HUGE_PAGE_BYTES) % TF_HUGE_PAGE_BYTES;
     if (base > m)
         munmap(m, (size_t)(base - m));
     if (m + span > base + size)
@@ -117,10 +115,10 @@ static void keep_spare(tf_block_pool *p, tf_block_region *r)
  * for a block of a huge page or less, else a kept or new one. */
 static tf_block_region *region_for(tf_block_pool *p, size_t need)
 {
-    const bool shares = need <= HUGE_PAGE_BYTES;
+    const bool shares = need <= TF_HUGE_PAGE_BYTES;
     if (shares && p->shared && p->shared->size - p->shared->used >= need)
         return p->shared;
-    const size_t size = shares ? HUGE_PAGE_BYTES : need;
+    const size_t size = shares ? TF_HUGE_PAGE_BYTES : need;
     tf_block_region *r = take_spare(p, size);
     if (!r)
         r = map_region(p, size);
