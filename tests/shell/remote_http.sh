@@ -70,12 +70,15 @@ TRAJFS_REMOTE_OPTIONS=cache_dir=$cache "$TRAJPACK" verify -q "$url" > /dev/null 
     fail "verify through the cache failed"
 
 start_mount "$url" "$TEST_TMP/m1" -o cache_dir="$cache"
+first=$DAEMON_PID
 start_mount "$url" "$TEST_TMP/m2" -o cache_dir="$cache"
 all_same "$src" "$TEST_TMP/m1/src"
 all_same "$src" "$TEST_TMP/m2/src"
 fusermount3 -u "$TEST_TMP/m1"
 fusermount3 -u "$TEST_TMP/m2"
-sleep 0.2
+# Their counts of requests are written as they exit.
+wait_daemon "$first" || fail "the first warm mount exited with an error"
+wait_daemon "$DAEMON_PID" || fail "the second warm mount exited with an error"
 for m in m1 m2; do
     warm=$(requests "$TEST_TMP/$m.log")
     # The ends tell what the object is now: always fetched; all else cached.
