@@ -263,6 +263,12 @@ static int decode_walk(tf_reader_ctx *r, const chain_walk *w, uint8_t *out, size
     return rc;
 }
 
+/* A blob this small, decoded alone (a model), takes no decode slot: the
+ * slots bound the chains decoded at once, and a walk that had to wait
+ * for one behind two chains for each model on its way (a model a step)
+ * left a CPU idle when they ended. */
+#define SLOTLESS_MAX ((uint64_t)64 << 10)
+
 int tf_reader_decode_chain(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e)
 {
     chain_walk w;
@@ -270,9 +276,12 @@ int tf_reader_decode_chain(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_erro
     size_t filled_from = w.n;
     if (rc == 0) {
         will_need(r, w.blobs, w.n);
-        tf_slot_take(&r->decodes);
+        bool slot = w.n > 1 || w.base || w.blobs[0].raw_len > SLOTLESS_MAX;
+        if (slot)
+            tf_slot_take(&r->decodes);
         rc = decode_walk(r, &w, out, &filled_from, e);
-        tf_slot_give(&r->decodes);
+        if (slot)
+            tf_slot_give(&r->decodes);
     }
     walk_release(r, &w, filled_from);
     return rc;

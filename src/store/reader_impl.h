@@ -23,7 +23,8 @@ struct tf_reader_ctx {
     /* Chains decoded at once, at most one per CPU: the kernel sends a
      * file read in order as a dozen requests at a time, and a dozen
      * decodes on two CPUs took a fifth more CPU time than two, in the
-     * fresh buffers each one faults in and in switching between them. */
+     * fresh buffers each one faults in and in switching between them.
+     * Small blobs decoded alone (models) take none (reader_chain.c). */
     tf_slots decodes;
     _Atomic uint64_t decoded, decoded_bytes, hits;
 };
