@@ -103,6 +103,10 @@ tf_cache_item *tf_reader_obtain(tf_reader_ctx *r, uint64_t idx, tf_error *e)
 
 void tf_reader_warm(tf_reader_ctx *r, uint64_t idx)
 {
+    /* One being decoded (by a read, most often) is not waited for: the
+     * prefetcher goes on to the next blob. */
+    if (tf_cache_has(r->cache, idx))
+        return;
     tf_error e;
     tf_cache_item *it = tf_reader_obtain(r, idx, &e);
     if (it)

@@ -43,9 +43,9 @@ tf_reader_counts tf_reader_get_counts(const tf_reader_ctx *r);
  * checks the id of the result. */
 int tf_reader_blob(tf_reader_ctx *r, uint64_t idx, uint8_t *out, tf_error *e);
 
-/* Reconstructs blob idx into the cache unless it is there: what a
- * prefetcher does ahead of reads. A failure is left for the read that
- * needs the blob to report. */
+/* Reconstructs blob idx into the cache unless it is there or being
+ * reconstructed: what a prefetcher does ahead of reads. A failure is
+ * left for the read that needs the blob to report. */
 void tf_reader_warm(tf_reader_ctx *r, uint64_t idx);
 
 /* Asks the kernel for the stored bytes the n blobs idx[] need and the
