@@ -24,6 +24,8 @@
  *   entropy    the paper's model, H(b|e_r) + H(q1|b,e_r) + H(q2|b,q1,e_r)
  *              + raw tail bits: plug-in estimates per tensor, the size of
  *              an ideal static coder without tables (codec/ulp/ulp_stats.h);
+ *              and the symbols' entropy without the context e_r, which
+ *              says what the context is worth;
  *   zstd -19   of each file's group payload (one frame), of its byte
  *              planes (codec/bytegroup.h), and of the planes of its XOR
  *              with the reference payload (LMC's front end).
@@ -474,6 +476,7 @@ typedef struct {
     uint64_t ulp_chunks, ulp_tables;   /* bytes */
     uint64_t stored, stored_by_codec[TF_CODEC_COUNT];
     tf_ulp_bits entropy;
+    double symbols_without_context; /* bits */
     bool slow_measured;
     uint64_t z19_raw, z19_planes, z19_xor_planes;
     double enc_s[2], dec_s[2], z3_s[2], zd_s;
@@ -492,6 +495,7 @@ static void figures_add(figures *sum, const figures *x)
     for (unsigned k = 0; k < TF_CODEC_COUNT; k++)
         sum->stored_by_codec[k] += x->stored_by_codec[k];
     tf_ulp_bits_add(&sum->entropy, &x->entropy);
+    sum->symbols_without_context += x->symbols_without_context;
     sum->slow_measured = sum->slow_measured || x->slow_measured;
     sum->z19_raw += x->z19_raw;
     sum->z19_planes += x->z19_planes;
@@ -518,6 +522,7 @@ static void measure_entropy(const payload *p, figures *f)
         tf_ulp_hist_add(&h, p->src.data + begin, p->ref.data + begin,
                         (p->tensor_end[k] - begin) / p->size);
         tf_ulp_hist_entropy(&h, &f->entropy);
+        f->symbols_without_context += tf_ulp_hist_entropy_without_context(&h);
     }
     tf_ulp_hist_free(&h);
 }
@@ -759,6 +764,10 @@ static double m_h_b(const figures *f) { return f->entropy.b / (double)f->weights
 static double m_h_q1(const figures *f) { return f->entropy.q1 / (double)f->weights; }
 static double m_h_q2(const figures *f) { return f->entropy.q2 / (double)f->weights; }
 static double m_raw(const figures *f) { return (double)f->entropy.raw / (double)f->weights; }
+static double m_without_context(const figures *f)
+{
+    return f->symbols_without_context / (double)f->weights;
+}
 static double m_entropy_tables(const figures *f) { return m_entropy(f) + m_tables(f); }
 static double m_z19_raw(const figures *f)
 {
@@ -848,6 +857,7 @@ static void print_sizes(const column *cols, size_t n)
         { "  H(q1 | b, e_r)", m_h_q1 },
         { "  H(q2 | b, q1, e_r)", m_h_q2 },
         { "  raw tail", m_raw },
+        { "symbols' entropy without e_r", m_without_context },
         { "entropy + ulp tables", m_entropy_tables },
         { "zstd -19", m_z19_raw },
         { "zstd -19, byte-grouped", m_z19_planes },

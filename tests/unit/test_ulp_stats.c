@@ -274,6 +274,34 @@ START_TEST(test_entropy_chain_rule)
 }
 END_TEST
 
+/* Pooling the contexts costs exactly what they told apart. */
+START_TEST(test_entropy_without_context)
+{
+    tf_ulp_hist h;
+    tf_error e;
+    ck_assert(tf_ulp_hist_init(&h, TF_DT_BF16, &e) == 0);
+    uint64_t *low = h.counts + (size_t)100 * h.n_sym, *high = h.counts + (size_t)120 * h.n_sym;
+    /* Each context certain of its symbol: 0 bits with it, 1 a symbol
+     * without. */
+    low[0] = high[9] = 2;
+    h.weights = 4;
+    tf_ulp_bits bits = { 0 };
+    tf_ulp_hist_entropy(&h, &bits);
+    ck_assert(bits.b + bits.q1 + bits.q2 == 0);
+    ck_assert_double_eq_tol(tf_ulp_hist_entropy_without_context(&h), 4.0, 1e-12);
+    /* Both contexts alike: the context is worth nothing. */
+    low[9] = high[0] = 2;
+    h.weights = 8;
+    bits = (tf_ulp_bits){ 0 };
+    tf_ulp_hist_entropy(&h, &bits);
+    ck_assert_double_eq_tol(bits.b + bits.q1 + bits.q2, 8.0, 1e-12);
+    ck_assert_double_eq_tol(tf_ulp_hist_entropy_without_context(&h), 8.0, 1e-12);
+    tf_ulp_hist_clear(&h);
+    ck_assert(tf_ulp_hist_entropy_without_context(&h) == 0);
+    tf_ulp_hist_free(&h);
+}
+END_TEST
+
 static Suite *ulp_stats_suite(void)
 {
     Suite *s = suite_create("ulp_stats");
@@ -285,6 +313,7 @@ static Suite *ulp_stats_suite(void)
     tcase_add_test(tc, test_corrupt_chunks_fail);
     tcase_add_test(tc, test_refuses_what_is_not_ulp);
     tcase_add_test(tc, test_entropy_chain_rule);
+    tcase_add_test(tc, test_entropy_without_context);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -64,5 +64,10 @@ void tf_ulp_hist_add(tf_ulp_hist *h, const uint8_t *src, const uint8_t *ref, siz
  * H(b|e_r), H(q1|b,e_r), H(q2|b,q1,e_r) (in bits, over all the weights) to
  * *out as b, q1 and q2. */
 void tf_ulp_hist_entropy(const tf_ulp_hist *h, tf_ulp_bits *out);
+/* The plug-in entropy of the counted symbols, in bits over all the
+ * weights, with every context's counts pooled in one row: what the
+ * symbols would cost a coder without the context e_r. Against b + q1 +
+ * q2 of tf_ulp_hist_entropy it measures what the context is worth. */
+double tf_ulp_hist_entropy_without_context(const tf_ulp_hist *h);
 
 #endif
