@@ -175,16 +175,15 @@ void tf_ulp_hist_entropy(const tf_ulp_hist *h, tf_ulp_bits *out)
 double tf_ulp_hist_entropy_without_context(const tf_ulp_hist *h)
 {
     uint64_t pooled[TF_RANS_MAX_SYMBOLS] = { 0 };
-    double w[TF_RANS_MAX_SYMBOLS];
     for (unsigned c = 0; c < h->n_ctx; c++) {
         const uint64_t *row = hist_row(h, c);
         for (unsigned s = 0; s < h->n_sym; s++)
             pooled[s] += row[s];
     }
-    for (unsigned s = 0; s < h->n_sym; s++)
-        w[s] = (double)pooled[s];
+    /* a histogram of one context, which all the counts share */
+    const tf_ulp_hist one = { .n_ctx = 1, .n_sym = h->n_sym, .counts = pooled };
     tf_ulp_bits bits = { 0 };
-    add_row_bits(pooled, w, h->n_sym, &bits);
+    add_ideal_bits(&one, NULL, &bits);
     return bits.b + bits.q1 + bits.q2;
 }
 
